@@ -1,0 +1,17 @@
+"""Builds the optional C decoder; all metadata lives in pyproject.toml.
+
+optional=True: without a compiler the build only warns and thrift.py falls
+back to its pure-Python decoder.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "pqindex.format._compact",
+            ["src/pqindex/format/_compact.c"],
+            optional=True,
+        )
+    ]
+)

@@ -1,0 +1,217 @@
+"""The ``pqindex`` command line.
+
+Errors that pqindex raises on purpose (:class:`PqIndexError`) print one line
+naming the file and, where known, row group, column and offset, and exit with
+status 2; nothing prints a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pqindex.errors import PqIndexError
+
+__all__ = ["main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_DISPLAY_WIDTH = 32
+
+
+def _fail_cleanly(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PqIndexError as e:
+            click.echo(f"pqindex: error: {e}", err=True)
+            sys.exit(2)
+        except BrokenPipeError:
+            sys.exit(0)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return ""
+    s = str(value)
+    return s if len(s) <= _DISPLAY_WIDTH else s[: _DISPLAY_WIDTH - 1] + "…"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    x = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if abs(x) < 1024 or unit == "G":
+            return f"{n}B" if unit == "B" else f"{x:.1f}{unit}"
+        x /= 1024
+    return str(n)
+
+
+def _yes(region: dict[str, Any] | None) -> str:
+    if region is None:
+        return "-"
+    return _size(region.get("length")) if region.get("length") else "yes"
+
+
+# Short names keep the chunk table readable in an 80-column terminal.
+_ENCODING_ABBREV = {
+    "PLAIN": "PL",
+    "PLAIN_DICTIONARY": "PD",
+    "RLE": "RLE",
+    "BIT_PACKED": "BP",
+    "DELTA_BINARY_PACKED": "DBP",
+    "DELTA_LENGTH_BYTE_ARRAY": "DLBA",
+    "DELTA_BYTE_ARRAY": "DBA",
+    "RLE_DICTIONARY": "RD",
+    "BYTE_STREAM_SPLIT": "BSS",
+}
+
+
+def _console() -> Console:
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=200)
+    return con
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pqindex")
+def cli() -> None:
+    """Selective reads of Parquet through the Page Index, Bloom filters and embedded indexes."""
+
+
+@cli.command()
+@click.argument("file", type=str)
+@click.option("--row-group", "row_group", type=int, default=None, help="Only this row group.")
+@click.option("--column", type=str, default=None, help="Only this column (dotted path).")
+@click.option("--pages", is_flag=True, help="Show each chunk's page index, page by page.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/inspect-json.md).")
+@_fail_cleanly
+def inspect(file: str, row_group: int | None, column: str | None, pages: bool, as_json: bool) -> None:
+    """Show what a Parquet file records about its layout and indexes."""
+    from pqindex.format.file import ParquetFile
+    from pqindex.inspect import inspect_file
+
+    with ParquetFile.open(file) as pf:
+        report = inspect_file(pf, row_group=row_group, column=column, pages=pages)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    _render_inspect(report)
+
+
+def _render_inspect(r: dict[str, Any]) -> None:
+    con = _console()
+    con.print(f"[bold]{r['file']}[/bold]")
+    con.print(
+        f"  {r['num_rows']:,} rows · {r['num_row_groups']} row groups · {r['num_columns']} columns · "
+        f"{_size(r['file_size'])} · footer {_size(r['footer_length'])}"
+    )
+    con.print(f"  created by: {r['created_by'] or '(unknown)'}   format version: {r['format_version']}")
+    for w in r["warnings"]:
+        con.print(f"  [yellow]warning:[/yellow] {w}")
+    schema = Table(title="Schema", title_justify="left", show_edge=False)
+    for h in ("#", "column", "physical", "logical", "repetition", "order"):
+        schema.add_column(h)
+    for c in r["columns"]:
+        physical = c["physical_type"] + (f"({c['type_length']})" if c["type_length"] else "")
+        logical = c["logical_type"] or c["converted_type"] or ""
+        schema.add_row(
+            str(c["index"]), c["path"], physical, logical, c["repetition"] or "", c["column_order"] or "-"
+        )
+    con.print(schema)
+    for g in r["row_groups"]:
+        sorting = ", ".join(
+            f"{s['path']} {'desc' if s['descending'] else 'asc'}" for s in g["sorting_columns"]
+        )
+        title = (
+            f"Row group {g['index']}: {g['num_rows']:,} rows, "
+            f"{_size(g['total_compressed_size'] or g['total_byte_size'])}"
+            + (f", sorted by {sorting}" if sorting else "")
+        )
+        t = Table(title=title, title_justify="left", show_edge=False)
+        for h in ("column", "codec", "enc", "values", "size", "min", "max", "nulls",
+                  "dict", "bloom", "col/off idx"):
+            t.add_column(h, no_wrap=h not in ("column", "min", "max"))
+        for c in g["columns"]:
+            st = c["statistics"]
+            mn = mx = nulls = ""
+            if st is not None:
+                mn = _short(st["min_display"]) if st["min"] is not None else "?"
+                mx = _short(st["max_display"]) if st["max"] is not None else "?"
+                nulls = "" if st["null_count"] is None else str(st["null_count"])
+            pidx = "-"
+            if c["column_index"] or c["offset_index"]:
+                pidx = f"{_yes(c['column_index'])}/{_yes(c['offset_index'])}"
+            t.add_row(
+                c["path"], c["codec"],
+                ",".join(_ENCODING_ABBREV.get(e, e) for e in c["encodings"]),
+                f"{c['num_values']:,}",
+                f"{_size(c['compressed_size'])}/{_size(c['uncompressed_size'])}",
+                mn, mx, nulls, _yes(c["dictionary_page"]), _yes(c["bloom_filter"]), pidx,
+            )
+        con.print(t)
+        for c in g["columns"]:
+            if "pages" in c:
+                _render_pages(con, g["index"], c)
+    con.print(
+        "enc: " + ", ".join(f"{v}={k}" for k, v in _ENCODING_ABBREV.items())
+        + "; size: compressed/uncompressed; ? = bound not usable (see --json)"
+    )
+    if r["key_value_metadata"]:
+        con.print("key/value metadata: " + ", ".join(r["key_value_metadata"]))
+
+
+def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
+    p = c["pages"]
+    if p is None:
+        con.print(f"  {c['path']} (row group {rg}): no page index")
+        return
+    note = "" if p["column_index_usable"] else f" — column index unusable: {p['unusable_reason']}"
+    t = Table(
+        title=f"  {c['path']} (row group {rg}): boundary order {p['boundary_order'] or '-'}{note}",
+        title_justify="left",
+        show_edge=False,
+    )
+    for h in ("page", "first row", "rows", "offset", "size", "null page", "nulls", "NaNs", "min", "max"):
+        t.add_column(h)
+    for pg in p["pages"]:
+        t.add_row(
+            str(pg["page"]), str(pg["first_row"]), "" if pg["rows"] is None else str(pg["rows"]),
+            str(pg["offset"]), _size(pg["compressed_size"]),
+            "" if pg["null_page"] is None else ("yes" if pg["null_page"] else "no"),
+            "" if pg["null_count"] is None else str(pg["null_count"]),
+            "" if pg["nan_count"] is None else str(pg["nan_count"]),
+            _short(pg["min_display"]), _short(pg["max_display"]),
+        )
+    con.print(t)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
+@_fail_cleanly
+def check(files: tuple[str, ...], no_decode: bool) -> None:
+    """Check files end to end: footer, page headers, page index, and (by default) data."""
+    from pqindex.format.file import ParquetFile
+    from pqindex.format.pages import check_file
+
+    for f in files:
+        with ParquetFile.open(f) as pf:
+            check_file(pf, decode=not no_decode)
+        click.echo(f"{f}: ok")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``pqindex`` script."""
+    cli.main(args=argv, prog_name="pqindex")

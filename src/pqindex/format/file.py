@@ -1,0 +1,589 @@
+"""A Parquet file's metadata: footer, schema, page index, Bloom filters, dictionary pages.
+
+Opening a file costs one speculative read of its tail (64 KiB by default); a
+second read happens only when the footer is larger. Page-index entries and Bloom
+filters are read lazily, per column chunk, and served from the tail buffer when
+the speculative read already holds them. Every offset and length the file
+declares is checked against the file's size before anything is read or
+allocated.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError
+from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
+from pqindex.format.schema import Encoding, LeafColumn, PageType, Schema
+from pqindex.format.structs import (
+    BloomFilterHeader,
+    ColumnChunk,
+    ColumnIndex,
+    ColumnMetaData,
+    FileMetaData,
+    OffsetIndex,
+    PageHeader,
+)
+from pqindex.format.thrift import ThriftError, ThriftStruct, decode
+from pqindex.io.source import ByteSource, IOStats, coalesce, open_source
+
+__all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile"]
+
+DEFAULT_TAIL_BYTES = 64 * 1024
+MAGIC = b"PAR1"
+MAGIC_ENCRYPTED = b"PARE"
+# A page header is small; this much is read first and grown only if needed.
+_PAGE_HEADER_PROBE = 256
+_DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
+
+
+@dataclass(frozen=True, slots=True)
+class DictionaryPage:
+    """Where a chunk's dictionary page is: header and data together."""
+
+    offset: int
+    header_length: int
+    header: PageHeader
+
+    @property
+    def total_length(self) -> int:
+        """Header plus compressed page bytes."""
+        return self.header_length + (self.header.compressed_page_size or 0)
+
+
+class ParquetFile:
+    """Metadata of one Parquet file, read through a counting :class:`ByteSource`."""
+
+    def __init__(self, source: ByteSource, *, tail_bytes: int = DEFAULT_TAIL_BYTES) -> None:
+        self.source = source
+        self.path = source.path
+        self._lock = threading.Lock()
+        self._column_indexes: dict[tuple[int, int], ColumnIndex | None] = {}
+        self._offset_indexes: dict[tuple[int, int], OffsetIndex | None] = {}
+        self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
+        try:
+            self._read_footer(tail_bytes)
+        except BaseException:
+            source.close()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        stats: IOStats | None = None,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+    ) -> ParquetFile:
+        """Open a local path or fsspec URL and read its footer."""
+        return cls(open_source(path, stats), tail_bytes=tail_bytes)
+
+    def close(self) -> None:
+        self.source.close()
+
+    def __enter__(self) -> ParquetFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ footer
+
+    def _read_footer(self, tail_bytes: int) -> None:
+        size = self.source.size()
+        self.file_size = size
+        if size < 12:
+            raise CorruptFileError(
+                f"file is {size} bytes, too small to be Parquet (at least 12)", path=self.path
+            )
+        want = min(size, max(tail_bytes, 8))
+        tail = self.source.read(size - want, want)
+        magic = tail[-4:]
+        if magic == MAGIC_ENCRYPTED:
+            raise UnsupportedError(
+                "encrypted footer (PARE): encrypted files are not supported", path=self.path
+            )
+        if magic != MAGIC:
+            raise CorruptFileError(
+                f"not a Parquet file: ends with {magic!r}, expected b'PAR1'",
+                path=self.path,
+                offset=size - 4,
+            )
+        (footer_len,) = struct.unpack("<I", tail[-8:-4])
+        if footer_len > size - 12:
+            raise CorruptFileError(
+                f"footer length {footer_len} exceeds the file size {size}",
+                path=self.path,
+                offset=size - 8,
+            )
+        footer_start = size - 8 - footer_len
+        if footer_len + 8 > len(tail):
+            tail = self.source.read(footer_start, footer_len + 8)
+            tail_start = footer_start
+        else:
+            tail_start = size - len(tail)
+        self._buffers.append((tail_start, tail))
+        self.footer_offset = footer_start
+        self.footer_length = footer_len
+        footer = tail[footer_start - tail_start : footer_start - tail_start + footer_len]
+        self.footer_bytes = footer
+        try:
+            md, _ = decode(FileMetaData, footer)
+        except ThriftError as e:
+            raise CorruptFileError(
+                f"corrupt footer: {e.reason}", path=self.path, offset=footer_start + e.offset
+            ) from None
+        self.metadata: FileMetaData = md
+        if md.encryption_algorithm is not None:
+            raise UnsupportedError(
+                "encrypted columns (plaintext footer with an encryption algorithm): "
+                "encrypted files are not supported",
+                path=self.path,
+            )
+        try:
+            self.schema = Schema.from_elements(md.schema or [], md.column_orders)
+        except CorruptFileError as e:
+            raise e.located(path=self.path, offset=footer_start) from None
+        self._validate()
+
+    def _validate(self) -> None:
+        md = self.metadata
+        if md.num_rows is None or md.num_rows < 0:
+            raise CorruptFileError(f"invalid num_rows {md.num_rows}", path=self.path)
+        nleaves = len(self.schema.leaves)
+        data_end = self.footer_offset
+        total = 0
+        for i, rg in enumerate(md.row_groups or []):
+            if rg.num_rows is None or rg.num_rows < 0:
+                raise CorruptFileError(f"invalid num_rows {rg.num_rows}", path=self.path, row_group=i)
+            total += rg.num_rows
+            cols = rg.columns or []
+            if len(cols) != nleaves:
+                raise CorruptFileError(
+                    f"row group has {len(cols)} column chunks, the schema has {nleaves} leaves",
+                    path=self.path,
+                    row_group=i,
+                )
+            for j, cc in enumerate(cols):
+                name = self.schema.leaves[j].name
+                if cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None:
+                    raise UnsupportedError(
+                        "encrypted column chunk: encrypted files are not supported",
+                        path=self.path,
+                        row_group=i,
+                        column=name,
+                    )
+                if cc.file_path:
+                    raise UnsupportedError(
+                        f"column data in another file ({cc.file_path!r}) is not supported",
+                        path=self.path,
+                        row_group=i,
+                        column=name,
+                    )
+                cmd = cc.meta_data
+                if cmd is None:
+                    raise CorruptFileError(
+                        "column chunk has no meta_data", path=self.path, row_group=i, column=name
+                    )
+                start, length = chunk_range(cmd)
+                if cmd.type != self.schema.leaves[j].element.type:
+                    raise CorruptFileError(
+                        f"column chunk type {cmd.type} differs from the schema's "
+                        f"{self.schema.leaves[j].element.type}",
+                        path=self.path,
+                        row_group=i,
+                        column=name,
+                    )
+                if (
+                    cmd.data_page_offset is None
+                    or start < 4
+                    or length < 0
+                    or start + length > data_end
+                ):
+                    raise CorruptFileError(
+                        f"column chunk [{start}, {start + length}) lies outside the data "
+                        f"region [4, {data_end})",
+                        path=self.path,
+                        row_group=i,
+                        column=name,
+                        offset=start,
+                    )
+                if cmd.num_values is None or cmd.num_values < 0:
+                    raise CorruptFileError(
+                        f"invalid num_values {cmd.num_values}",
+                        path=self.path,
+                        row_group=i,
+                        column=name,
+                    )
+        if total != md.num_rows:
+            # pyarrow and parquet-java trust the row groups; so do we, but say so loudly
+            # only when a caller asks (inspect shows both numbers).
+            self.row_count_mismatch: tuple[int, int] | None = (md.num_rows, total)
+        else:
+            self.row_count_mismatch = None
+
+    # ------------------------------------------------------------ basics
+
+    @property
+    def num_rows(self) -> int:
+        return self.metadata.num_rows or 0
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self.metadata.row_groups or [])
+
+    @property
+    def created_by(self) -> str | None:
+        return self.metadata.created_by
+
+    @property
+    def key_value_metadata(self) -> dict[str, str | None]:
+        return {kv.key or "": kv.value for kv in self.metadata.key_value_metadata or []}
+
+    def row_group_rows(self, rg: int) -> int:
+        return self._row_group(rg).num_rows or 0
+
+    def _row_group(self, rg: int) -> object:
+        groups = self.metadata.row_groups or []
+        if not 0 <= rg < len(groups):
+            raise PqIndexError(
+                f"row group {rg} does not exist (the file has {len(groups)})", path=self.path
+            )
+        return groups[rg]
+
+    def column_chunk(self, rg: int, col: int) -> ColumnChunk:
+        """The ColumnChunk of leaf ``col`` in row group ``rg``."""
+        groups = self.metadata.row_groups or []
+        if not 0 <= rg < len(groups):
+            raise PqIndexError(
+                f"row group {rg} does not exist (the file has {len(groups)})", path=self.path
+            )
+        cols = groups[rg].columns or []
+        if not 0 <= col < len(cols):
+            raise PqIndexError(f"column {col} does not exist", path=self.path, row_group=rg)
+        return cols[col]
+
+    def column_meta(self, rg: int, col: int) -> ColumnMetaData:
+        cmd = self.column_chunk(rg, col).meta_data
+        assert cmd is not None  # checked at open
+        return cmd
+
+    def leaf(self, col: int) -> LeafColumn:
+        return self.schema.leaves[col]
+
+    # ------------------------------------------------------------ byte access
+
+    def read_bytes(self, offset: int, length: int) -> bytes:
+        """Bytes of the file, from an earlier read when it covers them, else one request."""
+        for start, buf in self._buffers:
+            if start <= offset and offset + length <= start + len(buf):
+                return buf[offset - start : offset - start + length]
+        return self.source.read(offset, length)
+
+    def _check_region(
+        self, offset: int | None, length: int | None, what: str, rg: int, col: int
+    ) -> tuple[int, int] | None:
+        if offset is None or length is None:
+            return None
+        if offset < 4 or length <= 0 or offset + length > self.footer_offset:
+            raise CorruptFileError(
+                f"{what} [{offset}, {offset + length}) lies outside the file's data region "
+                f"[4, {self.footer_offset})",
+                path=self.path,
+                row_group=rg,
+                column=self.schema.leaves[col].name,
+                offset=offset,
+            )
+        return offset, length
+
+    def _decode_at(
+        self, cls: type[ThriftStruct], raw: bytes, offset: int, what: str, rg: int, col: int
+    ) -> ThriftStruct:
+        try:
+            obj, _ = decode(cls, raw)
+        except ThriftError as e:
+            raise CorruptFileError(
+                f"corrupt {what}: {e.reason}",
+                path=self.path,
+                row_group=rg,
+                column=self.schema.leaves[col].name,
+                offset=offset + e.offset,
+            ) from None
+        return obj
+
+    # ------------------------------------------------------------ page index
+
+    def has_column_index(self, rg: int, col: int) -> bool:
+        cc = self.column_chunk(rg, col)
+        return cc.column_index_offset is not None and bool(cc.column_index_length)
+
+    def has_offset_index(self, rg: int, col: int) -> bool:
+        cc = self.column_chunk(rg, col)
+        return cc.offset_index_offset is not None and bool(cc.offset_index_length)
+
+    def _index_regions(
+        self, row_groups: Iterable[int], columns: Iterable[int], column_index: bool, offset_index: bool
+    ) -> list[tuple[int, int]]:
+        cols = list(columns)
+        regions = []
+        for rg in row_groups:
+            for col in cols:
+                cc = self.column_chunk(rg, col)
+                if column_index and (rg, col) not in self._column_indexes:
+                    r = self._check_region(
+                        cc.column_index_offset, cc.column_index_length, "column index", rg, col
+                    )
+                    if r:
+                        regions.append(r)
+                if offset_index and (rg, col) not in self._offset_indexes:
+                    r = self._check_region(
+                        cc.offset_index_offset, cc.offset_index_length, "offset index", rg, col
+                    )
+                    if r:
+                        regions.append(r)
+        return regions
+
+    def prefetch_page_index(
+        self,
+        row_groups: Iterable[int],
+        columns: Iterable[int],
+        *,
+        column_index: bool = True,
+        offset_index: bool = True,
+        max_gap: int = 4096,
+    ) -> None:
+        """Read the page-index entries of these chunks in as few requests as possible."""
+        regions = self._index_regions(row_groups, columns, column_index, offset_index)
+        missing = [r for r in regions if not self._buffered(*r)]
+        for off, n in coalesce(missing, max_gap):
+            buf = self.source.read(off, n)
+            with self._lock:
+                self._buffers.append((off, buf))
+
+    def _buffered(self, offset: int, length: int) -> bool:
+        return any(s <= offset and offset + length <= s + len(b) for s, b in self._buffers)
+
+    def column_index(self, rg: int, col: int) -> ColumnIndex | None:
+        """The chunk's ColumnIndex, or None if the writer wrote none. Cached."""
+        key = (rg, col)
+        if key in self._column_indexes:
+            return self._column_indexes[key]
+        cc = self.column_chunk(rg, col)
+        r = self._check_region(cc.column_index_offset, cc.column_index_length, "column index", rg, col)
+        ci: ColumnIndex | None = None
+        if r is not None:
+            raw = self.read_bytes(*r)
+            obj = self._decode_at(ColumnIndex, raw, r[0], "column index", rg, col)
+            assert isinstance(obj, ColumnIndex)
+            ci = obj
+        self._column_indexes[key] = ci
+        return ci
+
+    def offset_index(self, rg: int, col: int) -> OffsetIndex | None:
+        """The chunk's OffsetIndex, checked for consistency, or None. Cached."""
+        key = (rg, col)
+        if key in self._offset_indexes:
+            return self._offset_indexes[key]
+        cc = self.column_chunk(rg, col)
+        r = self._check_region(cc.offset_index_offset, cc.offset_index_length, "offset index", rg, col)
+        oi: OffsetIndex | None = None
+        if r is not None:
+            raw = self.read_bytes(*r)
+            obj = self._decode_at(OffsetIndex, raw, r[0], "offset index", rg, col)
+            assert isinstance(obj, OffsetIndex)
+            self._check_offset_index(obj, rg, col)
+            oi = obj
+        self._offset_indexes[key] = oi
+        return oi
+
+    def _check_offset_index(self, oi: OffsetIndex, rg: int, col: int) -> None:
+        """Pages must lie inside the chunk and start at increasing rows from 0."""
+        name = self.schema.leaves[col].name
+        locs = oi.page_locations
+        if not locs:
+            raise CorruptFileError("offset index lists no pages", path=self.path, row_group=rg, column=name)
+        start, length = chunk_range(self.column_meta(rg, col))
+        rows = self.row_group_rows(rg)
+        prev_row = -1
+        for i, loc in enumerate(locs):
+            if loc.offset is None or loc.compressed_page_size is None or loc.first_row_index is None:
+                raise CorruptFileError(
+                    f"offset index page {i} lacks a required field",
+                    path=self.path, row_group=rg, column=name,
+                )
+            if (
+                loc.offset < start
+                or loc.compressed_page_size <= 0
+                or loc.offset + loc.compressed_page_size > start + length
+            ):
+                raise CorruptFileError(
+                    f"offset index page {i} [{loc.offset}, {loc.offset + loc.compressed_page_size}) "
+                    f"lies outside its column chunk [{start}, {start + length})",
+                    path=self.path, row_group=rg, column=name, offset=loc.offset,
+                )
+            if loc.first_row_index <= prev_row or loc.first_row_index >= max(rows, 1):
+                raise CorruptFileError(
+                    f"offset index page {i} starts at row {loc.first_row_index}, after "
+                    f"{prev_row} in a row group of {rows} rows",
+                    path=self.path, row_group=rg, column=name,
+                )
+            prev_row = loc.first_row_index
+        if locs[0].first_row_index != 0:
+            raise CorruptFileError(
+                f"offset index's first page starts at row {locs[0].first_row_index}, not 0",
+                path=self.path, row_group=rg, column=name,
+            )
+
+    def page_rows(self, rg: int, col: int) -> list[int] | None:
+        """Rows per data page, from the OffsetIndex; None without one."""
+        oi = self.offset_index(rg, col)
+        if oi is None:
+            return None
+        firsts = [loc.first_row_index or 0 for loc in oi.page_locations or []]
+        ends = [*firsts[1:], self.row_group_rows(rg)]
+        return [e - f for f, e in zip(firsts, ends, strict=True)]
+
+    # ------------------------------------------------------------ bloom filters
+
+    def bloom_filter(self, rg: int, col: int) -> BloomFilter | None:
+        """The chunk's split-block Bloom filter, or None if it has none."""
+        cmd = self.column_meta(rg, col)
+        off = cmd.bloom_filter_offset
+        if off is None:
+            return None
+        name = self.schema.leaves[col].name
+        limit = self.footer_offset
+        if off < 4 or off >= limit:
+            raise CorruptFileError(
+                f"Bloom filter offset {off} is outside the data region [4, {limit})",
+                path=self.path, row_group=rg, column=name, offset=off,
+            )
+        declared = cmd.bloom_filter_length
+        probe = declared if declared and 0 < declared <= limit - off else min(64, limit - off)
+        raw = self.read_bytes(off, probe)
+        try:
+            header, hlen = decode(BloomFilterHeader, raw)
+        except ThriftError as e:
+            raise CorruptFileError(
+                f"corrupt Bloom filter header: {e.reason}",
+                path=self.path, row_group=rg, column=name, offset=off + e.offset,
+            ) from None
+        nbytes = header.numBytes
+        if (
+            nbytes is None
+            or nbytes < BLOCK_BYTES
+            or nbytes % BLOCK_BYTES
+            or nbytes > MAX_BLOOM_BYTES
+            or off + hlen + nbytes > limit
+        ):
+            raise CorruptFileError(
+                f"Bloom filter bitset of {nbytes} bytes is invalid or runs past the data region",
+                path=self.path, row_group=rg, column=name, offset=off,
+            )
+        if header.algorithm is None or header.algorithm.BLOCK is None or (
+            header.hash is None or header.hash.XXHASH is None
+        ) or header.compression is None or header.compression.UNCOMPRESSED is None:
+            raise UnsupportedError(
+                "Bloom filter uses an unknown algorithm, hash or compression",
+                path=self.path, row_group=rg, column=name, offset=off,
+            )
+        if hlen + nbytes <= len(raw):
+            bitset = raw[hlen : hlen + nbytes]
+        else:
+            bitset = self.read_bytes(off + hlen, nbytes)
+        return BloomFilter(header, bitset)
+
+    # ------------------------------------------------------------ pages
+
+    def page_header(self, offset: int, rg: int, col: int) -> tuple[PageHeader, int]:
+        """Decode the page header at ``offset``; returns it and its length in bytes."""
+        start, length = chunk_range(self.column_meta(rg, col))
+        end = start + length
+        name = self.schema.leaves[col].name
+        if not start <= offset < end:
+            raise CorruptFileError(
+                f"page offset {offset} is outside its column chunk [{start}, {end})",
+                path=self.path, row_group=rg, column=name, offset=offset,
+            )
+        n = min(_PAGE_HEADER_PROBE, end - offset)
+        while True:
+            raw = self.read_bytes(offset, n)
+            try:
+                ph, hlen = decode(PageHeader, raw)
+                break
+            except ThriftError as e:
+                if n < end - offset:
+                    n = min(n * 4, end - offset)  # statistics can make a header long
+                    continue
+                raise CorruptFileError(
+                    f"corrupt page header: {e.reason}",
+                    path=self.path, row_group=rg, column=name, offset=offset + e.offset,
+                ) from None
+        size = ph.compressed_page_size
+        if size is None or size < 0 or offset + hlen + size > end:
+            raise CorruptFileError(
+                f"page of {size} bytes runs past its column chunk's end {end}",
+                path=self.path, row_group=rg, column=name, offset=offset,
+            )
+        return ph, hlen
+
+    def dictionary_page(self, rg: int, col: int) -> DictionaryPage | None:
+        """The chunk's dictionary page, or None.
+
+        ``dictionary_page_offset`` may be absent or 0 (some writers set 0 for "none",
+        others point ``data_page_offset`` at the dictionary), so the first page's
+        header decides when the footer is not explicit.
+        """
+        cmd = self.column_meta(rg, col)
+        dpo = cmd.dictionary_page_offset
+        if dpo is not None and dpo > 0:
+            candidate = dpo
+        else:
+            stats = cmd.encoding_stats
+            if stats is not None:
+                if not any(s.page_type == PageType.DICTIONARY_PAGE for s in stats):
+                    return None
+            elif not _DICTIONARY_ENCODINGS & set(cmd.encodings or []):
+                return None
+            candidate = chunk_range(cmd)[0]
+        ph, hlen = self.page_header(candidate, rg, col)
+        if ph.type != PageType.DICTIONARY_PAGE:
+            return None
+        return DictionaryPage(candidate, hlen, ph)
+
+    def all_dictionary_encoded(self, rg: int, col: int) -> bool | None:
+        """Whether every data page is dictionary-encoded; None when the footer can't tell."""
+        cmd = self.column_meta(rg, col)
+        if cmd.encoding_stats is None:
+            return None
+        data = [s for s in cmd.encoding_stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
+        return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
+
+
+def chunk_range(cmd: ColumnMetaData) -> tuple[int, int]:
+    """``(offset, length)`` of a column chunk's pages, dictionary page included."""
+    # Offset 0 is the magic, never a page: writers use it for "absent" (a chunk
+    # without data pages, or no dictionary).
+    starts = [o for o in (cmd.data_page_offset, cmd.dictionary_page_offset) if o]
+    start = min(starts) if starts else 0
+    return start, cmd.total_compressed_size or 0
+
+
+def leaf_indices(pf: ParquetFile, names: Sequence[str] | None) -> list[int]:
+    """Leaf positions for dotted names (all leaves when ``names`` is None)."""
+    if names is None:
+        return list(range(len(pf.schema.leaves)))
+    out = []
+    for n in names:
+        hits = [c.index for c in pf.schema.leaves if c.name == n or c.name.startswith(n + ".")]
+        if not hits:
+            from pqindex.errors import UserInputError
+
+            known = ", ".join(c.name for c in pf.schema.leaves[:20])
+            raise UserInputError(f"no column named {n!r} (columns: {known})", path=pf.path)
+        out += hits
+    return out

@@ -1,0 +1,141 @@
+"""Walking a column chunk's page headers, and checking a file end to end.
+
+The page walk reads each header (never the page data) and checks that the
+pages tile the chunk and that their value counts add up to the chunk's. The
+deep check then lets pyarrow decode every column chunk, so that damaged levels
+or values surface as a :class:`CorruptFileError` naming the row group and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pqindex.errors import CorruptFileError, UnsupportedError
+from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.schema import PageType
+from pqindex.format.structs import PageHeader
+
+__all__ = ["PageInfo", "check_file", "walk_pages"]
+
+
+@dataclass(frozen=True, slots=True)
+class PageInfo:
+    """One page of a chunk as its header describes it."""
+
+    offset: int
+    header_length: int
+    header: PageHeader
+
+    @property
+    def page_type(self) -> int:
+        return self.header.type if self.header.type is not None else -1
+
+    @property
+    def total_length(self) -> int:
+        return self.header_length + (self.header.compressed_page_size or 0)
+
+    @property
+    def num_values(self) -> int | None:
+        h = self.header
+        if h.data_page_header is not None:
+            return h.data_page_header.num_values
+        if h.data_page_header_v2 is not None:
+            return h.data_page_header_v2.num_values
+        if h.dictionary_page_header is not None:
+            return h.dictionary_page_header.num_values
+        return None
+
+
+def walk_pages(pf: ParquetFile, rg: int, col: int) -> Iterator[PageInfo]:
+    """Every page of the chunk, in file order, with its header checked."""
+    start, length = chunk_range(pf.column_meta(rg, col))
+    end = start + length
+    name = pf.leaf(col).name
+    pos = start
+    index = 0
+    while pos < end:
+        ph, hlen = pf.page_header(pos, rg, col)
+        info = PageInfo(pos, hlen, ph)
+        nv = info.num_values
+        if nv is not None and nv < 0:
+            raise CorruptFileError(
+                f"page {index} claims {nv} values", path=pf.path, row_group=rg, column=name, offset=pos
+            )
+        if ph.type == PageType.DICTIONARY_PAGE and index != 0:
+            raise CorruptFileError(
+                f"dictionary page at position {index}, must be first",
+                path=pf.path, row_group=rg, column=name, offset=pos,
+            )
+        if (ph.uncompressed_page_size or 0) < 0:
+            raise CorruptFileError(
+                f"page {index} claims an uncompressed size of {ph.uncompressed_page_size}",
+                path=pf.path, row_group=rg, column=name, offset=pos,
+            )
+        yield info
+        pos += info.total_length
+        index += 1
+    if pos != end:
+        raise CorruptFileError(
+            f"pages end at {pos}, the chunk at {end}", path=pf.path, row_group=rg, column=name, offset=pos
+        )
+
+
+def _check_chunk(pf: ParquetFile, rg: int, col: int) -> None:
+    name = pf.leaf(col).name
+    cmd = pf.column_meta(rg, col)
+    values = 0
+    data_offsets = []
+    for page in walk_pages(pf, rg, col):
+        if page.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2):
+            values += page.num_values or 0
+            data_offsets.append(page.offset)
+    if values != cmd.num_values:
+        raise CorruptFileError(
+            f"data pages hold {values} values, the chunk's metadata says {cmd.num_values}",
+            path=pf.path, row_group=rg, column=name,
+        )
+    oi = pf.offset_index(rg, col)
+    if oi is not None:
+        listed = [loc.offset for loc in oi.page_locations or []]
+        if listed != data_offsets:
+            raise CorruptFileError(
+                f"offset index lists {len(listed)} pages that differ from the "
+                f"{len(data_offsets)} data pages in the chunk",
+                path=pf.path, row_group=rg, column=name,
+            )
+
+
+def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
+    """Raise a PqIndexError for the first problem found in the file.
+
+    Walks every page header of every chunk; with ``decode`` also decodes each
+    column chunk with pyarrow (levels, values, dictionary indexes).
+    """
+    for rg in range(pf.num_row_groups):
+        for col in range(len(pf.schema.leaves)):
+            _check_chunk(pf, rg, col)
+    if not decode:
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        reader = pq.ParquetFile(pf.path)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptFileError(f"pyarrow cannot read the file: {e}", path=pf.path) from None
+    top = list(dict.fromkeys(leaf.path[0] for leaf in pf.schema.leaves))
+    for rg in range(pf.num_row_groups):
+        for name in top:
+            try:
+                # Batches keep memory bounded and avoid pyarrow's limits on huge chunks.
+                for batch in reader.iter_batches(batch_size=65536, row_groups=[rg], columns=[name]):
+                    batch.validate(full=True)
+            except pa.ArrowNotImplementedError as e:
+                raise UnsupportedError(
+                    f"pyarrow cannot decode this column: {e}", path=pf.path, row_group=rg, column=name
+                ) from None
+            except (pa.ArrowException, OSError, ValueError) as e:
+                raise CorruptFileError(
+                    f"column data does not decode: {e}", path=pf.path, row_group=rg, column=name
+                ) from None

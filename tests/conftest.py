@@ -1,0 +1,61 @@
+"""Shared fixtures: the writer files (tests/writers.py), written once per session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import writers  # noqa: E402
+
+CORPUS = Path("/work/shared/corpus/parquet-testing")
+
+_spark: Any = None
+
+
+def _spark_session() -> Any:
+    """The run's one SparkSession, created on first use."""
+    global _spark
+    if _spark is None:
+        pytest.importorskip("pyspark")
+        from pyspark.sql import SparkSession
+
+        _spark = (
+            SparkSession.builder.master("local[1]")
+            .appName("pqindex-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "1g")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+            .getOrCreate()
+        )
+        _spark.sparkContext.setLogLevel("ERROR")
+    return _spark
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """A local[1] SparkSession; stopped at the end of the run."""
+    return _spark_session()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _spark
+    if _spark is not None:
+        _spark.stop()
+        _spark = None
+
+
+@pytest.fixture(scope="session")
+def written_files(tmp_path_factory: pytest.TempPathFactory) -> writers.FileCache:
+    """Lazily written files, by name: ``written_files["duckdb"]`` -> Path.
+
+    Names are ``writers.ALL_WRITERS`` plus ``"wide_footer"``; "spark" needs the
+    ``spark`` fixture too (request it, or mark the test ``spark``).
+    """
+    return writers.FileCache(tmp_path_factory.mktemp("writers"), spark=_spark_session)
