@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import writers  # noqa: E402
+import writers
 
 CORPUS = Path("/work/shared/corpus/parquet-testing")
 
@@ -24,16 +25,18 @@ def _spark_session() -> Any:
         pytest.importorskip("pyspark")
         from pyspark.sql import SparkSession
 
-        _spark = (
-            SparkSession.builder.master("local[1]")
-            .appName("pqindex-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "1g")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-            .getOrCreate()
-        )
+        with warnings.catch_warnings():  # pyspark frets about the pandas version
+            warnings.simplefilter("ignore", FutureWarning)
+            _spark = (
+                SparkSession.builder.master("local[1]")
+                .appName("pqindex-tests")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.driver.memory", "1g")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+                .getOrCreate()
+            )
         _spark.sparkContext.setLogLevel("ERROR")
     return _spark
 
@@ -55,7 +58,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def written_files(tmp_path_factory: pytest.TempPathFactory) -> writers.FileCache:
     """Lazily written files, by name: ``written_files["duckdb"]`` -> Path.
 
-    Names are ``writers.ALL_WRITERS`` plus ``"wide_footer"``; "spark" needs the
-    ``spark`` fixture too (request it, or mark the test ``spark``).
+    Names are ``writers.ALL_WRITERS`` plus ``"wide_footer"``. ``"spark"`` starts the
+    run's SparkSession on first use: mark such tests ``@pytest.mark.spark``.
     """
     return writers.FileCache(tmp_path_factory.mktemp("writers"), spark=_spark_session)

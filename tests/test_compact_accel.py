@@ -7,6 +7,7 @@ and fail on exactly the same inputs.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import random
 import struct
@@ -60,6 +61,17 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def all_tracked(a: Any) -> bool:
+    """The C decoder untracks what it builds while it runs; all must be tracked after."""
+    if isinstance(a, thrift.ThriftStruct):
+        return gc.is_tracked(a) and all(
+            all_tracked(getattr(a, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, list):
+        return gc.is_tracked(a) and all(all_tracked(x) for x in a)
+    return True
+
+
 def encoded(obj: thrift.ThriftStruct) -> Any:
     try:
         return obj.encode()
@@ -86,6 +98,7 @@ def assert_parity(cls: type, buf: bytes, pos: int = 0) -> Any:
     (po, pend), (co, cend) = py, c
     assert cend == pend
     assert same(co, po)
+    assert all_tracked(co)
     assert encoded(co) == encoded(po)
     return py
 

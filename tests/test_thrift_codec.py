@@ -604,9 +604,10 @@ def test_out_of_order_fields_re_encode_exactly(order: list[int]) -> None:
 
 
 def test_nested_unknown_structs_within_depth_limit() -> None:
+    # Alternating struct and list<struct> wrappers, one value per level.
     body = b"\x00"
-    for _ in range(MAX_DEPTH // 2):
-        body = emit([(1, 12, body), (2, 9, b"\x1c" + body)])[:-1] + b"\x00"
+    for level in range(MAX_DEPTH // 4):
+        body = emit([(1, 12, body)] if level % 2 else [(2, 6, zz(level)), (3, 9, b"\x1c" + body)])
     b = emit([(3, 6, zz(1)), (77, 12, body)])
     fm = S.FileMetaData.decode(b)
     assert fm.num_rows == 1 and fm.encode() == b

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,16 @@ def make_table(num_rows: int = NUM_ROWS) -> pa.Table:
     floats = rng.normal(0.0, 100.0, num_rows)
     floats[i % 11 == 5] = np.nan
     float_mask = (i % 13) == 7
+    letters = "abcdefghijklmnopqrstuvwxyz"
     longs = [
-        f"{k:06d}-" + "".join(chr(97 + (k * 7 + j) % 26) for j in range(93)) for k in range(num_rows)
+        f"{k:06d}-" + "".join(letters[(k * 7 + j) % 26] for j in range(93)) for k in range(num_rows)
     ]
     epoch = dt.date(2020, 1, 1)
     t0 = dt.datetime(2021, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
     lists = [None if k % 9 == 4 else list(range(k % 5)) for k in range(num_rows)]
     structs = [
-        None if k % 10 == 6 else {"a": int(k % 100), "b": CATEGORIES[k % 3]} for k in range(num_rows)
+        None if k % 10 == 6 else {"a": int(k % 100), "b": CATEGORIES[k % 3]}
+        for k in range(num_rows)
     ]
     return pa.table(
         {
@@ -76,7 +79,9 @@ def make_table(num_rows: int = NUM_ROWS) -> pa.Table:
             "f64": pa.array(floats, pa.float64(), mask=float_mask),
             "category": pa.array([CATEGORIES[k % len(CATEGORIES)] for k in range(num_rows)]),
             "long_text": pa.array(longs, pa.string()),
-            "day": pa.array([epoch + dt.timedelta(days=k // 10) for k in range(num_rows)], pa.date32()),
+            "day": pa.array(
+                [epoch + dt.timedelta(days=k // 10) for k in range(num_rows)], pa.date32()
+            ),
             "ts": pa.array(
                 [t0 + dt.timedelta(seconds=37 * k) for k in range(num_rows)],
                 pa.timestamp("us", tz="UTC"),
@@ -207,7 +212,9 @@ SPARK_OPTIONS = {
 def write_spark(spark: Any, target_dir: str | Path) -> Path:
     """parquet-java through Spark: one part file, small pages and blocks, Bloom filter on id."""
     out = Path(target_dir) / "spark_out"
-    df = spark.createDataFrame(make_table()).coalesce(1).sortWithinPartitions("id")
+    with warnings.catch_warnings():  # pyspark frets about the pandas version
+        warnings.simplefilter("ignore", FutureWarning)
+        df = spark.createDataFrame(make_table()).coalesce(1).sortWithinPartitions("id")
     writer = df.write.mode("overwrite")
     for k, v in SPARK_OPTIONS.items():
         writer = writer.option(k, v)

@@ -547,7 +547,7 @@ class ParquetFile:
             if stats is not None:
                 if not any(s.page_type == PageType.DICTIONARY_PAGE for s in stats):
                     return None
-            elif not _DICTIONARY_ENCODINGS & set(cmd.encodings or []):
+            elif cmd.encodings and not _DICTIONARY_ENCODINGS & set(cmd.encodings):
                 return None
             candidate = chunk_range(cmd)[0]
         ph, hlen = self.page_header(candidate, rg, col)

@@ -486,8 +486,11 @@ def _slot_descr(cls: type, name: str) -> Any:
 def _build_accel_spec(cls: type[ThriftStruct]) -> Any:
     # C fills the slots itself instead of calling cls(); only sound when
     # construction does nothing else.
+    init = getattr(vars(cls).get("__init__"), "__code__", None)
     if cls.__new__ is not object.__new__ or hasattr(cls, "__post_init__"):
         raise TypeError("custom construction")
+    if init is None or init.co_filename != "<string>":  # not dataclass-generated
+        raise TypeError("custom __init__")
     fields = dataclasses.fields(cls)
     slots = {s for k in cls.__mro__ for s in vars(k).get("__slots__", ())}
     if slots - {"__weakref__"} != {f.name for f in fields} or "__dict__" in slots:

@@ -1,0 +1,338 @@
+"""Row ranges: which rows of a row group a plan still has to look at.
+
+``RowRanges`` is a sorted list of disjoint, non-adjacent, half-open intervals
+``[start, end)`` of row numbers, kept in two int64 numpy arrays. Every pruning
+level produces one; AND intersects them, OR unites them, and the read plan asks
+which pages of a column overlap them.
+
+``Selection`` pairs the rows that may match with the rows that surely match,
+the three-valued answer of a predicate over a row group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["RowRanges", "Selection"]
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _frozen(a: npt.ArrayLike) -> IntArray:
+    out = np.array(a, dtype=np.int64, copy=True).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+def _normalize(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
+    """Sort, drop empty intervals, merge overlapping and adjacent ones."""
+    keep = starts < ends
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    # A new interval begins where the start lies past everything seen so far;
+    # `>` (not `>=`) merges adjacent intervals too.
+    begins = np.empty(starts.size, dtype=bool)
+    begins[0] = True
+    begins[1:] = starts[1:] > reach[:-1]
+    idx = np.flatnonzero(begins)
+    return starts[idx], np.maximum.reduceat(ends, idx)
+
+
+class RowRanges:
+    """Immutable, sorted, disjoint, non-adjacent half-open row intervals."""
+
+    __slots__ = ("_ends", "_starts")
+
+    _starts: IntArray
+    _ends: IntArray
+
+    def __init__(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> None:
+        """Wrap intervals that are already normalized; use ``from_intervals`` otherwise."""
+        s, e = _frozen(starts), _frozen(ends)
+        if s.shape != e.shape:
+            raise ValueError(f"{s.size} starts for {e.size} ends")
+        if s.size and (np.any(s >= e) or np.any(s[1:] <= e[:-1])):
+            raise ValueError("intervals are not sorted, disjoint, non-adjacent and non-empty")
+        object.__setattr__(self, "_starts", s)
+        object.__setattr__(self, "_ends", e)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("RowRanges is immutable")
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def _trusted(cls, starts: IntArray, ends: IntArray) -> RowRanges:
+        out = cls.__new__(cls)
+        object.__setattr__(out, "_starts", _frozen(starts))
+        object.__setattr__(out, "_ends", _frozen(ends))
+        return out
+
+    @classmethod
+    def empty(cls) -> RowRanges:
+        """No rows."""
+        return cls._trusted(np.empty(0, np.int64), np.empty(0, np.int64))
+
+    @classmethod
+    def full(cls, n: int) -> RowRanges:
+        """Rows ``[0, n)``."""
+        if n < 0:
+            raise ValueError(f"negative row count {n}")
+        return cls.empty() if n == 0 else cls._trusted(np.array([0]), np.array([n]))
+
+    @classmethod
+    def from_intervals(cls, intervals: Iterable[tuple[int, int]]) -> RowRanges:
+        """Any ``(start, end)`` pairs: sorted, empty ones dropped, touching ones merged."""
+        pairs = np.array(list(intervals), dtype=np.int64).reshape(-1, 2)
+        return cls._trusted(*_normalize(pairs[:, 0], pairs[:, 1]))
+
+    @classmethod
+    def from_mask(cls, mask: npt.ArrayLike) -> RowRanges:
+        """The rows where a boolean mask is true."""
+        m = np.asarray(mask, dtype=bool).reshape(-1)
+        edges = np.diff(np.concatenate(([False], m, [False])).astype(np.int8))
+        return cls._trusted(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))
+
+    @classmethod
+    def from_pages(
+        cls,
+        page_first_rows: npt.ArrayLike,
+        page_row_counts: npt.ArrayLike,
+        page_indices: npt.ArrayLike,
+    ) -> RowRanges:
+        """The rows of the chosen pages, given each page's first row and row count."""
+        first = np.asarray(page_first_rows, dtype=np.int64)
+        counts = np.asarray(page_row_counts, dtype=np.int64)
+        idx = np.asarray(page_indices, dtype=np.int64).reshape(-1)
+        starts = first[idx]
+        return cls._trusted(*_normalize(starts, starts + counts[idx]))
+
+    # ------------------------------------------------------------ access
+
+    @property
+    def starts(self) -> IntArray:
+        """Interval starts (read-only)."""
+        return self._starts
+
+    @property
+    def ends(self) -> IntArray:
+        """Interval ends, exclusive (read-only)."""
+        return self._ends
+
+    def intervals(self) -> list[tuple[int, int]]:
+        """The intervals as ``(start, end)`` pairs of Python ints."""
+        return list(zip(self._starts.tolist(), self._ends.tolist(), strict=True))
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self.intervals())
+
+    def __len__(self) -> int:
+        """Number of intervals (``count()`` is the number of rows)."""
+        return int(self._starts.size)
+
+    @property
+    def is_empty(self) -> bool:
+        return self._starts.size == 0
+
+    def count(self) -> int:
+        """Number of rows covered."""
+        return int(np.sum(self._ends - self._starts))
+
+    def first(self) -> int | None:
+        """The first row, None when empty."""
+        return None if self.is_empty else int(self._starts[0])
+
+    def last(self) -> int | None:
+        """One past the last row, None when empty."""
+        return None if self.is_empty else int(self._ends[-1])
+
+    # ------------------------------------------------------------ algebra
+
+    def union(self, other: RowRanges) -> RowRanges:
+        """Rows in either."""
+        if self.is_empty:
+            return other
+        if other.is_empty:
+            return self
+        return RowRanges._trusted(*_normalize(
+            np.concatenate((self._starts, other._starts)),
+            np.concatenate((self._ends, other._ends))))
+
+    def intersection(self, other: RowRanges) -> RowRanges:
+        """Rows in both."""
+        a, b = self, other
+        if a.is_empty or b.is_empty:
+            return RowRanges.empty()
+        # For each interval of a, the intervals of b it overlaps form a run
+        # [lo, hi) of b; pieces come out sorted, and stay non-adjacent because the
+        # gaps of a and of b both survive.
+        lo = np.searchsorted(b._ends, a._starts, side="right")
+        hi = np.searchsorted(b._starts, a._ends, side="left")
+        n = np.maximum(hi - lo, 0)
+        total = int(n.sum())
+        if total == 0:
+            return RowRanges.empty()
+        ai = np.repeat(np.arange(a._starts.size), n)
+        offsets = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+        bi = np.repeat(lo, n) + offsets
+        starts = np.maximum(a._starts[ai], b._starts[bi])
+        ends = np.minimum(a._ends[ai], b._ends[bi])
+        return RowRanges._trusted(starts, ends)
+
+    def _gaps(self, lo: int, hi: int) -> RowRanges:
+        """Rows of ``[lo, hi)`` not in these ranges."""
+        if lo >= hi:
+            return RowRanges.empty()
+        inside = self.intersection(RowRanges._trusted(np.array([lo]), np.array([hi])))
+        starts = np.concatenate(([lo], inside._ends))
+        ends = np.concatenate((inside._starts, [hi]))
+        keep = starts < ends
+        return RowRanges._trusted(starts[keep], ends[keep])
+
+    def complement(self, n: int) -> RowRanges:
+        """Rows of ``[0, n)`` not in these ranges."""
+        return self._gaps(0, n)
+
+    def difference(self, other: RowRanges) -> RowRanges:
+        """Rows in these ranges and not in ``other``."""
+        if self.is_empty or other.is_empty:
+            return self
+        return self.intersection(other._gaps(int(self._starts[0]), int(self._ends[-1])))
+
+    def __and__(self, other: RowRanges) -> RowRanges:
+        return self.intersection(other)
+
+    def __or__(self, other: RowRanges) -> RowRanges:
+        return self.union(other)
+
+    def __sub__(self, other: RowRanges) -> RowRanges:
+        return self.difference(other)
+
+    def shift(self, offset: int) -> RowRanges:
+        """Every row moved by ``offset`` (row-group rows to file rows, for instance)."""
+        return RowRanges._trusted(self._starts + offset, self._ends + offset)
+
+    # ------------------------------------------------------------ lookups
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether any row of ``[start, end)`` is in these ranges (bisection)."""
+        if start >= end:
+            return False
+        i = int(np.searchsorted(self._ends, start, side="right"))
+        return i < self._starts.size and int(self._starts[i]) < end
+
+    def contains(self, row: int) -> bool:
+        """Whether ``row`` is in these ranges."""
+        return self.overlaps(row, row + 1)
+
+    def overlapping_pages(self, page_first_rows: npt.ArrayLike, total_rows: int) -> IntArray:
+        """Indices of the pages holding any of these rows.
+
+        Page ``i`` holds rows ``[page_first_rows[i], page_first_rows[i + 1])``, the
+        last page up to ``total_rows`` (the OffsetIndex layout).
+        """
+        first = np.asarray(page_first_rows, dtype=np.int64).reshape(-1)
+        if first.size == 0 or self.is_empty:
+            return np.empty(0, dtype=np.int64)
+        last = np.concatenate((first[1:], np.array([total_rows], dtype=np.int64)))
+        i = np.searchsorted(self._ends, first, side="right")
+        hit = i < self._starts.size
+        hit[hit] = self._starts[i[hit]] < last[hit]
+        hit &= first < last
+        return np.flatnonzero(hit).astype(np.int64)
+
+    # ------------------------------------------------------------ conversion
+
+    def to_mask(self, n: int) -> npt.NDArray[np.bool_]:
+        """A boolean mask of ``n`` rows; ValueError if a range lies outside ``[0, n)``."""
+        if not self.is_empty and (self._starts[0] < 0 or self._ends[-1] > n):
+            raise ValueError(f"rows [{self.first()}, {self.last()}) do not fit in {n} rows")
+        delta = np.zeros(n + 1, dtype=np.int8)
+        delta[self._starts] = 1
+        delta[self._ends] = -1
+        return np.cumsum(delta[:n], dtype=np.int8).astype(bool)
+
+    def to_indices(self) -> IntArray:
+        """Every row number, ascending."""
+        lengths = self._ends - self._starts
+        total = int(lengths.sum())
+        if total == 0:
+            return np.empty(0, dtype=np.int64)
+        base = np.repeat(self._starts - (np.cumsum(lengths) - lengths), lengths)
+        return base + np.arange(total, dtype=np.int64)
+
+    # ------------------------------------------------------------ identity
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RowRanges):
+            return NotImplemented
+        return bool(np.array_equal(self._starts, other._starts)
+                    and np.array_equal(self._ends, other._ends))
+
+    def __hash__(self) -> int:
+        return hash((self._starts.tobytes(), self._ends.tobytes()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"[{s}, {e})" for s, e in self.intervals()[:8])
+        more = f", … {len(self) - 8} more" if len(self) > 8 else ""
+        return f"RowRanges({shown}{more})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Plans travel to Spark executors; rebuild through the checked constructor.
+        return (RowRanges, (self._starts.tolist(), self._ends.tolist()))
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Three-valued rows of a predicate: ``maybe`` may match, ``all`` surely match.
+
+    Rows outside ``maybe`` surely do not match (or are NULL). ``all`` is a subset
+    of ``maybe``. There is no ``~``: a row outside ``maybe`` may be NULL, and NOT
+    NULL is no match either, so NOT is pushed to the leaves instead.
+    """
+
+    maybe: RowRanges
+    all: RowRanges
+
+    def __post_init__(self) -> None:
+        if not self.all.is_empty and (self.all & self.maybe).count() != self.all.count():
+            raise ValueError("rows that surely match must be rows that may match")
+
+    @classmethod
+    def none(cls) -> Selection:
+        """No row matches."""
+        return cls(RowRanges.empty(), RowRanges.empty())
+
+    @classmethod
+    def unknown(cls, n: int) -> Selection:
+        """Every row of ``n`` may match, none surely does."""
+        return cls(RowRanges.full(n), RowRanges.empty())
+
+    @classmethod
+    def everything(cls, n: int) -> Selection:
+        """Every row of ``n`` matches."""
+        return cls(RowRanges.full(n), RowRanges.full(n))
+
+    def __and__(self, other: Selection) -> Selection:
+        return Selection(self.maybe & other.maybe, self.all & other.all)
+
+    def __or__(self, other: Selection) -> Selection:
+        return Selection(self.maybe | other.maybe, self.all | other.all)
+
+    @property
+    def uncertain(self) -> RowRanges:
+        """Rows that may match but must still be checked row by row."""
+        return self.maybe - self.all
+
+    def __iter__(self) -> Iterator[RowRanges]:
+        """Unpacks as ``maybe, all_ = selection``."""
+        return iter((self.maybe, self.all))

@@ -1,0 +1,1 @@
+"""Executing a read plan: fetch byte ranges, decode chosen pages."""
