@@ -8,9 +8,11 @@ alone with :func:`make_case`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import random
 import signal
+import struct
 import threading
 import time
 import tracemalloc
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 
 from pqindex.format import structs as S
+from pqindex.format import thrift
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 
 CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", "/work/shared/corpus/parquet-testing"))
@@ -29,6 +32,12 @@ CASES = int(os.environ.get("PQINDEX_FUZZ_CASES", "3000"))
 SEED = int(os.environ.get("PQINDEX_FUZZ_SEED", "1729"))
 CASE_SECONDS = 2.0  # one decode of a mangled 40 KB footer takes milliseconds
 ALL_STRUCTS: list[type[ThriftStruct]] = [getattr(S, n) for n in S.__all__]
+
+# The C decoder, when built, and the pure-Python one: each must keep the contract, and
+# they must agree on every input.
+DECODERS: dict[str, Any] = {"default": decode}
+if getattr(thrift, "_accel", None) is not None and hasattr(thrift, "_decode_py"):
+    DECODERS["pure"] = thrift._decode_py
 
 
 def uvarint(n: int) -> bytes:
@@ -113,6 +122,13 @@ def seeds() -> list[tuple[type[ThriftStruct], bytes]]:
     return out or _synthetic()
 
 
+@cache
+def seed_groups() -> tuple[list[Any], list[Any]]:
+    """Footers and the rest, drawn half and half: page headers outnumber footers."""
+    footers = [s for s in seeds() if s[0] is S.FileMetaData]
+    return footers, [s for s in seeds() if s[0] is not S.FileMetaData]
+
+
 # ---------------------------------------------------------------- mutators
 
 HUGE = [2**31 - 1, 2**31, 2**32, 2**60, 2**63 - 1, 2**63, 2**64 - 1]
@@ -192,9 +208,7 @@ MUTATORS: list[Callable[[random.Random, bytes], bytes]] = [
 
 def make_case(case: int, seed: int = SEED) -> tuple[type[ThriftStruct], bytes, list[str]]:
     rnd = random.Random(f"{seed}:{case}")
-    # Half footers, half the rest: page headers outnumber footers in the corpus.
-    footers = [s for s in seeds() if s[0] is S.FileMetaData]
-    others = [s for s in seeds() if s[0] is not S.FileMetaData]
+    footers, others = seed_groups()
     cls, buf = rnd.choice(footers if not others or rnd.random() < 0.5 else others)
     if rnd.random() < 0.1:  # other decoders on foreign bytes
         cls = rnd.choice(ALL_STRUCTS)
@@ -249,16 +263,41 @@ def largest_part(obj: Any) -> int:
     return most
 
 
+def identical(a: Any, b: Any) -> bool:
+    """Exact equality of decoded values, floats by bits, bookkeeping included."""
+    if isinstance(a, ThriftStruct):
+        return (
+            type(a) is type(b)
+            and a.unknown_fields == b.unknown_fields
+            and a.wire_order == b.wire_order
+            and a.bool_lists_typed_false == b.bool_lists_typed_false
+            and all(identical(getattr(a, n), getattr(b, n)) for _, n, _ in a.THRIFT)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(identical, a, b))
+    if isinstance(a, float):
+        return isinstance(b, float) and struct.pack("<d", a) == struct.pack("<d", b)
+    return type(a) is type(b) and a == b
+
+
 def check_one(cls: type[ThriftStruct], buf: bytes) -> None:
     """The fuzz contract for one input; raises AssertionError (or anything else) when broken."""
-    try:
-        obj, end = decode(cls, buf, 0)
-    except ThriftError as e:
-        assert isinstance(e.offset, int) and 0 <= e.offset <= len(buf), e.offset
-        return
-    assert 0 < end <= len(buf)
-    assert largest_part(obj) <= len(buf)
-    encode(obj)  # whatever decoded must encode again
+    outcomes = []
+    for name, fn in DECODERS.items():
+        try:
+            obj, end = fn(cls, buf, 0)
+        except ThriftError as e:
+            assert isinstance(e.offset, int) and 0 <= e.offset <= len(buf), (name, e.offset)
+            outcomes.append((name, None, None))
+            continue
+        assert 0 < end <= len(buf), (name, end)
+        assert largest_part(obj) <= len(buf), name
+        encode(obj)  # whatever decoded must encode again
+        outcomes.append((name, obj, end))
+    (_, first, first_end), *rest = outcomes
+    for name, obj, end in rest:
+        assert (obj is None) == (first is None), f"{name} and default disagree on failing"
+        assert end == first_end and (obj is None or identical(obj, first)), f"{name} differs"
 
 
 # ---------------------------------------------------------------- tests
@@ -314,8 +353,10 @@ def _claims(n: int) -> list[tuple[type[ThriftStruct], bytes]]:
     ]
 
 
+@pytest.mark.parametrize("which", list(DECODERS))
 @pytest.mark.parametrize("n", [101, 2**31 - 1, 2**32, 2**60, 2**63 - 1, 2**64 - 1])
-def test_claimed_sizes_raise_without_allocating(n: int) -> None:
+def test_claimed_sizes_raise_without_allocating(n: int, which: str) -> None:
+    decode = DECODERS[which]
     cases = _claims(n)
     for cls, buf in cases:  # compile the decoders before measuring
         with contextlib.suppress(ThriftError):
@@ -335,7 +376,9 @@ def test_claimed_sizes_raise_without_allocating(n: int) -> None:
         tracemalloc.stop()
 
 
-def test_largest_decoded_list_fits_the_input() -> None:
+@pytest.mark.parametrize("which", list(DECODERS))
+def test_largest_decoded_list_fits_the_input(which: str) -> None:
+    decode = DECODERS[which]
     # 100 bools: exactly the bytes that remain, then the stop byte is missing -> error;
     # with the stop byte present, the list is as long as the input allows and no longer.
     body = b"\x01" * 100
@@ -362,8 +405,35 @@ DEEP = 10_000
     ],
     ids=["struct", "struct-closed", "list", "set", "map", "rowgroup", "long-form", "list-struct"],
 )
-def test_deep_nesting_raises_quickly(buf: bytes) -> None:
+@pytest.mark.parametrize("which", list(DECODERS))
+def test_deep_nesting_raises_quickly(buf: bytes, which: str) -> None:
+    decode = DECODERS[which]
     t0 = time.perf_counter()
     with time_limit(CASE_SECONDS), pytest.raises(ThriftError):
         decode(S.FileMetaData, buf, 0)
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_no_leak_over_repeated_decodes() -> None:
+    # Errors, fallbacks and successes alike, through the default (C when built) decoder.
+    cases = [make_case(i)[:2] for i in range(300)] + seeds()[:30]
+
+    def run() -> None:
+        for cls, buf in cases:
+            with contextlib.suppress(ThriftError):
+                decode(cls, buf, 0)
+
+    run()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        run()
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(4):
+            run()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 16 * 1024, grown

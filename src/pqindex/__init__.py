@@ -1,14 +1,21 @@
 """pqindex: selective reads of Parquet through every index the format offers."""
 
+from pqindex.dataset import Dataset, Scan, dataset
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, UserInputError
+from pqindex.expr import col, lit
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import IOStats
 
 __all__ = [
     "CorruptFileError",
+    "Dataset",
     "IOStats",
     "ParquetFile",
     "PqIndexError",
+    "Scan",
     "UnsupportedError",
     "UserInputError",
+    "col",
+    "dataset",
+    "lit",
 ]

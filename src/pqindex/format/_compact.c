@@ -3,9 +3,10 @@
  * It knows nothing about Parquet: thrift.py compiles each struct class's
  * THRIFT table into a Spec and this module only follows it. The results must
  * be identical to the pure-Python decoder's, including which inputs fail, so
- * the checks below mirror thrift.py's one for one. Values wider than 64 bits,
- * which no conforming writer emits but the Python decoder accepts as big
- * ints, make decode() return None so that the caller reruns the pure path.
+ * the checks below mirror thrift.py's one for one. Both reject varints wider
+ * than 64 bits, i16/i32 values and field ids out of range, and list<bool>
+ * elements that could not be re-encoded, so every value fits a C integer and
+ * decode() returns None only for a start position outside the buffer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,10 +38,9 @@ enum {
 /* Internal return codes. */
 #define RC_OK 0
 #define RC_ERR (-1)      /* Python exception set */
-#define RC_FALLBACK (-2) /* let the pure-Python decoder handle this buffer */
 #define RC_MISMATCH (-3) /* list element type differs: keep as unknown field */
 
-#define MAX_FID 1024      /* fids above this are left to the Python path */
+#define MAX_FID 1024      /* largest field id a Spec may name */
 #define MAX_SPEC_NEST 32  /* nesting of list types within one field's type */
 
 static PyObject *ThriftError = NULL;
@@ -69,7 +69,7 @@ typedef struct {
     Py_ssize_t nkw;
     Py_ssize_t *kw_off;
     PyObject **kw_def;
-    Py_ssize_t off_unknown, off_order, off_typed_false;
+    Py_ssize_t off_unknown, off_order, off_typed_false, off_false_zero;
     Py_ssize_t nentries;
     Entry *entries;
 } SpecObject;
@@ -134,33 +134,25 @@ retrack(Reader *r)
 
 /* ------------------------------------------------------------ primitives */
 
-/* Up to 10 bytes, like thrift._varint. *wide is set when bits above 63 are
- * set; the low 64 bits are in *out either way. */
+/* Up to 10 bytes and 64 bits, like thrift._varint. */
 static int
-read_varint(Reader *r, Py_ssize_t *pos, uint64_t *out, int *wide)
+read_varint(Reader *r, Py_ssize_t *pos, uint64_t *out)
 {
     Py_ssize_t p = *pos;
     uint64_t v = 0;
-    int w = 0;
     for (int shift = 0;; shift += 7) {
         unsigned b;
-        if (shift > 63)
-            return fail("varint longer than 10 bytes", p);
         if (p >= r->len)
             return FAIL_EOF(r);
         b = r->buf[p++];
-        if (shift < 63) {
-            v |= (uint64_t)(b & 0x7F) << shift;
-        }
-        else {
-            v |= (uint64_t)(b & 1) << 63;
-            if (b & 0x7E)
-                w = 1;
-        }
+        v |= (uint64_t)(b & 0x7F) << shift;
+        /* the 10th byte holds only bit 63 and ends the varint */
+        if (shift == 63 && b > 1)
+            return fail(b & 0x80 ? "varint longer than 10 bytes" : "varint wider than 64 bits",
+                        p);
         if (b < 0x80) {
             *pos = p;
             *out = v;
-            *wide = w;
             return RC_OK;
         }
     }
@@ -174,9 +166,9 @@ zigzag(uint64_t x)
 
 /* A length or count that must fit in what remains after *pos. */
 static inline int
-too_long(Reader *r, Py_ssize_t pos, uint64_t n, int wide)
+too_long(Reader *r, Py_ssize_t pos, uint64_t n)
 {
-    return wide || n > (uint64_t)(r->len - pos);
+    return n > (uint64_t)(r->len - pos);
 }
 
 static int skip(Reader *r, Py_ssize_t *pos, int wire, int depth);
@@ -200,7 +192,6 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
 {
     Py_ssize_t p = *pos;
     uint64_t n;
-    int wide;
 
     if (depth > max_depth)
         return fail("nesting too deep", p);
@@ -216,16 +207,16 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
     case CT_I16:
     case CT_I32:
     case CT_I64:
-        return read_varint(r, pos, &n, &wide);
+        return read_varint(r, pos, &n);
     case CT_DOUBLE:
         if (r->len - p < 8)
             return fail("double runs past the end", p);
         *pos = p + 8;
         return RC_OK;
     case CT_BINARY:
-        if (read_varint(r, &p, &n, &wide))
+        if (read_varint(r, &p, &n))
             return RC_ERR;
-        if (too_long(r, p, n, wide))
+        if (too_long(r, p, n))
             return fail("binary runs past the end", p);
         *pos = p + (Py_ssize_t)n;
         return RC_OK;
@@ -237,11 +228,10 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
             return FAIL_EOF(r);
         h = r->buf[p++];
         n = h >> 4;
-        wide = 0;
         et = h & 15;
-        if (n == 15 && read_varint(r, &p, &n, &wide))
+        if (n == 15 && read_varint(r, &p, &n))
             return RC_ERR;
-        if (too_long(r, p, n, wide))
+        if (too_long(r, p, n))
             return fail("list runs past the end", p);
         if (et == CT_TRUE || et == CT_FALSE) {
             *pos = p + (Py_ssize_t)n;
@@ -255,14 +245,14 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
     }
     case CT_MAP: {
         unsigned kv;
-        if (read_varint(r, &p, &n, &wide))
+        if (read_varint(r, &p, &n))
             return RC_ERR;
-        if (n == 0 && !wide) {
+        if (n == 0) {
             *pos = p;
             return RC_OK;
         }
         /* 2 * n > remaining, without overflow */
-        if (wide || n > (uint64_t)(r->len - p) / 2)
+        if (n > (uint64_t)(r->len - p) / 2)
             return fail("map runs past the end", p);
         if (p >= r->len)
             return FAIL_EOF(r);
@@ -286,7 +276,7 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
                 *pos = p;
                 return RC_OK;
             }
-            if (!(h >> 4) && read_varint(r, &p, &n, &wide))
+            if (!(h >> 4) && read_varint(r, &p, &n))
                 return RC_ERR;
             if (skip(r, &p, h & 15, depth + 1))
                 return RC_ERR;
@@ -301,25 +291,47 @@ skip(Reader *r, Py_ssize_t *pos, int wire, int depth)
 static int decode_struct(Reader *r, SpecObject *s, Py_ssize_t *ppos, int depth,
                          PyObject **out);
 
+/* The elements of a list<bool> into v (a list of n NULLs) from *ppos, like
+ * thrift._bool_list_read: false is 2 or 0, not both in one list; *false_zero
+ * is set when it is 0. The caller has checked that n bytes remain. */
+static int
+read_bool_elems(Reader *r, Py_ssize_t *ppos, PyObject *v, Py_ssize_t n, int *false_zero)
+{
+    Py_ssize_t p = *ppos;
+    int fb = -1; /* the byte this list writes false as; -1: none yet */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int e = r->buf[p++];
+        if (e == CT_TRUE) {
+            PyList_SET_ITEM(v, i, Py_NewRef(Py_True));
+            continue;
+        }
+        if (e != fb) {
+            if (e > 2)
+                return fail("list<bool> element is not 0, 1 or 2", p - 1);
+            if (fb != -1)
+                return fail("list<bool> writes false as both 0 and 2", p - 1);
+            fb = e;
+        }
+        PyList_SET_ITEM(v, i, Py_NewRef(Py_False));
+    }
+    *false_zero = fb == 0;
+    *ppos = p;
+    return RC_OK;
+}
+
 /* One value of node's type at *ppos (its wire type already checked); depth
- * is the enclosing struct's, as in thrift._value_read. *typed_false, when
- * given, is set for a list<bool> whose header says 2. */
+ * is the enclosing struct's, as in thrift._value_read. For a field's own
+ * list<bool>, *typed_false is set when its header says 2 and *false_zero when
+ * its false elements are 0. */
 static int
 read_value(Reader *r, const Node *nd, Py_ssize_t *ppos, int depth, PyObject **out,
-           int *typed_false)
+           int *typed_false, int *false_zero)
 {
     Py_ssize_t p = *ppos;
     uint64_t n;
-    int wide;
     PyObject *v;
 
     switch (nd->kind) {
-    case K_BOOL:
-        if (p >= r->len)
-            return FAIL_EOF(r);
-        v = Py_NewRef(r->buf[p] == 1 ? Py_True : Py_False);
-        p += 1;
-        break;
     case K_I8:
         if (p >= r->len)
             return FAIL_EOF(r);
@@ -331,10 +343,13 @@ read_value(Reader *r, const Node *nd, Py_ssize_t *ppos, int depth, PyObject **ou
             n = r->buf[p++];
         }
         else {
-            if (read_varint(r, &p, &n, &wide))
+            if (read_varint(r, &p, &n))
                 return RC_ERR;
-            if (wide)
-                return RC_FALLBACK;
+            /* zigzag(n) fits in k bits exactly when n < 2**k */
+            if (nd->wire == CT_I16 && n >> 16)
+                return fail("i16 value out of range", p);
+            if (nd->wire == CT_I32 && n >> 32)
+                return fail("i32 value out of range", p);
         }
         v = PyLong_FromLongLong(zigzag(n));
         break;
@@ -351,9 +366,9 @@ read_value(Reader *r, const Node *nd, Py_ssize_t *ppos, int depth, PyObject **ou
         break;
     case K_BINARY:
     case K_STRING:
-        if (read_varint(r, &p, &n, &wide))
+        if (read_varint(r, &p, &n))
             return RC_ERR;
-        if (too_long(r, p, n, wide))
+        if (too_long(r, p, n))
             return fail("binary runs past the end", p);
         if (nd->kind == K_BINARY)
             v = PyBytes_FromStringAndSize((const char *)r->buf + p, (Py_ssize_t)n);
@@ -370,29 +385,43 @@ read_value(Reader *r, const Node *nd, Py_ssize_t *ppos, int depth, PyObject **ou
             return FAIL_EOF(r);
         h = r->buf[p++];
         n = h >> 4;
-        wide = 0;
-        if (n == 15 && read_varint(r, &p, &n, &wide))
+        if (n == 15 && read_varint(r, &p, &n))
             return RC_ERR;
         /* before allocating: every element takes at least one byte */
-        if (too_long(r, p, n, wide))
+        if (too_long(r, p, n))
             return fail("list runs past the end", p);
         et = h & 15;
         if (el->kind == K_BOOL) {
+            int fz = 0;
             if (et != CT_TRUE && et != CT_FALSE)
                 return RC_MISMATCH;
-            if (typed_false != NULL)
-                *typed_false = et == CT_FALSE;
+            /* thrift.py rejects list<list<bool>> specs, so this is a field's list */
+            if (typed_false == NULL || false_zero == NULL) {
+                PyErr_SetString(PyExc_SystemError, "nested list<bool>");
+                return RC_ERR;
+            }
+            v = PyList_New((Py_ssize_t)n);
+            if (v == NULL)
+                return RC_ERR;
+            defer_gc(r, v);
+            rc = read_bool_elems(r, &p, v, (Py_ssize_t)n, &fz);
+            if (rc) {
+                Py_DECREF(v);
+                return rc;
+            }
+            *typed_false = et == CT_FALSE;
+            *false_zero = fz;
+            break;
         }
-        else if (et != el->wire) {
+        if (et != el->wire)
             return RC_MISMATCH;
-        }
         v = PyList_New((Py_ssize_t)n);
         if (v == NULL)
             return RC_ERR;
         defer_gc(r, v);
         for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
             PyObject *item;
-            rc = read_value(r, el, &p, depth, &item, NULL);
+            rc = read_value(r, el, &p, depth, &item, NULL, NULL);
             if (rc) {
                 Py_DECREF(v);
                 return rc;
@@ -470,7 +499,7 @@ static int
 decode_struct(Reader *r, SpecObject *s, Py_ssize_t *ppos, int depth, PyObject **out)
 {
     Py_ssize_t pos = *ppos, start = *ppos;
-    PyObject *obj, *unknown = NULL, *typed_false = NULL;
+    PyObject *obj, *unknown = NULL, *typed_false = NULL, *false_zero = NULL;
     int64_t last = 0;
     int jumbled = 0, rc;
 
@@ -494,17 +523,20 @@ decode_struct(Reader *r, SpecObject *s, Py_ssize_t *ppos, int depth, PyObject **
             break;
         t = b & 15;
         d = b >> 4;
+        /* field ids are i16 */
         if (d) {
             fid = last + d;
+            if (fid > 32767) {
+                rc = fail("field id out of range", pos);
+                goto error;
+            }
         }
         else {
             uint64_t x;
-            int wide;
-            if ((rc = read_varint(r, &pos, &x, &wide)))
+            if ((rc = read_varint(r, &pos, &x)))
                 goto error;
-            /* keeps last + delta far from overflow */
-            if (wide || x >= ((uint64_t)1 << 62)) {
-                rc = RC_FALLBACK;
+            if (x > 0xFFFF) {
+                rc = fail("field id out of range", pos);
                 goto error;
             }
             fid = zigzag(x);
@@ -524,11 +556,12 @@ decode_struct(Reader *r, SpecObject *s, Py_ssize_t *ppos, int depth, PyObject **
             }
             else if (t == e->node->wire) {
                 PyObject *v;
-                int tf = 0;
-                rc = read_value(r, e->node, &pos, depth, &v, &tf);
+                int tf = 0, fz = 0;
+                rc = read_value(r, e->node, &pos, depth, &v, &tf, &fz);
                 if (rc == RC_OK) {
                     set_slot(obj, off, v);
-                    if (tf && list_append_steal(&typed_false, Py_NewRef(e->name))) {
+                    if ((tf && list_append_steal(&typed_false, Py_NewRef(e->name)))
+                        || (fz && list_append_steal(&false_zero, Py_NewRef(e->name)))) {
                         rc = RC_ERR;
                         goto error;
                     }
@@ -568,14 +601,20 @@ decode_struct(Reader *r, SpecObject *s, Py_ssize_t *ppos, int depth, PyObject **
         rc = RC_ERR;
         goto error;
     }
+    if (false_zero != NULL && set_tuple_slot(obj, s->off_false_zero, false_zero)) {
+        rc = RC_ERR;
+        goto error;
+    }
     Py_XDECREF(unknown);
     Py_XDECREF(typed_false);
+    Py_XDECREF(false_zero);
     *ppos = pos;
     *out = obj;
     return RC_OK;
 error:
     Py_XDECREF(unknown);
     Py_XDECREF(typed_false);
+    Py_XDECREF(false_zero);
     Py_DECREF(obj);
     return rc;
 }
@@ -625,7 +664,7 @@ node_parse(PyObject *t, int in_list, int nest)
     nd->wire = (int)wire;
     if (kind == K_LIST) {
         PyObject *sub = PyTuple_GET_ITEM(t, 2);
-        /* thrift.py records typed-false only for a field's own list */
+        /* thrift.py records typed-false and false-zero only for a field's own list */
         if (in_list && PyTuple_Check(sub) && PyTuple_GET_SIZE(sub) >= 1
             && PyLong_Check(PyTuple_GET_ITEM(sub, 0))
             && PyLong_AsLong(PyTuple_GET_ITEM(sub, 0)) == K_BOOL) {
@@ -695,7 +734,7 @@ Spec_dealloc(SpecObject *s)
 }
 
 /* Spec(cls, positional_descrs, ((descr, default), ...),
- *      (unknown_descr, order_descr, typed_false_descr),
+ *      (unknown_descr, order_descr, typed_false_descr, false_zero_descr),
  *      ((fid, positional_index, node, name), ...)) */
 static PyObject *
 Spec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -714,7 +753,7 @@ Spec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     /* tp_alloc stands in for cls(); only valid when __new__ is object's */
     if (((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new
-        || ((PyTypeObject *)cls)->tp_itemsize != 0 || PyTuple_GET_SIZE(special) != 3) {
+        || ((PyTypeObject *)cls)->tp_itemsize != 0 || PyTuple_GET_SIZE(special) != 4) {
         PyErr_SetString(PyExc_TypeError, "unsupported class");
         return NULL;
     }
@@ -750,7 +789,8 @@ Spec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (slot_offset(s->cls, PyTuple_GET_ITEM(special, 0), &s->off_unknown)
         || slot_offset(s->cls, PyTuple_GET_ITEM(special, 1), &s->off_order)
-        || slot_offset(s->cls, PyTuple_GET_ITEM(special, 2), &s->off_typed_false))
+        || slot_offset(s->cls, PyTuple_GET_ITEM(special, 2), &s->off_typed_false)
+        || slot_offset(s->cls, PyTuple_GET_ITEM(special, 3), &s->off_false_zero))
         goto error;
 
     n = PyTuple_GET_SIZE(fields);
@@ -856,8 +896,6 @@ mod_decode(PyObject *self, PyObject *args)
         Py_RETURN_NONE; /* Python indexing semantics; not worth copying */
     rc = decode_struct(&r, (SpecObject *)spec, &pos, 0, &obj);
     retrack(&r);
-    if (rc == RC_FALLBACK)
-        Py_RETURN_NONE;
     if (rc)
         return NULL;
     return Py_BuildValue("Nn", obj, pos);

@@ -34,6 +34,7 @@ from pqindex.io.source import ByteSource, IOStats, coalesce, open_source
 __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile"]
 
 DEFAULT_TAIL_BYTES = 64 * 1024
+KEEP_LIMIT = 64 * 1024 * 1024
 MAGIC = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 # A page header is small; this much is read first and grown only if needed.
@@ -65,6 +66,8 @@ class ParquetFile:
         self._column_indexes: dict[tuple[int, int], ColumnIndex | None] = {}
         self._offset_indexes: dict[tuple[int, int], OffsetIndex | None] = {}
         self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
+        self._kept = 0
+        self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         try:
             self._read_footer(tail_bytes)
         except BaseException:
@@ -277,12 +280,25 @@ class ParquetFile:
 
     # ------------------------------------------------------------ byte access
 
-    def read_bytes(self, offset: int, length: int) -> bytes:
-        """Bytes of the file, from an earlier read when it covers them, else one request."""
+    def read_bytes(self, offset: int, length: int, *, keep: bool = False) -> bytes:
+        """Bytes of the file, from an earlier read when it covers them, else one request.
+
+        ``keep`` holds on to what was read (dictionary pages read while planning are
+        read again by the scan), up to ``KEEP_LIMIT`` bytes per file.
+        """
         for start, buf in self._buffers:
             if start <= offset and offset + length <= start + len(buf):
                 return buf[offset - start : offset - start + length]
-        return self.source.read(offset, length)
+        data = self.source.read(offset, length)
+        if keep and self._kept + length <= KEEP_LIMIT:
+            with self._lock:
+                self._buffers.append((offset, data))
+                self._kept += length
+        return data
+
+    def has_bytes(self, offset: int, length: int) -> bool:
+        """Whether ``read_bytes(offset, length)`` would be served without a request."""
+        return self._buffered(offset, length)
 
     def _check_region(
         self, offset: int | None, length: int | None, what: str, rg: int, col: int
@@ -538,6 +554,12 @@ class ParquetFile:
         others point ``data_page_offset`` at the dictionary), so the first page's
         header decides when the footer is not explicit.
         """
+        key = (rg, col)
+        if key not in self._dictionary_pages:
+            self._dictionary_pages[key] = self._find_dictionary_page(rg, col)
+        return self._dictionary_pages[key]
+
+    def _find_dictionary_page(self, rg: int, col: int) -> DictionaryPage | None:
         cmd = self.column_meta(rg, col)
         dpo = cmd.dictionary_page_offset
         if dpo is not None and dpo > 0:
@@ -554,6 +576,16 @@ class ParquetFile:
         if ph.type != PageType.DICTIONARY_PAGE:
             return None
         return DictionaryPage(candidate, hlen, ph)
+
+    def dictionary_extent(self, rg: int, col: int) -> tuple[int, int] | None:
+        """``(offset, length)`` of the bytes before the first data page, without reading:
+        the dictionary page when there is one. None when only a read can tell."""
+        oi = self._offset_indexes.get((rg, col))
+        start, _ = chunk_range(self.column_meta(rg, col))
+        if oi is not None and oi.page_locations:
+            first = oi.page_locations[0].offset or start
+            return (start, first - start) if first > start else None
+        return None
 
     def all_dictionary_encoded(self, rg: int, col: int) -> bool | None:
         """Whether every data page is dictionary-encoded; None when the footer can't tell."""

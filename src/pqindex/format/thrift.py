@@ -8,6 +8,11 @@ slower. Fields a class does not know, or that arrive with an unexpected wire
 type, are kept as raw bytes and written back unchanged, so that re-encoding an
 untouched struct reproduces its bytes exactly.
 
+Values must fit their declared types: a varint wider than 64 bits, an i16/i32
+outside its range or a field id outside i16 raises :class:`ThriftError`, as
+does a list<bool> element other than 0, 1 or 2, or one list whose false
+elements are written both as 0 and as 2 (its bytes could not be re-encoded).
+
 Every length and count is checked against the bytes that remain and nesting is
 bounded, so a damaged buffer raises :class:`ThriftError` instead of hanging,
 recursing without end or allocating what a length field claims.
@@ -136,6 +141,11 @@ class ThriftStruct:
     bool_lists_typed_false: tuple[str, ...] = field(
         default=(), kw_only=True, repr=False, compare=False
     )
+    # list<bool> fields whose false elements were written as 0 instead of 2; again
+    # both are valid.
+    bool_lists_false_zero: tuple[str, ...] = field(
+        default=(), kw_only=True, repr=False, compare=False
+    )
 
     @classmethod
     def decode(cls: type[_S], buf: bytes) -> _S:
@@ -168,7 +178,10 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, pos
+            # the 10th byte holds only bit 63
+            if shift < 63 or b < 2:
+                return result, pos
+            raise ThriftError("varint wider than 64 bits", pos)
         shift += 7
         if shift > 63:
             raise ThriftError("varint longer than 10 bytes", pos)
@@ -278,12 +291,19 @@ def _scalar_read(t: _Scalar, target: str, ind: str) -> list[str]:
         return [f"{ind}{target} = buf[pos]", f"{ind}pos += 1",
                 f"{ind}if {target} > 127: {target} -= 256"]
     if t in (I16, I32, I64):
-        return [
+        lines = [
             f"{ind}x = buf[pos]",
             f"{ind}pos += 1",
-            f"{ind}if x > 127: x, pos = _varint_tail(buf, pos, x)",
-            f"{ind}{target} = (x >> 1) ^ -(x & 1)",
+            f"{ind}if x > 127:",
+            f"{ind}    x, pos = _varint_tail(buf, pos, x)",
         ]
+        # zigzag(x) fits in n bits exactly when x < 2**n; one byte always fits
+        if t is not I64:
+            bits = 16 if t is I16 else 32
+            lines.append(
+                f"{ind}    if x >> {bits}: raise ThriftError('{t.name} value out of range', pos)"
+            )
+        return lines + [f"{ind}{target} = (x >> 1) ^ -(x & 1)"]
     if t is DOUBLE:
         return [
             f"{ind}if pos + 8 > n_buf: raise ThriftError('double runs past the end', pos)",
@@ -318,12 +338,12 @@ def _value_read(t: FieldType, target: str, ind: str, ns: dict[str, Any], uid: li
             f"{ind}if size_{k} == 15: size_{k}, pos = _varint(buf, pos)",
             f"{ind}if size_{k} > n_buf - pos: raise ThriftError('list of %d elements runs past the end' % size_{k}, pos)",  # noqa: E501
         ]
-        want = CT_TRUE if et is BOOL else _wire(et)
         if et is BOOL:
             lines.append(f"{ind}if (h & 15) not in (1, 2): raise _Mismatch")
             lines.append(f"{ind}if (h & 15) == 2: typed_false.append({target!r})")
-        else:
-            lines.append(f"{ind}if (h & 15) != {want}: raise _Mismatch")
+            lines += _bool_list_read(target, k, ind)
+            return lines
+        lines.append(f"{ind}if (h & 15) != {_wire(et)}: raise _Mismatch")
         lines.append(f"{ind}lst_{k} = []")
         lines.append(f"{ind}app_{k} = lst_{k}.append")
         lines.append(f"{ind}for _ in range(size_{k}):")
@@ -335,6 +355,32 @@ def _value_read(t: FieldType, target: str, ind: str, ns: dict[str, Any], uid: li
     ns_name = f"_dec_{t.__name__}"
     ns[ns_name] = _decoder(t)
     return [f"{ind}{target}, pos = {ns_name}(buf, pos, depth + 1)"]
+
+
+def _bool_list_read(target: str, k: int, ind: str) -> list[str]:
+    """Lines that read ``size_{k}`` list<bool> elements into ``target``.
+
+    False is 2 or 0 (writers differ); the list remembers which so that it
+    re-encodes exactly, and so may not mix them.
+    """
+    return [
+        f"{ind}lst_{k} = []",
+        f"{ind}app_{k} = lst_{k}.append",
+        f"{ind}fb_{k} = -1",
+        f"{ind}for _ in range(size_{k}):",
+        f"{ind}    e_{k} = buf[pos]",
+        f"{ind}    pos += 1",
+        f"{ind}    if e_{k} == 1:",
+        f"{ind}        app_{k}(True)",
+        f"{ind}        continue",
+        f"{ind}    if e_{k} != fb_{k}:",
+        f"{ind}        if e_{k} > 2: raise ThriftError('list<bool> element %d is not 0, 1 or 2' % e_{k}, pos - 1)",  # noqa: E501
+        f"{ind}        if fb_{k} != -1: raise ThriftError('list<bool> writes false as both 0 and 2', pos - 1)",  # noqa: E501
+        f"{ind}        fb_{k} = e_{k}",
+        f"{ind}    app_{k}(False)",
+        f"{ind}if fb_{k} == 0: false_zero.append({target!r})",
+        f"{ind}{target} = lst_{k}",
+    ]
 
 
 class _Mismatch(Exception):
@@ -372,6 +418,7 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
     src += [
         "    unknown = None",
         "    typed_false = []",
+        "    false_zero = []",
         "    jumbled = False",
         "    last = 0",
         "    while True:",
@@ -382,8 +429,10 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
         "        d = b >> 4",
         "        if d:",
         "            fid = last + d",
+        "            if fid > 32767: raise ThriftError('field id out of range', pos)",
         "        else:",
         "            x, pos = _varint(buf, pos)",
+        "            if x > 0xFFFF: raise ThriftError('field id out of range', pos)",
         "            fid = (x >> 1) ^ -(x & 1)",
         "            if fid <= last: jumbled = True",
         "        last = fid",
@@ -418,6 +467,7 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
         "    if unknown is not None: obj.unknown_fields = tuple(unknown)",
         "    if jumbled: obj.wire_order = _field_order(buf, start)",
         "    if typed_false: obj.bool_lists_typed_false = tuple(names[v] for v in typed_false)",
+        "    if false_zero: obj.bool_lists_false_zero = tuple(names[v] for v in false_zero)",
         "    return obj, pos",
     ]
     code = "\n".join(src)
@@ -435,7 +485,9 @@ def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, pos
+            if shift < 63 or b < 2:  # as in _varint
+                return result, pos
+            raise ThriftError("varint wider than 64 bits", pos)
         shift += 7
         if shift > 63:
             raise ThriftError("varint longer than 10 bytes", pos)
@@ -444,7 +496,7 @@ def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- optional C decoder
 #
 # pqindex.format._compact decodes from a per-class spec built here; it returns
-# None for inputs it leaves to the pure path (values wider than 64 bits).
+# None for inputs it leaves to the pure path (only a pos outside the buffer).
 # PQINDEX_PURE_PYTHON=1 (read at import) forces the pure path.
 
 _ACCEL_KINDS = {BOOL: 0, I8: 1, I16: 2, I32: 2, I64: 2, DOUBLE: 3, BINARY: 4, STRING: 5}
@@ -464,7 +516,8 @@ def _load_accel() -> Any:
 
 def _accel_node(t: FieldType, in_list: bool) -> tuple[Any, ...]:
     if isinstance(t, ListOf):
-        # the pure decoder records bool_lists_typed_false only for a field's own list
+        # the pure decoder records bool_lists_typed_false/_false_zero only for a
+        # field's own list
         if in_list and t.elem is BOOL:
             raise TypeError("nested list<bool>")
         return (6, CT_LIST, _accel_node(t.elem, True))
@@ -508,7 +561,13 @@ def _build_accel_spec(cls: type[ThriftStruct]) -> Any:
         (fid, names.index(name), _accel_node(t, False), name) for fid, name, t in cls.THRIFT
     )
     special = tuple(
-        _slot_descr(cls, n) for n in ("unknown_fields", "wire_order", "bool_lists_typed_false")
+        _slot_descr(cls, n)
+        for n in (
+            "unknown_fields",
+            "wire_order",
+            "bool_lists_typed_false",
+            "bool_lists_false_zero",
+        )
     )
     return _accel.Spec(cls, tuple(_slot_descr(cls, n) for n in names), tuple(kw), special, table)
 
@@ -569,10 +628,12 @@ def _put_zigzag(out: bytearray, n: int) -> None:
     _put_varint(out, (n << 1) ^ (n >> 63))
 
 
-def _put_value(out: bytearray, t: FieldType, v: Any, bool_wire: int = CT_TRUE) -> None:
+def _put_value(
+    out: bytearray, t: FieldType, v: Any, bool_wire: int = CT_TRUE, false_byte: int = CT_FALSE
+) -> None:
     if isinstance(t, _Scalar):
         if t is BOOL:
-            out.append(CT_TRUE if v else CT_FALSE)
+            out.append(CT_TRUE if v else false_byte)
         elif t is I8:
             out.append(v & 0xFF)
         elif t is DOUBLE:
@@ -594,7 +655,7 @@ def _put_value(out: bytearray, t: FieldType, v: Any, bool_wire: int = CT_TRUE) -
             out.append(0xF0 | ew)
             _put_varint(out, n)
         for e in v:
-            _put_value(out, et, e)
+            _put_value(out, et, e, false_byte=false_byte)
         return
     _put_struct(out, v)
 
@@ -624,7 +685,7 @@ def _put_struct(out: bytearray, obj: ThriftStruct) -> None:
         unknown.setdefault(raw.fid, []).append(raw)
     if obj.wire_order is not None:
         order = list(dict.fromkeys(obj.wire_order))
-        order += sorted(set(known) | set(unknown) - set(order))
+        order += sorted((set(known) | set(unknown)) - set(order))
     else:
         order = sorted(set(known) | set(unknown))
     last = 0
@@ -638,7 +699,14 @@ def _put_struct(out: bytearray, obj: ThriftStruct) -> None:
                 if isinstance(t, ListOf) and t.elem is BOOL:
                     name = _names(cls)[fid]
                     typed_false = name in obj.bool_lists_typed_false
-                    _put_value(out, t, v, CT_FALSE if typed_false else CT_TRUE)
+                    false_zero = name in obj.bool_lists_false_zero
+                    _put_value(
+                        out,
+                        t,
+                        v,
+                        CT_FALSE if typed_false else CT_TRUE,
+                        0 if false_zero else CT_FALSE,
+                    )
                 else:
                     _put_value(out, t, v)
             last = fid

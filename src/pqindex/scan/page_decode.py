@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -202,9 +202,8 @@ class _Bytes:
 
 def _headers(
     raw: bytes, pf: ParquetFile, rg: int, col: int, offset: int
-) -> list[tuple[PageHeader, int, int]]:
+) -> Iterator[tuple[PageHeader, int, int]]:
     """Walk the pages packed in ``raw``: (header, header length, position in raw)."""
-    out = []
     pos = 0
     while pos < len(raw):
         try:
@@ -226,9 +225,8 @@ def _headers(
                 column=pf.leaf(col).name,
                 offset=offset + pos,
             )
-        out.append((ph, end - pos, pos))
+        yield ph, end - pos, pos
         pos = end + size
-    return out
 
 
 @dataclasses.dataclass
@@ -259,7 +257,7 @@ def _gather(pf: ParquetFile, rg: int, col: int, pages: list[int], src: _Bytes) -
     for p in pages:
         off, size = locs[p].offset or 0, locs[p].compressed_page_size or 0
         raw = src.get(off, size)
-        found = _headers(raw, pf, rg, col, off)
+        found = list(_headers(raw, pf, rg, col, off))
         if len(found) != 1 or found[0][0].type not in _DATA_PAGES:
             raise CorruptFileError(
                 f"offset index page {p} [{off}, {off + size}) is not exactly one data page",
@@ -496,9 +494,19 @@ def _cast(arr: pa.Array, target: pa.DataType | None) -> pa.Array:
     return arr if want == arr.type else arr.cast(want)
 
 
-def _read(buf: bytes) -> pa.Table:
-    reader = pq.ParquetFile(pa.BufferReader(buf), pre_buffer=False)
-    return reader.read_row_group(0, use_threads=False)
+def _read(buf: bytes, pf: ParquetFile, rg: int, cols: list[int]) -> pa.Table:
+    try:
+        reader = pq.ParquetFile(pa.BufferReader(buf), pre_buffer=False)
+        return reader.read_row_group(0, use_threads=False)
+    except (pa.ArrowException, OSError) as e:
+        # Headers were checked; what is left is damaged page data (or a schema
+        # pyarrow refuses, which it would refuse in the real file too).
+        raise CorruptFileError(
+            f"pyarrow could not decode the chosen pages: {e}",
+            path=pf.path,
+            row_group=rg,
+            column=", ".join(pf.leaf(c).name for c in cols),
+        ) from e
 
 
 def _single(col: pa.ChunkedArray) -> pa.Array:
@@ -528,8 +536,9 @@ def decode_pages(
 
     For a leaf nested in a struct, list or map, the result is the top-level
     field as pyarrow decodes it with only this leaf (a StructArray with one
-    child, a ListArray of it, ...), struct and list validity included; the
-    caller assembles the field. ``arrow_type``, the field's type in
+    child, a ListArray of it, ...), struct and list validity included; a map
+    leaf alone comes back as a list of its keys or of its values. The caller
+    assembles the field, or uses :func:`decode_field_pages`. ``arrow_type``, the field's type in
     ``pq.read_table`` (see :func:`arrow_schema`), is pruned to that leaf and the
     result cast to it; without it the result has the type pyarrow infers from
     the Parquet schema alone (string instead of large_string or dictionary, for
@@ -537,7 +546,7 @@ def decode_pages(
     """
     chosen = _check_pages(pf, rg, col, pages)
     chunk = _gather(pf, rg, col, chosen, _Bytes(fetched))
-    table = _read(_synthetic_file(pf, rg, [chunk]))
+    table = _read(_synthetic_file(pf, rg, [chunk]), pf, rg, [col])
     _check_rows(pf, rg, table, chunk.rows, [col])
     return _cast(_single(table.column(0)), arrow_type), page_first_rows(pf, rg, col, chosen)
 
@@ -576,7 +585,7 @@ def decode_field_pages(
         _gather(pf, rg, leaf_cols[i], _check_pages(pf, rg, leaf_cols[i], pages_per_leaf[i]), src)
         for i in order
     ]
-    table = _read(_synthetic_file(pf, rg, chunks))
+    table = _read(_synthetic_file(pf, rg, chunks), pf, rg, [ch.col for ch in chunks])
     _check_rows(pf, rg, table, chunks[0].rows, [ch.col for ch in chunks])
     return _cast(_single(table.column(0)), arrow_type)
 

@@ -1,0 +1,376 @@
+"""``pqindex.dataset(path)``: many files, hive partitions, parallel planning, a metadata cache.
+
+A dataset is lazy: nothing is read until a scan or an explain needs it. Footers
+are read once per file and cached for the dataset's lifetime. Files are planned
+and read concurrently on threads (file I/O and pyarrow release the GIL).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from pqindex.dataset.discovery import DataFile, Discovery, discover
+from pqindex.errors import PqIndexError, UserInputError
+from pqindex.expr.bind import BoundExpr, BoundTrue, bind
+from pqindex.expr.dnf import from_dnf
+from pqindex.expr.nodes import TRUE, Expr
+from pqindex.expr.sql import parse_where
+from pqindex.format.file import DEFAULT_TAIL_BYTES, ParquetFile
+from pqindex.format.match import Match
+from pqindex.format.schema import LeafColumn, Repetition, Schema
+from pqindex.format.structs import ColumnOrder, LogicalType, SchemaElement, StringType, TypeDefinedOrder
+from pqindex.io.source import IOStats
+from pqindex.plan.evidence import ConstantEvidence
+from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, plan_file
+from pqindex.scan.executor import ScanOptions, ScanStats, iter_row_groups
+from pqindex.scan.page_decode import arrow_schema
+from pqindex.scan.report import ScanReport
+
+__all__ = ["Dataset", "Scan", "dataset"]
+
+Where = str | Expr | None
+
+
+def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
+    exprs: list[Expr] = []
+    if isinstance(where, str):
+        if where.strip():
+            exprs.append(parse_where(where))
+    elif isinstance(where, Expr):
+        exprs.append(where)
+    elif where is not None:
+        raise UserInputError(f"where must be SQL text or an expression, not {type(where).__name__}")
+    if filters:
+        exprs.append(from_dnf(filters))
+    out: Expr = TRUE
+    for e in exprs:
+        out = e if out is TRUE else out & e
+    return out
+
+
+class _OpenFile:
+    """A data file with its footer, Arrow schema and bound schema, opened once."""
+
+    def __init__(self, df: DataFile, pf: ParquetFile, stats: IOStats) -> None:
+        self.df = df
+        self.pf = pf
+        self.stats = stats
+        self.arrow = arrow_schema(pf)
+
+
+@dataclass(frozen=True)
+class _Plans:
+    files: list[tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None]]
+    report: ScanReport
+    fields: list[str]
+    schema: pa.Schema
+
+
+class Dataset:
+    """One or many Parquet files read as one table."""
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        max_workers: int | None = None,
+        plan_options: PlanOptions | None = None,
+        scan_options: ScanOptions | None = None,
+    ) -> None:
+        self._source = source
+        self._discovery: Discovery | None = None
+        self._open: dict[str, _OpenFile] = {}
+        self._lock = threading.Lock()
+        self.tail_bytes = tail_bytes
+        self.max_workers = max_workers or min(8, (os.cpu_count() or 2) * 2)
+        self.plan_options = plan_options or PlanOptions()
+        self.scan_options = scan_options or ScanOptions()
+
+    # ------------------------------------------------------------ files
+
+    @property
+    def discovery(self) -> Discovery:
+        if self._discovery is None:
+            self._discovery = discover(self._source)
+        return self._discovery
+
+    @property
+    def files(self) -> list[str]:
+        return [f.path for f in self.discovery.files]
+
+    def _file(self, df: DataFile) -> _OpenFile:
+        with self._lock:
+            of = self._open.get(df.path)
+        if of is not None:
+            return of
+        stats = IOStats()
+        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes)
+        of = _OpenFile(df, pf, stats)
+        with self._lock:
+            self._open.setdefault(df.path, of)
+            return self._open[df.path]
+
+    def close(self) -> None:
+        with self._lock:
+            for of in self._open.values():
+                of.pf.close()
+            self._open.clear()
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the first file plus the partition columns."""
+        first = self._file(self.discovery.files[0])
+        fields = list(first.arrow)
+        for k in self.discovery.partition_columns:
+            fields.append(pa.field(k, self._partition_type(k)))
+        return pa.schema(fields)
+
+    def _partition_type(self, key: str) -> pa.DataType:
+        return pa.int64() if self.discovery.partition_types.get(key) == "int64" else pa.string()
+
+    def _bound_schema(self, pf: ParquetFile) -> Schema:
+        """The file's leaves plus one synthetic leaf per partition column."""
+        extra = []
+        n = len(pf.schema.leaves)
+        for i, k in enumerate(self.discovery.partition_columns):
+            if self.discovery.partition_types.get(k) == "int64":
+                el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
+            else:
+                el = SchemaElement(type=6, repetition_type=Repetition.OPTIONAL, name=k,
+                                   converted_type=0, logicalType=LogicalType(STRING=StringType()))
+            order = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
+            extra.append(LeafColumn(n + i, (k,), el, 1, 0, order))
+        return Schema(pf.schema.root, pf.schema.leaves + tuple(extra))
+
+    # ------------------------------------------------------------ planning
+
+    def _plan(self, columns: Sequence[str] | None, expr: Expr) -> _Plans:
+        t0 = time.perf_counter()
+        disc = self.discovery
+        report = ScanReport(files_total=len(disc.files))
+        first = self._file(disc.files[0])
+        schema = self.schema
+        names = [f.name for f in schema]
+        if columns is None:
+            fields = names
+        else:
+            fields = list(columns)
+            for c in fields:
+                if c not in names:
+                    raise UserInputError(
+                        f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
+                    )
+        first_bound = bind(expr, self._bound_schema(first.pf))
+        n_first = len(first.pf.schema.leaves)
+
+        def prune_by_partition(df: DataFile) -> bool:
+            if not disc.partition_columns or isinstance(first_bound, BoundTrue):
+                return False
+            values = disc.partition_values(df)
+
+            def leaf(pred: Any) -> Match:
+                if pred.leaf.index >= n_first:
+                    return ConstantEvidence(values.get(pred.leaf.name)).match(pred)
+                return Match.SOME
+
+            return evaluate(first_bound, leaf) == Match.NONE
+
+        def plan_one(df: DataFile) -> tuple[DataFile, _OpenFile | None, FilePlan | None,
+                                            BoundExpr | None, list[str]]:
+            if prune_by_partition(df):
+                return df, None, None, None, []
+            of = self._file(df)
+            try:
+                bound = first_bound if of is first else bind(expr, self._bound_schema(of.pf))
+            except UserInputError as e:
+                raise e.located(path=df.path) from None
+            warnings: list[str] = []
+            leaf_cols = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
+            plan = plan_file(of.pf, bound, leaf_cols, partition=disc.partition_values(df),
+                             options=self.plan_options, warnings=warnings)
+            return df, of, plan, bound, warnings
+
+        if len(disc.files) == 1:
+            results = [plan_one(disc.files[0])]
+        else:
+            with ThreadPoolExecutor(self.max_workers) as pool:
+                results = list(pool.map(plan_one, disc.files))
+        files = []
+        for df, of, plan, bound, warnings in results:
+            report.warnings += [f"{df.path}: {w}" for w in warnings]
+            if plan is None or of is None:
+                report.files_skipped["partition"] += 1
+                files.append((df, of, plan, bound))
+                continue
+            report.row_groups_total += len(plan.row_groups)
+            report.rows_total += plan.num_rows
+            for rg in plan.row_groups:
+                if rg.skipped:
+                    report.row_groups_skipped[rg.decided_by] += 1
+                for r in rg.reads:
+                    if r.pages_total is not None:
+                        report.pages_total += r.pages_total
+            if plan.skipped:
+                report.files_skipped["row groups"] += 1
+            files.append((df, of, plan, bound))
+        report.plan_seconds = time.perf_counter() - t0
+        with self._lock:
+            opened = list(self._open.values())
+        report.bytes_read = sum(of.stats.bytes_read for of in opened)
+        report.requests = sum(of.stats.requests for of in opened)
+        out_schema = pa.schema([schema.field(f) for f in fields])
+        return _Plans(files, report, fields, out_schema)
+
+    # ------------------------------------------------------------ public
+
+    def scan(
+        self,
+        columns: Sequence[str] | None = None,
+        where: Where = None,
+        *,
+        filters: Sequence[Any] | None = None,
+        batch_size: int = 65_536,
+    ) -> Scan:
+        """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds."""
+        if batch_size <= 0:
+            raise UserInputError("batch_size must be positive")
+        return Scan(self, columns, _where(where, filters), batch_size)
+
+    def to_table(
+        self, columns: Sequence[str] | None = None, where: Where = None, **kw: Any
+    ) -> pa.Table:
+        return self.scan(columns, where, **kw).to_table()
+
+    def explain(
+        self,
+        columns: Sequence[str] | None = None,
+        where: Where = None,
+        *,
+        filters: Sequence[Any] | None = None,
+        format: str = "text",
+    ) -> str:
+        """The plan and why, without reading data pages: a tree of text, or JSON."""
+        from pqindex.dataset.explain import explain_json, explain_text
+
+        plans = self._plan(columns, _where(where, filters))
+        if format == "json":
+            import json
+
+            return json.dumps(explain_json(plans.files, plans.report), indent=2)
+        if format != "text":
+            raise UserInputError(f"unknown explain format {format!r} (text or json)")
+        return explain_text(plans.files, plans.report)
+
+
+class Scan:
+    """A planned-on-demand read; ``report`` is filled in as it runs."""
+
+    def __init__(self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
+                 ) -> None:
+        self._ds = ds
+        self._columns = columns
+        self._expr = expr
+        self.batch_size = batch_size
+        self.report = ScanReport()
+
+    def _io_before(self) -> dict[str, tuple[int, int]]:
+        return {p: (of.stats.bytes_read, of.stats.requests) for p, of in self._ds._open.items()}
+
+    def _finish(self, before: dict[str, tuple[int, int]], t0: float) -> None:
+        rep = self.report
+        rep.bytes_read = rep.requests = 0
+        for p, of in self._ds._open.items():
+            b, r = before.get(p, (0, 0))
+            rep.bytes_read += of.stats.bytes_read - b
+            rep.requests += of.stats.requests - r
+        rep.total_seconds = time.perf_counter() - t0
+
+    def _tables(self) -> Iterator[pa.Table]:
+        t0 = time.perf_counter()
+        before = self._io_before()
+        plans = self._ds._plan(self._columns, self._expr)
+        self.report = plans.report
+        self.schema = plans.schema
+        ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
+        todo = [(df, of, plan, bound) for df, of, plan, bound in plans.files
+                if plan is not None and of is not None and bound is not None and not plan.skipped]
+
+        def run(item: Any) -> tuple[list[pa.Table], ScanStats]:
+            _df, of, plan, bound = item
+            stats = ScanStats()
+            tables = list(iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow, ptypes,
+                                          self._ds.scan_options, stats))
+            return tables, stats
+
+        try:
+            if len(todo) <= 1:
+                for item in todo:
+                    _df, of, plan, bound = item
+                    stats = ScanStats()
+                    yield from iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow, ptypes,
+                                               self._ds.scan_options, stats)
+                    self._add(stats)
+            else:
+                with ThreadPoolExecutor(self._ds.max_workers) as pool:
+                    for tables, stats in pool.map(run, todo):
+                        self._add(stats)
+                        yield from tables
+        finally:
+            self._finish(before, t0)
+
+    def _add(self, stats: ScanStats) -> None:
+        rep = self.report
+        rep.row_groups_read += stats.row_groups_read
+        rep.pages_read += stats.pages_read
+        rep.rows_matched += stats.rows_out
+        rep.fetch_seconds += stats.fetch_seconds
+        rep.decode_seconds += stats.decode_seconds
+        rep.data_bytes += stats.data_bytes
+        if stats.row_groups_read:
+            rep.files_read += 1
+        rep.warnings += stats.warnings
+
+    def _cast(self, t: pa.Table) -> pa.Table:
+        if t.schema.equals(self.schema):
+            return t
+        return t.select(self.schema.names).cast(self.schema)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Matching rows as record batches of at most ``batch_size`` rows, streaming."""
+        for t in self._tables():
+            yield from self._cast(t).to_batches(max_chunksize=self.batch_size)
+
+    def to_table(self) -> pa.Table:
+        """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
+        tables = [self._cast(t) for t in self._tables()]
+        if not tables:
+            return self.schema.empty_table()
+        return pa.concat_tables(tables)
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        return self.to_table().to_pandas(**kwargs)
+
+
+def dataset(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **kwargs: Any
+) -> Dataset:
+    """A lazy dataset over a file, a directory (hive ``key=value/`` partitions), or a list."""
+    try:
+        return Dataset(source, **kwargs)
+    except PqIndexError:
+        raise

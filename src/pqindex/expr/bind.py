@@ -1,0 +1,691 @@
+"""Bind a predicate to a file's schema: resolve columns, coerce literals once.
+
+``bind`` resolves every column to its ``LeafColumn``, pushes NOT to the leaves
+(``normalize.push_not``), then turns each leaf into a ``BoundPredicate`` whose
+values live in the column's domain (the Python types ``ValueType.decode``
+returns) with their ``sort_key``s under ``bound_order(leaf)``, ready to compare
+with decoded bounds.
+
+Literals that cannot be represented exactly are folded, never rounded blindly:
+``uint8_col < 300`` becomes ``IS NOT NULL`` (NULL rows still do not match),
+``dec2 = 1.005`` becomes FALSE, ``dec2 < 1.005`` becomes ``dec2 <= 1.00``.
+Folding happens after NOT push-down, where no NOT can turn a FALSE into a TRUE.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import math
+import struct
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Generic, TypeVar
+
+from pqindex.errors import UserInputError
+from pqindex.expr.nodes import (
+    Column,
+    Compare,
+    Expr,
+    ExprVisitor,
+    In,
+    IsNan,
+    IsNull,
+    LeafExpr,
+    LiteralValue,
+    StartsWith,
+    leaf_sql,
+    literal_sql,
+    literal_type_name,
+    starts_with_sql,
+    visit,
+)
+from pqindex.expr.normalize import push_not
+from pqindex.format.match import LeafOp
+from pqindex.format.schema import LeafColumn, PhysicalType, Schema
+from pqindex.format.values import Kind, NanoTimestamp, Value, ValueType, bound_order
+
+__all__ = [
+    "BoundAnd",
+    "BoundExpr",
+    "BoundFalse",
+    "BoundOr",
+    "BoundPredicate",
+    "BoundTrue",
+    "BoundVisitor",
+    "bind",
+    "visit_bound",
+]
+
+T = TypeVar("T")
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_UNIT_NANOS = {"millis": 10**6, "micros": 10**3, "nanos": 1}
+_INT64 = (-(2**63), 2**63 - 1)
+_GRID_KINDS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.DATE, Kind.TIMESTAMP,
+                         Kind.TIME})
+_COMPARABLE_KINDS = _GRID_KINDS | {Kind.BOOL, Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16,
+                                   Kind.STRING, Kind.BINARY, Kind.UUID}
+
+
+# ---------------------------------------------------------------- bound nodes
+
+
+class BoundExpr:
+    """A predicate bound to a schema: no NOT, literals in the columns' domains."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return visit_bound(self, _BoundPrinter())[0]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundTrue(BoundExpr):
+    """Every row matches."""
+
+    def __str__(self) -> str:
+        return "TRUE"
+
+
+@dataclass(frozen=True, slots=True)
+class BoundFalse(BoundExpr):
+    """No row matches."""
+
+    def __str__(self) -> str:
+        return "FALSE"
+
+
+@dataclass(frozen=True, slots=True)
+class BoundPredicate(BoundExpr):
+    """One leaf: ``op`` on ``leaf`` with ``values`` coerced to the column's type.
+
+    ``keys`` are the values' sort keys under ``bound_order(leaf)`` (in the same
+    order as ``values``), comparable with the keys of decoded bounds. IN / NOT IN
+    values are distinct and sorted by key.
+    """
+
+    leaf: LeafColumn
+    value_type: ValueType
+    op: LeafOp
+    values: tuple[Value, ...]
+    keys: tuple[Any, ...]
+
+    @property
+    def name(self) -> str:
+        """The column's dotted path."""
+        return self.leaf.name
+
+    def __hash__(self) -> int:
+        # LeafColumn holds a mutable SchemaElement; its path identifies it here.
+        return hash((self.leaf.index, self.leaf.path, self.op, self.keys))
+
+
+@dataclass(frozen=True, slots=True)
+class BoundAnd(BoundExpr):
+    left: BoundExpr
+    right: BoundExpr
+
+
+@dataclass(frozen=True, slots=True)
+class BoundOr(BoundExpr):
+    left: BoundExpr
+    right: BoundExpr
+
+
+def bound_and(left: BoundExpr, right: BoundExpr) -> BoundExpr:
+    """AND folding TRUE / FALSE."""
+    if isinstance(left, BoundFalse) or isinstance(right, BoundTrue):
+        return left
+    if isinstance(right, BoundFalse) or isinstance(left, BoundTrue):
+        return right
+    return BoundAnd(left, right)
+
+
+def bound_or(left: BoundExpr, right: BoundExpr) -> BoundExpr:
+    """OR folding TRUE / FALSE."""
+    if isinstance(left, BoundTrue) or isinstance(right, BoundFalse):
+        return left
+    if isinstance(right, BoundTrue) or isinstance(left, BoundFalse):
+        return right
+    return BoundOr(left, right)
+
+
+class BoundVisitor(ABC, Generic[T]):
+    """Per-node logic for ``visit_bound``; children arrive already visited."""
+
+    @abstractmethod
+    def visit_true(self) -> T: ...
+
+    @abstractmethod
+    def visit_false(self) -> T: ...
+
+    @abstractmethod
+    def visit_and(self, left: T, right: T) -> T: ...
+
+    @abstractmethod
+    def visit_or(self, left: T, right: T) -> T: ...
+
+    @abstractmethod
+    def visit_predicate(self, pred: BoundPredicate) -> T: ...
+
+
+def visit_bound(expr: BoundExpr, visitor: BoundVisitor[T]) -> T:
+    """Post-order walk of a bound tree; iterative, like ``nodes.visit``."""
+    results: list[T] = []
+    stack: list[tuple[BoundExpr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if isinstance(node, (BoundAnd, BoundOr)):
+            if not expanded:
+                stack += [(node, True), (node.right, False), (node.left, False)]
+                continue
+            right = results.pop()
+            left = results.pop()
+            results.append(visitor.visit_and(left, right) if isinstance(node, BoundAnd)
+                           else visitor.visit_or(left, right))
+        elif isinstance(node, BoundPredicate):
+            results.append(visitor.visit_predicate(node))
+        elif isinstance(node, BoundTrue):
+            results.append(visitor.visit_true())
+        elif isinstance(node, BoundFalse):
+            results.append(visitor.visit_false())
+        else:
+            raise TypeError(f"not a bound predicate: {node!r}")
+    return results.pop()
+
+
+def _value_sql(value: Value) -> str:
+    if isinstance(value, NanoTimestamp):
+        return f"TIMESTAMP '{value}'"
+    if value is None or isinstance(value, (bool, int, float, Decimal, str, bytes, dt.date,
+                                           dt.time, uuid.UUID)):
+        return literal_sql(value)
+    return f"'{value}'"
+
+
+class _BoundPrinter(BoundVisitor[tuple[str, int]]):
+    def visit_true(self) -> tuple[str, int]:
+        return "TRUE", 3
+
+    def visit_false(self) -> tuple[str, int]:
+        return "FALSE", 3
+
+    @staticmethod
+    def _join(word: str, strength: int, *parts: tuple[str, int]) -> tuple[str, int]:
+        return f" {word} ".join(t if s >= strength else f"({t})" for t, s in parts), strength
+
+    def visit_and(self, left: tuple[str, int], right: tuple[str, int]) -> tuple[str, int]:
+        return self._join("AND", 2, left, right)
+
+    def visit_or(self, left: tuple[str, int], right: tuple[str, int]) -> tuple[str, int]:
+        return self._join("OR", 1, left, right)
+
+    def visit_predicate(self, pred: BoundPredicate) -> tuple[str, int]:
+        name = str(Column(pred.name))
+        if pred.op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH):
+            prefix = pred.values[0]
+            assert isinstance(prefix, (str, bytes))
+            return starts_with_sql(name, prefix, pred.op == LeafOp.NOT_STARTS_WITH), 3
+        return leaf_sql(name, pred.op, (_value_sql(v) for v in pred.values)), 3
+
+
+# ---------------------------------------------------------------- column resolution
+
+
+def _resolve(schema: Schema, name: str) -> LeafColumn:
+    leaf = schema.leaf(name)
+    if leaf is None:
+        parts = tuple(name.split("."))
+        below = [lf.name for lf in schema.leaves if lf.path[:len(parts)] == parts]
+        if below:
+            shown = ", ".join(below[:8]) + (", ..." if len(below) > 8 else "")
+            raise UserInputError(
+                f"{name!r} is a group (struct, list or map), not a leaf column; "
+                f"its leaves: {shown}", column=name)
+        names = [lf.name for lf in schema.leaves]
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+        if not close:
+            close = [n for n in names if n.lower() == name.lower()]
+        if close:
+            hint = "did you mean " + ", ".join(repr(c) for c in close) + "?"
+        else:
+            hint = "columns: " + ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        raise UserInputError(f"unknown column {name!r}; {hint}", column=name)
+    if leaf.nested:
+        raise UserInputError(
+            "predicates on repeated (list/map) columns are not supported", column=name)
+    return leaf
+
+
+# ---------------------------------------------------------------- literal coercion
+
+
+class _Impossible(Exception):
+    """The literal can equal no value of the column (out of range, between grid points)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A resolved column and everything coercion needs about it."""
+
+    leaf: LeafColumn
+    vt: ValueType
+    key: Callable[[Value], Any]
+
+    @property
+    def name(self) -> str:
+        return self.leaf.name
+
+    def mismatch(self, value: LiteralValue, what: str = "compare") -> UserInputError:
+        return UserInputError(
+            f"cannot {what} {self.vt.name} with the {literal_type_name(value)} literal "
+            f"{literal_sql(value)}", column=self.name)
+
+
+def _target(leaf: LeafColumn) -> _Target:
+    order = bound_order(leaf)
+    vt = order.value_type
+    key: Callable[[Value], Any] = order.key if order.usable else vt.sort_key
+    return _Target(leaf, vt, key)
+
+
+# -- grid kinds: integers, decimals and temporal types are integer ticks; a literal is
+# -- an exact rational number of ticks (or +-inf), and rounding depends on the operator.
+
+
+def _grid_range(vt: ValueType) -> tuple[int | None, int | None]:
+    k = vt.kind
+    if k == Kind.INT:
+        w = vt.bit_width or 64
+        return -(2 ** (w - 1)), 2 ** (w - 1) - 1
+    if k == Kind.UINT:
+        return 0, 2 ** (vt.bit_width or 64) - 1
+    if k == Kind.DECIMAL:
+        if vt.precision is not None:
+            return -(10**vt.precision - 1), 10**vt.precision - 1
+        if vt.physical == PhysicalType.INT32:
+            return -(2**31), 2**31 - 1
+        if vt.physical == PhysicalType.INT64:
+            return _INT64
+        return None, None
+    if k == Kind.DATE:
+        return (dt.date.min - _EPOCH_DATE).days, (dt.date.max - _EPOCH_DATE).days
+    if k == Kind.TIME:
+        assert vt.unit is not None
+        return 0, 86_400 * 10**9 // _UNIT_NANOS[vt.unit] - 1
+    return _INT64  # TIMESTAMP
+
+
+def _micros(d: dt.datetime) -> int:
+    delta = d - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
+
+
+def _parse_temporal(target: _Target, text: str) -> dt.date | dt.datetime | dt.time:
+    """An ISO string compared with a temporal column, as SQL engines cast it."""
+    try:
+        if target.vt.kind == Kind.TIME:
+            return dt.time.fromisoformat(text.strip())
+        if target.vt.kind == Kind.DATE and len(text.strip()) == 10:
+            return dt.date.fromisoformat(text.strip())
+        return dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UserInputError(
+            f"cannot compare {target.vt.name} with the string {literal_sql(text)}: "
+            "not an ISO date/time", column=target.name) from None
+
+
+def _naive_utc(target: _Target, d: dt.datetime) -> dt.datetime:
+    """Naive wall-clock for comparison: aware literals are converted to UTC.
+
+    A naive literal against a UTC-adjusted column is taken as UTC; an aware
+    literal against a local (not adjusted) column has no defined meaning.
+    """
+    if d.tzinfo is None or d.utcoffset() is None:
+        return d
+    if target.vt.kind == Kind.TIMESTAMP and not target.vt.utc:
+        raise UserInputError(
+            f"cannot compare {target.vt.name} (no time zone) with the time-zoned "
+            f"literal {literal_sql(d)}", column=target.name)
+    return d.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _ticks(target: _Target, value: LiteralValue) -> Fraction | float:
+    """The literal as an exact number of the column's ticks; +-inf stays a float."""
+    vt = target.vt
+    k = vt.kind
+    if k in (Kind.INT, Kind.UINT, Kind.DECIMAL):
+        if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+            raise target.mismatch(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            return value
+        if isinstance(value, Decimal) and not value.is_finite():
+            return float(value)
+        scale = (vt.scale or 0) if k == Kind.DECIMAL else 0
+        return Fraction(value) * Fraction(10) ** scale
+    if isinstance(value, str):
+        value = _parse_temporal(target, value)
+    assert vt.unit is not None or k == Kind.DATE
+    if k == Kind.TIME:
+        if not isinstance(value, dt.time):
+            raise target.mismatch(value)
+        offset = value.utcoffset()
+        if offset:
+            raise UserInputError(f"cannot compare {vt.name} with a TIME literal at UTC "
+                                 f"offset {offset}", column=target.name)
+        micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 \
+            + value.microsecond
+        return Fraction(micros * 1000, _UNIT_NANOS[vt.unit or "micros"])
+    if isinstance(value, dt.datetime):
+        micros = _micros(_naive_utc(target, value))
+    elif isinstance(value, dt.date):
+        micros = (value - _EPOCH_DATE).days * 86_400 * 10**6  # midnight
+    else:
+        raise target.mismatch(value)
+    if k == Kind.DATE:
+        return Fraction(micros, 86_400 * 10**6)
+    return Fraction(micros * 1000, _UNIT_NANOS[vt.unit or "micros"])
+
+
+def _from_ticks(vt: ValueType, ticks: int) -> Value:
+    """The column-domain value of a tick count (as ``ValueType.decode`` would give it)."""
+    k = vt.kind
+    if k in (Kind.INT, Kind.UINT):
+        return ticks
+    if k == Kind.DECIMAL:
+        return Decimal(ticks).scaleb(-(vt.scale or 0))
+    if k == Kind.DATE:
+        return _EPOCH_DATE + dt.timedelta(days=ticks)
+    assert vt.unit is not None
+    nanos = ticks * _UNIT_NANOS[vt.unit]
+    if k == Kind.TIME:
+        if vt.unit == "nanos":
+            return ticks
+        secs, us = divmod(nanos // 1000, 10**6)
+        h, rest = divmod(secs, 3600)
+        m, s = divmod(rest, 60)
+        return dt.time(h, m, s, us, tzinfo=dt.UTC if vt.utc else None)
+    if vt.unit == "nanos":
+        return NanoTimestamp(nanos, bool(vt.utc))
+    try:
+        value = _EPOCH + dt.timedelta(microseconds=nanos // 1000)
+    except OverflowError:
+        return NanoTimestamp(nanos, bool(vt.utc))
+    return value.replace(tzinfo=dt.UTC) if vt.utc else value
+
+
+def _floor(x: Fraction) -> int:
+    return x.numerator // x.denominator
+
+
+def _ceil(x: Fraction) -> int:
+    return -((-x.numerator) // x.denominator)
+
+
+# Fold results for a comparison whose answer does not depend on the (non-null) value.
+_ALL, _NONE = "all", "none"
+
+
+def _grid_compare(target: _Target, op: LeafOp, value: LiteralValue) -> tuple[LeafOp, int] | str:
+    """The comparison on ticks, or _ALL / _NONE when every non-null value answers alike."""
+    ticks = _ticks(target, value)
+    lo, hi = _grid_range(target.vt)
+    if isinstance(ticks, float):  # NaN or +-inf
+        if math.isnan(ticks):
+            return _ALL if op == LeafOp.NE else _NONE
+        above = ticks > 0
+        if op == LeafOp.EQ:
+            return _NONE
+        if op == LeafOp.NE:
+            return _ALL
+        smaller = op in (LeafOp.LT, LeafOp.LE)
+        return _ALL if smaller == above else _NONE
+    if op in (LeafOp.EQ, LeafOp.NE):
+        on_grid = ticks.denominator == 1 and (lo is None or lo <= ticks) \
+            and (hi is None or ticks <= hi)
+        if not on_grid:
+            return _NONE if op == LeafOp.EQ else _ALL
+        return op, int(ticks)
+    # x < 1.5 is x < 2; x <= 1.5 is x <= 1; x > 1.5 is x > 1; x >= 1.5 is x >= 2.
+    k = _ceil(ticks) if op in (LeafOp.LT, LeafOp.GE) else _floor(ticks)
+    below_all = lo is not None and (k <= lo if op in (LeafOp.LT, LeafOp.GE) else k < lo)
+    above_all = hi is not None and (k >= hi if op in (LeafOp.LE, LeafOp.GT) else k > hi)
+    if op in (LeafOp.LT, LeafOp.LE):
+        if above_all:
+            return _ALL
+        if below_all:
+            return _NONE
+    else:
+        if below_all:
+            return _ALL
+        if above_all:
+            return _NONE
+    return op, k
+
+
+def _round_float(vt: ValueType, x: float) -> float:
+    """The literal as the column's float type would store it (as SQL engines cast it).
+
+    A literal beyond the type's range stays as it is: rounded to infinity it would
+    make ``x > 70000`` false for an infinite FLOAT16 value.
+    """
+    fmt = {Kind.FLOAT: "<f", Kind.FLOAT16: "<e"}.get(vt.kind)
+    if fmt is None or not math.isfinite(x):
+        return x
+    try:
+        rounded = float(struct.unpack(fmt, struct.pack(fmt, x))[0])
+    except OverflowError:
+        return x
+    return rounded if math.isfinite(rounded) else x
+
+
+def _scalar(target: _Target, value: LiteralValue) -> Value:
+    """A non-grid literal in the column's domain (TypeError-free: mismatch raises)."""
+    vt = target.vt
+    k = vt.kind
+    if k in (Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16):
+        if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+            raise target.mismatch(value)
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond the double range
+            x = math.copysign(math.inf, value)
+        return _round_float(vt, x)
+    if k == Kind.BOOL:
+        if not isinstance(value, bool):
+            raise target.mismatch(value)
+        return value
+    if k == Kind.STRING:
+        if not isinstance(value, str):
+            raise target.mismatch(value)
+        return value
+    if k == Kind.BINARY:
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if not isinstance(value, bytes):
+            raise target.mismatch(value)
+        return value
+    if k == Kind.UUID:
+        try:
+            if isinstance(value, uuid.UUID):
+                return value
+            if isinstance(value, str):
+                return uuid.UUID(value)
+            if isinstance(value, bytes) and len(value) == 16:
+                return uuid.UUID(bytes=value)
+        except ValueError:
+            pass
+        raise target.mismatch(value)
+    raise UserInputError(
+        f"comparisons on {vt.name} columns are not supported (no usable order)",
+        column=target.name)
+
+
+def _predicate(target: _Target, op: LeafOp, values: tuple[Value, ...]) -> BoundPredicate:
+    return BoundPredicate(target.leaf, target.vt, op, values,
+                          tuple(target.key(v) for v in values))
+
+
+def _not_null(target: _Target) -> BoundPredicate:
+    return _predicate(target, LeafOp.IS_NOT_NULL, ())
+
+
+def _check_comparable(target: _Target) -> None:
+    if target.vt.kind not in _COMPARABLE_KINDS:
+        raise UserInputError(
+            f"comparisons on {target.vt.name} columns are not supported (no usable order)",
+            column=target.name)
+
+
+def _bind_compare(target: _Target, op: LeafOp, value: LiteralValue) -> BoundExpr:
+    _check_comparable(target)
+    if value is None:
+        return BoundFalse()  # x op NULL is NULL: no row matches
+    vt = target.vt
+    if vt.kind in _GRID_KINDS:
+        folded = _grid_compare(target, op, value)
+        if folded == _ALL:
+            return _not_null(target)
+        if folded == _NONE:
+            return BoundFalse()
+        assert isinstance(folded, tuple)
+        new_op, ticks = folded
+        return _predicate(target, new_op, (_from_ticks(vt, ticks),))
+    coerced = _scalar(target, value)
+    if isinstance(coerced, float) and math.isnan(coerced):
+        # IEEE: every comparison with NaN is false, except != which is true.
+        return _not_null(target) if op == LeafOp.NE else BoundFalse()
+    return _predicate(target, op, (coerced,))
+
+
+def _bind_in(target: _Target, node: In) -> BoundExpr:
+    _check_comparable(target)
+    raw = [lit.value for lit in node.values]
+    if node.negated and any(v is None for v in raw):
+        return BoundFalse()  # x NOT IN (.., NULL) is never true
+    coerced: dict[Any, Value] = {}
+    for v in raw:
+        if v is None:
+            continue  # x IN (.., NULL): the NULL can only add NULL, never TRUE
+        one = _bind_compare(target, LeafOp.EQ, v)
+        # A value no row can equal adds nothing to IN and removes nothing from NOT IN.
+        if isinstance(one, BoundPredicate):
+            coerced.setdefault(one.keys[0], one.values[0])
+    if not coerced:
+        return _not_null(target) if node.negated else BoundFalse()
+    ordered = sorted(coerced.items(), key=lambda kv: kv[0])
+    return BoundPredicate(target.leaf, target.vt, node.leaf_op,
+                          tuple(v for _, v in ordered), tuple(k for k, _ in ordered))
+
+
+def _bind_starts_with(target: _Target, node: StartsWith) -> BoundExpr:
+    vt = target.vt
+    prefix: str | bytes = node.prefix
+    if vt.kind == Kind.STRING:
+        if isinstance(prefix, bytes):
+            try:
+                prefix = prefix.decode("utf-8")
+            except UnicodeDecodeError:
+                raise target.mismatch(prefix, "match") from None
+    elif vt.kind == Kind.BINARY:
+        if isinstance(prefix, str):
+            prefix = prefix.encode("utf-8")
+    else:
+        raise UserInputError(
+            f"LIKE 'prefix%' needs a string or binary column, not {vt.name} "
+            f"(pattern: {literal_type_name(prefix)} {literal_sql(prefix)})",
+            column=target.name)
+    if not prefix:  # LIKE '%': every non-null value
+        return BoundFalse() if node.negated else _not_null(target)
+    return _predicate(target, node.leaf_op, (prefix,))
+
+
+class _Binder(ExprVisitor[BoundExpr]):
+    def __init__(self, targets: dict[str, _Target]) -> None:
+        self.targets = targets
+
+    def visit_true(self) -> BoundExpr:
+        return BoundTrue()
+
+    def visit_false(self) -> BoundExpr:
+        return BoundFalse()
+
+    def visit_not(self, child: BoundExpr) -> BoundExpr:
+        raise AssertionError("NOT must be pushed down before binding")
+
+    def visit_and(self, left: BoundExpr, right: BoundExpr) -> BoundExpr:
+        return bound_and(left, right)
+
+    def visit_or(self, left: BoundExpr, right: BoundExpr) -> BoundExpr:
+        return bound_or(left, right)
+
+    def visit_leaf(self, node: LeafExpr) -> BoundExpr:
+        target = self.targets[node.column.name]
+        if isinstance(node, Compare):
+            return _bind_compare(target, node.op, node.literal.value)
+        if isinstance(node, In):
+            return _bind_in(target, node)
+        if isinstance(node, IsNull):
+            return _predicate(target, node.leaf_op, ())
+        if isinstance(node, IsNan):
+            if not target.vt.is_float:
+                raise UserInputError(
+                    f"isnan() needs a floating-point column, not {target.vt.name}",
+                    column=target.name)
+            return _predicate(target, node.leaf_op, ())
+        return _bind_starts_with(target, node)
+
+
+class _Columns(ExprVisitor[None]):
+    """Collects the columns of a tree, in order of appearance."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}
+
+    def visit_true(self) -> None:
+        return None
+
+    def visit_false(self) -> None:
+        return None
+
+    def visit_not(self, child: None) -> None:
+        return None
+
+    def visit_and(self, left: None, right: None) -> None:
+        return None
+
+    def visit_or(self, left: None, right: None) -> None:
+        return None
+
+    def visit_leaf(self, node: LeafExpr) -> None:
+        self.names.setdefault(node.column.name)
+
+
+def columns(expr: Expr) -> list[str]:
+    """The distinct column names ``expr`` refers to, in order of appearance."""
+    collector = _Columns()
+    visit(expr, collector)
+    return list(collector.names)
+
+
+def bind(expr: Expr, schema: Schema) -> BoundExpr:
+    """Resolve columns against ``schema``, push NOT down, coerce literals once.
+
+    UserInputError for an unknown, group or repeated column, and for a literal
+    that cannot be compared with its column's type.
+    """
+    if not isinstance(expr, Expr):
+        raise UserInputError(f"not a predicate: {expr!r}")
+    targets = {name: _target(_resolve(schema, name)) for name in columns(expr)}
+
+    def is_float(column: Column) -> bool:
+        return targets[column.name].vt.is_float
+
+    return visit(push_not(expr, is_float), _Binder(targets))
+

@@ -1,0 +1,216 @@
+"""Exact row-level evaluation of a bound predicate with ``pyarrow.compute``.
+
+Columns are found in a table by their leaf path: the first part names a table
+column, the rest are struct fields (``pc.struct_field`` carries a NULL parent
+down to its fields). A NULL answer never selects a row: the mask has no nulls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pqindex.errors import UserInputError
+from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundVisitor, visit_bound
+from pqindex.format.match import LeafOp
+from pqindex.format.values import Kind, NanoTimestamp, Value
+
+__all__ = ["to_arrow_mask", "to_pyarrow_expression"]
+
+_COMPARE = {
+    LeafOp.EQ: pc.equal, LeafOp.NE: pc.not_equal, LeafOp.LT: pc.less,
+    LeafOp.LE: pc.less_equal, LeafOp.GT: pc.greater, LeafOp.GE: pc.greater_equal,
+}
+
+
+def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
+    """The (chunked) array of a leaf path; a dotted top-level name is tried first."""
+    names = table.column_names
+    for split in range(len(path), 0, -1):
+        head = ".".join(path[:split])
+        if head not in names:
+            continue
+        arr: Any = table.column(head)
+        try:
+            for field in path[split:]:
+                arr = pc.struct_field(arr, field)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, TypeError):
+            continue
+        if isinstance(arr.type, pa.BaseExtensionType):  # e.g. arrow.uuid: compare storage
+            storage = arr.type.storage_type
+            arr = (pa.chunked_array([c.storage for c in arr.chunks], storage)
+                   if isinstance(arr, pa.ChunkedArray) else arr.storage)
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.cast(arr.type.value_type)
+        if pa.types.is_float16(arr.type):
+            arr = arr.cast(pa.float32())  # exact; compute kernels lack half floats
+        return arr
+    raise UserInputError(f"the table has no column {'.'.join(path)!r}",
+                         column=".".join(path))
+
+
+def _plain(value: Value) -> Any:
+    """A bound value as pyarrow takes it."""
+    if isinstance(value, NanoTimestamp):
+        return pa.scalar(value.nanos, pa.timestamp("ns", "UTC" if value.utc else None))
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    return value
+
+
+def _scalar(value: Value, arrow_type: pa.DataType) -> Any:
+    """The value as a scalar of the column's Arrow type, or as pyarrow infers it."""
+    plain = _plain(value)
+    if isinstance(plain, pa.Scalar):
+        try:
+            return plain.cast(arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return plain
+    try:
+        return pa.scalar(plain, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
+            OverflowError):
+        return pa.scalar(plain)
+
+
+def _value_set(values: tuple[Value, ...], arrow_type: pa.DataType) -> pa.Array:
+    plain = [_plain(v) for v in values]
+    if any(isinstance(p, pa.Scalar) for p in plain):
+        return pa.array([_scalar(v, arrow_type) for v in values])
+    try:
+        return pa.array(plain, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array(plain)
+
+
+def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
+    op = pred.op
+    if op in _COMPARE:
+        return _COMPARE[op](arr, _scalar(pred.values[0], arr.type))
+    if op in (LeafOp.IN, LeafOp.NOT_IN):
+        if pa.types.is_floating(arr.type):
+            # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
+            arr = pc.add(arr, pa.scalar(0.0, arr.type))
+        values = _value_set(pred.values, arr.type)
+        if pa.types.is_floating(values.type):
+            values = pc.add(values, pa.scalar(0.0, values.type))
+        found = pc.is_in(arr, value_set=values)
+        return found if op == LeafOp.IN else pc.and_(pc.invert(found), pc.is_valid(arr))
+    if op == LeafOp.IS_NULL:
+        return pc.is_null(arr)
+    if op == LeafOp.IS_NOT_NULL:
+        return pc.is_valid(arr)
+    if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
+        nan = pc.is_nan(arr)
+        return nan if op == LeafOp.IS_NAN else pc.invert(nan)
+    prefix = pred.values[0]
+    if isinstance(prefix, bytes) or not (pa.types.is_string(arr.type)
+                                         or pa.types.is_large_string(arr.type)):
+        raw = prefix if isinstance(prefix, bytes) else str(prefix).encode("utf-8")
+        head = pc.binary_slice(arr, 0, len(raw))
+        match = pc.equal(head, pa.scalar(raw, type=head.type))
+    else:
+        match = pc.starts_with(arr, pattern=prefix)
+    return match if op == LeafOp.STARTS_WITH else pc.invert(match)
+
+
+class _Mask(BoundVisitor[Any]):
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.arrays: dict[tuple[str, ...], Any] = {}
+
+    def _constant(self, value: bool) -> pa.Array:
+        return pa.array(np.full(self.table.num_rows, value, dtype=np.bool_))
+
+    def visit_true(self) -> Any:
+        return self._constant(True)
+
+    def visit_false(self) -> Any:
+        return self._constant(False)
+
+    def visit_and(self, left: Any, right: Any) -> Any:
+        return pc.and_(left, right)
+
+    def visit_or(self, left: Any, right: Any) -> Any:
+        return pc.or_(left, right)
+
+    def visit_predicate(self, pred: BoundPredicate) -> Any:
+        path = pred.leaf.path
+        if path not in self.arrays:
+            self.arrays[path] = _column(self.table, path)
+        return pc.fill_null(_predicate_mask(pred, self.arrays[path]), False)
+
+
+def to_arrow_mask(expr: BoundExpr, table: pa.Table) -> pa.BooleanArray:
+    """One boolean per row of ``table``: True where ``expr`` is TRUE (never NULL)."""
+    mask = visit_bound(expr, _Mask(table))
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks() if mask.num_chunks else pa.array([], pa.bool_())
+    assert isinstance(mask, pa.BooleanArray)
+    return mask
+
+
+def _expr_scalar(value: Value) -> Any:
+    plain = _plain(value)
+    if isinstance(plain, (Decimal, dt.date, dt.time, bool, int, float, str, bytes)):
+        return pa.scalar(plain)
+    return plain
+
+
+class _Expression(BoundVisitor[Any]):
+    def visit_true(self) -> Any:
+        return pc.scalar(True)
+
+    def visit_false(self) -> Any:
+        return pc.scalar(False)
+
+    def visit_and(self, left: Any, right: Any) -> Any:
+        return left & right
+
+    def visit_or(self, left: Any, right: Any) -> Any:
+        return left | right
+
+    def visit_predicate(self, pred: BoundPredicate) -> Any:
+        field = pc.field(*pred.leaf.path)
+        if pred.value_type.kind == Kind.FLOAT16:
+            field = field.cast(pa.float32())  # exact; compute kernels lack half floats
+        elif pred.value_type.kind == Kind.UUID:
+            field = field.cast(pa.binary(16))  # the uuid extension has no kernels
+        op = pred.op
+        if op in _COMPARE:
+            return _COMPARE[op](field, _expr_scalar(pred.values[0]))
+        if op in (LeafOp.IN, LeafOp.NOT_IN):
+            values = pa.array([_expr_scalar(v) for v in pred.values])
+            if pa.types.is_floating(values.type):
+                # -0.0 and 0.0 hash apart in is_in; adding +0.0 maps -0.0 to 0.0.
+                values = pc.add(values, 0.0)
+                found = pc.add(field, 0.0).isin(values)
+            else:
+                found = field.isin(values)
+            return found if op == LeafOp.IN else ~found & field.is_valid()
+        if op == LeafOp.IS_NULL:
+            return field.is_null()
+        if op == LeafOp.IS_NOT_NULL:
+            return field.is_valid()
+        if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
+            nan = pc.is_nan(field)
+            return nan if op == LeafOp.IS_NAN else ~nan
+        prefix = pred.values[0]
+        if isinstance(prefix, bytes):
+            match = pc.equal(pc.binary_slice(field, 0, len(prefix)), pa.scalar(prefix))
+        else:
+            match = pc.starts_with(field, pattern=str(prefix))
+        return match if op == LeafOp.STARTS_WITH else ~match
+
+
+def to_pyarrow_expression(expr: BoundExpr) -> pc.Expression:
+    """The same predicate as a ``pyarrow.compute.Expression`` (NULL drops the row)."""
+    result = visit_bound(expr, _Expression())
+    assert isinstance(result, pc.Expression)
+    return result

@@ -1,0 +1,611 @@
+"""The unbound predicate tree: small frozen nodes, operator overloads, a visitor.
+
+``col("x") == 3`` builds ``Compare(LeafOp.EQ, Column("x"), Literal(3))``; ``&``,
+``|`` and ``~`` combine predicates and fold TRUE/FALSE as they go. Nothing here
+knows a file's schema: ``bind`` resolves columns and coerces literals later.
+
+Semantics are SQL's (three-valued: a comparison with NULL is never true) with
+IEEE floats; see ``docs/semantics.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Generic, TypeAlias, TypeVar
+
+from pqindex.errors import UserInputError
+from pqindex.format.match import LeafOp
+
+__all__ = [
+    "FALSE",
+    "TRUE",
+    "AlwaysFalse",
+    "AlwaysTrue",
+    "And",
+    "Column",
+    "Compare",
+    "Expr",
+    "ExprVisitor",
+    "In",
+    "IsNan",
+    "IsNull",
+    "Literal",
+    "LiteralValue",
+    "Not",
+    "Or",
+    "StartsWith",
+    "and_",
+    "col",
+    "leaf_node",
+    "lit",
+    "not_",
+    "or_",
+    "visit",
+]
+
+LiteralValue: TypeAlias = (
+    bool | int | float | Decimal | str | bytes | dt.date | dt.datetime | dt.time | uuid.UUID
+    | None
+)
+
+T = TypeVar("T")
+
+COMPARISON_OPS = (LeafOp.EQ, LeafOp.NE, LeafOp.LT, LeafOp.LE, LeafOp.GT, LeafOp.GE)
+# `3 < x` is `x > 3`.
+FLIPPED: dict[LeafOp, LeafOp] = {
+    LeafOp.EQ: LeafOp.EQ, LeafOp.NE: LeafOp.NE, LeafOp.LT: LeafOp.GT,
+    LeafOp.LE: LeafOp.GE, LeafOp.GT: LeafOp.LT, LeafOp.GE: LeafOp.LE,
+}
+
+_KEYWORDS = frozenset({
+    "AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "TRUE", "FALSE",
+    "ILIKE", "ESCAPE", "CASE", "WHEN", "THEN", "ELSE", "END", "CAST", "INTERVAL",
+})
+
+
+# ---------------------------------------------------------------- terms
+
+
+def _literal_value(value: object) -> LiteralValue:
+    """A Python value accepted as a literal; numpy/pyarrow scalars are unwrapped."""
+    if isinstance(value, Literal):
+        return value.value
+    if value is None or isinstance(value, (bool, int, float, Decimal, str, bytes, dt.date,
+                                           dt.time, uuid.UUID)):
+        return value
+    for unwrap in ("as_py", "item"):  # pyarrow / numpy scalars
+        method = getattr(value, unwrap, None)
+        if callable(method):
+            return _literal_value(method())
+    raise UserInputError(f"unsupported literal {value!r} of type {type(value).__name__}")
+
+
+def literal_type_name(value: LiteralValue) -> str:
+    """The literal's SQL-ish type, for error messages."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, Decimal):
+        return "decimal"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bytes):
+        return "binary"
+    if isinstance(value, dt.datetime):
+        return "TIMESTAMP"
+    if isinstance(value, dt.date):
+        return "DATE"
+    if isinstance(value, dt.time):
+        return "TIME"
+    return "UUID"
+
+
+def _quote(text: str, quote: str) -> str:
+    return quote + text.replace(quote, quote * 2) + quote
+
+
+def literal_sql(value: LiteralValue) -> str:
+    """SQL text of a literal (floats carry an exponent so they re-parse as floats)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        text = repr(value)
+        if text in ("nan", "inf", "-inf"):
+            return text.upper().replace("INF", "Infinity").replace("NAN", "NaN")
+        return text if "e" in text else f"{text}E0"
+    if isinstance(value, str):
+        return _quote(value, "'")
+    if isinstance(value, bytes):
+        return f"X'{value.hex()}'"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, dt.time):
+        return f"TIME '{value.isoformat()}'"
+    return f"'{value}'"
+
+
+def column_sql(name: str) -> str:
+    """A dotted name with each part quoted only where needed."""
+    parts = []
+    for part in name.split("."):
+        plain = (part.isidentifier() and part.isascii()
+                 and part.upper() not in _KEYWORDS)
+        parts.append(part if plain else _quote(part, '"'))
+    return ".".join(parts)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Column:
+    """A column by its dotted leaf path; comparing it with a value builds a predicate.
+
+    ``Column == Column`` is structural equality (a bool), which keeps trees
+    comparable; column-to-column predicates are not supported.
+    """
+
+    name: str
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, Column):
+            return self.name == other.name
+        return Compare(LeafOp.EQ, self, lit(other))
+
+    def __ne__(self, other: object) -> Any:
+        if isinstance(other, Column):
+            return self.name != other.name
+        return Compare(LeafOp.NE, self, lit(other))
+
+    def __hash__(self) -> int:
+        return hash(("Column", self.name))
+
+    def __lt__(self, other: object) -> Compare:
+        return Compare(LeafOp.LT, self, self._operand(other, "<"))
+
+    def __le__(self, other: object) -> Compare:
+        return Compare(LeafOp.LE, self, self._operand(other, "<="))
+
+    def __gt__(self, other: object) -> Compare:
+        return Compare(LeafOp.GT, self, self._operand(other, ">"))
+
+    def __ge__(self, other: object) -> Compare:
+        return Compare(LeafOp.GE, self, self._operand(other, ">="))
+
+    def _operand(self, other: object, op: str) -> Literal:
+        if isinstance(other, Column):
+            raise UserInputError(
+                f"column-to-column comparison {self} {op} {other} is not supported",
+                column=self.name)
+        return lit(other)
+
+    def isin(self, values: Iterable[object]) -> In:
+        """``x IN (values)``."""
+        return In(self, tuple(lit(v) for v in values))
+
+    def is_null(self) -> IsNull:
+        return IsNull(self)
+
+    def is_not_null(self) -> IsNull:
+        return IsNull(self, negated=True)
+
+    def is_nan(self) -> IsNan:
+        """True for NaN (floating-point columns only); NULL is not NaN."""
+        return IsNan(self)
+
+    def between(self, low: object, high: object) -> Expr:
+        """``low <= x AND x <= high`` (inclusive, like SQL BETWEEN)."""
+        return and_(self >= low, self <= high)
+
+    def startswith(self, prefix: str | bytes) -> StartsWith:
+        """``x LIKE 'prefix%'``."""
+        return StartsWith(self, prefix)
+
+    def __str__(self) -> str:
+        return column_sql(self.name)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Literal:
+    """A constant; equal only to a literal of the same Python type and value."""
+
+    value: LiteralValue
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Literal):
+            return NotImplemented
+        return type(self.value) is type(other.value) and bool(self.value == other.value)
+
+    def __hash__(self) -> int:
+        return hash((type(self.value).__name__, self.value))
+
+    def __str__(self) -> str:
+        return literal_sql(self.value)
+
+
+def col(name: str) -> Column:
+    """The column ``name`` (dotted for struct fields: ``"a.b"``)."""
+    if not isinstance(name, str) or not name:
+        raise UserInputError(f"a column name must be a non-empty string, not {name!r}")
+    return Column(name)
+
+
+def lit(value: object) -> Literal:
+    """A literal from a Python value (None is SQL NULL)."""
+    return value if isinstance(value, Literal) else Literal(_literal_value(value))
+
+
+# ---------------------------------------------------------------- predicates
+
+
+class Expr:
+    """A boolean predicate. Combine with ``&``, ``|`` and ``~``."""
+
+    __slots__ = ()
+
+    def __and__(self, other: Expr) -> Expr:
+        return and_(self, _expect_expr(other, "&"))
+
+    def __rand__(self, other: Expr) -> Expr:
+        return and_(_expect_expr(other, "&"), self)
+
+    def __or__(self, other: Expr) -> Expr:
+        return or_(self, _expect_expr(other, "|"))
+
+    def __ror__(self, other: Expr) -> Expr:
+        return or_(_expect_expr(other, "|"), self)
+
+    def __invert__(self) -> Expr:
+        return not_(self)
+
+    def __bool__(self) -> bool:
+        # `a and b` / `if expr:` would silently drop a predicate.
+        raise TypeError("a predicate has no truth value: combine with &, | and ~, "
+                        "not and/or/not")
+
+    def __str__(self) -> str:
+        return visit(self, _SqlPrinter())[0]
+
+
+def _expect_expr(other: object, op: str) -> Expr:
+    if not isinstance(other, Expr):
+        raise UserInputError(
+            f"{op} combines predicates, got {type(other).__name__} {other!r} "
+            "(put comparisons in parentheses: (col('a') == 1) & (col('b') == 2))")
+    return other
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Constant(Expr):
+    value: bool
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Constant) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(("_Constant", self.value))
+
+    def __repr__(self) -> str:
+        return "TRUE" if self.value else "FALSE"
+
+
+class AlwaysTrue(_Constant):
+    """Matches every row, NULLs included."""
+
+    __slots__ = ()
+
+
+class AlwaysFalse(_Constant):
+    """Matches no row."""
+
+    __slots__ = ()
+
+
+TRUE: Expr = AlwaysTrue(True)
+FALSE: Expr = AlwaysFalse(False)
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Compare(Expr):
+    """``column op literal`` with op one of = != < <= > >=."""
+
+    op: LeafOp
+    column: Column
+    literal: Literal
+
+    def __post_init__(self) -> None:
+        if self.op not in COMPARISON_OPS:
+            raise UserInputError(f"{self.op.value!r} is not a comparison operator")
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return self.op
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class In(Expr):
+    """``column [NOT] IN (values)``."""
+
+    column: Column
+    values: tuple[Literal, ...]
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.NOT_IN if self.negated else LeafOp.IN
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class IsNull(Expr):
+    """``column IS [NOT] NULL``."""
+
+    column: Column
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.IS_NOT_NULL if self.negated else LeafOp.IS_NULL
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class IsNan(Expr):
+    """``[NOT] isnan(column)``: NULL rows match neither."""
+
+    column: Column
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.IS_NOT_NAN if self.negated else LeafOp.IS_NAN
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class StartsWith(Expr):
+    """``column [NOT] LIKE 'prefix%'``."""
+
+    column: Column
+    prefix: str | bytes
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.NOT_STARTS_WITH if self.negated else LeafOp.STARTS_WITH
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class And(Expr):
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Or(Expr):
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Not(Expr):
+    child: Expr
+
+
+LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
+
+
+def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
+    """The leaf predicate for ``op``; the inverse of each leaf's ``leaf_op``."""
+    if op in COMPARISON_OPS:
+        return Compare(op, column, values[0])
+    if op in (LeafOp.IN, LeafOp.NOT_IN):
+        return In(column, values, negated=op == LeafOp.NOT_IN)
+    if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
+        return IsNull(column, negated=op == LeafOp.IS_NOT_NULL)
+    if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
+        return IsNan(column, negated=op == LeafOp.IS_NOT_NAN)
+    prefix = values[0].value
+    assert isinstance(prefix, (str, bytes))
+    return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+
+
+def and_(*exprs: Expr) -> Expr:
+    """Left-nested AND, folding TRUE and FALSE."""
+    result: Expr = TRUE
+    for e in exprs:
+        if isinstance(result, AlwaysFalse) or isinstance(e, AlwaysTrue):
+            continue
+        if isinstance(e, AlwaysFalse) or isinstance(result, AlwaysTrue):
+            result = e
+        else:
+            result = And(result, e)
+    return result
+
+
+def or_(*exprs: Expr) -> Expr:
+    """Left-nested OR, folding TRUE and FALSE."""
+    result: Expr = FALSE
+    for e in exprs:
+        if isinstance(result, AlwaysTrue) or isinstance(e, AlwaysFalse):
+            continue
+        if isinstance(e, AlwaysTrue) or isinstance(result, AlwaysFalse):
+            result = e
+        else:
+            result = Or(result, e)
+    return result
+
+
+def not_(expr: Expr) -> Expr:
+    """NOT, folded where SQL's three-valued logic allows it exactly.
+
+    NOT NOT x is x; NOT of IN / IS NULL / isnan / LIKE flips ``negated``; NOT of
+    ``=`` is ``!=`` (also for NaN and NULL). NOT of ``<`` stays a Not: on floats it
+    is not ``>=`` (NaN), so ``normalize`` decides once the column type is known.
+    """
+    if isinstance(expr, _Constant):
+        return FALSE if expr.value else TRUE
+    if isinstance(expr, Not):
+        return expr.child
+    if isinstance(expr, (In, IsNull, IsNan, StartsWith)):
+        return leaf_node(_FLIP_NEGATED[expr.leaf_op], expr.column,
+                         leaf_values(expr))
+    if isinstance(expr, Compare) and expr.op in (LeafOp.EQ, LeafOp.NE):
+        return Compare(LeafOp.NE if expr.op == LeafOp.EQ else LeafOp.EQ, expr.column,
+                       expr.literal)
+    return Not(expr)
+
+
+_FLIP_NEGATED = {
+    LeafOp.IN: LeafOp.NOT_IN, LeafOp.NOT_IN: LeafOp.IN,
+    LeafOp.IS_NULL: LeafOp.IS_NOT_NULL, LeafOp.IS_NOT_NULL: LeafOp.IS_NULL,
+    LeafOp.IS_NAN: LeafOp.IS_NOT_NAN, LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
+    LeafOp.STARTS_WITH: LeafOp.NOT_STARTS_WITH, LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
+}
+
+
+def leaf_values(node: LeafExpr) -> tuple[Literal, ...]:
+    """The literals of a leaf, in the order ``leaf_node`` takes them."""
+    if isinstance(node, Compare):
+        return (node.literal,)
+    if isinstance(node, In):
+        return node.values
+    if isinstance(node, StartsWith):
+        return (Literal(node.prefix),)
+    return ()
+
+
+# ---------------------------------------------------------------- visitor
+
+
+class ExprVisitor(ABC, Generic[T]):
+    """Per-node logic for ``visit``; children arrive already visited (post-order)."""
+
+    @abstractmethod
+    def visit_true(self) -> T: ...
+
+    @abstractmethod
+    def visit_false(self) -> T: ...
+
+    @abstractmethod
+    def visit_not(self, child: T) -> T: ...
+
+    @abstractmethod
+    def visit_and(self, left: T, right: T) -> T: ...
+
+    @abstractmethod
+    def visit_or(self, left: T, right: T) -> T: ...
+
+    @abstractmethod
+    def visit_leaf(self, node: LeafExpr) -> T:
+        """Compare, In, IsNull, IsNan or StartsWith."""
+
+
+def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
+    """Post-order walk; iterative, so a long OR chain cannot exhaust the stack."""
+    results: list[T] = []
+    # (node, children done?) pairs.
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if isinstance(node, (And, Or)):
+            if not expanded:
+                stack += [(node, True), (node.right, False), (node.left, False)]
+                continue
+            right = results.pop()
+            left = results.pop()
+            both = (visitor.visit_and(left, right) if isinstance(node, And)
+                    else visitor.visit_or(left, right))
+            results.append(both)
+        elif isinstance(node, Not):
+            if not expanded:
+                stack += [(node, True), (node.child, False)]
+                continue
+            results.append(visitor.visit_not(results.pop()))
+        elif isinstance(node, AlwaysTrue):
+            results.append(visitor.visit_true())
+        elif isinstance(node, AlwaysFalse):
+            results.append(visitor.visit_false())
+        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith)):
+            results.append(visitor.visit_leaf(node))
+        else:
+            raise UserInputError(f"not a predicate: {node!r}")
+    return results.pop()
+
+
+# ---------------------------------------------------------------- printing
+
+# Binding strength, for parentheses: OR < AND < NOT < leaf.
+_OR, _AND, _NOT, _LEAF = 1, 2, 3, 4
+
+
+def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
+    """SQL text of one leaf, from already-printed column and values."""
+    vals = list(values)
+    if op in COMPARISON_OPS:
+        return f"{column} {op.value} {vals[0]}"
+    if op in (LeafOp.IN, LeafOp.NOT_IN):
+        word = "NOT IN" if op == LeafOp.NOT_IN else "IN"
+        return f"{column} {word} ({', '.join(vals)})"
+    if op == LeafOp.IS_NULL:
+        return f"{column} IS NULL"
+    if op == LeafOp.IS_NOT_NULL:
+        return f"{column} IS NOT NULL"
+    if op == LeafOp.IS_NAN:
+        return f"isnan({column})"
+    if op == LeafOp.IS_NOT_NAN:
+        return f"NOT isnan({column})"
+    word = "NOT LIKE" if op == LeafOp.NOT_STARTS_WITH else "LIKE"
+    return f"{column} {word} {vals[0]}"
+
+
+def starts_with_sql(column: str, prefix: str | bytes, negated: bool) -> str:
+    """LIKE 'prefix%' when the prefix has no wildcard of its own, else starts_with()."""
+    if isinstance(prefix, str) and "%" not in prefix and "_" not in prefix:
+        word = "NOT LIKE" if negated else "LIKE"
+        return f"{column} {word} {_quote(prefix + '%', chr(39))}"
+    call = f"starts_with({column}, {literal_sql(prefix)})"
+    return f"NOT {call}" if negated else call
+
+
+class _SqlPrinter(ExprVisitor[tuple[str, int]]):
+    def visit_true(self) -> tuple[str, int]:
+        return "TRUE", _LEAF
+
+    def visit_false(self) -> tuple[str, int]:
+        return "FALSE", _LEAF
+
+    def visit_not(self, child: tuple[str, int]) -> tuple[str, int]:
+        return f"NOT ({child[0]})", _NOT
+
+    def _join(self, word: str, strength: int, *parts: tuple[str, int]) -> tuple[str, int]:
+        texts = [t if s >= strength else f"({t})" for t, s in parts]
+        return f" {word} ".join(texts), strength
+
+    def visit_and(self, left: tuple[str, int], right: tuple[str, int]) -> tuple[str, int]:
+        return self._join("AND", _AND, left, right)
+
+    def visit_or(self, left: tuple[str, int], right: tuple[str, int]) -> tuple[str, int]:
+        return self._join("OR", _OR, left, right)
+
+    def visit_leaf(self, node: LeafExpr) -> tuple[str, int]:
+        name = str(node.column)
+        if isinstance(node, StartsWith):
+            text = starts_with_sql(name, node.prefix, node.negated)
+            return text, _NOT if text.startswith("NOT ") else _LEAF
+        op = node.leaf_op
+        text = leaf_sql(name, op, (str(v) for v in leaf_values(node)))
+        return text, _NOT if op == LeafOp.IS_NOT_NAN else _LEAF
+

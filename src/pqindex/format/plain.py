@@ -1,0 +1,162 @@
+"""PLAIN encoding of single values: splitting a dictionary page, encoding a literal.
+
+Bloom filters hash a value's PLAIN bytes, and dictionary pages store their values
+PLAIN-encoded, so both lookups compare literals in this form.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import uuid
+from decimal import Decimal
+
+import pyarrow as pa
+
+from pqindex.errors import CorruptFileError
+from pqindex.format.schema import Codec, PhysicalType
+from pqindex.format.values import Kind, NanoTimestamp, Value, ValueType
+
+__all__ = ["decompress", "encode_plain", "split_plain"]
+
+_FIXED = {
+    PhysicalType.INT32: 4,
+    PhysicalType.INT64: 8,
+    PhysicalType.INT96: 12,
+    PhysicalType.FLOAT: 4,
+    PhysicalType.DOUBLE: 8,
+}
+_CODECS = {
+    Codec.SNAPPY: "snappy",
+    Codec.GZIP: "gzip",
+    Codec.BROTLI: "brotli",
+    Codec.ZSTD: "zstd",
+    Codec.LZ4_RAW: "lz4_raw",
+}
+_UNIT_NANOS = {"millis": 10**6, "micros": 10**3, "nanos": 1}
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def decompress(data: bytes, codec: int, uncompressed_size: int) -> bytes | None:
+    """A page's data decompressed, or None for a codec pyarrow can't do alone."""
+    if codec == Codec.UNCOMPRESSED:
+        return data
+    name = _CODECS.get(Codec(codec)) if codec in Codec._value2member_map_ else None
+    if name is None or uncompressed_size < 0:
+        return None
+    out = pa.decompress(data, decompressed_size=uncompressed_size, codec=name, asbytes=True)
+    assert isinstance(out, bytes)
+    return out
+
+
+def split_plain(physical: int, type_length: int | None, data: bytes, count: int) -> list[bytes]:
+    """``count`` PLAIN values of a physical type, each as its own bytes.
+
+    BYTE_ARRAY values lose their 4-byte length prefix. Raises CorruptFileError when
+    the data is shorter than the count needs.
+    """
+    if count < 0:
+        raise CorruptFileError(f"dictionary claims {count} values")
+    if physical == PhysicalType.BYTE_ARRAY:
+        out = []
+        pos = 0
+        n = len(data)
+        for _ in range(count):
+            if pos + 4 > n:
+                raise CorruptFileError("dictionary page ends inside a value's length")
+            (ln,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            if ln > n - pos:
+                raise CorruptFileError(f"dictionary value of {ln} bytes runs past the page")
+            out.append(data[pos : pos + ln])
+            pos += ln
+        return out
+    width = type_length if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY else _FIXED.get(
+        PhysicalType(physical)
+    )
+    if not width or width <= 0:
+        raise CorruptFileError(f"cannot split PLAIN values of physical type {physical}")
+    if width * count > len(data):
+        raise CorruptFileError(
+            f"dictionary of {count} values of {width} bytes needs {width * count} bytes, "
+            f"the page has {len(data)}"
+        )
+    return [data[i * width : (i + 1) * width] for i in range(count)]
+
+
+def _ticks(vt: ValueType, value: Value) -> int | None:
+    """A temporal value as an integer count of the column's unit, if exact."""
+    assert vt.unit is not None
+    per = _UNIT_NANOS[vt.unit]
+    if isinstance(value, NanoTimestamp):
+        nanos = value.nanos
+    elif isinstance(value, dt.datetime):
+        base = _EPOCH_UTC if value.tzinfo is not None else _EPOCH
+        delta = value - base
+        nanos = (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+    elif isinstance(value, dt.time):
+        nanos = ((value.hour * 60 + value.minute) * 60 + value.second) * 10**9
+        nanos += value.microsecond * 1000
+    elif isinstance(value, int):
+        return value
+    else:
+        return None
+    if nanos % per:
+        return None
+    return nanos // per
+
+
+def encode_plain(vt: ValueType, value: Value) -> bytes | None:
+    """The PLAIN bytes of ``value`` in the column's physical type, or None when the
+    value has no single exact encoding (callers then keep the unit)."""
+    k = vt.kind
+    p = vt.physical
+    try:
+        if k == Kind.STRING:
+            return value.encode("utf-8") if isinstance(value, str) else bytes(value)  # type: ignore[arg-type]
+        if k == Kind.BINARY:
+            return bytes(value) if isinstance(value, (bytes, bytearray)) else None
+        if k == Kind.UUID:
+            return value.bytes if isinstance(value, uuid.UUID) else None
+        if k == Kind.FLOAT and isinstance(value, (int, float)):
+            return struct.pack("<f", value)
+        if k == Kind.DOUBLE and isinstance(value, (int, float)):
+            return struct.pack("<d", value)
+        if k == Kind.FLOAT16 and isinstance(value, (int, float)):
+            return struct.pack("<e", value)
+        if k == Kind.DECIMAL and isinstance(value, (Decimal, int)):
+            scaled = Decimal(value).scaleb(vt.scale or 0)
+            if scaled != scaled.to_integral_value():
+                return None
+            unscaled = int(scaled)
+            if p == PhysicalType.INT32:
+                return unscaled.to_bytes(4, "little", signed=True)
+            if p == PhysicalType.INT64:
+                return unscaled.to_bytes(8, "little", signed=True)
+            if p == PhysicalType.FIXED_LEN_BYTE_ARRAY and vt.type_length:
+                return unscaled.to_bytes(vt.type_length, "big", signed=True)
+            return None  # BYTE_ARRAY decimals have no single width
+        ints: int | None = None
+        if k in (Kind.INT, Kind.UINT) and isinstance(value, int) and not isinstance(value, bool):
+            ints = value
+        elif k == Kind.DATE:
+            if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+                ints = (value - dt.date(1970, 1, 1)).days
+            elif isinstance(value, int):
+                ints = value
+        elif k in (Kind.TIME, Kind.TIMESTAMP):
+            ints = _ticks(vt, value)
+        if ints is None:
+            return None
+        if p == PhysicalType.INT32:
+            if k == Kind.UINT:
+                return (ints & 0xFFFFFFFF).to_bytes(4, "little")
+            return ints.to_bytes(4, "little", signed=True)
+        if p == PhysicalType.INT64:
+            if k == Kind.UINT:
+                return (ints & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little")
+            return ints.to_bytes(8, "little", signed=True)
+    except (OverflowError, ValueError, TypeError, AttributeError):
+        return None
+    return None

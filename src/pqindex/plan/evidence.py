@@ -1,0 +1,312 @@
+"""What one source of evidence says about one predicate leaf on one unit.
+
+Every source answers the same question — ``match(pred) -> Match`` — so the
+planner combines them without knowing where the answer came from (the
+"statistics protocol" of STYLE.md): chunk statistics, a dictionary page, a
+Bloom filter, a constant (hive partition value). Unknown is always SOME.
+The page level answers through ``format.column_index.PageIndex``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pqindex.expr.bind import BoundPredicate
+from pqindex.format.bloom import BloomFilter
+from pqindex.format.column_index import prefix_upper_bound
+from pqindex.format.match import LeafOp, Match
+from pqindex.format.plain import encode_plain
+from pqindex.format.values import Bounds, Comparison, Kind, ValueType, bound_order
+
+__all__ = [
+    "BloomEvidence",
+    "ConstantEvidence",
+    "DictionaryEvidence",
+    "Evidence",
+    "StatisticsEvidence",
+    "float_key",
+    "value_key",
+]
+
+_FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
+_BYTES = frozenset({Kind.STRING, Kind.BINARY})
+_COMPARISONS = frozenset(
+    {LeafOp.EQ, LeafOp.NE, LeafOp.LT, LeafOp.LE, LeafOp.GT, LeafOp.GE, LeafOp.IN, LeafOp.NOT_IN,
+     LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH}
+)
+
+
+class Evidence(Protocol):
+    """Anything that can answer NONE / SOME / ALL for a predicate leaf on a unit."""
+
+    def match(self, pred: BoundPredicate) -> Match: ...
+
+
+def float_key(value: Any) -> float:
+    """Floats compare numerically for pruning: -0.0 == +0.0, as IEEE equality says."""
+    return float(value)
+
+
+def value_key(vt: ValueType, value: Any) -> Any:
+    """The key a decoded value or a literal is compared by during pruning."""
+    if vt.kind in _FLOATS:
+        return float_key(value)
+    return vt.sort_key(value)
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """A unit's values as bounds and counts (keys already in pruning form)."""
+
+    lo: Any  # None when unknown
+    hi: Any
+    exact: bool  # lo and hi are values of the unit (not truncated bounds)
+    nulls: int | None  # None: unknown
+    rows: int | None  # values in the unit (nulls included), None: unknown
+    nans: int | None  # float columns only; None: unknown
+    all_nan: bool
+
+
+def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
+    vt = pred.value_type
+    op = pred.op
+    is_float = vt.kind in _FLOATS
+    all_null = s.nulls is not None and s.rows is not None and s.nulls == s.rows
+    no_nulls = s.nulls == 0
+    nan_free = not is_float or s.nans == 0
+    if op == LeafOp.IS_NULL:
+        return Match.ALL if all_null else Match.NONE if no_nulls else Match.SOME
+    if op == LeafOp.IS_NOT_NULL:
+        return Match.NONE if all_null else Match.ALL if no_nulls else Match.SOME
+    if all_null:
+        return Match.NONE  # every other leaf needs a non-null value
+    if op == LeafOp.IS_NAN:
+        if not is_float or s.nans == 0:
+            return Match.NONE
+        return Match.ALL if s.all_nan and no_nulls else Match.SOME
+    if op == LeafOp.IS_NOT_NAN:
+        if s.all_nan:
+            return Match.NONE
+        return Match.ALL if no_nulls and nan_free else Match.SOME
+    if op not in _COMPARISONS:
+        return Match.SOME
+    if s.all_nan:
+        # NaN fails every comparison but != and NOT IN.
+        if op in (LeafOp.NE, LeafOp.NOT_IN):
+            return Match.ALL if no_nulls else Match.SOME
+        return Match.NONE
+    keys = [value_key(vt, v) for v in pred.values] if op not in (
+        LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) else list(pred.keys)
+    lo, hi = s.lo, s.hi
+    sure = no_nulls and nan_free  # every row is a comparable value
+    if op == LeafOp.EQ:
+        (v,) = keys
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            return Match.NONE
+        if s.exact and lo == v == hi and sure:
+            return Match.ALL
+        return Match.SOME
+    if op == LeafOp.NE:
+        (v,) = keys
+        if s.exact and lo == v == hi and nan_free:
+            return Match.NONE
+        if ((lo is not None and v < lo) or (hi is not None and v > hi)) and no_nulls:
+            return Match.ALL
+        return Match.SOME
+    if op in (LeafOp.LT, LeafOp.LE, LeafOp.GT, LeafOp.GE):
+        (v,) = keys
+        if op == LeafOp.LT:
+            none = lo is not None and lo >= v
+            all_ = hi is not None and hi < v
+        elif op == LeafOp.LE:
+            none = lo is not None and lo > v
+            all_ = hi is not None and hi <= v
+        elif op == LeafOp.GT:
+            none = hi is not None and hi <= v
+            all_ = lo is not None and lo > v
+        else:
+            none = hi is not None and hi < v
+            all_ = lo is not None and lo >= v
+        if none:
+            return Match.NONE
+        return Match.ALL if all_ and sure else Match.SOME
+    if op == LeafOp.IN:
+        inside = [v for v in keys if (lo is None or v >= lo) and (hi is None or v <= hi)]
+        if not inside:
+            return Match.NONE
+        if s.exact and lo == hi and lo in inside and sure:
+            return Match.ALL
+        return Match.SOME
+    if op == LeafOp.NOT_IN:
+        if s.exact and lo == hi and lo in keys and nan_free:
+            return Match.NONE
+        outside = all((lo is not None and v < lo) or (hi is not None and v > hi) for v in keys)
+        return Match.ALL if outside and no_nulls else Match.SOME
+    # STARTS_WITH / NOT_STARTS_WITH on byte keys
+    (p,) = keys
+    if not isinstance(p, bytes) or (lo is not None and not isinstance(lo, bytes)):
+        return Match.SOME
+    upper = prefix_upper_bound(p)
+    outside = (hi is not None and hi < p) or (upper is not None and lo is not None and lo >= upper)
+    inside = lo is not None and hi is not None and lo.startswith(p) and hi.startswith(p)
+    if op == LeafOp.STARTS_WITH:
+        if outside:
+            return Match.NONE
+        return Match.ALL if inside and no_nulls else Match.SOME
+    if inside:
+        return Match.NONE
+    return Match.ALL if outside and no_nulls else Match.SOME
+
+
+@dataclass(frozen=True)
+class StatisticsEvidence:
+    """Column-chunk statistics (min/max, null and NaN counts) of a row group."""
+
+    bounds: Bounds
+    num_values: int | None
+
+    def match(self, pred: BoundPredicate) -> Match:
+        b = self.bounds
+        vt = pred.value_type
+        if pred.leaf.max_repetition_level > 0:
+            return Match.SOME  # values of a list don't map one-to-one to rows
+        lo = hi = None
+        if b.min is not None and not (isinstance(b.min, float) and math.isnan(b.min)):
+            lo = _bound_key(vt, b.min, b.comparison)
+        if b.max is not None and not (isinstance(b.max, float) and math.isnan(b.max)):
+            hi = _bound_key(vt, b.max, b.comparison)
+        if lo is None and hi is None and not (b.all_null or b.all_nan) and pred.op not in (
+            LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN
+        ):
+            return Match.SOME
+        exact = bool(b.min_exact and b.max_exact) or vt.kind not in _BYTES
+        s = _Summary(lo, hi, exact, b.null_count, self.num_values, b.nan_count, b.all_nan)
+        return _summary_match(s, pred)
+
+
+def _bound_key(vt: ValueType, value: Any, comparison: Comparison | None) -> Any:
+    if vt.kind in _FLOATS:
+        return float_key(value)
+    return vt.sort_key(value)
+
+
+@dataclass(frozen=True)
+class ConstantEvidence:
+    """A unit where the column has one known value (a hive partition value)."""
+
+    value: Any  # in the column's domain; None for NULL
+
+    def match(self, pred: BoundPredicate) -> Match:
+        vt = pred.value_type
+        if self.value is None:
+            s = _Summary(None, None, True, 1, 1, 0, False)
+        else:
+            k = value_key(vt, self.value)
+            nan = isinstance(self.value, float) and math.isnan(self.value)
+            s = _Summary(None if nan else k, None if nan else k, True, 0, 1, 1 if nan else 0, nan)
+        if pred.op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) and self.value is not None:
+            raw = self.value.encode() if isinstance(self.value, str) else self.value
+            s = _Summary(raw, raw, True, 0, 1, 0, False)
+        return _summary_match(s, pred)
+
+
+@dataclass(frozen=True)
+class DictionaryEvidence:
+    """The full set of values of a chunk whose data pages are all dictionary-encoded."""
+
+    values: frozenset[Any]  # pruning keys of the dictionary entries (NaN excluded)
+    has_nan: bool
+    null_count: int | None
+    num_values: int | None
+
+    def match(self, pred: BoundPredicate) -> Match:
+        op = pred.op
+        vt = pred.value_type
+        if pred.leaf.max_repetition_level > 0:
+            return Match.SOME
+        no_nulls = self.null_count == 0
+        if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
+            if op == LeafOp.IS_NAN:
+                return Match.NONE if not self.has_nan else Match.SOME
+            return Match.SOME
+        if not self.values and not self.has_nan:
+            return Match.NONE if op not in (LeafOp.NE, LeafOp.NOT_IN,
+                                            LeafOp.NOT_STARTS_WITH) else Match.SOME
+        # Entries may be unused by the pages, so "some entry matches" only means SOME;
+        # "every entry matches" is ALL when there are no nulls.
+        if op in (LeafOp.EQ, LeafOp.IN):
+            wanted = {value_key(vt, v) for v in pred.values}
+            hit = bool(wanted & self.values)
+            every = not self.has_nan and self.values <= wanted
+        elif op in (LeafOp.NE, LeafOp.NOT_IN):
+            unwanted = {value_key(vt, v) for v in pred.values}
+            hit = self.has_nan or bool(self.values - unwanted)
+            every = not (self.values & unwanted)
+        elif op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH):
+            (p,) = pred.keys
+            if not isinstance(p, bytes):
+                return Match.SOME
+            starts = {v for v in self.values if isinstance(v, bytes) and v.startswith(p)}
+            if op == LeafOp.STARTS_WITH:
+                hit, every = bool(starts), len(starts) == len(self.values)
+            else:
+                hit, every = len(starts) < len(self.values), not starts
+        else:
+            keys = [value_key(vt, v) for v in pred.values]
+            (k,) = keys
+            cmp = {
+                LeafOp.LT: lambda x: x < k,
+                LeafOp.LE: lambda x: x <= k,
+                LeafOp.GT: lambda x: x > k,
+                LeafOp.GE: lambda x: x >= k,
+            }[op]
+            sat = [cmp(v) for v in self.values]
+            hit = any(sat)
+            every = all(sat) and not self.has_nan
+        if not hit:
+            return Match.NONE
+        return Match.ALL if every and no_nulls else Match.SOME
+
+
+@dataclass(frozen=True)
+class BloomEvidence:
+    """A split-block Bloom filter: can only say NONE, for = and IN."""
+
+    bloom: BloomFilter
+
+    def match(self, pred: BoundPredicate) -> Match:
+        if pred.op not in (LeafOp.EQ, LeafOp.IN):
+            return Match.SOME
+        if pred.leaf.max_repetition_level > 0:
+            return Match.SOME
+        vt = pred.value_type
+        for v in pred.values:
+            raw = encode_plain(vt, v)
+            if raw is None:
+                return Match.SOME
+            if vt.kind in _FLOATS and isinstance(v, float) and v == 0.0:
+                return Match.SOME  # -0.0 and +0.0 hash differently but compare equal
+            if self.bloom.might_contain(raw):
+                return Match.SOME
+        return Match.NONE
+
+
+def dictionary_keys(vt: ValueType, raw_values: Sequence[bytes]) -> tuple[frozenset[Any], bool]:
+    """Pruning keys of PLAIN dictionary entries, and whether one of them is NaN."""
+    keys = set()
+    has_nan = False
+    for raw in raw_values:
+        v = vt.decode(raw)
+        if isinstance(v, float) and math.isnan(v):
+            has_nan = True
+            continue
+        keys.add(value_key(vt, v))
+    return frozenset(keys), has_nan
+
+
+def leaf_order_usable(pred: BoundPredicate) -> bool:
+    """Whether this leaf's column has any usable order at all (else only counts help)."""
+    return bound_order(pred.leaf).usable

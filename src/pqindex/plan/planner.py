@@ -1,0 +1,451 @@
+"""Pruning, level by level: file → row group → page → row ranges.
+
+``plan_file`` turns a bound predicate and a projection into a :class:`FilePlan`,
+the only thing the scanner needs: per row group, which rows may match
+(``maybe``), which surely do (``all``), the level that decided and why, and the
+pages of each column that will be read. Levels, cheapest first:
+
+1. constants (hive partition values) and column-chunk statistics;
+2. the dictionary page, when every data page of the chunk is dictionary-encoded;
+3. the page index (ColumnIndex + OffsetIndex), giving row ranges; AND
+   intersects and OR unites them across columns whose pages don't line up;
+4. the Bloom filter, for ``=`` and ``IN`` leaves of row groups still undecided.
+
+Each answers NONE / SOME / ALL; anything unusable answers SOME.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundExpr,
+    BoundFalse,
+    BoundOr,
+    BoundPredicate,
+    BoundTrue,
+)
+from pqindex.format.column_index import PageIndex
+from pqindex.format.file import ParquetFile
+from pqindex.format.match import LeafOp, Match
+from pqindex.format.plain import decompress, split_plain
+from pqindex.format.schema import PageType
+from pqindex.format.structs import PageHeader
+from pqindex.format.thrift import ThriftError, decode
+from pqindex.format.values import statistics_bounds
+from pqindex.plan.evidence import (
+    BloomEvidence,
+    ConstantEvidence,
+    DictionaryEvidence,
+    Evidence,
+    StatisticsEvidence,
+    dictionary_keys,
+)
+from pqindex.plan.row_ranges import RowRanges, Selection
+
+__all__ = ["ColumnRead", "FilePlan", "PlanOptions", "RowGroupPlan", "plan_file"]
+
+# A dictionary larger than this is not worth reading to prune one row group.
+MAX_DICTIONARY_BYTES = 1 << 20
+MAX_DICTIONARY_VALUES = 100_000
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Which levels to use; all on by default."""
+
+    statistics: bool = True
+    dictionary: bool = True
+    page_index: bool = True
+    bloom: bool = True
+
+
+@dataclass(frozen=True)
+class ColumnRead:
+    """The pages of one leaf column a row group's scan reads (None: the whole chunk)."""
+
+    column: int
+    name: str
+    pages: tuple[int, ...] | None
+    pages_total: int | None
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RowGroupPlan:
+    """One row group: what may match, what surely matches, and why."""
+
+    index: int
+    num_rows: int
+    match: Match
+    decided_by: str  # "statistics", "dictionary", "page index", "bloom filter", "partition", "-"
+    reason: str
+    maybe: RowRanges
+    all: RowRanges
+    reads: tuple[ColumnRead, ...] = ()  # upper bound of what the scan reads
+
+    @property
+    def skipped(self) -> bool:
+        return self.maybe.is_empty
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """The access plan of one file, the planner's only output."""
+
+    path: str
+    num_rows: int
+    row_groups: tuple[RowGroupPlan, ...]
+    skipped_by: str | None = None  # set when the whole file is skipped before opening
+    reason: str = ""
+    partition: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        return self.skipped_by is not None or all(rg.skipped for rg in self.row_groups)
+
+
+# ---------------------------------------------------------------- tree evaluation
+
+
+def leaves(expr: BoundExpr) -> list[BoundPredicate]:
+    """The predicate leaves of a bound tree, left to right."""
+    out: list[BoundPredicate] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BoundPredicate):
+            out.append(e)
+        elif isinstance(e, (BoundAnd, BoundOr)):
+            stack += [e.right, e.left]
+    return out
+
+
+def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> Match:
+    """Three-valued evaluation of the tree given an answer per leaf."""
+    if isinstance(expr, BoundTrue):
+        return Match.ALL
+    if isinstance(expr, BoundFalse):
+        return Match.NONE
+    if isinstance(expr, BoundPredicate):
+        return leaf_match(expr)
+    if isinstance(expr, BoundAnd):
+        left = evaluate(expr.left, leaf_match)
+        if left == Match.NONE:
+            return left
+        return left & evaluate(expr.right, leaf_match)
+    if isinstance(expr, BoundOr):
+        left = evaluate(expr.left, leaf_match)
+        if left == Match.ALL:
+            return left
+        return left | evaluate(expr.right, leaf_match)
+    raise TypeError(f"not a bound expression: {expr!r}")
+
+
+def select(expr: BoundExpr, leaf_select: Callable[[BoundPredicate], Selection], n: int) -> Selection:
+    """Row-range evaluation of the tree given a selection per leaf."""
+    if isinstance(expr, BoundTrue):
+        return Selection.everything(n)
+    if isinstance(expr, BoundFalse):
+        return Selection.none()
+    if isinstance(expr, BoundPredicate):
+        return leaf_select(expr)
+    if isinstance(expr, BoundAnd):
+        left = select(expr.left, leaf_select, n)
+        if left.maybe.is_empty:
+            return left
+        return left & select(expr.right, leaf_select, n)
+    if isinstance(expr, BoundOr):
+        return select(expr.left, leaf_select, n) | select(expr.right, leaf_select, n)
+    raise TypeError(f"not a bound expression: {expr!r}")
+
+
+def _selection_of(m: Match, n: int) -> Selection:
+    if m == Match.NONE:
+        return Selection.none()
+    if m == Match.ALL:
+        return Selection.everything(n)
+    return Selection.unknown(n)
+
+
+# ---------------------------------------------------------------- the planner
+
+
+class _RowGroupEvidence:
+    """Evidence for one row group, fetched lazily and cached per leaf column."""
+
+    def __init__(
+        self,
+        pf: ParquetFile,
+        rg: int,
+        partition: dict[str, Any],
+        n_file_leaves: int,
+        options: PlanOptions,
+    ) -> None:
+        self.pf = pf
+        self.rg = rg
+        self.partition = partition
+        self.n_file_leaves = n_file_leaves
+        self.options = options
+        self._stats: dict[int, Evidence | None] = {}
+        self._dicts: dict[int, Evidence | None] = {}
+        self._blooms: dict[int, Evidence | None] = {}
+        self.warnings: list[str] = []
+
+    def constant(self, pred: BoundPredicate) -> Evidence | None:
+        if pred.leaf.index >= self.n_file_leaves:
+            return ConstantEvidence(self.partition.get(pred.leaf.name))
+        return None
+
+    def statistics(self, pred: BoundPredicate) -> Evidence | None:
+        col = pred.leaf.index
+        if col not in self._stats:
+            cmd = self.pf.column_meta(self.rg, col)
+            ev: Evidence | None = None
+            if cmd.statistics is not None:
+                ev = StatisticsEvidence(
+                    statistics_bounds(cmd.statistics, pred.leaf, cmd.num_values), cmd.num_values
+                )
+            self._stats[col] = ev
+        return self._stats[col]
+
+    def dictionary(self, pred: BoundPredicate) -> Evidence | None:
+        col = pred.leaf.index
+        if col in self._dicts:
+            return self._dicts[col]
+        ev: Evidence | None = None
+        pf, rg = self.pf, self.rg
+        cmd = pf.column_meta(rg, col)
+        if pf.all_dictionary_encoded(rg, col) and pred.leaf.max_repetition_level == 0:
+            try:
+                ev = self._read_dictionary(pred, cmd.num_values)
+            except PqIndexError as e:
+                self.warnings.append(f"dictionary of {pred.leaf.name!r} not used: {e}")
+        self._dicts[col] = ev
+        return ev
+
+    def _read_dictionary(self, pred: BoundPredicate, num_values: int | None) -> Evidence | None:
+        pf, rg, col = self.pf, self.rg, pred.leaf.index
+        ext = pf.dictionary_extent(rg, col)
+        if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
+            # The offset index tells where the dictionary ends: one read, header included.
+            whole = pf.read_bytes(ext[0], ext[1], keep=True)
+            try:
+                header, hlen = decode(PageHeader, whole)
+            except ThriftError as e:
+                raise CorruptFileError(f"corrupt dictionary page header: {e.reason}",
+                                       offset=ext[0] + e.offset) from None
+        else:
+            page = pf.dictionary_page(rg, col)
+            if page is None or page.total_length > MAX_DICTIONARY_BYTES:
+                return None
+            header, hlen = page.header, page.header_length
+            # Header and data together, kept: the scan decodes with this same page.
+            whole = pf.read_bytes(page.offset, page.total_length, keep=True)
+        dh = header.dictionary_page_header
+        size = header.uncompressed_page_size
+        if header.type != PageType.DICTIONARY_PAGE or dh is None or dh.num_values is None:
+            return None
+        if size is None or dh.num_values > MAX_DICTIONARY_VALUES:
+            return None
+        raw = whole[hlen : hlen + (header.compressed_page_size or 0)]
+        cmd = pf.column_meta(rg, col)
+        data = decompress(raw, cmd.codec or 0, size)
+        if data is None:
+            return None
+        el = pred.leaf.element
+        values = split_plain(el.type or 0, el.type_length, data, dh.num_values)
+        keys, has_nan = dictionary_keys(pred.value_type, values)
+        stats = cmd.statistics
+        nulls = stats.null_count if stats is not None else None
+        return DictionaryEvidence(keys, has_nan, nulls, num_values)
+
+    def bloom(self, pred: BoundPredicate) -> Evidence | None:
+        col = pred.leaf.index
+        if col not in self._blooms:
+            ev: Evidence | None = None
+            try:
+                bf = self.pf.bloom_filter(self.rg, col)
+                ev = BloomEvidence(bf) if bf is not None else None
+            except PqIndexError as e:
+                self.warnings.append(f"Bloom filter of {pred.leaf.name!r} not used: {e}")
+            self._blooms[col] = ev
+        return self._blooms[col]
+
+
+def _staged_match(
+    expr: BoundExpr, stages: Sequence[tuple[str, Callable[[BoundPredicate], Evidence | None]]]
+) -> tuple[Match, str, str]:
+    """Evaluate with more evidence per stage until the answer is NONE or ALL."""
+    answers: dict[int, Match] = {}
+    last = Match.SOME
+    used: list[str] = []
+    for name, source in stages:
+        consulted = False
+
+        def leaf_match(pred: BoundPredicate, source: Any = source) -> Match:
+            nonlocal consulted
+            key = id(pred)
+            prev = answers.get(key, Match.SOME)
+            if prev != Match.SOME:
+                return prev
+            ev = source(pred)
+            if ev is None:
+                return prev
+            consulted = True
+            m = ev.match(pred)
+            answers[key] = m
+            return m
+
+        last = evaluate(expr, leaf_match)
+        if consulted:
+            used.append(name)
+        if last != Match.SOME:
+            return last, name, f"{name}: {'no row' if last == Match.NONE else 'every row'} matches"
+    return last, "-", "no level could decide" if used else "no usable statistics"
+
+
+def plan_file(
+    pf: ParquetFile,
+    expr: BoundExpr,
+    columns: Sequence[int],
+    *,
+    partition: dict[str, Any] | None = None,
+    options: PlanOptions | None = None,
+    warnings: list[str] | None = None,
+) -> FilePlan:
+    """The access plan for reading leaf ``columns`` of ``pf`` where ``expr`` holds."""
+    options = options or PlanOptions()
+    partition = partition or {}
+    n_leaves = len(pf.schema.leaves)
+    preds = leaves(expr)
+    pred_cols = sorted({p.leaf.index for p in preds if p.leaf.index < n_leaves})
+    read_cols = sorted(set(columns) | set(pred_cols))
+    plans: list[RowGroupPlan] = []
+    pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
+    for rg in range(pf.num_row_groups):
+        n = pf.row_group_rows(rg)
+        ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options)
+        stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
+            ("partition", ev.constant)
+        ]
+        if options.statistics:
+            stages.append(("statistics", ev.statistics))
+        if n == 0:
+            m, by, why = Match.NONE, "statistics", "row group has no rows"
+        else:
+            m, by, why = _staged_match(expr, stages)
+        pending.append((rg, ev, m, by, why))
+    # Page index entries of every surviving row group in as few requests as possible.
+    page_level = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
+    if options.page_index and page_level and pred_cols:
+        pf.prefetch_page_index(page_level, pred_cols)
+        pf.prefetch_page_index(page_level, [c for c in read_cols if c not in pred_cols],
+                               column_index=False)
+    for rg, ev, m, by, why in pending:
+        n = pf.row_group_rows(rg)
+        sel = _selection_of(m, n)
+        if m == Match.SOME and options.page_index and preds:
+            sel, by, why = _page_level(pf, rg, expr, ev, n, by, why)
+        # Dictionaries and Bloom filters cost a read each: only for row groups the
+        # statistics and the page index left undecided.
+        late: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
+            ("partition", ev.constant), ("statistics", ev.statistics)]
+        if options.dictionary:
+            late.append(("dictionary", ev.dictionary))
+        if options.bloom:
+            late.append(("bloom filter", ev.bloom))
+        if m == Match.SOME and not sel.maybe.is_empty and sel.all.count() < n and len(late) > 2:
+            m2, by2, why2 = _staged_match(expr, late)
+            if m2 == Match.NONE:
+                sel, by, why = Selection.none(), by2, why2
+            elif m2 == Match.ALL:
+                sel, by, why = Selection.everything(n), by2, why2
+        if warnings is not None:
+            warnings += ev.warnings
+        final = Match.NONE if sel.maybe.is_empty else (
+            Match.ALL if sel.all.count() == n else Match.SOME)
+        reads = _reads(pf, rg, read_cols, sel, options) if not sel.maybe.is_empty else ()
+        plans.append(RowGroupPlan(rg, n, final, by, why, sel.maybe, sel.all, reads))
+    return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)
+
+
+def _page_level(
+    pf: ParquetFile, rg: int, expr: BoundExpr, ev: _RowGroupEvidence, n: int, by: str, why: str
+) -> tuple[Selection, str, str]:
+    """Row ranges from the page index of each predicate leaf."""
+    indexes: dict[int, PageIndex | None] = {}
+    used = False
+
+    def leaf_select(pred: BoundPredicate) -> Selection:
+        nonlocal used
+        col = pred.leaf.index
+        # What the row-group levels knew about this leaf alone.
+        known = Match.SOME
+        for source in (ev.constant, ev.statistics):
+            e = source(pred)
+            if e is not None:
+                known = e.match(pred)
+                if known != Match.SOME:
+                    break
+        if known != Match.SOME or col >= len(pf.schema.leaves):
+            return _selection_of(known, n)
+        if col not in indexes:
+            try:
+                indexes[col] = PageIndex.load(pf, rg, col)
+            except PqIndexError as e:
+                ev.warnings.append(f"page index of {pred.leaf.name!r} not used: {e}")
+                indexes[col] = None
+        pi = indexes[col]
+        if pi is None or (pi.reason is not None and pi.null_reason is not None):
+            return Selection.unknown(n)
+        if pi.reason is not None and pred.op not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
+            return Selection.unknown(n)
+        used = True
+        return pi.select(pred.op, pred.keys)
+
+    sel = select(expr, leaf_select, n)
+    if used:
+        if sel.maybe.is_empty:
+            return sel, "page index", "no page can match"
+        return sel, "page index", f"{sel.maybe.count():,} of {n:,} rows in pages that may match"
+    return sel, by, why
+
+
+def _reads(
+    pf: ParquetFile, rg: int, cols: Sequence[int], sel: Selection, options: PlanOptions
+) -> tuple[ColumnRead, ...]:
+    """Upper bound of the pages each column's scan reads: those overlapping ``maybe``."""
+    out = []
+    n = pf.row_group_rows(rg)
+    for col in cols:
+        name = pf.leaf(col).name
+        cmd = pf.column_meta(rg, col)
+        whole = cmd.total_compressed_size or 0
+        oi = pf.offset_index(rg, col) if options.page_index and sel.maybe.count() < n else None
+        if oi is None:
+            out.append(ColumnRead(col, name, None, _page_count(pf, rg, col), whole))
+            continue
+        locs = oi.page_locations or []
+        firsts = [loc.first_row_index or 0 for loc in locs]
+        pages = tuple(int(p) for p in sel.maybe.overlapping_pages(firsts, n))
+        size = sum(locs[p].compressed_page_size or 0 for p in pages)
+        dic = pf.dictionary_extent(rg, col)
+        if dic is not None:
+            size += dic[1]
+        out.append(ColumnRead(col, name, pages, len(locs), size))
+    return tuple(out)
+
+
+def _page_count(pf: ParquetFile, rg: int, col: int) -> int | None:
+    """Data pages of a chunk from the footer's encoding stats, without reading anything."""
+    stats = pf.column_meta(rg, col).encoding_stats
+    if stats is None:
+        return None
+    return sum(
+        s.count or 0 for s in stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
+    )

@@ -1,0 +1,377 @@
+"""Executing a file's access plan: fetch byte ranges, decode pages, late materialization.
+
+Per row group that may match:
+
+1. rows the page level could not decide (``maybe - all``) are checked exactly:
+   the predicate columns' pages overlapping them are fetched and decoded, the
+   predicate is evaluated with pyarrow.compute, giving the exact matching rows
+   (together with ``all``, the rows every index agreed match);
+2. only then are the projected columns' pages that hold those rows fetched,
+   decoded and cut to the matching rows.
+
+Byte ranges are computed first (a pure function of the plan and the offset
+index), then coalesced and read — one counted request per coalesced range.
+A column without an offset index is read as a whole chunk through pyarrow.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.format.file import ParquetFile
+from pqindex.io.source import ByteSource, coalesce
+from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
+from pqindex.plan.row_ranges import RowRanges
+from pqindex.scan.page_decode import (
+    decode_field_pages,
+    decode_pages,
+    field_byte_ranges,
+    page_byte_ranges,
+)
+
+__all__ = ["ScanOptions", "ScanStats", "scan_file"]
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """How the scanner reads: the gap under which byte ranges are merged."""
+
+    coalesce_gap: int = 64 * 1024
+
+
+@dataclass
+class ScanStats:
+    """What executing one file's plan did."""
+
+    row_groups_read: int = 0
+    pages_read: int = 0
+    rows_out: int = 0
+    fetch_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    data_bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Buffers:
+    """Fetched byte ranges of one row group, served to the page decoder."""
+
+    def __init__(self, pf: ParquetFile, stats: ScanStats, gap: int) -> None:
+        self.pf = pf
+        self.stats = stats
+        self.gap = gap
+        self._starts: list[int] = []
+        self._bufs: list[bytes] = []
+
+    def fetch(self, ranges: Sequence[tuple[int, int]]) -> None:
+        missing = [(o, n) for o, n in ranges
+                   if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)]
+        if not missing:
+            return
+        t0 = time.perf_counter()
+        for off, n in coalesce(missing, self.gap):
+            buf = self.pf.source.read(off, n)
+            self.stats.data_bytes += n
+            i = bisect.bisect(self._starts, off)
+            self._starts.insert(i, off)
+            self._bufs.insert(i, buf)
+        self.stats.fetch_seconds += time.perf_counter() - t0
+
+    def _find(self, offset: int, length: int) -> bytes | None:
+        i = bisect.bisect(self._starts, offset) - 1
+        while i >= 0:
+            s, b = self._starts[i], self._bufs[i]
+            if s <= offset and offset + length <= s + len(b):
+                return b[offset - s : offset - s + length]
+            if s + len(b) < offset:
+                break
+            i -= 1
+        return None
+
+    def _covered(self, offset: int, length: int) -> bool:
+        return self._find(offset, length) is not None
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        b = self._find(offset, length)
+        if b is None:
+            b = self.pf.read_bytes(offset, length)
+        return b
+
+
+class _SourceFile(io.RawIOBase):
+    """A ByteSource as a file object, so pyarrow's fallback reads are counted too."""
+
+    def __init__(self, source: ByteSource) -> None:
+        self._src = source
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        size = self._src.size()
+        self._pos = pos if whence == 0 else self._pos + pos if whence == 1 else size + pos
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        n = min(len(b), self._src.size() - self._pos)
+        if n <= 0:
+            return 0
+        data = self._src.read(self._pos, n)
+        b[:n] = data
+        self._pos += n
+        return n
+
+
+def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index of each wanted row in the concatenation of the decoded pages."""
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
+    page = np.searchsorted(first_rows, rows, side="right") - 1
+    return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)
+
+
+def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
+    """The leaf under a decoded top-level field, with its parents' nulls applied."""
+    for name in path[1:]:
+        if not pa.types.is_struct(arr.type):
+            return arr
+        children = arr.flatten()
+        idx = arr.type.get_field_index(name)
+        arr = children[idx]
+    return arr
+
+
+class _RowGroupReader:
+    def __init__(
+        self,
+        pf: ParquetFile,
+        plan: RowGroupPlan,
+        schema: pa.Schema,
+        stats: ScanStats,
+        options: ScanOptions,
+    ) -> None:
+        self.pf = pf
+        self.rg = plan.index
+        self.plan = plan
+        self.schema = schema
+        self.stats = stats
+        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.n = pf.row_group_rows(plan.index)
+        self._decoded: dict[int, tuple[list[int], pa.Array]] = {}
+
+    def _pages_for(self, col: int, rows: RowRanges) -> tuple[list[int], np.ndarray, np.ndarray] | None:
+        oi = self.pf.offset_index(self.rg, col)
+        if oi is None:
+            return None
+        locs = oi.page_locations or []
+        firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
+        counts = np.diff(np.append(firsts, self.n))
+        pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
+        return pages, firsts, counts
+
+    def _whole(self, field_name: str) -> pa.Array:
+        """A top-level field read through pyarrow, for chunks without an offset index."""
+        t0 = time.perf_counter()
+        reader = pq.ParquetFile(_SourceFile(self.pf.source))
+        table = reader.read_row_group(self.rg, columns=[field_name])
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return table.column(0).combine_chunks()
+
+    def _decode_leaf(self, col: int, rows: RowRanges, target: pa.DataType) -> pa.Array | None:
+        """One leaf's pages overlapping ``rows``, cut to them; None without an offset index."""
+        found = self._pages_for(col, rows)
+        if found is None:
+            return None
+        pages, firsts, counts = found
+        if not pages:
+            return pa.array([], type=target)
+        cached = self._decoded.get(col)
+        if cached is not None and set(pages) <= set(cached[0]):
+            # The predicate pass already decoded these pages.
+            pages, arr = cached
+            pos = _positions(firsts[pages], counts[pages], rows.to_indices())
+            return arr if pos.size == len(arr) else arr.take(pa.array(pos))
+        self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, pages))
+        t0 = time.perf_counter()
+        arr, _ = decode_pages(self.pf, self.rg, col, pages, self.buffers, arrow_type=target)
+        self.stats.pages_read += len(pages)
+        self._decoded[col] = (pages, arr)
+        pos = _positions(firsts[pages], counts[pages], rows.to_indices())
+        out = arr if pos.size == len(arr) else arr.take(pa.array(pos))
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return out
+
+    def field(self, field_name: str, rows: RowRanges) -> pa.Array:
+        """A top-level field's values at ``rows`` (sorted row numbers of this row group)."""
+        leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
+        target = self.schema.field(field_name).type
+        wanted = rows.to_indices()
+        if len(leaf_cols) == 1:
+            out = self._decode_leaf(leaf_cols[0], rows, target)
+            if out is not None:
+                return out
+        elif all(self.pf.offset_index(self.rg, c) is not None for c in leaf_cols):
+            # Leaves of one field paginate differently: decode their whole chunks.
+            per_leaf = []
+            for c in leaf_cols:
+                oi = self.pf.offset_index(self.rg, c)
+                assert oi is not None
+                per_leaf.append(list(range(len(oi.page_locations or []))))
+            self.buffers.fetch(field_byte_ranges(self.pf, self.rg, leaf_cols, per_leaf))
+            t0 = time.perf_counter()
+            arr = decode_field_pages(self.pf, self.rg, leaf_cols, per_leaf, self.buffers,
+                                     arrow_type=target)
+            self.stats.pages_read += sum(len(p) for p in per_leaf)
+            out = arr if wanted.size == len(arr) else arr.take(pa.array(wanted))
+            self.stats.decode_seconds += time.perf_counter() - t0
+            return out
+        whole = self._whole(field_name)
+        self.stats.pages_read += len(leaf_cols)
+        return whole if wanted.size == len(whole) else whole.take(pa.array(wanted))
+
+    def leaf_values(self, col: int, rows: RowRanges) -> Any:
+        """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
+        leaf = self.pf.leaf(col)
+        target = self.schema.field(leaf.path[0]).type
+        arr = self._decode_leaf(col, rows, target)
+        if arr is None:
+            arr = self.field(leaf.path[0], rows)
+        return _leaf_array(arr, leaf.path)
+
+
+def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
+    if idx.size == 0:
+        return RowRanges.empty()
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = idx[np.concatenate(([0], breaks))]
+    ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
+    return RowRanges(starts, ends)
+
+
+def scan_row_group(
+    pf: ParquetFile,
+    plan: RowGroupPlan,
+    expr: BoundExpr,
+    fields: Sequence[str],
+    schema: pa.Schema,
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    stats: ScanStats,
+    options: ScanOptions,
+) -> pa.Table | None:
+    """The matching rows of one row group, projected to ``fields``; None if none match."""
+    if plan.maybe.is_empty:
+        return None
+    reader = _RowGroupReader(pf, plan, schema, stats, options)
+    exact = plan.all
+    uncertain = plan.maybe - plan.all
+    n_leaves = len(pf.schema.leaves)
+    if not uncertain.is_empty and not isinstance(expr, BoundTrue):
+        preds = leaves(expr)
+        cols: dict[str, Any] = {}
+        for p in preds:
+            name = p.leaf.name
+            if name in cols:
+                continue
+            if p.leaf.index >= n_leaves:
+                value = partition.get(name)
+                cols[name] = pa.array([value] * uncertain.count(), type=partition_types[name])
+            else:
+                cols[name] = reader.leaf_values(p.leaf.index, uncertain)
+        table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
+        t0 = time.perf_counter()
+        mask = to_arrow_mask(expr, table)
+        idx = uncertain.to_indices()[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]
+        stats.decode_seconds += time.perf_counter() - t0
+        exact = exact | _ranges_from_indices(idx)
+    elif not uncertain.is_empty:
+        exact = plan.maybe
+    if exact.is_empty:
+        stats.row_groups_read += 1
+        return None
+    stats.row_groups_read += 1
+    out: dict[str, Any] = {}
+    count = exact.count()
+    for name in fields:
+        if name in partition_types:
+            out[name] = pa.array([partition.get(name)] * count, type=partition_types[name])
+        else:
+            out[name] = reader.field(name, exact)
+    stats.rows_out += count
+    if not out:
+        return _empty_columns_table(count)
+    return pa.table(out)
+
+
+def _empty_columns_table(rows: int) -> pa.Table:
+    """A table with ``rows`` rows and no columns (count-only scans)."""
+    return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
+
+
+def scan_file(
+    pf: ParquetFile,
+    plan: FilePlan,
+    expr: BoundExpr,
+    fields: Sequence[str],
+    schema: pa.Schema,
+    partition_types: dict[str, pa.DataType],
+    options: ScanOptions,
+    on_table: Callable[[pa.Table], None] | None = None,
+) -> tuple[list[pa.Table], ScanStats]:
+    """Every matching row of one file, row group by row group."""
+    stats = ScanStats()
+    tables = []
+    for rgp in plan.row_groups:
+        try:
+            t = scan_row_group(pf, rgp, expr, fields, schema, plan.partition, partition_types,
+                               stats, options)
+        except PqIndexError as e:
+            raise e.located(path=pf.path, row_group=rgp.index) from None
+        except (pa.ArrowException, ValueError) as e:
+            raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
+        if t is not None:
+            if on_table is not None:
+                on_table(t)
+            else:
+                tables.append(t)
+    return tables, stats
+
+
+def iter_row_groups(
+    pf: ParquetFile,
+    plan: FilePlan,
+    expr: BoundExpr,
+    fields: Sequence[str],
+    schema: pa.Schema,
+    partition_types: dict[str, pa.DataType],
+    options: ScanOptions,
+    stats: ScanStats,
+) -> Iterator[pa.Table]:
+    """Like scan_file, one row group at a time (memory bounded by one row group)."""
+    for rgp in plan.row_groups:
+        try:
+            t = scan_row_group(pf, rgp, expr, fields, schema, plan.partition, partition_types,
+                               stats, options)
+        except PqIndexError as e:
+            raise e.located(path=pf.path, row_group=rgp.index) from None
+        except (pa.ArrowException, ValueError) as e:
+            raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
+        if t is not None:
+            yield t

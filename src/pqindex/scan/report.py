@@ -1,0 +1,70 @@
+"""What a scan did: per level, what was considered, skipped and read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ScanReport"]
+
+
+@dataclass
+class ScanReport:
+    """Counters of one scan; ``to_dict()`` is the stable, JSON-ready form.
+
+    ``pages_total`` counts the data pages of the columns the scan involves (from
+    the offset index when it was read, else the footer's encoding stats);
+    ``bytes_read`` and ``requests`` are every read of every file, footers included.
+    """
+
+    files_total: int = 0
+    files_skipped: Counter[str] = field(default_factory=Counter)
+    files_read: int = 0
+    row_groups_total: int = 0
+    row_groups_skipped: Counter[str] = field(default_factory=Counter)
+    row_groups_read: int = 0
+    pages_total: int = 0
+    pages_read: int = 0
+    rows_total: int = 0
+    rows_matched: int = 0
+    bytes_read: int = 0
+    requests: int = 0
+    data_bytes: int = 0
+    plan_seconds: float = 0.0
+    fetch_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    total_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files_total": self.files_total,
+            "files_read": self.files_read,
+            "files_skipped": dict(self.files_skipped),
+            "row_groups_total": self.row_groups_total,
+            "row_groups_read": self.row_groups_read,
+            "row_groups_skipped": dict(self.row_groups_skipped),
+            "pages_total": self.pages_total,
+            "pages_read": self.pages_read,
+            "rows_total": self.rows_total,
+            "rows_matched": self.rows_matched,
+            "bytes_read": self.bytes_read,
+            "requests": self.requests,
+            "data_bytes": self.data_bytes,
+            "plan_seconds": round(self.plan_seconds, 6),
+            "fetch_seconds": round(self.fetch_seconds, 6),
+            "decode_seconds": round(self.decode_seconds, 6),
+            "total_seconds": round(self.total_seconds, 6),
+            "warnings": list(self.warnings),
+        }
+
+    def __str__(self) -> str:
+        d = self.to_dict()
+        skipped_rg = ", ".join(f"{k} {v}" for k, v in self.row_groups_skipped.items()) or "none"
+        return (
+            f"files {d['files_read']}/{d['files_total']} read, "
+            f"row groups {d['row_groups_read']}/{d['row_groups_total']} read "
+            f"(skipped by {skipped_rg}), pages {d['pages_read']}/{d['pages_total']} read, "
+            f"{d['rows_matched']:,} rows, {d['bytes_read']:,} bytes in {d['requests']} requests"
+        )
