@@ -169,6 +169,7 @@ def identical(a: Any, b: Any) -> bool:
             and a.unknown_fields == b.unknown_fields
             and a.wire_order == b.wire_order
             and a.bool_lists_typed_false == b.bool_lists_typed_false
+            and a.bool_lists_false_zero == b.bool_lists_false_zero
             and all(identical(getattr(a, n), getattr(b, n)) for _, n, _ in a.THRIFT)
         )
     if isinstance(a, list):
@@ -192,6 +193,23 @@ def dec_end(cls: type[ThriftStruct], b: bytes, pos: int = 0) -> tuple[Any, int]:
 
 def dec(cls: type[ThriftStruct], b: bytes) -> Any:
     return dec_end(cls, b)[0]
+
+
+def rejected(cls: type[ThriftStruct], b: bytes) -> bool:
+    """Every decoder raises ThriftError (else each must succeed, agreeing)."""
+    outcomes = []
+    for f in DECODERS.values():
+        try:
+            f(cls, b, 0)
+        except ThriftError as e:
+            assert 0 <= e.offset <= len(b)
+            outcomes.append(True)
+        else:
+            outcomes.append(False)
+    assert len(set(outcomes)) == 1, outcomes
+    if not outcomes[0]:
+        dec(cls, b)
+    return outcomes[0]
 
 
 # ---------------------------------------------------------------- strategies from THRIFT tables
@@ -284,6 +302,8 @@ def instances(cls: type[ThriftStruct]) -> st.SearchStrategy[Any]:
         present = tuple(n for n in bool_lists if getattr(obj, n) is not None)
         if present and draw(st.booleans()):
             obj.bool_lists_typed_false = present
+        if present and draw(st.booleans()):
+            obj.bool_lists_false_zero = present
         return obj
 
     return build()
@@ -492,6 +512,40 @@ def test_list_bool_zero_false_element_survives() -> None:
     assert ci.encode() == b
 
 
+@pytest.mark.parametrize("elem_type", [1, 2])
+def test_list_bool_false_zero_bookkeeping(elem_type: int) -> None:
+    pages = [False, True] + [False] * 14
+    b = b"\x19" + bytes([0xF0 | elem_type, 16]) + bytes(p for p in pages) + b"\x00"
+    ci = dec(S.ColumnIndex, b)
+    assert ci.null_pages == pages
+    assert ci.bool_lists_false_zero == ("null_pages",)
+    assert ci.bool_lists_typed_false == (("null_pages",) if elem_type == 2 else ())
+    assert ci.encode() == b
+    # Only lists that hold a false element can say how false was written.
+    assert dec(S.ColumnIndex, b"\x19\x21\x01\x01\x00").bool_lists_false_zero == ()
+    assert dec(S.ColumnIndex, b"\x19\x21\x01\x02\x00").bool_lists_false_zero == ()
+    # Set by hand, the encoder follows it.
+    obj = S.ColumnIndex(null_pages=[True, False], bool_lists_false_zero=("null_pages",))
+    assert obj.encode() == b"\x19\x21\x01\x00\x00"
+
+
+@pytest.mark.parametrize(
+    "elems",
+    [
+        b"\x01\x03",  # not a bool
+        b"\xff",
+        b"\x00\x02",  # false written both ways: could not re-encode
+        b"\x02\x01\x00",
+    ],
+)
+def test_list_bool_bad_elements_are_rejected(elems: bytes) -> None:
+    b = b"\x19" + bytes([len(elems) << 4 | 1]) + elems + b"\x00"
+    assert rejected(S.ColumnIndex, b)
+    # An unknown field's list is kept verbatim whatever its bytes.
+    obj = dec(S.Statistics, b)
+    assert obj.unknown_fields == (RawField(1, 9, b[1:-1]),) and obj.encode() == b
+
+
 def test_varint_wider_than_64_bits_is_rejected_or_kept() -> None:
     b = b"\x36" + b"\xff" * 9 + b"\x7f" + b"\x00"
     try:
@@ -506,15 +560,63 @@ def test_varint_wider_than_64_bits_is_rejected_or_kept() -> None:
     "b",
     [
         b"\x36" + b"\xff" * 9 + b"\x7f" + b"\x00",  # i64 wider than 64 bits
+        b"\x16" + b"\xff" * 9 + b"\x02" + b"\x00",  # just wider
         b"\x29\x16\x81" + b"\x80" * 8 + b"\x7f\x00",  # in a list
+        b"\x16" + b"\xff" * 9 + b"\x7f" + b"\x00",  # in an unknown field
+        b"\x18" + b"\x80" * 9 + b"\x02" + b"\x00",  # as a binary length
         b"\x06" + uvarint(2**62) + zz(1) + b"\x00",  # long-form field id far out
         b"\x06" + uvarint(2**64 - 1) + zz(1) + b"\x00",
     ],
 )
-def test_decoders_agree_on_values_past_64_bits(b: bytes) -> None:
-    # The C decoder hands these to the pure one; the results must still match.
-    obj = dec(S.SizeStatistics, b)
-    assert isinstance(obj, S.SizeStatistics)
+def test_values_past_64_bits_are_rejected(b: bytes) -> None:
+    assert rejected(S.SizeStatistics, b)
+
+
+@pytest.mark.parametrize(
+    ("cls", "b", "ok"),
+    [
+        (S.SortingColumn, b"\x15" + zz(2**31 - 1) + b"\x00", True),
+        (S.SortingColumn, b"\x15" + zz(-(2**31)) + b"\x00", True),
+        (S.SortingColumn, b"\x15" + zz(2**31) + b"\x00", False),
+        (S.SortingColumn, b"\x15" + zz(-(2**31) - 1) + b"\x00", False),
+        (S.SortingColumn, b"\x15" + zz(I64_MIN) + b"\x00", False),
+        (S.RowGroup, b"\x74" + zz(2**15 - 1) + b"\x00", True),
+        (S.RowGroup, b"\x74" + zz(-(2**15)) + b"\x00", True),
+        (S.RowGroup, b"\x74" + zz(2**15) + b"\x00", False),
+        (S.RowGroup, b"\x74" + zz(-(2**15) - 1) + b"\x00", False),
+        (S.ColumnMetaData, b"\x29\x25" + zz(1) + zz(2**31) + b"\x00", False),  # list<i32>
+        # an i32 on the wire where an i64 is known: an unknown field, kept as is
+        (S.Statistics, b"\x35" + zz(I64_MIN) + b"\x00", True),
+    ],
+)
+def test_narrow_ints_must_fit_their_type(cls: type[ThriftStruct], b: bytes, ok: bool) -> None:
+    assert rejected(cls, b) is not ok
+    if ok:
+        assert dec(cls, b).encode() == b
+
+
+@pytest.mark.parametrize(
+    ("b", "ok"),
+    [
+        (b"\x02" + zz(2**15 - 1) + b"\x00", True),
+        (b"\x02" + zz(-(2**15)) + b"\x00", True),
+        (b"\x02" + zz(2**15) + b"\x00", False),
+        (b"\x02" + zz(-(2**15) - 1) + b"\x00", False),
+        (b"\x02" + zz(2**15 - 16) + b"\xf2\x00", True),  # delta up to 32767
+        (b"\x02" + zz(2**15 - 16) + b"\xf2\x12\x00", False),  # delta past it
+    ],
+)
+def test_field_ids_are_i16(b: bytes, ok: bool) -> None:
+    assert rejected(S.Statistics, b) is not ok
+    if ok:
+        assert dec(S.Statistics, b).encode() == b
+
+
+def test_wire_order_with_fields_outside_it() -> None:
+    obj = S.SortingColumn(column_idx=1, descending=True, nulls_first=False, wire_order=(3,))
+    obj.unknown_fields = (RawField(5, 1, b""),)
+    # 3 first as recorded, then the rest ascending: 1 (long form, back), 2, 5
+    assert obj.encode() == b"\x32" + b"\x05" + zz(1) + zz(1) + b"\x11\x31\x00"
 
 
 def test_both_decoders_are_tested() -> None:

@@ -212,6 +212,105 @@ def check(files: tuple[str, ...], no_decode: bool) -> None:
         click.echo(f"{f}: ok")
 
 
+def _columns(values: tuple[str, ...]) -> list[str] | None:
+    out = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return out or None
+
+
+@cli.command()
+@click.argument("path", nargs=-1, required=True)
+@click.option("--where", "where", default=None, help="SQL WHERE text, e.g. \"id BETWEEN 1 AND 9\".")
+@click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_fail_cleanly
+def explain(path: tuple[str, ...], where: str | None, columns: tuple[str, ...], as_json: bool
+            ) -> None:
+    """Show how a query would read PATH (files, row groups, pages) without reading data."""
+    import pqindex
+
+    with pqindex.dataset(list(path)) as ds:
+        click.echo(ds.explain(columns=_columns(columns), where=where,
+                              format="json" if as_json else "text"))
+
+
+@cli.command()
+@click.argument("path", nargs=-1, required=True)
+@click.option("--where", "where", default=None, help="SQL WHERE text.")
+@click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
+@click.option("--limit", type=int, default=None, help="At most this many rows.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+              default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Write here instead of standard output (required for parquet).")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Print what was read and skipped to standard error.")
+@_fail_cleanly
+def query(path: tuple[str, ...], where: str | None, columns: tuple[str, ...], limit: int | None,
+          fmt: str, output: str | None, report: bool) -> None:
+    """Read the rows of PATH that match --where, using every index the files have."""
+    import pyarrow as pa
+
+    import pqindex
+
+    if limit is not None and limit < 0:
+        raise pqindex.UserInputError("--limit must be at least 0")
+    if fmt == "parquet" and output is None:
+        raise pqindex.UserInputError("--format parquet needs --output FILE")
+    with pqindex.dataset(list(path)) as ds:
+        scan = ds.scan(columns=_columns(columns), where=where)
+        batches = []
+        rows = 0
+        for b in scan.to_batches():
+            if limit is not None and rows + b.num_rows > limit:
+                b = b.slice(0, limit - rows)
+            batches.append(b)
+            rows += b.num_rows
+            if limit is not None and rows >= limit:
+                break
+        table = pa.Table.from_batches(batches, schema=scan.schema)
+    _write_result(table, fmt, output)
+    if report:
+        click.echo(f"pqindex: {scan.report}", err=True)
+
+
+def _write_result(table: Any, fmt: str, output: str | None) -> None:
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    if fmt == "parquet":
+        pq.write_table(table, output)
+        return
+    if fmt == "csv":
+        if output:
+            pcsv.write_csv(table, output)
+        else:
+            sink = __import__("io").BytesIO()
+            pcsv.write_csv(table, sink)
+            click.echo(sink.getvalue().decode(), nl=False)
+        return
+    if fmt == "json":
+        lines = (json.dumps(r, default=str) for r in table.to_pylist())
+        text = "\n".join(lines) + ("\n" if table.num_rows else "")
+        if output:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            click.echo(text, nl=False)
+        return
+    con = _console()
+    t = Table(show_edge=False)
+    for name in table.column_names:
+        t.add_column(name, overflow="fold")
+    for row in table.to_pylist():
+        t.add_row(*(_short(v) for v in row.values()))
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            Console(file=f, width=200).print(t)
+    else:
+        con.print(t)
+        con.print(f"{table.num_rows:,} rows")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``pqindex`` script."""
     cli.main(args=argv, prog_name="pqindex")

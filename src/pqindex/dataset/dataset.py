@@ -26,7 +26,13 @@ from pqindex.expr.sql import parse_where
 from pqindex.format.file import DEFAULT_TAIL_BYTES, ParquetFile
 from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, Repetition, Schema
-from pqindex.format.structs import ColumnOrder, LogicalType, SchemaElement, StringType, TypeDefinedOrder
+from pqindex.format.structs import (
+    ColumnOrder,
+    LogicalType,
+    SchemaElement,
+    StringType,
+    TypeDefinedOrder,
+)
 from pqindex.io.source import IOStats
 from pqindex.plan.evidence import ConstantEvidence
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, plan_file
@@ -300,7 +306,7 @@ class Scan:
             rep.requests += of.stats.requests - r
         rep.total_seconds = time.perf_counter() - t0
 
-    def _tables(self) -> Iterator[pa.Table]:
+    def _tables(self, parallel: bool) -> Iterator[pa.Table]:
         t0 = time.perf_counter()
         before = self._io_before()
         plans = self._ds._plan(self._columns, self._expr)
@@ -318,13 +324,15 @@ class Scan:
             return tables, stats
 
         try:
-            if len(todo) <= 1:
+            if len(todo) <= 1 or not parallel:
                 for item in todo:
                     _df, of, plan, bound = item
                     stats = ScanStats()
-                    yield from iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow, ptypes,
-                                               self._ds.scan_options, stats)
-                    self._add(stats)
+                    try:
+                        yield from iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow,
+                                                   ptypes, self._ds.scan_options, stats)
+                    finally:
+                        self._add(stats)  # also when the consumer stops early
             else:
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
                     for tables, stats in pool.map(run, todo):
@@ -352,12 +360,13 @@ class Scan:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Matching rows as record batches of at most ``batch_size`` rows, streaming."""
-        for t in self._tables():
+        # Sequential: memory stays bounded by one row group's selected data.
+        for t in self._tables(parallel=False):
             yield from self._cast(t).to_batches(max_chunksize=self.batch_size)
 
     def to_table(self) -> pa.Table:
         """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
-        tables = [self._cast(t) for t in self._tables()]
+        tables = [self._cast(t) for t in self._tables(parallel=True)]
         if not tables:
             return self.schema.empty_table()
         return pa.concat_tables(tables)

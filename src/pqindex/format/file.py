@@ -27,6 +27,7 @@ from pqindex.format.structs import (
     FileMetaData,
     OffsetIndex,
     PageHeader,
+    RowGroup,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode
 from pqindex.io.source import ByteSource, IOStats, coalesce, open_source
@@ -250,7 +251,7 @@ class ParquetFile:
     def row_group_rows(self, rg: int) -> int:
         return self._row_group(rg).num_rows or 0
 
-    def _row_group(self, rg: int) -> object:
+    def _row_group(self, rg: int) -> RowGroup:
         groups = self.metadata.row_groups or []
         if not 0 <= rg < len(groups):
             raise PqIndexError(

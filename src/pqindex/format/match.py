@@ -8,7 +8,7 @@ negation, so pushing NOT down never leaves a NOT behind.
 
 from __future__ import annotations
 
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 
 __all__ = ["NEGATION", "LeafOp", "Match"]
 
@@ -30,11 +30,11 @@ class Match(IntEnum):
             return NotImplemented
         return Match(max(self, other))
 
-    def __invert__(self) -> Match:  # type: ignore[override]
+    def __invert__(self) -> Match:
         return Match(2 - self)
 
 
-class LeafOp(str, Enum):
+class LeafOp(StrEnum):
     """A predicate on one column, with SQL three-valued logic (NULL never matches
     a comparison) and IEEE floats (NaN compares false, ``!=`` is true for NaN)."""
 

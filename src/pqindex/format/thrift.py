@@ -194,7 +194,7 @@ def _zigzag(n: int) -> int:
 def skip(buf: bytes, pos: int, wire: int, depth: int) -> int:
     """Position after one value of wire type ``wire`` starting at ``pos``."""
     if depth > MAX_DEPTH:
-        raise ThriftError("nesting deeper than %d" % MAX_DEPTH, pos)
+        raise ThriftError(f"nesting deeper than {MAX_DEPTH}", pos)
     if wire in (CT_TRUE, CT_FALSE):
         return pos
     if wire == CT_BYTE:
@@ -260,7 +260,7 @@ def _skip_elem(buf: bytes, pos: int, wire: int, depth: int) -> int:
 
 def _field_order(buf: bytes, pos: int) -> tuple[int, ...]:
     """Field ids of the struct at ``pos`` in wire order (rare path)."""
-    order = []
+    order: list[int] = []
     last = 0
     while True:
         h = buf[pos]
@@ -303,7 +303,7 @@ def _scalar_read(t: _Scalar, target: str, ind: str) -> list[str]:
             lines.append(
                 f"{ind}    if x >> {bits}: raise ThriftError('{t.name} value out of range', pos)"
             )
-        return lines + [f"{ind}{target} = (x >> 1) ^ -(x & 1)"]
+        return [*lines, f"{ind}{target} = (x >> 1) ^ -(x & 1)"]
     if t is DOUBLE:
         return [
             f"{ind}if pos + 8 > n_buf: raise ThriftError('double runs past the end', pos)",
@@ -323,7 +323,9 @@ def _scalar_read(t: _Scalar, target: str, ind: str) -> list[str]:
     raise AssertionError(t)
 
 
-def _value_read(t: FieldType, target: str, ind: str, ns: dict[str, Any], uid: list[int]) -> list[str]:
+def _value_read(
+    t: FieldType, target: str, ind: str, ns: dict[str, Any], uid: list[int]
+) -> list[str]:
     """Lines that read a value of type ``t`` (already type-checked) into ``target``."""
     if isinstance(t, _Scalar):
         return _scalar_read(t, target, ind)
@@ -608,10 +610,11 @@ def _decode_py(cls: type[_S], buf: bytes, pos: int = 0) -> tuple[_S, int]:
     try:
         obj, end = _decoder(cls)(buf, pos, 0)
     except IndexError:
-        raise ThriftError(f"{cls.__name__} runs past the end of {len(buf)} bytes", len(buf)) from None
+        n = len(buf)
+        raise ThriftError(f"{cls.__name__} runs past the end of {n} bytes", n) from None
     except RecursionError:
         raise ThriftError("nesting too deep", pos) from None
-    return obj, end  # type: ignore[no-any-return]
+    return obj, end
 
 
 # ---------------------------------------------------------------- encoding

@@ -134,10 +134,10 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
             return Match.NONE
         return Match.ALL if all_ and sure else Match.SOME
     if op == LeafOp.IN:
-        inside = [v for v in keys if (lo is None or v >= lo) and (hi is None or v <= hi)]
-        if not inside:
+        within = [v for v in keys if (lo is None or v >= lo) and (hi is None or v <= hi)]
+        if not within:
             return Match.NONE
-        if s.exact and lo == hi and lo in inside and sure:
+        if s.exact and lo == hi and lo in within and sure:
             return Match.ALL
         return Match.SOME
     if op == LeafOp.NOT_IN:
@@ -151,7 +151,7 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
         return Match.SOME
     upper = prefix_upper_bound(p)
     outside = (hi is not None and hi < p) or (upper is not None and lo is not None and lo >= upper)
-    inside = lo is not None and hi is not None and lo.startswith(p) and hi.startswith(p)
+    inside = bool(lo is not None and hi is not None and lo.startswith(p) and hi.startswith(p))
     if op == LeafOp.STARTS_WITH:
         if outside:
             return Match.NONE
@@ -213,14 +213,37 @@ class ConstantEvidence:
         return _summary_match(s, pred)
 
 
-@dataclass(frozen=True)
 class DictionaryEvidence:
-    """The full set of values of a chunk whose data pages are all dictionary-encoded."""
+    """The full set of values of a chunk whose data pages are all dictionary-encoded.
 
-    values: frozenset[Any]  # pruning keys of the dictionary entries (NaN excluded)
-    has_nan: bool
-    null_count: int | None
-    num_values: int | None
+    Entries stay PLAIN bytes: ``=``, ``IN`` and prefixes compare the literal's PLAIN
+    encoding with them directly; only ranges and floats decode the entries (once).
+    """
+
+    def __init__(self, vt: ValueType, raw: Sequence[bytes], null_count: int | None,
+                 num_values: int | None) -> None:
+        self.vt = vt
+        self.raw = frozenset(raw)
+        self.null_count = null_count
+        self.num_values = num_values
+        self._keys: tuple[frozenset[Any], bool] | None = None
+
+    def _decoded(self) -> tuple[frozenset[Any], bool]:
+        if self._keys is None:
+            self._keys = dictionary_keys(self.vt, list(self.raw))
+        return self._keys
+
+    def _wanted_raw(self, pred: BoundPredicate) -> set[bytes] | None:
+        """The literals' PLAIN bytes, when bytes equality is value equality."""
+        if self.vt.kind in _FLOATS or self.vt.kind == Kind.DECIMAL:
+            return None  # -0.0/+0.0 and decimal scales: equal values, different bytes
+        out = set()
+        for v in pred.values:
+            raw = encode_plain(self.vt, v)
+            if raw is None:
+                return None
+            out.add(raw)
+        return out
 
     def match(self, pred: BoundPredicate) -> Match:
         op = pred.op
@@ -229,43 +252,50 @@ class DictionaryEvidence:
             return Match.SOME
         no_nulls = self.null_count == 0
         if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
-            if op == LeafOp.IS_NAN:
-                return Match.NONE if not self.has_nan else Match.SOME
+            if op == LeafOp.IS_NAN and vt.kind in _FLOATS:
+                return Match.NONE if not self._decoded()[1] else Match.SOME
             return Match.SOME
-        if not self.values and not self.has_nan:
-            return Match.NONE if op not in (LeafOp.NE, LeafOp.NOT_IN,
-                                            LeafOp.NOT_STARTS_WITH) else Match.SOME
+        if not self.raw:
+            return Match.SOME
         # Entries may be unused by the pages, so "some entry matches" only means SOME;
         # "every entry matches" is ALL when there are no nulls.
-        if op in (LeafOp.EQ, LeafOp.IN):
-            wanted = {value_key(vt, v) for v in pred.values}
-            hit = bool(wanted & self.values)
-            every = not self.has_nan and self.values <= wanted
-        elif op in (LeafOp.NE, LeafOp.NOT_IN):
-            unwanted = {value_key(vt, v) for v in pred.values}
-            hit = self.has_nan or bool(self.values - unwanted)
-            every = not (self.values & unwanted)
+        if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
+            wanted_raw = self._wanted_raw(pred)
+            if wanted_raw is not None:
+                hits = len(self.raw & wanted_raw)
+                has_nan = False
+                n = len(self.raw)
+            else:
+                values, has_nan = self._decoded()
+                wanted = {value_key(vt, v) for v in pred.values}
+                hits = len(values & wanted)
+                n = len(values)
+            if op in (LeafOp.EQ, LeafOp.IN):
+                hit, every = hits > 0, hits == n and not has_nan
+            else:
+                hit, every = has_nan or hits < n, hits == 0
         elif op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH):
             (p,) = pred.keys
-            if not isinstance(p, bytes):
+            if not isinstance(p, bytes) or vt.kind not in _BYTES:
                 return Match.SOME
-            starts = {v for v in self.values if isinstance(v, bytes) and v.startswith(p)}
+            starts = sum(1 for v in self.raw if v.startswith(p))
             if op == LeafOp.STARTS_WITH:
-                hit, every = bool(starts), len(starts) == len(self.values)
+                hit, every = starts > 0, starts == len(self.raw)
             else:
-                hit, every = len(starts) < len(self.values), not starts
+                hit, every = starts < len(self.raw), starts == 0
         else:
-            keys = [value_key(vt, v) for v in pred.values]
-            (k,) = keys
-            cmp = {
-                LeafOp.LT: lambda x: x < k,
-                LeafOp.LE: lambda x: x <= k,
-                LeafOp.GT: lambda x: x > k,
-                LeafOp.GE: lambda x: x >= k,
-            }[op]
-            sat = [cmp(v) for v in self.values]
+            values, has_nan = self._decoded()
+            (k,) = [value_key(vt, v) for v in pred.values]
+            if op == LeafOp.LT:
+                sat = [v < k for v in values]
+            elif op == LeafOp.LE:
+                sat = [v <= k for v in values]
+            elif op == LeafOp.GT:
+                sat = [v > k for v in values]
+            else:
+                sat = [v >= k for v in values]
             hit = any(sat)
-            every = all(sat) and not self.has_nan
+            every = all(sat) and not has_nan
         if not hit:
             return Match.NONE
         return Match.ALL if every and no_nulls else Match.SOME

@@ -43,7 +43,6 @@ from pqindex.plan.evidence import (
     DictionaryEvidence,
     Evidence,
     StatisticsEvidence,
-    dictionary_keys,
 )
 from pqindex.plan.row_ranges import RowRanges, Selection
 
@@ -259,10 +258,9 @@ class _RowGroupEvidence:
             return None
         el = pred.leaf.element
         values = split_plain(el.type or 0, el.type_length, data, dh.num_values)
-        keys, has_nan = dictionary_keys(pred.value_type, values)
         stats = cmd.statistics
         nulls = stats.null_count if stats is not None else None
-        return DictionaryEvidence(keys, has_nan, nulls, num_values)
+        return DictionaryEvidence(pred.value_type, values, nulls, num_values)
 
     def bloom(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
@@ -297,7 +295,7 @@ def _staged_match(
             if ev is None:
                 return prev
             consulted = True
-            m = ev.match(pred)
+            m = Match(ev.match(pred))
             answers[key] = m
             return m
 
