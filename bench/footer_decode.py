@@ -47,13 +47,21 @@ def make_files(tmp: Path) -> tuple[Path, Path]:
     footer_file = tmp / "footer_100x20.parquet"
     pq.write_table(pa.table(cols), footer_file, row_group_size=1000, write_page_index=True)
     m = 1000 * 100
-    pages = pa.table({
-        "id": np.arange(m, dtype=np.int64),
-        "name": [f"customer#{j:012d}" for j in range(m)],
-    })
+    pages = pa.table(
+        {
+            "id": np.arange(m, dtype=np.int64),
+            "name": [f"customer#{j:012d}" for j in range(m)],
+        }
+    )
     pages_file = tmp / "pages_1000.parquet"
-    pq.write_table(pages, pages_file, row_group_size=m, max_rows_per_page=100,
-                   write_page_index=True, use_dictionary=False)
+    pq.write_table(
+        pages,
+        pages_file,
+        row_group_size=m,
+        max_rows_per_page=100,
+        write_page_index=True,
+        use_dictionary=False,
+    )
     return footer_file, pages_file
 
 
@@ -99,7 +107,9 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        res = run_case(args.dir / "footer_100x20.parquet", args.dir / "pages_1000.parquet", args.repeat)
+        res = run_case(
+            args.dir / "footer_100x20.parquet", args.dir / "pages_1000.parquet", args.repeat
+        )
         print(repr(res))
         return
     with tempfile.TemporaryDirectory() as d:
@@ -108,31 +118,54 @@ def main() -> None:
         results = {}
         for label, env in (("C decoder", {}), ("pure Python", {"PQINDEX_PURE_PYTHON": "1"})):
             proc = subprocess.run(
-                [sys.executable, __file__, "--child", "--dir", str(tmp), "--repeat", str(args.repeat)],
-                env={**os.environ, **env}, capture_output=True, text=True, check=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    "--dir",
+                    str(tmp),
+                    "--repeat",
+                    str(args.repeat),
+                ],
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                check=True,
             )
             results[label] = eval(proc.stdout.strip().splitlines()[-1])
     from pqindex.format import thrift
 
-    print(f"# Footer and ColumnIndex decode ({platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, pyarrow {pa.__version__})")
+    print(
+        f"# Footer and ColumnIndex decode ({platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, pyarrow {pa.__version__})"
+    )
     print()
-    print(f"Footer of 100 row groups x 20 columns: {int(results['C decoder']['footer_bytes']):,} bytes.")
+    print(
+        f"Footer of 100 row groups x 20 columns: {int(results['C decoder']['footer_bytes']):,} bytes."
+    )
     print("Medians of", args.repeat, "runs, milliseconds; ratio = pqindex / pyarrow.read_metadata.")
     print()
     print("| case | decoder | pqindex ms | pyarrow ms | ratio |")
     print("|---|---|---:|---:|---:|")
     for label, r in results.items():
         pa_ms = r["pyarrow_read_metadata"]
-        print(f"| ParquetFile.open (read+decode+checks) | {label} | {r['open']:.2f} | {pa_ms:.2f} | {r['open'] / pa_ms:.1f}x |")
-        print(f"| FileMetaData.decode (bytes in memory) | {label} | {r['decode']:.2f} | {pa_ms:.2f} | {r['decode'] / pa_ms:.1f}x |")
+        print(
+            f"| ParquetFile.open (read+decode+checks) | {label} | {r['open']:.2f} | {pa_ms:.2f} | {r['open'] / pa_ms:.1f}x |"
+        )
+        print(
+            f"| FileMetaData.decode (bytes in memory) | {label} | {r['decode']:.2f} | {pa_ms:.2f} | {r['decode'] / pa_ms:.1f}x |"
+        )
     print()
-    print("| 1,000-page ColumnIndex | decoder | decode ms | decode + validate + 1,000 page bounds ms |")
+    print(
+        "| 1,000-page ColumnIndex | decoder | decode ms | decode + validate + 1,000 page bounds ms |"
+    )
     print("|---|---|---:|---:|")
     for label, r in results.items():
         for name in ("id", "name"):
-            print(f"| {name} ({'int64' if name == 'id' else 'string'}) | {label} | "
-                  f"{r[f'ci_decode_{name}']:.2f} | {r[f'ci_bounds_{name}']:.2f} |")
+            print(
+                f"| {name} ({'int64' if name == 'id' else 'string'}) | {label} | "
+                f"{r[f'ci_decode_{name}']:.2f} | {r[f'ci_bounds_{name}']:.2f} |"
+            )
     _ = thrift
 
 

@@ -31,8 +31,10 @@ def generate(scale: float, out: Path) -> Path:
         [exe, "parquet", "-s", f"{scale:g}", "--tables", "lineitem", "-o", str(target)],
         check=True,
     )
-    print(f"[1/3] generated {path} ({path.stat().st_size / 2**20:.1f} MiB) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"[1/3] generated {path} ({path.stat().st_size / 2**20:.1f} MiB) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     return path
 
 
@@ -54,8 +56,10 @@ def write_indexed(src: Path, dst: Path) -> None:
         compression="zstd",
         sorting_columns=[pq.SortingColumn(table.schema.get_field_index("l_shipdate"))],
     )
-    print(f"[2/3] wrote {dst} ({table.num_rows:,} rows, {dst.stat().st_size / 2**20:.1f} MiB) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"[2/3] wrote {dst} ({table.num_rows:,} rows, {dst.stat().st_size / 2**20:.1f} MiB) "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
 
 
 def main() -> None:

@@ -152,7 +152,9 @@ def test_row_group_and_column_filters(tmp_path: Path) -> None:
     p = tmp_path / "f.parquet"
     t = pa.table({"a": list(range(3000)), "b": [str(i) for i in range(3000)]})
     pq.write_table(t, p, row_group_size=1000, write_page_index=True, max_rows_per_page=100)
-    code, out, err = run("inspect", str(p), "--row-group", "1", "--column", "b", "--pages", "--json")
+    code, out, err = run(
+        "inspect", str(p), "--row-group", "1", "--column", "b", "--pages", "--json"
+    )
     assert code == 0, err
     r = json.loads(out)
     assert [g["index"] for g in r["row_groups"]] == [1]

@@ -95,9 +95,13 @@ def cli() -> None:
 @click.option("--row-group", "row_group", type=int, default=None, help="Only this row group.")
 @click.option("--column", type=str, default=None, help="Only this column (dotted path).")
 @click.option("--pages", is_flag=True, help="Show each chunk's page index, page by page.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/inspect-json.md).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report as JSON (docs/inspect-json.md)."
+)
 @_fail_cleanly
-def inspect(file: str, row_group: int | None, column: str | None, pages: bool, as_json: bool) -> None:
+def inspect(
+    file: str, row_group: int | None, column: str | None, pages: bool, as_json: bool
+) -> None:
     """Show what a Parquet file records about its layout and indexes."""
     from pqindex.format.file import ParquetFile
     from pqindex.inspect import inspect_file
@@ -117,7 +121,9 @@ def _render_inspect(r: dict[str, Any]) -> None:
         f"  {r['num_rows']:,} rows · {r['num_row_groups']} row groups · {r['num_columns']} columns · "
         f"{_size(r['file_size'])} · footer {_size(r['footer_length'])}"
     )
-    con.print(f"  created by: {r['created_by'] or '(unknown)'}   format version: {r['format_version']}")
+    con.print(
+        f"  created by: {r['created_by'] or '(unknown)'}   format version: {r['format_version']}"
+    )
     for w in r["warnings"]:
         con.print(f"  [yellow]warning:[/yellow] {w}")
     schema = Table(title="Schema", title_justify="left", show_edge=False)
@@ -127,7 +133,12 @@ def _render_inspect(r: dict[str, Any]) -> None:
         physical = c["physical_type"] + (f"({c['type_length']})" if c["type_length"] else "")
         logical = c["logical_type"] or c["converted_type"] or ""
         schema.add_row(
-            str(c["index"]), c["path"], physical, logical, c["repetition"] or "", c["column_order"] or "-"
+            str(c["index"]),
+            c["path"],
+            physical,
+            logical,
+            c["repetition"] or "",
+            c["column_order"] or "-",
         )
     con.print(schema)
     for g in r["row_groups"]:
@@ -140,8 +151,19 @@ def _render_inspect(r: dict[str, Any]) -> None:
             + (f", sorted by {sorting}" if sorting else "")
         )
         t = Table(title=title, title_justify="left", show_edge=False)
-        for h in ("column", "codec", "enc", "values", "size", "min", "max", "nulls",
-                  "dict", "bloom", "col/off idx"):
+        for h in (
+            "column",
+            "codec",
+            "enc",
+            "values",
+            "size",
+            "min",
+            "max",
+            "nulls",
+            "dict",
+            "bloom",
+            "col/off idx",
+        ):
             t.add_column(h, no_wrap=h not in ("column", "min", "max"))
         for c in g["columns"]:
             st = c["statistics"]
@@ -154,18 +176,25 @@ def _render_inspect(r: dict[str, Any]) -> None:
             if c["column_index"] or c["offset_index"]:
                 pidx = f"{_yes(c['column_index'])}/{_yes(c['offset_index'])}"
             t.add_row(
-                c["path"], c["codec"],
+                c["path"],
+                c["codec"],
                 ",".join(_ENCODING_ABBREV.get(e, e) for e in c["encodings"]),
                 f"{c['num_values']:,}",
                 f"{_size(c['compressed_size'])}/{_size(c['uncompressed_size'])}",
-                mn, mx, nulls, _yes(c["dictionary_page"]), _yes(c["bloom_filter"]), pidx,
+                mn,
+                mx,
+                nulls,
+                _yes(c["dictionary_page"]),
+                _yes(c["bloom_filter"]),
+                pidx,
             )
         con.print(t)
         for c in g["columns"]:
             if "pages" in c:
                 _render_pages(con, g["index"], c)
     con.print(
-        "enc: " + ", ".join(f"{v}={k}" for k, v in _ENCODING_ABBREV.items())
+        "enc: "
+        + ", ".join(f"{v}={k}" for k, v in _ENCODING_ABBREV.items())
         + "; size: compressed/uncompressed; ? = bound not usable (see --json)"
     )
     if r["key_value_metadata"]:
@@ -183,16 +212,31 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
         title_justify="left",
         show_edge=False,
     )
-    for h in ("page", "first row", "rows", "offset", "size", "null page", "nulls", "NaNs", "min", "max"):
+    for h in (
+        "page",
+        "first row",
+        "rows",
+        "offset",
+        "size",
+        "null page",
+        "nulls",
+        "NaNs",
+        "min",
+        "max",
+    ):
         t.add_column(h)
     for pg in p["pages"]:
         t.add_row(
-            str(pg["page"]), str(pg["first_row"]), "" if pg["rows"] is None else str(pg["rows"]),
-            str(pg["offset"]), _size(pg["compressed_size"]),
+            str(pg["page"]),
+            str(pg["first_row"]),
+            "" if pg["rows"] is None else str(pg["rows"]),
+            str(pg["offset"]),
+            _size(pg["compressed_size"]),
             "" if pg["null_page"] is None else ("yes" if pg["null_page"] else "no"),
             "" if pg["null_count"] is None else str(pg["null_count"]),
             "" if pg["nan_count"] is None else str(pg["nan_count"]),
-            _short(pg["min_display"]), _short(pg["max_display"]),
+            _short(pg["min_display"]),
+            _short(pg["max_display"]),
         )
     con.print(t)
 
@@ -219,18 +263,20 @@ def _columns(values: tuple[str, ...]) -> list[str] | None:
 
 @cli.command()
 @click.argument("path", nargs=-1, required=True)
-@click.option("--where", "where", default=None, help="SQL WHERE text, e.g. \"id BETWEEN 1 AND 9\".")
+@click.option("--where", "where", default=None, help='SQL WHERE text, e.g. "id BETWEEN 1 AND 9".')
 @click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @_fail_cleanly
-def explain(path: tuple[str, ...], where: str | None, columns: tuple[str, ...], as_json: bool
-            ) -> None:
+def explain(
+    path: tuple[str, ...], where: str | None, columns: tuple[str, ...], as_json: bool
+) -> None:
     """Show how a query would read PATH (files, row groups, pages) without reading data."""
     import pqindex
 
     with pqindex.dataset(list(path)) as ds:
-        click.echo(ds.explain(columns=_columns(columns), where=where,
-                              format="json" if as_json else "text"))
+        click.echo(
+            ds.explain(columns=_columns(columns), where=where, format="json" if as_json else "text")
+        )
 
 
 @cli.command()
@@ -238,15 +284,35 @@ def explain(path: tuple[str, ...], where: str | None, columns: tuple[str, ...], 
 @click.option("--where", "where", default=None, help="SQL WHERE text.")
 @click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-              default="table", show_default=True)
-@click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Write here instead of standard output (required for parquet).")
-@click.option("--report/--no-report", default=True, show_default=True,
-              help="Print what was read and skipped to standard error.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "parquet"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write here instead of standard output (required for parquet).",
+)
+@click.option(
+    "--report/--no-report",
+    default=True,
+    show_default=True,
+    help="Print what was read and skipped to standard error.",
+)
 @_fail_cleanly
-def query(path: tuple[str, ...], where: str | None, columns: tuple[str, ...], limit: int | None,
-          fmt: str, output: str | None, report: bool) -> None:
+def query(
+    path: tuple[str, ...],
+    where: str | None,
+    columns: tuple[str, ...],
+    limit: int | None,
+    fmt: str,
+    output: str | None,
+    report: bool,
+) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
     import pyarrow as pa
 

@@ -63,7 +63,14 @@ def _logical_name(lt: LogicalType | None) -> str | None:
         if name == "DECIMAL":
             return f"DECIMAL({sub.precision},{sub.scale})"
         if name in ("TIMESTAMP", "TIME"):
-            unit = next((u for _, u, _ in type(sub.unit).THRIFT if getattr(sub.unit, u) is not None), "?") if sub.unit else "?"
+            unit = (
+                next(
+                    (u for _, u, _ in type(sub.unit).THRIFT if getattr(sub.unit, u) is not None),
+                    "?",
+                )
+                if sub.unit
+                else "?"
+            )
             return f"{name}({unit.lower()}, utc={'true' if sub.isAdjustedToUTC else 'false'})"
         if name == "INTEGER":
             return f"INT({sub.bitWidth}, {'signed' if sub.isSigned else 'unsigned'})"
@@ -204,7 +211,7 @@ def inspect_file(
             cc = pf.column_chunk(rg, c)
             cmd = pf.column_meta(rg, c)
             leaf = pf.leaf(c)
-            start, length = chunk_range(cmd)
+            start, _length = chunk_range(cmd)
             dic = pf.dictionary_page(rg, c)
             stats = statistics_bounds(cmd.statistics, leaf, cmd.num_values)
             chunk: dict[str, Any] = {
@@ -228,9 +235,13 @@ def inspect_file(
                 "uncompressed_size": cmd.total_uncompressed_size,
                 "data_page_offset": cmd.data_page_offset,
                 "statistics": _bounds(stats, vts[c]) if cmd.statistics is not None else None,
-                "dictionary_page": {"offset": dic.offset, "length": dic.total_length,
-                                    "num_values": dic.header.dictionary_page_header.num_values
-                                    if dic.header.dictionary_page_header else None}
+                "dictionary_page": {
+                    "offset": dic.offset,
+                    "length": dic.total_length,
+                    "num_values": dic.header.dictionary_page_header.num_values
+                    if dic.header.dictionary_page_header
+                    else None,
+                }
                 if dic is not None
                 else None,
                 "bloom_filter": _region(cmd.bloom_filter_offset, cmd.bloom_filter_length),

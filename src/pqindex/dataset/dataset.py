@@ -157,8 +157,13 @@ class Dataset:
             if self.discovery.partition_types.get(k) == "int64":
                 el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
             else:
-                el = SchemaElement(type=6, repetition_type=Repetition.OPTIONAL, name=k,
-                                   converted_type=0, logicalType=LogicalType(STRING=StringType()))
+                el = SchemaElement(
+                    type=6,
+                    repetition_type=Repetition.OPTIONAL,
+                    name=k,
+                    converted_type=0,
+                    logicalType=LogicalType(STRING=StringType()),
+                )
             order = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
             extra.append(LeafColumn(n + i, (k,), el, 1, 0, order))
         return Schema(pf.schema.root, pf.schema.leaves + tuple(extra))
@@ -196,8 +201,9 @@ class Dataset:
 
             return evaluate(first_bound, leaf) == Match.NONE
 
-        def plan_one(df: DataFile) -> tuple[DataFile, _OpenFile | None, FilePlan | None,
-                                            BoundExpr | None, list[str]]:
+        def plan_one(
+            df: DataFile,
+        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             if prune_by_partition(df):
                 return df, None, None, None, []
             of = self._file(df)
@@ -207,8 +213,14 @@ class Dataset:
                 raise e.located(path=df.path) from None
             warnings: list[str] = []
             leaf_cols = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
-            plan = plan_file(of.pf, bound, leaf_cols, partition=disc.partition_values(df),
-                             options=self.plan_options, warnings=warnings)
+            plan = plan_file(
+                of.pf,
+                bound,
+                leaf_cols,
+                partition=disc.partition_values(df),
+                options=self.plan_options,
+                warnings=warnings,
+            )
             return df, of, plan, bound, warnings
 
         if len(disc.files) == 1:
@@ -286,8 +298,9 @@ class Dataset:
 class Scan:
     """A planned-on-demand read; ``report`` is filled in as it runs."""
 
-    def __init__(self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
-                 ) -> None:
+    def __init__(
+        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
+    ) -> None:
         self._ds = ds
         self._columns = columns
         self._expr = expr
@@ -313,14 +326,20 @@ class Scan:
         self.report = plans.report
         self.schema = plans.schema
         ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
-        todo = [(df, of, plan, bound) for df, of, plan, bound in plans.files
-                if plan is not None and of is not None and bound is not None and not plan.skipped]
+        todo = [
+            (df, of, plan, bound)
+            for df, of, plan, bound in plans.files
+            if plan is not None and of is not None and bound is not None and not plan.skipped
+        ]
 
         def run(item: Any) -> tuple[list[pa.Table], ScanStats]:
             _df, of, plan, bound = item
             stats = ScanStats()
-            tables = list(iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow, ptypes,
-                                          self._ds.scan_options, stats))
+            tables = list(
+                iter_row_groups(
+                    of.pf, plan, bound, plans.fields, of.arrow, ptypes, self._ds.scan_options, stats
+                )
+            )
             return tables, stats
 
         try:
@@ -329,8 +348,16 @@ class Scan:
                     _df, of, plan, bound = item
                     stats = ScanStats()
                     try:
-                        yield from iter_row_groups(of.pf, plan, bound, plans.fields, of.arrow,
-                                                   ptypes, self._ds.scan_options, stats)
+                        yield from iter_row_groups(
+                            of.pf,
+                            plan,
+                            bound,
+                            plans.fields,
+                            of.arrow,
+                            ptypes,
+                            self._ds.scan_options,
+                            stats,
+                        )
                     finally:
                         self._add(stats)  # also when the consumer stops early
             else:

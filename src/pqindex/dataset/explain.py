@@ -42,39 +42,53 @@ def _rg_json(rg: RowGroupPlan) -> dict[str, Any]:
         "rows_all_match": rg.all.count(),
         "row_ranges": [list(r) for r in rg.maybe.intervals()[:1000]],
         "reads": [
-            {"column": r.name, "pages": list(r.pages) if r.pages is not None else None,
-             "pages_total": r.pages_total, "bytes": r.bytes}
+            {
+                "column": r.name,
+                "pages": list(r.pages) if r.pages is not None else None,
+                "pages_total": r.pages_total,
+                "bytes": r.bytes,
+            }
             for r in rg.reads
         ],
     }
 
 
-def explain_json(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport
-                 ) -> dict[str, Any]:
+def explain_json(
+    files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport
+) -> dict[str, Any]:
     out = []
     for df, _of, plan, bound in files:
         if plan is None:
-            out.append({"file": df.path, "skipped_by": "partition",
-                        "partition": dict(df.partition), "row_groups": []})
+            out.append(
+                {
+                    "file": df.path,
+                    "skipped_by": "partition",
+                    "partition": dict(df.partition),
+                    "row_groups": [],
+                }
+            )
             continue
-        out.append({
-            "file": plan.path,
-            "rows": plan.num_rows,
-            "partition": plan.partition,
-            "predicate": str(bound),
-            "skipped": plan.skipped,
-            "row_groups": [_rg_json(rg) for rg in plan.row_groups],
-            "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
-        })
+        out.append(
+            {
+                "file": plan.path,
+                "rows": plan.num_rows,
+                "partition": plan.partition,
+                "predicate": str(bound),
+                "skipped": plan.skipped,
+                "row_groups": [_rg_json(rg) for rg in plan.row_groups],
+                "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
+            }
+        )
     return {"files": out, "summary": report.to_dict()}
 
 
-def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport
-                 ) -> str:
+def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport) -> str:
     lines = []
     total_bytes = 0
     predicate = next((str(b) for _, _, p, b in files if b is not None), None)
-    lines.append(f"scan of {report.files_total} file(s)" + (f" where {predicate}" if predicate else ""))
+    lines.append(
+        f"scan of {report.files_total} file(s)" + (f" where {predicate}" if predicate else "")
+    )
     for df, _of, plan, _bound in files:
         if plan is None:
             parts = ", ".join(f"{k}={v}" for k, v in df.partition)
@@ -87,15 +101,26 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
         )
         for rg in plan.row_groups:
             if rg.skipped:
-                lines.append(f"│  ├─ row group {rg.index}: skipped by {rg.decided_by} — {rg.reason}")
+                lines.append(
+                    f"│  ├─ row group {rg.index}: skipped by {rg.decided_by} — {rg.reason}"
+                )
                 continue
-            how = "all rows match" if rg.all.count() == rg.num_rows else (
-                f"{rg.maybe.count():,} of {rg.num_rows:,} rows may match"
-                + (f", {rg.all.count():,} surely" if rg.all.count() else ""))
+            how = (
+                "all rows match"
+                if rg.all.count() == rg.num_rows
+                else (
+                    f"{rg.maybe.count():,} of {rg.num_rows:,} rows may match"
+                    + (f", {rg.all.count():,} surely" if rg.all.count() else "")
+                )
+            )
             lines.append(f"│  ├─ row group {rg.index}: {how} ({rg.decided_by}: {rg.reason})")
             for r in rg.reads:
                 total_bytes += r.bytes
-                lines.append(f"│  │  └─ {r.name}: {_pages(r.pages, r.pages_total)}, ≤ {_size(r.bytes)}")
-    lines.append(f"└─ will read at most {_size(total_bytes)} of data pages "
-                 f"(metadata read so far: {_size(report.bytes_read)})")
+                lines.append(
+                    f"│  │  └─ {r.name}: {_pages(r.pages, r.pages_total)}, ≤ {_size(r.bytes)}"
+                )
+    lines.append(
+        f"└─ will read at most {_size(total_bytes)} of data pages "
+        f"(metadata read so far: {_size(report.bytes_read)})"
+    )
     return "\n".join(lines)

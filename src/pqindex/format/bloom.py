@@ -17,7 +17,16 @@ BLOCK_BYTES = 32
 MAX_BLOOM_BYTES = 128 * 1024 * 1024
 
 _SALT = np.array(
-    [0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B, 0x9EFC4947, 0x5C6BFB31],
+    [
+        0x47B6137B,
+        0x44974D91,
+        0x8824AD5B,
+        0xA2B7289D,
+        0x705495C7,
+        0x2DF1424B,
+        0x9EFC4947,
+        0x5C6BFB31,
+    ],
     dtype=np.uint32,
 )
 _SALT_INTS = [int(s) for s in _SALT]

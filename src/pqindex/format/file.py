@@ -163,7 +163,9 @@ class ParquetFile:
         total = 0
         for i, rg in enumerate(md.row_groups or []):
             if rg.num_rows is None or rg.num_rows < 0:
-                raise CorruptFileError(f"invalid num_rows {rg.num_rows}", path=self.path, row_group=i)
+                raise CorruptFileError(
+                    f"invalid num_rows {rg.num_rows}", path=self.path, row_group=i
+                )
             total += rg.num_rows
             cols = rg.columns or []
             if len(cols) != nleaves:
@@ -343,7 +345,11 @@ class ParquetFile:
         return cc.offset_index_offset is not None and bool(cc.offset_index_length)
 
     def _index_regions(
-        self, row_groups: Iterable[int], columns: Iterable[int], column_index: bool, offset_index: bool
+        self,
+        row_groups: Iterable[int],
+        columns: Iterable[int],
+        column_index: bool,
+        offset_index: bool,
     ) -> list[tuple[int, int]]:
         cols = list(columns)
         regions = []
@@ -390,7 +396,9 @@ class ParquetFile:
         if key in self._column_indexes:
             return self._column_indexes[key]
         cc = self.column_chunk(rg, col)
-        r = self._check_region(cc.column_index_offset, cc.column_index_length, "column index", rg, col)
+        r = self._check_region(
+            cc.column_index_offset, cc.column_index_length, "column index", rg, col
+        )
         ci: ColumnIndex | None = None
         if r is not None:
             raw = self.read_bytes(*r)
@@ -406,7 +414,9 @@ class ParquetFile:
         if key in self._offset_indexes:
             return self._offset_indexes[key]
         cc = self.column_chunk(rg, col)
-        r = self._check_region(cc.offset_index_offset, cc.offset_index_length, "offset index", rg, col)
+        r = self._check_region(
+            cc.offset_index_offset, cc.offset_index_length, "offset index", rg, col
+        )
         oi: OffsetIndex | None = None
         if r is not None:
             raw = self.read_bytes(*r)
@@ -422,15 +432,23 @@ class ParquetFile:
         name = self.schema.leaves[col].name
         locs = oi.page_locations
         if not locs:
-            raise CorruptFileError("offset index lists no pages", path=self.path, row_group=rg, column=name)
+            raise CorruptFileError(
+                "offset index lists no pages", path=self.path, row_group=rg, column=name
+            )
         start, length = chunk_range(self.column_meta(rg, col))
         rows = self.row_group_rows(rg)
         prev_row = -1
         for i, loc in enumerate(locs):
-            if loc.offset is None or loc.compressed_page_size is None or loc.first_row_index is None:
+            if (
+                loc.offset is None
+                or loc.compressed_page_size is None
+                or loc.first_row_index is None
+            ):
                 raise CorruptFileError(
                     f"offset index page {i} lacks a required field",
-                    path=self.path, row_group=rg, column=name,
+                    path=self.path,
+                    row_group=rg,
+                    column=name,
                 )
             if (
                 loc.offset < start
@@ -440,19 +458,26 @@ class ParquetFile:
                 raise CorruptFileError(
                     f"offset index page {i} [{loc.offset}, {loc.offset + loc.compressed_page_size}) "
                     f"lies outside its column chunk [{start}, {start + length})",
-                    path=self.path, row_group=rg, column=name, offset=loc.offset,
+                    path=self.path,
+                    row_group=rg,
+                    column=name,
+                    offset=loc.offset,
                 )
             if loc.first_row_index <= prev_row or loc.first_row_index >= max(rows, 1):
                 raise CorruptFileError(
                     f"offset index page {i} starts at row {loc.first_row_index}, after "
                     f"{prev_row} in a row group of {rows} rows",
-                    path=self.path, row_group=rg, column=name,
+                    path=self.path,
+                    row_group=rg,
+                    column=name,
                 )
             prev_row = loc.first_row_index
         if locs[0].first_row_index != 0:
             raise CorruptFileError(
                 f"offset index's first page starts at row {locs[0].first_row_index}, not 0",
-                path=self.path, row_group=rg, column=name,
+                path=self.path,
+                row_group=rg,
+                column=name,
             )
 
     def page_rows(self, rg: int, col: int) -> list[int] | None:
@@ -477,7 +502,10 @@ class ParquetFile:
         if off < 4 or off >= limit:
             raise CorruptFileError(
                 f"Bloom filter offset {off} is outside the data region [4, {limit})",
-                path=self.path, row_group=rg, column=name, offset=off,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=off,
             )
         declared = cmd.bloom_filter_length
         probe = declared if declared and 0 < declared <= limit - off else min(64, limit - off)
@@ -487,7 +515,10 @@ class ParquetFile:
         except ThriftError as e:
             raise CorruptFileError(
                 f"corrupt Bloom filter header: {e.reason}",
-                path=self.path, row_group=rg, column=name, offset=off + e.offset,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=off + e.offset,
             ) from None
         nbytes = header.numBytes
         if (
@@ -499,14 +530,24 @@ class ParquetFile:
         ):
             raise CorruptFileError(
                 f"Bloom filter bitset of {nbytes} bytes is invalid or runs past the data region",
-                path=self.path, row_group=rg, column=name, offset=off,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=off,
             )
-        if header.algorithm is None or header.algorithm.BLOCK is None or (
-            header.hash is None or header.hash.XXHASH is None
-        ) or header.compression is None or header.compression.UNCOMPRESSED is None:
+        if (
+            header.algorithm is None
+            or header.algorithm.BLOCK is None
+            or (header.hash is None or header.hash.XXHASH is None)
+            or header.compression is None
+            or header.compression.UNCOMPRESSED is None
+        ):
             raise UnsupportedError(
                 "Bloom filter uses an unknown algorithm, hash or compression",
-                path=self.path, row_group=rg, column=name, offset=off,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=off,
             )
         if hlen + nbytes <= len(raw):
             bitset = raw[hlen : hlen + nbytes]
@@ -524,7 +565,10 @@ class ParquetFile:
         if not start <= offset < end:
             raise CorruptFileError(
                 f"page offset {offset} is outside its column chunk [{start}, {end})",
-                path=self.path, row_group=rg, column=name, offset=offset,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=offset,
             )
         n = min(_PAGE_HEADER_PROBE, end - offset)
         while True:
@@ -538,13 +582,19 @@ class ParquetFile:
                     continue
                 raise CorruptFileError(
                     f"corrupt page header: {e.reason}",
-                    path=self.path, row_group=rg, column=name, offset=offset + e.offset,
+                    path=self.path,
+                    row_group=rg,
+                    column=name,
+                    offset=offset + e.offset,
                 ) from None
         size = ph.compressed_page_size
         if size is None or size < 0 or offset + hlen + size > end:
             raise CorruptFileError(
                 f"page of {size} bytes runs past its column chunk's end {end}",
-                path=self.path, row_group=rg, column=name, offset=offset,
+                path=self.path,
+                row_group=rg,
+                column=name,
+                offset=offset,
             )
         return ph, hlen
 
@@ -593,7 +643,11 @@ class ParquetFile:
         cmd = self.column_meta(rg, col)
         if cmd.encoding_stats is None:
             return None
-        data = [s for s in cmd.encoding_stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
+        data = [
+            s
+            for s in cmd.encoding_stats
+            if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
+        ]
         return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
 
 

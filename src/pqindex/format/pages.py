@@ -60,24 +60,38 @@ def walk_pages(pf: ParquetFile, rg: int, col: int) -> Iterator[PageInfo]:
         nv = info.num_values
         if nv is not None and nv < 0:
             raise CorruptFileError(
-                f"page {index} claims {nv} values", path=pf.path, row_group=rg, column=name, offset=pos
+                f"page {index} claims {nv} values",
+                path=pf.path,
+                row_group=rg,
+                column=name,
+                offset=pos,
             )
         if ph.type == PageType.DICTIONARY_PAGE and index != 0:
             raise CorruptFileError(
                 f"dictionary page at position {index}, must be first",
-                path=pf.path, row_group=rg, column=name, offset=pos,
+                path=pf.path,
+                row_group=rg,
+                column=name,
+                offset=pos,
             )
         if (ph.uncompressed_page_size or 0) < 0:
             raise CorruptFileError(
                 f"page {index} claims an uncompressed size of {ph.uncompressed_page_size}",
-                path=pf.path, row_group=rg, column=name, offset=pos,
+                path=pf.path,
+                row_group=rg,
+                column=name,
+                offset=pos,
             )
         yield info
         pos += info.total_length
         index += 1
     if pos != end:
         raise CorruptFileError(
-            f"pages end at {pos}, the chunk at {end}", path=pf.path, row_group=rg, column=name, offset=pos
+            f"pages end at {pos}, the chunk at {end}",
+            path=pf.path,
+            row_group=rg,
+            column=name,
+            offset=pos,
         )
 
 
@@ -93,7 +107,9 @@ def _check_chunk(pf: ParquetFile, rg: int, col: int) -> None:
     if values != cmd.num_values:
         raise CorruptFileError(
             f"data pages hold {values} values, the chunk's metadata says {cmd.num_values}",
-            path=pf.path, row_group=rg, column=name,
+            path=pf.path,
+            row_group=rg,
+            column=name,
         )
     oi = pf.offset_index(rg, col)
     if oi is not None:
@@ -102,7 +118,9 @@ def _check_chunk(pf: ParquetFile, rg: int, col: int) -> None:
             raise CorruptFileError(
                 f"offset index lists {len(listed)} pages that differ from the "
                 f"{len(data_offsets)} data pages in the chunk",
-                path=pf.path, row_group=rg, column=name,
+                path=pf.path,
+                row_group=rg,
+                column=name,
             )
 
 
@@ -133,7 +151,10 @@ def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
                     batch.validate(full=True)
             except pa.ArrowNotImplementedError as e:
                 raise UnsupportedError(
-                    f"pyarrow cannot decode this column: {e}", path=pf.path, row_group=rg, column=name
+                    f"pyarrow cannot decode this column: {e}",
+                    path=pf.path,
+                    row_group=rg,
+                    column=name,
                 ) from None
             except (pa.ArrowException, OSError, ValueError) as e:
                 raise CorruptFileError(

@@ -72,8 +72,10 @@ def split_plain(physical: int, type_length: int | None, data: bytes, count: int)
             out.append(data[pos : pos + ln])
             pos += ln
         return out
-    width = type_length if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY else _FIXED.get(
-        PhysicalType(physical)
+    width = (
+        type_length
+        if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY
+        else _FIXED.get(PhysicalType(physical))
     )
     if not width or width <= 0:
         raise CorruptFileError(f"cannot split PLAIN values of physical type {physical}")

@@ -389,6 +389,14 @@ class _Mismatch(Exception):
     """A list whose element type differs from the schema: kept as an unknown field."""
 
 
+def _has_bool_list(t: FieldType) -> bool:
+    while isinstance(t, ListOf):
+        if t.elem is BOOL:
+            return True
+        t = t.elem
+    return False
+
+
 def _decoder(cls: type[ThriftStruct]) -> Any:
     fn = _DECODERS.get(cls)
     if fn is not None:
@@ -417,10 +425,12 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
         "    start = pos",
     ]
     src += [f"    {v} = None" for v in var.values()]
+    src.append("    unknown = None")
+    # list<bool> bookkeeping only where one occurs: two lists fewer per struct
+    bool_lists = any(_has_bool_list(t) for _, _, t in cls.THRIFT)
+    if bool_lists:
+        src += ["    typed_false = []", "    false_zero = []"]
     src += [
-        "    unknown = None",
-        "    typed_false = []",
-        "    false_zero = []",
         "    jumbled = False",
         "    last = 0",
         "    while True:",
@@ -431,7 +441,6 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
         "        d = b >> 4",
         "        if d:",
         "            fid = last + d",
-        "            if fid > 32767: raise ThriftError('field id out of range', pos)",
         "        else:",
         "            x, pos = _varint(buf, pos)",
         "            if x > 0xFFFF: raise ThriftError('field id out of range', pos)",
@@ -462,16 +471,21 @@ def _decoder(cls: type[ThriftStruct]) -> Any:
             src += _value_read(t, target, "            ", ns, uid)
             src.append("            continue")
     src += [
+        # Known ids are i16, so a delta-form id past 32767 can only arrive here.
+        "        if fid > 32767: raise ThriftError('field id out of range', pos)",
         "        pos = _skip(buf, pos, t, depth + 1)",
         "        if unknown is None: unknown = []",
         "        unknown.append(RawField(fid, t, buf[vstart:pos]))",
         "    obj = cls(" + ", ".join(var.values()) + ")",
         "    if unknown is not None: obj.unknown_fields = tuple(unknown)",
         "    if jumbled: obj.wire_order = _field_order(buf, start)",
-        "    if typed_false: obj.bool_lists_typed_false = tuple(names[v] for v in typed_false)",
-        "    if false_zero: obj.bool_lists_false_zero = tuple(names[v] for v in false_zero)",
-        "    return obj, pos",
     ]
+    if bool_lists:
+        src += [
+            "    if typed_false: obj.bool_lists_typed_false = tuple(names[v] for v in typed_false)",
+            "    if false_zero: obj.bool_lists_false_zero = tuple(names[v] for v in false_zero)",
+        ]
+    src += ["    return obj, pos"]
     code = "\n".join(src)
     exec(compile(code, f"<thrift decoder {cls.__name__}>", "exec"), ns)
     fn = ns["decode_struct"]

@@ -205,9 +205,7 @@ def open_source(path: str | os.PathLike[str], stats: IOStats | None = None) -> B
     return LocalFileSource(p, stats)
 
 
-def coalesce(
-    ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024
-) -> list[tuple[int, int]]:
+def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024) -> list[tuple[int, int]]:
     """Merge ``(offset, length)`` ranges whose gap is at most ``max_gap`` bytes.
 
     Returns sorted, non-overlapping ranges covering every input range.

@@ -34,8 +34,18 @@ __all__ = [
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 _BYTES = frozenset({Kind.STRING, Kind.BINARY})
 _COMPARISONS = frozenset(
-    {LeafOp.EQ, LeafOp.NE, LeafOp.LT, LeafOp.LE, LeafOp.GT, LeafOp.GE, LeafOp.IN, LeafOp.NOT_IN,
-     LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH}
+    {
+        LeafOp.EQ,
+        LeafOp.NE,
+        LeafOp.LT,
+        LeafOp.LE,
+        LeafOp.GT,
+        LeafOp.GE,
+        LeafOp.IN,
+        LeafOp.NOT_IN,
+        LeafOp.STARTS_WITH,
+        LeafOp.NOT_STARTS_WITH,
+    }
 )
 
 
@@ -98,8 +108,11 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
         if op in (LeafOp.NE, LeafOp.NOT_IN):
             return Match.ALL if no_nulls else Match.SOME
         return Match.NONE
-    keys = [value_key(vt, v) for v in pred.values] if op not in (
-        LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) else list(pred.keys)
+    keys = (
+        [value_key(vt, v) for v in pred.values]
+        if op not in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH)
+        else list(pred.keys)
+    )
     lo, hi = s.lo, s.hi
     sure = no_nulls and nan_free  # every row is a comparable value
     if op == LeafOp.EQ:
@@ -178,8 +191,12 @@ class StatisticsEvidence:
             lo = _bound_key(vt, b.min, b.comparison)
         if b.max is not None and not (isinstance(b.max, float) and math.isnan(b.max)):
             hi = _bound_key(vt, b.max, b.comparison)
-        if lo is None and hi is None and not (b.all_null or b.all_nan) and pred.op not in (
-            LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN
+        if (
+            lo is None
+            and hi is None
+            and not (b.all_null or b.all_nan)
+            and pred.op
+            not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN)
         ):
             return Match.SOME
         exact = bool(b.min_exact and b.max_exact) or vt.kind not in _BYTES
@@ -220,8 +237,9 @@ class DictionaryEvidence:
     encoding with them directly; only ranges and floats decode the entries (once).
     """
 
-    def __init__(self, vt: ValueType, raw: Sequence[bytes], null_count: int | None,
-                 num_values: int | None) -> None:
+    def __init__(
+        self, vt: ValueType, raw: Sequence[bytes], null_count: int | None, num_values: int | None
+    ) -> None:
         self.vt = vt
         self.raw = frozenset(raw)
         self.null_count = null_count

@@ -145,7 +145,9 @@ def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> 
     raise TypeError(f"not a bound expression: {expr!r}")
 
 
-def select(expr: BoundExpr, leaf_select: Callable[[BoundPredicate], Selection], n: int) -> Selection:
+def select(
+    expr: BoundExpr, leaf_select: Callable[[BoundPredicate], Selection], n: int
+) -> Selection:
     """Row-range evaluation of the tree given a selection per leaf."""
     if isinstance(expr, BoundTrue):
         return Selection.everything(n)
@@ -236,8 +238,9 @@ class _RowGroupEvidence:
             try:
                 header, hlen = decode(PageHeader, whole)
             except ThriftError as e:
-                raise CorruptFileError(f"corrupt dictionary page header: {e.reason}",
-                                       offset=ext[0] + e.offset) from None
+                raise CorruptFileError(
+                    f"corrupt dictionary page header: {e.reason}", offset=ext[0] + e.offset
+                ) from None
         else:
             page = pf.dictionary_page(rg, col)
             if page is None or page.total_length > MAX_DICTIONARY_BYTES:
@@ -342,8 +345,9 @@ def plan_file(
     page_level = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
     if options.page_index and page_level and pred_cols:
         pf.prefetch_page_index(page_level, pred_cols)
-        pf.prefetch_page_index(page_level, [c for c in read_cols if c not in pred_cols],
-                               column_index=False)
+        pf.prefetch_page_index(
+            page_level, [c for c in read_cols if c not in pred_cols], column_index=False
+        )
     for rg, ev, m, by, why in pending:
         n = pf.row_group_rows(rg)
         sel = _selection_of(m, n)
@@ -352,7 +356,9 @@ def plan_file(
         # Dictionaries and Bloom filters cost a read each: only for row groups the
         # statistics and the page index left undecided.
         late: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
-            ("partition", ev.constant), ("statistics", ev.statistics)]
+            ("partition", ev.constant),
+            ("statistics", ev.statistics),
+        ]
         if options.dictionary:
             late.append(("dictionary", ev.dictionary))
         if options.bloom:
@@ -365,8 +371,11 @@ def plan_file(
                 sel, by, why = Selection.everything(n), by2, why2
         if warnings is not None:
             warnings += ev.warnings
-        final = Match.NONE if sel.maybe.is_empty else (
-            Match.ALL if sel.all.count() == n else Match.SOME)
+        final = (
+            Match.NONE
+            if sel.maybe.is_empty
+            else (Match.ALL if sel.all.count() == n else Match.SOME)
+        )
         reads = _reads(pf, rg, read_cols, sel, options) if not sel.maybe.is_empty else ()
         plans.append(RowGroupPlan(rg, n, final, by, why, sel.maybe, sel.all, reads))
     return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)

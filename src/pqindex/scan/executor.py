@@ -75,8 +75,11 @@ class _Buffers:
         self._bufs: list[bytes] = []
 
     def fetch(self, ranges: Sequence[tuple[int, int]]) -> None:
-        missing = [(o, n) for o, n in ranges
-                   if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)]
+        missing = [
+            (o, n)
+            for o, n in ranges
+            if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)
+        ]
         if not missing:
             return
         t0 = time.perf_counter()
@@ -176,7 +179,9 @@ class _RowGroupReader:
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, tuple[list[int], pa.Array]] = {}
 
-    def _pages_for(self, col: int, rows: RowRanges) -> tuple[list[int], np.ndarray, np.ndarray] | None:
+    def _pages_for(
+        self, col: int, rows: RowRanges
+    ) -> tuple[list[int], np.ndarray, np.ndarray] | None:
         oi = self.pf.offset_index(self.rg, col)
         if oi is None:
             return None
@@ -236,8 +241,9 @@ class _RowGroupReader:
                 per_leaf.append(list(range(len(oi.page_locations or []))))
             self.buffers.fetch(field_byte_ranges(self.pf, self.rg, leaf_cols, per_leaf))
             t0 = time.perf_counter()
-            arr = decode_field_pages(self.pf, self.rg, leaf_cols, per_leaf, self.buffers,
-                                     arrow_type=target)
+            arr = decode_field_pages(
+                self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
+            )
             self.stats.pages_read += sum(len(p) for p in per_leaf)
             out = arr if wanted.size == len(arr) else arr.take(pa.array(wanted))
             self.stats.decode_seconds += time.perf_counter() - t0
@@ -340,8 +346,9 @@ def scan_file(
     tables = []
     for rgp in plan.row_groups:
         try:
-            t = scan_row_group(pf, rgp, expr, fields, schema, plan.partition, partition_types,
-                               stats, options)
+            t = scan_row_group(
+                pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
+            )
         except PqIndexError as e:
             raise e.located(path=pf.path, row_group=rgp.index) from None
         except (pa.ArrowException, ValueError) as e:
@@ -367,8 +374,9 @@ def iter_row_groups(
     """Like scan_file, one row group at a time (memory bounded by one row group)."""
     for rgp in plan.row_groups:
         try:
-            t = scan_row_group(pf, rgp, expr, fields, schema, plan.partition, partition_types,
-                               stats, options)
+            t = scan_row_group(
+                pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
+            )
         except PqIndexError as e:
             raise e.located(path=pf.path, row_group=rgp.index) from None
         except (pa.ArrowException, ValueError) as e:
