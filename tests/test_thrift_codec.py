@@ -406,8 +406,13 @@ def test_zigzag_varint_i64(value: int, wire: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "wire"), [(0, b"\x00"), (-1, b"\x01"), (2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
-                        (-(2**31), b"\xff\xff\xff\xff\x0f")],
+    ("value", "wire"),
+    [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
+        (-(2**31), b"\xff\xff\xff\xff\x0f"),
+    ],
 )
 def test_zigzag_varint_i32_and_i16(value: int, wire: bytes) -> None:
     b = b"\x15" + wire + b"\x00"  # DecimalType.scale, i32
@@ -469,8 +474,15 @@ def test_field_header_forms(obj: ThriftStruct, wire: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "head"), [(0, b"\x05"), (1, b"\x15"), (14, b"\xe5"), (15, b"\xf5\x0f"),
-                    (16, b"\xf5\x10"), (200, b"\xf5\xc8\x01")],
+    ("n", "head"),
+    [
+        (0, b"\x05"),
+        (1, b"\x15"),
+        (14, b"\xe5"),
+        (15, b"\xf5\x0f"),
+        (16, b"\xf5\x10"),
+        (200, b"\xf5\xc8\x01"),
+    ],
 )
 def test_list_size_forms(n: int, head: bytes) -> None:
     b = b"\x29" + head + b"\x02" * n + b"\x00"  # ColumnMetaData.encodings, list<i32> of 1s
@@ -658,8 +670,9 @@ BASE_SCHEMA = [(1, 5, zz(6)), (4, 8, b"\x01x"), (5, 5, zz(2)), (10, 12, emit([(1
 @pytest.mark.parametrize("fid", [12, 16, 300, 0, -7, 32767])
 def test_unknown_fields_survive(kind: str, fid: int) -> None:
     wire, raw = UNKNOWN_VALUES[kind]
-    expected = S.SchemaElement(type=6, name="x", num_children=2, logicalType=S.LogicalType(
-        STRING=S.StringType()))
+    expected = S.SchemaElement(
+        type=6, name="x", num_children=2, logicalType=S.LogicalType(STRING=S.StringType())
+    )
     for at in range(len(BASE_SCHEMA) + 1):
         fields = [*BASE_SCHEMA[:at], (fid, wire, raw), *BASE_SCHEMA[at:]]
         b = emit(fields)
@@ -732,10 +745,19 @@ def test_wrong_wire_type_is_kept_verbatim(cls: type[ThriftStruct], field: tuple)
     ],
 )
 def test_out_of_order_fields_re_encode_exactly(order: list[int]) -> None:
-    values = {1: (5, zz(1)), 2: (5, zz(16)), 3: (5, zz(0)), 4: (8, b"\x02ab"), 5: (5, zz(3)),
-              6: (5, zz(0)), 7: (5, zz(2)), 8: (5, zz(9)), 9: (5, zz(-5)),
-              10: (12, emit([(8, 12, emit([(1, 1, b""), (2, 12, emit([(2, 12, b"\x00")]))]))])),
-              11: (5, zz(128))}
+    values = {
+        1: (5, zz(1)),
+        2: (5, zz(16)),
+        3: (5, zz(0)),
+        4: (8, b"\x02ab"),
+        5: (5, zz(3)),
+        6: (5, zz(0)),
+        7: (5, zz(2)),
+        8: (5, zz(9)),
+        9: (5, zz(-5)),
+        10: (12, emit([(8, 12, emit([(1, 1, b""), (2, 12, emit([(2, 12, b"\x00")]))]))])),
+        11: (5, zz(128)),
+    }
     fields = [(f, *values.get(f, (8, b"\x01u"))) for f in order]
     b = emit(fields)
     obj = dec(S.SchemaElement, b)
@@ -775,9 +797,7 @@ def corpus_files() -> list[Path]:
 
 
 @pytest.mark.skipif(not corpus_files(), reason=f"no parquet-testing corpus at {CORPUS}")
-@pytest.mark.parametrize(
-    "path", corpus_files(), ids=lambda p: str(p.relative_to(CORPUS / "data"))
-)
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: str(p.relative_to(CORPUS / "data")))
 def test_corpus_footer_and_page_index_round_trip(path: Path) -> None:
     data = path.read_bytes()
     if data[-4:] == b"PARE":

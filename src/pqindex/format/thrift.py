@@ -288,8 +288,11 @@ def _scalar_read(t: _Scalar, target: str, ind: str) -> list[str]:
     if t is BOOL:
         return [f"{ind}{target} = buf[pos] == 1", f"{ind}pos += 1"]
     if t is I8:
-        return [f"{ind}{target} = buf[pos]", f"{ind}pos += 1",
-                f"{ind}if {target} > 127: {target} -= 256"]
+        return [
+            f"{ind}{target} = buf[pos]",
+            f"{ind}pos += 1",
+            f"{ind}if {target} > 127: {target} -= 256",
+        ]
     if t in (I16, I32, I64):
         lines = [
             f"{ind}x = buf[pos]",
@@ -316,7 +319,7 @@ def _scalar_read(t: _Scalar, target: str, ind: str) -> list[str]:
             f"{ind}n = buf[pos]",
             f"{ind}pos += 1",
             f"{ind}if n > 127: n, pos = _varint_tail(buf, pos, n)",
-            f"{ind}if n > n_buf - pos: raise ThriftError('binary of %d bytes runs past the end' % n, pos)",  # noqa: E501
+            f"{ind}if n > n_buf - pos: raise ThriftError('binary of %d bytes runs past the end' % n, pos)",
             f"{ind}{target} = buf[pos:pos + n]{conv}",
             f"{ind}pos += n",
         ]
@@ -338,7 +341,7 @@ def _value_read(
             f"{ind}pos += 1",
             f"{ind}size_{k} = h >> 4",
             f"{ind}if size_{k} == 15: size_{k}, pos = _varint(buf, pos)",
-            f"{ind}if size_{k} > n_buf - pos: raise ThriftError('list of %d elements runs past the end' % size_{k}, pos)",  # noqa: E501
+            f"{ind}if size_{k} > n_buf - pos: raise ThriftError('list of %d elements runs past the end' % size_{k}, pos)",
         ]
         if et is BOOL:
             lines.append(f"{ind}if (h & 15) not in (1, 2): raise _Mismatch")
@@ -376,8 +379,8 @@ def _bool_list_read(target: str, k: int, ind: str) -> list[str]:
         f"{ind}        app_{k}(True)",
         f"{ind}        continue",
         f"{ind}    if e_{k} != fb_{k}:",
-        f"{ind}        if e_{k} > 2: raise ThriftError('list<bool> element %d is not 0, 1 or 2' % e_{k}, pos - 1)",  # noqa: E501
-        f"{ind}        if fb_{k} != -1: raise ThriftError('list<bool> writes false as both 0 and 2', pos - 1)",  # noqa: E501
+        f"{ind}        if e_{k} > 2: raise ThriftError('list<bool> element %d is not 0, 1 or 2' % e_{k}, pos - 1)",
+        f"{ind}        if fb_{k} != -1: raise ThriftError('list<bool> writes false as both 0 and 2', pos - 1)",
         f"{ind}        fb_{k} = e_{k}",
         f"{ind}    app_{k}(False)",
         f"{ind}if fb_{k} == 0: false_zero.append({target!r})",

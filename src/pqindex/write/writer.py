@@ -1,0 +1,390 @@
+"""Writing indexed Parquet: sorted data, a page index with minimal bounds, Bloom
+filters and embedded indexes, in files every Parquet reader reads unchanged.
+
+pyarrow writes the data pages (and its page index and Bloom filters); then the
+index tail — everything after the last data page — is rebuilt by
+``write.tail.rewrite``: string bounds in the ColumnIndex truncated to short
+separators, the embedded index region added, the footer re-encoded. The data
+pages are never touched by the second step.
+
+Defaults (see docs/writing.md for the measurements behind them):
+
+* ``page_rows=20_000``: parquet-java's default page row limit; a point lookup
+  reads one page of each column, and the ColumnIndex stays near 50 entries per
+  million rows.
+* ``row_group_rows=1_000_000``.
+* ``dictionary="auto"``: dictionary encoding only for columns whose distinct
+  values are at most 10% of a row group's rows and whose dictionary would stay
+  under 256 KiB — a large dictionary page is read with every page lookup.
+* ``compression="zstd"``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pqindex.errors import PqIndexError, UserInputError
+from pqindex.format.file import ParquetFile
+from pqindex.format.schema import BoundaryOrder
+from pqindex.format.structs import ColumnIndex
+
+__all__ = ["WriteResult", "Writer", "normalize_sort", "to_table", "write_table"]
+
+DEFAULT_PAGE_ROWS = 20_000
+DEFAULT_ROW_GROUP_ROWS = 1_000_000
+DICTIONARY_MAX_RATIO = 0.10
+DICTIONARY_MAX_BYTES = 256 * 1024
+INDEX_KINDS = ("distinct", "bloom", "zone_maps", "hll")
+
+
+@dataclass
+class WriteResult:
+    """What one written file holds."""
+
+    path: str
+    rows: int
+    row_groups: int
+    bytes: int
+    index_bytes: int  # ColumnIndex + OffsetIndex + Bloom filters + embedded region
+    region_bytes: int
+    seconds: float
+    boundary_orders: dict[str, str] = field(default_factory=dict)
+    dictionary_columns: list[str] = field(default_factory=list)
+
+
+def to_table(data: Any) -> pa.Table:
+    """An Arrow table from a table, record batch(es), a reader or a pandas frame."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if hasattr(data, "__dataframe__") or type(data).__name__ == "DataFrame":
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (TypeError, pa.ArrowException) as e:
+            raise UserInputError(f"cannot convert the data frame to Arrow: {e}") from None
+    if isinstance(data, Iterable):
+        batches = list(data)
+        if batches and all(isinstance(b, pa.RecordBatch) for b in batches):
+            return pa.Table.from_batches(batches)
+    raise UserInputError(
+        f"cannot write {type(data).__name__}: give a pyarrow Table, RecordBatch(es) or a pandas DataFrame"
+    )
+
+
+def normalize_sort(
+    sort_by: str | Sequence[str | tuple[str, str]] | None, schema: pa.Schema
+) -> list[tuple[str, str]]:
+    """``[(column, "ascending"|"descending")]`` from the forms users write."""
+    if sort_by is None:
+        return []
+    items = [sort_by] if isinstance(sort_by, str) else list(sort_by)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            name, order = item, "ascending"
+        else:
+            name, order = item[0], item[1]
+        if order not in ("ascending", "descending"):
+            raise UserInputError(f"sort order of {name!r} must be 'ascending' or 'descending'")
+        if schema.get_field_index(name) < 0:
+            raise UserInputError(f"cannot sort by {name!r}: no such column ({', '.join(schema.names)})")
+        out.append((name, order))
+    return out
+
+
+def _auto_dictionary(table: pa.Table, row_group_rows: int) -> list[str]:
+    """Columns worth dictionary-encoding (see the module docstring)."""
+    rows = min(table.num_rows, row_group_rows) or 1
+    out = []
+    for f in table.schema:
+        t = f.type
+        if not (
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+            or pa.types.is_integer(t)
+            or pa.types.is_date(t)
+            or pa.types.is_dictionary(t)
+            or pa.types.is_decimal(t)
+        ):
+            continue
+        col = table.column(f.name)
+        if pa.types.is_dictionary(t):
+            out.append(f.name)
+            continue
+        sample = col.slice(0, rows)
+        distinct = pc.count_distinct(sample).as_py()
+        if distinct > DICTIONARY_MAX_RATIO * rows:
+            continue
+        width = sample.nbytes / max(1, len(sample))
+        if distinct * width > DICTIONARY_MAX_BYTES:
+            continue
+        out.append(f.name)
+    return out
+
+
+def _bloom_options(
+    bloom: Sequence[str] | Mapping[str, Mapping[str, Any]] | None, table: pa.Table
+) -> dict[str, dict[str, Any]] | None:
+    if not bloom:
+        return None
+    items: Mapping[str, Mapping[str, Any]] = (
+        {name: {} for name in bloom} if not isinstance(bloom, Mapping) else bloom
+    )
+    out = {}
+    for name, opts in items.items():
+        if table.schema.get_field_index(name) < 0:
+            raise UserInputError(f"no column {name!r} for a Bloom filter")
+        ndv = int(opts.get("ndv") or max(1, pc.count_distinct(table.column(name)).as_py()))
+        out[name] = {"ndv": ndv, "fpp": float(opts.get("fpp", 0.01))}
+    return out
+
+
+def _indexes(indexes: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for kind, cols in (indexes or {}).items():
+        if kind not in INDEX_KINDS:
+            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(INDEX_KINDS)})")
+        out[kind] = [cols] if isinstance(cols, str) else list(cols)
+    return out
+
+
+def _tmp_name(path: str) -> str:
+    d, name = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{name}.pqindex-write-{secrets.token_hex(4)}")
+
+
+def write_table(
+    data: Any,
+    path: str | os.PathLike[str],
+    *,
+    sort_by: str | Sequence[str | tuple[str, str]] | None = None,
+    presorted: bool = False,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    page_rows: int = DEFAULT_PAGE_ROWS,
+    page_bytes: int | None = None,
+    compression: str = "zstd",
+    dictionary: str | bool | Sequence[str] = "auto",
+    bloom: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
+    indexes: Mapping[str, Sequence[str]] | None = None,
+    truncate: int | None = 64,
+    metadata: Mapping[str, str] | None = None,
+) -> WriteResult:
+    """Write ``data`` as one indexed Parquet file at ``path`` (atomically).
+
+    ``sort_by`` names columns (or ``(column, "descending")``); the data is sorted
+    unless ``presorted``, and SortingColumn metadata is written either way; the
+    boundary order of the first sort column is checked on read-back. ``bloom``
+    lists columns (or maps them to ``{"ndv": …, "fpp": …}``) for Parquet Bloom
+    filters; ``indexes`` maps embedded index kinds (``distinct``, ``bloom``,
+    ``zone_maps``, ``hll``) to columns. ``truncate`` caps ColumnIndex string bounds
+    (None keeps pyarrow's full bounds).
+    """
+    t0 = time.perf_counter()
+    table = to_table(data)
+    if row_group_rows <= 0 or page_rows <= 0:
+        raise UserInputError("row_group_rows and page_rows must be positive")
+    sort = normalize_sort(sort_by, table.schema)
+    if sort and not presorted:
+        table = table.sort_by(sort)
+    kinds = _indexes(indexes)
+    if dictionary == "auto":
+        dict_cols: list[str] | bool = _auto_dictionary(table, row_group_rows)
+    elif isinstance(dictionary, bool):
+        dict_cols = dictionary
+    else:
+        dict_cols = list(dictionary)  # type: ignore[arg-type]
+    sorting = [
+        pq.SortingColumn(table.schema.get_field_index(name), descending=order == "descending")
+        for name, order in sort
+    ]
+    target = os.fspath(path)
+    tmp = _tmp_name(target)
+    try:
+        pq.write_table(
+            table,
+            tmp,
+            row_group_size=row_group_rows,
+            max_rows_per_page=page_rows,
+            data_page_size=page_bytes,
+            compression=compression,
+            use_dictionary=dict_cols,
+            write_page_index=True,
+            write_statistics=True,
+            sorting_columns=sorting or None,
+            bloom_filter_options=_bloom_options(bloom, table),
+        )
+        result = finish_file(
+            tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata
+        )
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    result.seconds = time.perf_counter() - t0
+    result.dictionary_columns = (
+        list(dict_cols) if isinstance(dict_cols, list) else (table.schema.names if dict_cols else [])
+    )
+    _check_order(result, sort, presorted)
+    return result
+
+
+def finish_file(
+    written: str,
+    target: str,
+    *,
+    table: pa.Table | None,
+    indexes: Mapping[str, Sequence[str]],
+    truncate: int | None,
+    metadata: Mapping[str, str] | None = None,
+) -> WriteResult:
+    """Rebuild ``written``'s index tail into ``target``: truncated bounds, embedded region."""
+    from pqindex.indexes.build import build_region
+    from pqindex.write.tail import Tail, rewrite
+    from pqindex.write.truncate import truncate_column_index
+
+    with ParquetFile.open(written) as pf:
+        cis: dict[tuple[int, int], ColumnIndex | None] = {}
+        if truncate:
+            for rg in range(pf.num_row_groups):
+                for leaf in pf.schema.leaves:
+                    ci = pf.column_index(rg, leaf.index)
+                    if ci is not None:
+                        cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
+        region = build_region(pf, table, indexes) if indexes else None
+        tail = Tail(
+            column_indexes=cis,
+            region=region,
+            key_value=dict(metadata or {}),
+        )
+        rewrite(written, tail, target)
+    with ParquetFile.open(target) as out:
+        orders = {}
+        for leaf in out.schema.leaves:
+            ci = out.column_index(0, leaf.index) if out.num_row_groups else None
+            if ci is not None and ci.boundary_order is not None:
+                orders[leaf.name] = BoundaryOrder(ci.boundary_order).name
+        index_bytes = out.footer_offset - _data_end(out)
+        region_bytes = 0
+        loc = out.key_value_metadata.get("pqindex.region")
+        if loc:
+            region_bytes = int(loc.split(":")[1])
+        return WriteResult(
+            path=target,
+            rows=out.num_rows,
+            row_groups=out.num_row_groups,
+            bytes=out.file_size,
+            index_bytes=index_bytes,
+            region_bytes=region_bytes,
+            seconds=0.0,
+            boundary_orders=orders,
+        )
+
+
+def _data_end(pf: ParquetFile) -> int:
+    from pqindex.write.tail import data_end
+
+    return data_end(pf)
+
+
+def _check_order(result: WriteResult, sort: list[tuple[str, str]], presorted: bool) -> None:
+    """The first sort key's ColumnIndex must say the data is in that order."""
+    if not sort or result.rows == 0:
+        return
+    name, order = sort[0]
+    got = result.boundary_orders.get(name)
+    want = "ASCENDING" if order == "ascending" else "DESCENDING"
+    if got is not None and got not in (want,):
+        # A constant column reads as either order; a row group of one page as UNORDERED.
+        if got == "UNORDERED" and presorted:
+            raise PqIndexError(
+                f"data given as presorted by {name} {order} is not: the written column "
+                f"index says {got}",
+                path=result.path,
+                column=name,
+            )
+
+
+class Writer:
+    """Streaming writer: batches in, indexed files out, rolling over at a target size.
+
+    With a directory ``path`` files are named ``part-00000.parquet``, … and a new
+    file starts once the buffered Arrow data reaches ``target_file_bytes``
+    (measured in memory before compression). With ``sort_by`` each file's rows are
+    sorted before writing (so a file is buffered whole), unless ``presorted``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        target_file_bytes: int = 512 * 1024 * 1024,
+        prefix: str = "part",
+        **options: Any,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.target_file_bytes = target_file_bytes
+        self.prefix = prefix
+        self.options = options
+        self.results: list[WriteResult] = []
+        self._batches: list[pa.RecordBatch] = []
+        self._buffered = 0
+        self._closed = False
+        self._directory = not self.path.endswith(".parquet")
+        if self._directory:
+            os.makedirs(self.path, exist_ok=True)
+
+    def write(self, data: Any) -> None:
+        if self._closed:
+            raise UserInputError("the writer is closed")
+        table = to_table(data)
+        for b in table.to_batches():
+            self._batches.append(b)
+            self._buffered += b.nbytes
+            if self._directory and self._buffered >= self.target_file_bytes:
+                self._flush()
+
+    def _next_path(self) -> str:
+        if not self._directory:
+            if self.results:
+                raise UserInputError(
+                    "a single-file Writer cannot roll over; give a directory path"
+                )
+            return self.path
+        return os.path.join(self.path, f"{self.prefix}-{len(self.results):05d}.parquet")
+
+    def _flush(self) -> None:
+        if not self._batches:
+            return
+        table = pa.Table.from_batches(self._batches)
+        self._batches = []
+        self._buffered = 0
+        self.results.append(write_table(table, self._next_path(), **self.options))
+
+    def close(self) -> list[WriteResult]:
+        if not self._closed:
+            self._flush()
+            self._closed = True
+        return self.results
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._batches = []
+            self._closed = True
