@@ -389,43 +389,84 @@ class Measure:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def measure(reader: Any, path: Path, q: Query, mode: str, runs: int, overhead: int) -> Measure:
-    if mode == "warm":
-        state = reader.open(path)
+class _Runner:
+    """One reader, one query, one mode: ``once()`` runs the query (opening first when cold)."""
 
-        def once() -> Any:
-            return reader.run(state, q)
-    else:
-        state = None
+    def __init__(self, reader: Any, path: Path, q: Query, mode: str) -> None:
+        self.reader, self.path, self.q, self.mode = reader, path, q, mode
+        self.state = reader.open(path) if mode == "warm" else None
 
-        def once() -> Any:
-            s = reader.open(path)
-            try:
-                return reader.run(s, q)
-            finally:
-                reader.close(s)
+    def once(self) -> Any:
+        if self.state is not None:
+            return self.reader.run(self.state, self.q)
+        s = self.reader.open(self.path)
+        try:
+            return self.reader.run(s, self.q)
+        finally:
+            self.reader.close(s)
 
+    def close(self) -> None:
+        if self.state is not None:
+            self.reader.close(self.state)
+            self.state = None
+
+
+def cpu_snapshot() -> tuple[float, float, float]:
+    """(wall time, CPU seconds busy on the whole machine, CPU seconds of this process)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    busy = sum(fields) - fields[3] - fields[4]
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), busy / os.sysconf("SC_CLK_TCK"), ru.ru_utime + ru.ru_stime
+
+
+def _loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def other_cores(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    """Average number of cores other processes kept busy between two snapshots."""
+    wall = b[0] - a[0]
+    return max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / wall) if wall > 0 else 0.0
+
+
+def measure_block(readers: dict[str, Any], path: Path, q: Query, mode: str, runs: int,
+                  overhead: int) -> tuple[list[Measure], float]:
+    """Every reader on one query and mode, interleaved run by run so that background load
+    (other processes on this machine) hits every reader alike. Returns the measures and the
+    cores other processes used meanwhile."""
+    names = [r for r in READERS if applies(r, q)]
+    runners = {r: _Runner(readers[r], path, q, mode) for r in names}
     try:
-        result = once()  # warm-up (and the result every run must repeat)
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            r = once()
-            times.append((time.perf_counter() - t0) * 1e3)
-            if r != result and not (q.is_sum and _close(r, result)):
-                raise SystemExit(f"{reader.name} {q.name} {mode}: result changed {result} -> {r}")
-        b0 = rchar()
-        once()
-        delta = max(0, rchar() - b0 - overhead)
+        results = {r: runners[r].once() for r in names}  # warm-up, and the expected result
+        times: dict[str, list[float]] = {r: [] for r in names}
+        snap0 = cpu_snapshot()
+        for i in range(runs):
+            order = names if i % 2 == 0 else names[::-1]
+            for r in order:
+                t0 = time.perf_counter()
+                got = runners[r].once()
+                times[r].append((time.perf_counter() - t0) * 1e3)
+                if got != results[r] and not (q.is_sum and _close(got, results[r])):
+                    raise SystemExit(f"{r} {q.name} {mode}: result changed {results[r]} -> {got}")
+        load = other_cores(snap0, cpu_snapshot())
+        out = []
+        for r in names:
+            b0 = rchar()
+            runners[r].once()
+            delta = max(0, rchar() - b0 - overhead)
+            m = Measure(r, q.name, mode, statistics.median(times[r]), times[r], results[r], delta)
+            if r == "pqindex":
+                m.report = dict(readers[r].last_report)
+                m.pq_bytes = int(m.report["bytes_read"])
+                m.pq_requests = int(m.report["requests"])
+            out.append(m)
     finally:
-        if state is not None:
-            reader.close(state)
-    m = Measure(reader.name, q.name, mode, statistics.median(times), times, result, delta)
-    if reader.name == "pqindex":
-        m.report = dict(reader.last_report)
-        m.pq_bytes = int(m.report["bytes_read"])
-        m.pq_requests = int(m.report["requests"])
-    return m
+        for rn in runners.values():
+            rn.close()
+    return out, load
 
 
 def _close(a: float, b: float) -> bool:
@@ -603,24 +644,88 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
 # ---------------------------------------------------------------- profile
 
 
-def profile(path: Path, q: Query, runs: int) -> str:
+def _profiled(path: Path, q: Query, runs: int) -> Any:
     import cProfile
-    import io
     import pstats
 
     reader = PqindexReader()
     ds = reader.open(path)
-    reader.run(ds, q)
+    reader.run(ds, q)  # warm: footer, page index and dictionaries cached
+    if runs <= 0:  # as many runs as fit in about half a second, 3 to 50
+        t0 = time.perf_counter()
+        reader.run(ds, q)
+        runs = max(3, min(50, int(0.5 / max(time.perf_counter() - t0, 1e-4))))
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(runs):
         reader.run(ds, q)
     prof.disable()
     ds.close()
+    st = pstats.Stats(prof)
+    st.runs = runs  # type: ignore[attr-defined]
+    return st
+
+
+def profile(path: Path, q: Query, runs: int) -> str:
+    """cProfile of pqindex (warm) on one query: cumulative and own-time listings."""
+    import io
+
+    st = _profiled(path, q, runs)
     s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
-    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(20)
+    st.stream = s
+    st.sort_stats("cumulative").print_stats(25)
+    st.sort_stats("tottime").print_stats(20)
     return s.getvalue()
+
+
+def _func_name(key: tuple[str, int, str]) -> str:
+    file, line, func = key
+    if file == "~":
+        return func
+    for marker in ("/src/", "/site-packages/"):
+        if marker in file:
+            file = file.split(marker, 1)[1]
+            break
+    return f"{file}:{line}({func})"
+
+
+# Stages of a pqindex scan, by (file suffix, function): cumulative times overlap
+# (fetch and decode run inside leaf_values / field).
+STAGES = [
+    ("plan", "pqindex/plan/planner.py", "plan_file"),
+    ("PageIndex.load (typed bounds + checks)", "pqindex/format/column_index.py", "load"),
+    ("dictionary check", "pqindex/plan/planner.py", "dictionary"),
+    ("predicate column(s): fetch+decode", "pqindex/scan/executor.py", "leaf_values"),
+    ("predicate evaluation", "pqindex/expr/evaluate.py", "to_arrow_mask"),
+    ("projected columns: fetch+decode", "pqindex/scan/executor.py", "field"),
+    ("byte fetch", "pqindex/scan/executor.py", "fetch"),
+    ("in-memory file build", "pqindex/scan/page_decode.py", "_synthetic_file"),
+    ("pyarrow page decode", "pyarrow/parquet/core.py", "read_row_group"),
+    ("_positions", "pqindex/scan/executor.py", "_positions"),
+    ("RowRanges.to_indices", "pqindex/plan/row_ranges.py", "to_indices"),
+]
+
+
+def profile_summary(path: Path, q: Query, top: int = 6) -> tuple[float, int, list[str]]:
+    """Per-run profiled time, runs, and the top functions by own time, as short strings."""
+    st = _profiled(path, q, 0)
+    runs: int = st.runs
+    raw: dict[Any, Any] = st.stats
+    total = st.total_tt
+    mine = os.path.abspath(__file__)
+    rows = sorted(((k, v) for k, v in raw.items() if os.path.abspath(k[0]) != mine),
+                  key=lambda kv: kv[1][2], reverse=True)[:top]
+    out = []
+    for key, (_cc, nc, tt, ct, _callers) in rows:
+        out.append(f"`{_func_name(key)}` {tt / runs * 1e3:.1f} ms own / {ct / runs * 1e3:.1f} "
+                   f"ms cum, {nc / runs:g} calls ({tt / total:.0%})")
+    stages = []
+    for label, suffix, func in STAGES:
+        ct = sum(v[3] for k, v in raw.items() if k[0].endswith(suffix) and k[2] == func)
+        if ct > 0:
+            stages.append(f"{label} {ct / runs * 1e3:.1f}")
+    out.insert(0, "stages (ms, cumulative): " + ", ".join(stages) + " — top own time:")
+    return total / runs * 1e3, runs, out
 
 
 # ---------------------------------------------------------------- report
@@ -680,7 +785,9 @@ def file_facts(path: Path) -> dict[str, Any]:
 
 def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[Measure],
            bounds: dict[str, LowerBound], mem: dict[tuple[str, str], dict[str, Any]] | None,
-           started: dt.datetime, elapsed: float, peers: list[str]) -> tuple[str, list[str]]:
+           started: dt.datetime, elapsed: float, peers: list[str],
+           loads: dict[tuple[str, str], float], loadavg: tuple[str, str],
+           profiles: dict[str, tuple[float, int, list[str]]]) -> tuple[str, list[str]]:
     mach = machine()
     facts = file_facts(path)
     by = {(m.reader, m.query, m.mode): m for m in ms}
@@ -716,6 +823,15 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
             f"{res[0]:,}" if res else "?")
         w(f"| {q.title} | `{q.where or 'sum(amount), no predicate'}` | {rows} |")
     w("")
+    busy = max(loads.values()) if loads else 0.0
+    w(f"**Background load.** This machine is shared: other processes (e.g. test suites of "
+      f"other sessions) ran during the measurement — load average {loadavg[0]} at the start, "
+      f"{loadavg[1]} at the end. Readers are interleaved run by run (alternating order) so "
+      f"that load hits all of them alike; the *other load* column gives the average number "
+      f"of the {os.cpu_count()} cores that other processes kept busy while that row was "
+      f"timed (up to {busy:.2f}). Rows with high other load are noisier; ratios between "
+      f"readers within a row are more reliable than absolute times.")
+    w("")
     w("All readers returned the same rows (count and sum of `id`; for the sum, equal within "
       "1e-6 relative) — the script stops otherwise.")
     w("")
@@ -733,8 +849,9 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
               "re-read and re-parsed). The OS page cache stays warm in both modes: no run "
               "touches the disk, so these are CPU + syscall costs, not storage latency.")
         w("")
-        w("| query | " + " | ".join(READERS) + " | pqindex / fastest peer | target | met |")
-        w("| --- | " + " | ".join("---:" for _ in READERS) + " | ---: | --- | --- |")
+        w("| query | " + " | ".join(READERS) + " | pqindex / fastest peer | target | met "
+          "| other load |")
+        w("| --- | " + " | ".join("---:" for _ in READERS) + " | ---: | --- | --- | ---: |")
         for q in queries:
             base = by.get(("pqindex", q.name, mode))
             cells = []
@@ -771,6 +888,7 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
                            f"({ratio:.2f}×, target ≤ 0.5×)"))
             else:
                 cells += ["—", "—", "—"]
+            cells.append(f"{loads.get((q.name, mode), float('nan')):.2f}")
             w(f"| {q.title} | " + " | ".join(cells) + " |")
         w("")
 
@@ -856,6 +974,21 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
             w(f"| {q.title} | " + " | ".join(cells) + " |")
         w("")
 
+    if profiles:
+        w("### Where pqindex spends its time")
+        w("")
+        w("cProfile of pqindex, warm (one unprofiled run first), 3–50 runs per query; the "
+          "top functions by own time, per run, with their share of the profiled total "
+          "(profiling inflates Python-heavy code, so totals exceed the medians above).")
+        w("")
+        for q in queries:
+            if q.name not in profiles:
+                continue
+            tot, nruns, lines = profiles[q.name]
+            w(f"* **{q.title}** ({tot:,.1f} ms per run profiled, {nruns} runs): {lines[0]} "
+              + "; ".join(lines[1:]) + ".")
+        w("")
+
     w("### Targets")
     w("")
     if missed:
@@ -920,28 +1053,34 @@ def main() -> None:
         queries = [q for q in queries if q.name in wanted]
     if args.profile:
         q = next(q for q in make_queries(path, args.rows) if q.name == args.profile)
-        print(profile(path, q, max(args.runs, 3)))
+        print(profile(path, q, 0))
         return
 
+    loadavg0 = _loadavg()
     overhead = _rchar_overhead()
     readers = {r: make_reader(r) for r in READERS}
     ms: list[Measure] = []
+    loads: dict[tuple[str, str], float] = {}
     for q in queries:
         for mode in ("warm", "cold"):
-            for r in READERS:
-                if not applies(r, q):
-                    continue
-                m = measure(readers[r], path, q, mode, args.runs, overhead)
-                ms.append(m)
+            block, loads[(q.name, mode)] = measure_block(readers, path, q, mode, args.runs,
+                                                         overhead)
+            ms += block
+            for m in block:
                 extra = f" report {m.pq_bytes:,} B" if m.pq_bytes is not None else ""
-                print(f"  {q.name:7s} {mode} {r:18s} {m.median_ms:9.1f} ms  rchar "
+                print(f"  {q.name:7s} {mode} {m.reader:18s} {m.median_ms:9.1f} ms  rchar "
                       f"{m.rchar_bytes:>14,} B{extra}", file=sys.stderr)
+            print(f"  {q.name:7s} {mode} other processes: {loads[(q.name, mode)]:.2f} cores",
+                  file=sys.stderr)
         check_agreement(ms, [q])
     check_agreement(ms, queries)
     bounds = {q.name: least_bytes(path, q) for q in queries}
     mem = None if args.no_memory else memory_all(path, queries)
+    profiles = {q.name: profile_summary(path, q) for q in queries}
     elapsed = time.perf_counter() - t_start
-    section, missed = render(args, path, queries, ms, bounds, mem, started, elapsed, PEERS)
+    loadavg = (loadavg0, _loadavg())
+    section, missed = render(args, path, queries, ms, bounds, mem, started, elapsed, PEERS,
+                             loads, loadavg, profiles)
     if args.no_write:
         print(section)
     else:

@@ -11,7 +11,6 @@ tiny (10-row) and large pages, a file without a page index and every codec.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -88,6 +87,9 @@ SCAN_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "max_rows_per_page": 100, "data_page_version": "1.0", "compression": "snappy",
         "bloom_filter_options": {"id": {"ndv": SCAN_ROWS}, "category": {"ndv": 8},
                                  "name": {"ndv": 300}, "u64": {"ndv": SCAN_ROWS}}}),
+    # dictionaries overflow a 600-byte limit: chunks switch to PLAIN part way through
+    "shuffled_20rows_dict_fallback": ("shuffled", {
+        "max_rows_per_page": 20, "compression": "zstd", "dictionary_pagesize_limit": 600}),
     "asc_no_page_index": ("asc", {
         "max_rows_per_page": 50, "compression": "snappy", "write_page_index": False}),
 }
@@ -191,5 +193,35 @@ def write_io_file(target_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
-def utc(*args: int) -> dt.datetime:
-    return dt.datetime(*args, tzinfo=dt.UTC)  # type: ignore[misc]
+# ------------------------------------------------------------------ lying page indexes
+
+
+def rewrite_column_index(src: str | os.PathLike[str], dst: str | os.PathLike[str], rg: int,
+                         col: int, mutate: Any) -> Path:
+    """Copy ``src`` to ``dst`` with one chunk's ColumnIndex replaced by ``mutate(ci)``.
+
+    The new ColumnIndex is written where the footer was and the footer, re-encoded
+    with the chunk's new column_index_offset/length, after it: every other offset
+    still points at the same bytes. Readers that ignore the page index see the
+    same file.
+    """
+    import struct
+
+    from pqindex.format.file import ParquetFile
+    from pqindex.format.structs import ColumnIndex, FileMetaData
+    from pqindex.format.thrift import decode, encode
+
+    data = Path(src).read_bytes()
+    with ParquetFile.open(src) as pf:
+        footer_offset = pf.footer_offset
+        ci = pf.column_index(rg, col)
+    assert ci is not None, "the source file has no column index there"
+    md, _ = decode(FileMetaData, data[footer_offset:-8])
+    new_ci = encode(mutate(decode(ColumnIndex, encode(ci))[0]))
+    cc = (md.row_groups or [])[rg].columns[col]  # type: ignore[index]
+    cc.column_index_offset = footer_offset
+    cc.column_index_length = len(new_ci)
+    footer = encode(md)
+    out = data[:footer_offset] + new_ci + footer + struct.pack("<I", len(footer)) + b"PAR1"
+    Path(dst).write_bytes(out)
+    return Path(dst)

@@ -44,7 +44,7 @@ from pqindex.format.structs import (
     TypeDefinedOrder,
 )
 from pqindex.format.values import total_order_key
-from pqindex.plan.row_ranges import RowRanges
+from pqindex.format.row_ranges import RowRanges
 
 CORPUS = Path("/work/shared/corpus/parquet-testing/data")
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())

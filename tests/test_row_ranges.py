@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pqindex.plan.row_ranges import RowRanges, Selection
+from pqindex.format.row_ranges import RowRanges, Selection
 
 N = 64  # universe of rows for the randomized tests
 

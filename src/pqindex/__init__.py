@@ -5,6 +5,7 @@ from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, Use
 from pqindex.expr import col, lit
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import IOStats
+from pqindex.write.writer import WriteResult, Writer, write_table
 
 __all__ = [
     "CorruptFileError",
@@ -15,7 +16,10 @@ __all__ = [
     "Scan",
     "UnsupportedError",
     "UserInputError",
+    "WriteResult",
+    "Writer",
     "col",
     "dataset",
     "lit",
+    "write_table",
 ]

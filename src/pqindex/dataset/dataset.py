@@ -34,9 +34,9 @@ from pqindex.format.structs import (
     TypeDefinedOrder,
 )
 from pqindex.io.source import IOStats
-from pqindex.plan.evidence import ConstantEvidence
+from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, plan_file
-from pqindex.scan.executor import ScanOptions, ScanStats, iter_row_groups
+from pqindex.scan.executor import ScanOptions, ScanStats, read_row_group
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 
@@ -274,6 +274,62 @@ class Dataset:
     ) -> pa.Table:
         return self.scan(columns, where, **kw).to_table()
 
+    def aggregate(
+        self,
+        aggregates: Sequence[str],
+        where: Where = None,
+        *,
+        filters: Sequence[Any] | None = None,
+    ) -> dict[str, Any]:
+        """Exact ``count(*)``, ``count(col)``, ``sum``, ``min``, ``max`` where ``where`` holds.
+
+        Row groups where every row matches are answered from zone maps and footer
+        statistics; only row groups with some matching rows are read.
+        ``self.last_aggregate_report`` says which was which.
+        """
+        from pqindex.dataset.aggregate import run_aggregate
+
+        result, report = run_aggregate(self, aggregates, where, filters)
+        self.last_aggregate_report = report
+        return result
+
+    def statistics(self) -> dict[str, dict[str, Any]]:
+        """Per column: rows, nulls and, where embedded HyperLogLog sketches exist, an
+        estimate of the distinct values over the whole dataset."""
+        from pqindex.indexes.base import Scope
+        from pqindex.indexes.hll import read_sketch
+        from pqindex.plan.planner import file_region
+
+        out: dict[str, dict[str, Any]] = {}
+        sketches: dict[str, Any] = {}
+        for df in self.discovery.files:
+            of = self._file(df)
+            pf = of.pf
+            for leaf in pf.schema.leaves:
+                st = out.setdefault(leaf.name, {"values": 0, "nulls": 0, "distinct_estimate": None})
+                for rg in range(pf.num_row_groups):
+                    cmd = pf.column_meta(rg, leaf.index)
+                    st["values"] += cmd.num_values or 0
+                    if st["nulls"] is not None and cmd.statistics is not None and (
+                        cmd.statistics.null_count is not None
+                    ):
+                        st["nulls"] += cmd.statistics.null_count
+                    else:
+                        st["nulls"] = None
+            region = file_region(pf)
+            if region is None:
+                continue
+            for entry in region.find(kind="hll", scope=Scope.FILE):
+                _vt, sketch = read_sketch(region.blob(entry))
+                if entry.column in sketches:
+                    sketches[entry.column] = sketches[entry.column].merge(sketch)
+                else:
+                    sketches[entry.column] = sketch
+        for name, sketch in sketches.items():
+            if name in out:
+                out[name]["distinct_estimate"] = round(sketch.estimate())
+        return out
+
     def explain(
         self,
         columns: Sequence[str] | None = None,
@@ -306,6 +362,7 @@ class Scan:
         self._expr = expr
         self.batch_size = batch_size
         self.report = ScanReport()
+        self._files_read: set[str] = set()
 
     def _io_before(self) -> dict[str, tuple[int, int]]:
         return {p: (of.stats.bytes_read, of.stats.requests) for p, of in self._ds._open.items()}
@@ -326,49 +383,39 @@ class Scan:
         self.report = plans.report
         self.schema = plans.schema
         ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
-        todo = [
-            (df, of, plan, bound)
-            for df, of, plan, bound in plans.files
+        work = [
+            (of, plan, bound, rgp)
+            for _df, of, plan, bound in plans.files
             if plan is not None and of is not None and bound is not None and not plan.skipped
+            for rgp in plan.row_groups
+            if not rgp.skipped
         ]
+        opts = self._ds.scan_options
 
-        def run(item: Any) -> tuple[list[pa.Table], ScanStats]:
-            _df, of, plan, bound = item
+        def run(item: Any) -> tuple[pa.Table | None, ScanStats, str]:
+            of, plan, bound, rgp = item
             stats = ScanStats()
-            tables = list(
-                iter_row_groups(
-                    of.pf, plan, bound, plans.fields, of.arrow, ptypes, self._ds.scan_options, stats
-                )
-            )
-            return tables, stats
+            t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
+            return t, stats, of.pf.path
 
         try:
-            if len(todo) <= 1 or not parallel:
-                for item in todo:
-                    _df, of, plan, bound = item
-                    stats = ScanStats()
-                    try:
-                        yield from iter_row_groups(
-                            of.pf,
-                            plan,
-                            bound,
-                            plans.fields,
-                            of.arrow,
-                            ptypes,
-                            self._ds.scan_options,
-                            stats,
-                        )
-                    finally:
-                        self._add(stats)  # also when the consumer stops early
+            if len(work) <= 1 or not parallel:
+                for item in work:
+                    t, stats, path = run(item)
+                    self._add(stats, path)
+                    if t is not None:
+                        yield t
             else:
+                # Row groups of every file on the pool; results in file and row-group order.
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for tables, stats in pool.map(run, todo):
-                        self._add(stats)
-                        yield from tables
+                    for t, stats, path in pool.map(run, work):
+                        self._add(stats, path)
+                        if t is not None:
+                            yield t
         finally:
             self._finish(before, t0)
 
-    def _add(self, stats: ScanStats) -> None:
+    def _add(self, stats: ScanStats, path: str) -> None:
         rep = self.report
         rep.row_groups_read += stats.row_groups_read
         rep.pages_read += stats.pages_read
@@ -376,7 +423,8 @@ class Scan:
         rep.fetch_seconds += stats.fetch_seconds
         rep.decode_seconds += stats.decode_seconds
         rep.data_bytes += stats.data_bytes
-        if stats.row_groups_read:
+        if stats.row_groups_read and path not in self._files_read:
+            self._files_read.add(path)
             rep.files_read += 1
         rep.warnings += stats.warnings
 

@@ -47,7 +47,8 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
             arr = (pa.chunked_array([c.storage for c in arr.chunks], storage)
                    if isinstance(arr, pa.ChunkedArray) else arr.storage)
         if pa.types.is_dictionary(arr.type):
-            arr = arr.cast(arr.type.value_type)
+            # Evaluated on the dictionary's values, then spread by the indices.
+            return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         if pa.types.is_float16(arr.type):
             arr = arr.cast(pa.float32())  # exact; compute kernels lack half floats
         return arr
@@ -144,7 +145,13 @@ class _Mask(BoundVisitor[Any]):
         path = pred.leaf.path
         if path not in self.arrays:
             self.arrays[path] = _column(self.table, path)
-        return pc.fill_null(_predicate_mask(pred, self.arrays[path]), False)
+        arr = self.arrays[path]
+        if pa.types.is_dictionary(arr.type):
+            if pred.op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
+                return pc.fill_null(_predicate_mask(pred, arr.indices), False)
+            per_value = pc.fill_null(_predicate_mask(pred, arr.dictionary), False)
+            return pc.fill_null(pc.take(per_value, arr.indices), False)
+        return pc.fill_null(_predicate_mask(pred, arr), False)
 
 
 def to_arrow_mask(expr: BoundExpr, table: pa.Table) -> pa.BooleanArray:

@@ -55,7 +55,7 @@ from pqindex.format.values import (
     page_bounds,
     validate_column_index,
 )
-from pqindex.plan.row_ranges import RowRanges, Selection
+from pqindex.format.row_ranges import RowRanges, Selection
 
 if TYPE_CHECKING:
     from pqindex.format.file import ParquetFile

@@ -15,6 +15,7 @@ import struct
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError
 from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
@@ -69,6 +70,9 @@ class ParquetFile:
         self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
         self._kept = 0
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
+        # Things derived from this file by upper layers (the embedded index region),
+        # kept as long as the file is.
+        self.derived: dict[str, Any] = {}
         try:
             self._read_footer(tail_bytes)
         except BaseException:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from pqindex.format.schema import LeafColumn
 
-__all__ = ["Blob", "IndexKind", "REGISTRY", "Scope", "register"]
+__all__ = ["REGISTRY", "Blob", "IndexKind", "Scope", "register"]
 
 
 class Scope(StrEnum):
@@ -57,7 +57,8 @@ class IndexKind(Protocol):
 
         ``column`` holds the leaf's values for the whole file (flat columns);
         ``row_group_bounds[i]`` is row group i's [start, end) in it and
-        ``page_bounds[i]`` its pages' [start, end) rows (None when unknown).
+        ``page_bounds[i]`` its pages' [start, end) rows (None when unknown),
+        also as positions in ``column`` (not relative to the row group).
         """
         ...
 

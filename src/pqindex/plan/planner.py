@@ -37,14 +37,16 @@ from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
 from pqindex.format.values import statistics_bounds
-from pqindex.plan.evidence import (
+from pqindex.indexes.evidence import (
     BloomEvidence,
     ConstantEvidence,
     DictionaryEvidence,
     Evidence,
     StatisticsEvidence,
 )
-from pqindex.plan.row_ranges import RowRanges, Selection
+from pqindex.format.row_ranges import RowRanges, Selection
+from pqindex.indexes.base import Scope
+from pqindex.indexes.region import Region, read_region
 
 __all__ = ["ColumnRead", "FilePlan", "PlanOptions", "RowGroupPlan", "plan_file"]
 
@@ -61,6 +63,7 @@ class PlanOptions:
     dictionary: bool = True
     page_index: bool = True
     bloom: bool = True
+    embedded: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ class _RowGroupEvidence:
         partition: dict[str, Any],
         n_file_leaves: int,
         options: PlanOptions,
+        region: Region | None = None,
     ) -> None:
         self.pf = pf
         self.rg = rg
@@ -196,6 +200,14 @@ class _RowGroupEvidence:
         self._dicts: dict[int, Evidence | None] = {}
         self._blooms: dict[int, Evidence | None] = {}
         self.warnings: list[str] = []
+        self.region: Region | None = region
+
+    def embedded(self, pred: BoundPredicate) -> Evidence | None:
+        """Row-group-scope blobs of the embedded index region (zone maps, distinct)."""
+        if self.region is None or pred.leaf.index >= self.n_file_leaves:
+            return None
+        evs = self.region.evidence(Scope.ROW_GROUP, pred.leaf.name, self.rg, leaf=pred.leaf)
+        return _AllOf(evs) if evs else None
 
     def constant(self, pred: BoundPredicate) -> Evidence | None:
         if pred.leaf.index >= self.n_file_leaves:
@@ -278,6 +290,52 @@ class _RowGroupEvidence:
         return self._blooms[col]
 
 
+class _AllOf:
+    """Several sound answers about one unit: the most decisive wins."""
+
+    def __init__(self, evidence: Sequence[Any]) -> None:
+        self.evidence = list(evidence)
+
+    def match(self, pred: BoundPredicate) -> Match:
+        answers = [Match(e.match(pred)) for e in self.evidence]
+        if Match.NONE in answers:
+            return Match.NONE
+        if Match.ALL in answers:
+            return Match.ALL
+        return Match.SOME
+
+
+def file_region(pf: ParquetFile, warnings: list[str] | None = None) -> Region | None:
+    """The file's embedded index region, read once per ParquetFile."""
+    if "region" not in pf.derived:
+        region, found = read_region(pf)
+        pf.derived["region"] = region
+        pf.derived["region_warnings"] = found
+    if warnings is not None:
+        warnings += pf.derived["region_warnings"]
+        region = pf.derived["region"]
+        if region is not None:
+            warnings += region.warnings
+    result: Region | None = pf.derived["region"]
+    return result
+
+
+def _file_match(pf: ParquetFile, expr: BoundExpr, region: Region | None,
+                partition: dict[str, Any]) -> Match:
+    """What file-scope evidence (embedded file indexes, partition values) says."""
+    n = len(pf.schema.leaves)
+
+    def leaf_match(pred: BoundPredicate) -> Match:
+        if pred.leaf.index >= n:
+            return Match(ConstantEvidence(partition.get(pred.leaf.name)).match(pred))
+        if region is None:
+            return Match.SOME
+        evs = region.evidence(Scope.FILE, pred.leaf.name, leaf=pred.leaf)
+        return _AllOf(evs).match(pred) if evs else Match.SOME
+
+    return evaluate(expr, leaf_match)
+
+
 def _staged_match(
     expr: BoundExpr, stages: Sequence[tuple[str, Callable[[BoundPredicate], Evidence | None]]]
 ) -> tuple[Match, str, str]:
@@ -323,6 +381,18 @@ def plan_file(
     options = options or PlanOptions()
     partition = partition or {}
     n_leaves = len(pf.schema.leaves)
+    region_warnings: list[str] = []
+    region = file_region(pf, region_warnings) if options.embedded else None
+    if warnings is not None:
+        warnings += region_warnings
+    if region is not None and _file_match(pf, expr, region, partition) == Match.NONE:
+        skipped = tuple(
+            RowGroupPlan(rg, pf.row_group_rows(rg), Match.NONE, "embedded index",
+                         "file-level embedded index: no row matches", RowRanges.empty(),
+                         RowRanges.empty())
+            for rg in range(pf.num_row_groups)
+        )
+        return FilePlan(pf.path, pf.num_rows, skipped, partition=partition)
     preds = leaves(expr)
     pred_cols = sorted({p.leaf.index for p in preds if p.leaf.index < n_leaves})
     read_cols = sorted(set(columns) | set(pred_cols))
@@ -330,12 +400,14 @@ def plan_file(
     pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
     for rg in range(pf.num_row_groups):
         n = pf.row_group_rows(rg)
-        ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options)
+        ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options, region)
         stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
             ("partition", ev.constant)
         ]
         if options.statistics:
             stages.append(("statistics", ev.statistics))
+        if region is not None:
+            stages.append(("embedded index", ev.embedded))
         if n == 0:
             m, by, why = Match.NONE, "statistics", "row group has no rows"
         else:
@@ -358,12 +430,13 @@ def plan_file(
         late: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
             ("partition", ev.constant),
             ("statistics", ev.statistics),
+            ("embedded index", ev.embedded),
         ]
         if options.dictionary:
             late.append(("dictionary", ev.dictionary))
         if options.bloom:
             late.append(("bloom filter", ev.bloom))
-        if m == Match.SOME and not sel.maybe.is_empty and sel.all.count() < n and len(late) > 2:
+        if m == Match.SOME and not sel.maybe.is_empty and sel.all.count() < n and len(late) > 3:
             m2, by2, why2 = _staged_match(expr, late)
             if m2 == Match.NONE:
                 sel, by, why = Selection.none(), by2, why2
@@ -393,7 +466,7 @@ def _page_level(
         col = pred.leaf.index
         # What the row-group levels knew about this leaf alone.
         known = Match.SOME
-        for source in (ev.constant, ev.statistics):
+        for source in (ev.constant, ev.statistics, ev.embedded):
             e = source(pred)
             if e is not None:
                 known = e.match(pred)
@@ -413,7 +486,10 @@ def _page_level(
         if pi.reason is not None and pred.op not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
             return Selection.unknown(n)
         used = True
-        return pi.select(pred.op, pred.keys)
+        matches = pi.matching_pages(pred.op, pred.keys)
+        if ev.region is not None:
+            matches = _with_page_blobs(ev.region, pred, rg, matches)
+        return pi.rows_for(matches)
 
     sel = select(expr, leaf_select, n)
     if used:
@@ -421,6 +497,23 @@ def _page_level(
             return sel, "page index", "no page can match"
         return sel, "page index", f"{sel.maybe.count():,} of {n:,} rows in pages that may match"
     return sel, by, why
+
+
+def _with_page_blobs(region: Region, pred: BoundPredicate, rg: int, matches: Any) -> Any:
+    """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone maps)."""
+    out = None
+    for page in range(len(matches)):
+        if matches[page] != Match.SOME:
+            continue
+        evs = region.evidence(Scope.PAGE, pred.leaf.name, rg, page, leaf=pred.leaf)
+        if not evs:
+            continue
+        m = _AllOf(evs).match(pred)
+        if m != Match.SOME:
+            if out is None:
+                out = matches.copy()
+            out[page] = m
+    return matches if out is None else out
 
 
 def _reads(

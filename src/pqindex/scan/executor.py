@@ -33,7 +33,7 @@ from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import ByteSource, coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
-from pqindex.plan.row_ranges import RowRanges
+from pqindex.format.row_ranges import RowRanges
 from pqindex.scan.page_decode import (
     decode_field_pages,
     decode_pages,
@@ -41,7 +41,7 @@ from pqindex.scan.page_decode import (
     page_byte_ranges,
 )
 
-__all__ = ["ScanOptions", "ScanStats", "scan_file"]
+__all__ = ["ScanOptions", "ScanStats", "read_row_group", "scan_row_group"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,29 @@ def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> 
     return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)
 
 
+# Up to this many row intervals are cut with zero-copy slices; more use one take.
+_MAX_SLICES = 256
+
+
+def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -> Any:
+    """The rows ``rows`` out of ``arr``, the decoded concatenation of pages that start at
+    ``first_rows`` and hold ``counts`` rows. Every row of ``rows`` lies in those pages."""
+    if rows.count() == len(arr):
+        return arr
+    if len(rows) <= _MAX_SLICES:
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
+        pieces = []
+        for s, e in rows.intervals():
+            p = int(np.searchsorted(first_rows, s, side="right")) - 1
+            pieces.append(arr.slice(int(starts[p] + s - first_rows[p]), e - s))
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_arrays(pieces) if isinstance(arr, pa.Array) else pa.chunked_array(
+            [c for piece in pieces for c in piece.chunks], type=arr.type
+        )
+    return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
+
+
 def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
     """The leaf under a decoded top-level field, with its parents' nulls applied."""
     for name in path[1:]:
@@ -199,7 +222,9 @@ class _RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return table.column(0).combine_chunks()
 
-    def _decode_leaf(self, col: int, rows: RowRanges, target: pa.DataType) -> pa.Array | None:
+    def _decode_leaf(
+        self, col: int, rows: RowRanges, target: pa.DataType, *, as_dictionary: bool = False
+    ) -> pa.Array | None:
         """One leaf's pages overlapping ``rows``, cut to them; None without an offset index."""
         found = self._pages_for(col, rows)
         if found is None:
@@ -211,15 +236,19 @@ class _RowGroupReader:
         if cached is not None and set(pages) <= set(cached[0]):
             # The predicate pass already decoded these pages.
             pages, arr = cached
-            pos = _positions(firsts[pages], counts[pages], rows.to_indices())
-            return arr if pos.size == len(arr) else arr.take(pa.array(pos))
+            out = _cut(arr, firsts[pages], counts[pages], rows)
+            if not as_dictionary and out.type != target:
+                out = out.cast(target)
+            return out
         self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, pages))
         t0 = time.perf_counter()
-        arr, _ = decode_pages(self.pf, self.rg, col, pages, self.buffers, arrow_type=target)
+        arr, _ = decode_pages(
+            self.pf, self.rg, col, pages, self.buffers, arrow_type=target,
+            as_dictionary=as_dictionary,
+        )
         self.stats.pages_read += len(pages)
         self._decoded[col] = (pages, arr)
-        pos = _positions(firsts[pages], counts[pages], rows.to_indices())
-        out = arr if pos.size == len(arr) else arr.take(pa.array(pos))
+        out = _cut(arr, firsts[pages], counts[pages], rows)
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
@@ -227,7 +256,7 @@ class _RowGroupReader:
         """A top-level field's values at ``rows`` (sorted row numbers of this row group)."""
         leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
         target = self.schema.field(field_name).type
-        wanted = rows.to_indices()
+        whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
             if out is not None:
@@ -245,21 +274,30 @@ class _RowGroupReader:
                 self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
             )
             self.stats.pages_read += sum(len(p) for p in per_leaf)
-            out = arr if wanted.size == len(arr) else arr.take(pa.array(wanted))
+            out = _cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
         whole = self._whole(field_name)
         self.stats.pages_read += len(leaf_cols)
-        return whole if wanted.size == len(whole) else whole.take(pa.array(wanted))
+        return _cut(whole, *whole_rg, rows)
 
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
         target = self.schema.field(leaf.path[0]).type
-        arr = self._decode_leaf(col, rows, target)
+        dictionary = self.pf.all_dictionary_encoded(self.rg, col) is True
+        arr = self._decode_leaf(col, rows, target, as_dictionary=dictionary)
         if arr is None:
             arr = self.field(leaf.path[0], rows)
         return _leaf_array(arr, leaf.path)
+
+
+def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
+    """Row numbers of the given positions within the concatenation of ``ranges``."""
+    lengths = ranges.ends - ranges.starts
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    k = np.searchsorted(offsets, positions, side="right") - 1
+    return np.asarray(ranges.starts[k] + (positions - offsets[k]), dtype=np.int64)
 
 
 def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
@@ -304,7 +342,8 @@ def scan_row_group(
         table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
         t0 = time.perf_counter()
         mask = to_arrow_mask(expr, table)
-        idx = uncertain.to_indices()[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]
+        hits = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
+        idx = _rows_at(uncertain, hits)
         stats.decode_seconds += time.perf_counter() - t0
         exact = exact | _ranges_from_indices(idx)
     elif not uncertain.is_empty:
@@ -331,55 +370,23 @@ def _empty_columns_table(rows: int) -> pa.Table:
     return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
 
 
-def scan_file(
+def read_row_group(
     pf: ParquetFile,
     plan: FilePlan,
-    expr: BoundExpr,
-    fields: Sequence[str],
-    schema: pa.Schema,
-    partition_types: dict[str, pa.DataType],
-    options: ScanOptions,
-    on_table: Callable[[pa.Table], None] | None = None,
-) -> tuple[list[pa.Table], ScanStats]:
-    """Every matching row of one file, row group by row group."""
-    stats = ScanStats()
-    tables = []
-    for rgp in plan.row_groups:
-        try:
-            t = scan_row_group(
-                pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
-            )
-        except PqIndexError as e:
-            raise e.located(path=pf.path, row_group=rgp.index) from None
-        except (pa.ArrowException, ValueError) as e:
-            raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
-        if t is not None:
-            if on_table is not None:
-                on_table(t)
-            else:
-                tables.append(t)
-    return tables, stats
-
-
-def iter_row_groups(
-    pf: ParquetFile,
-    plan: FilePlan,
+    rgp: RowGroupPlan,
     expr: BoundExpr,
     fields: Sequence[str],
     schema: pa.Schema,
     partition_types: dict[str, pa.DataType],
     options: ScanOptions,
     stats: ScanStats,
-) -> Iterator[pa.Table]:
-    """Like scan_file, one row group at a time (memory bounded by one row group)."""
-    for rgp in plan.row_groups:
-        try:
-            t = scan_row_group(
-                pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
-            )
-        except PqIndexError as e:
-            raise e.located(path=pf.path, row_group=rgp.index) from None
-        except (pa.ArrowException, ValueError) as e:
-            raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
-        if t is not None:
-            yield t
+) -> pa.Table | None:
+    """The matching rows of one planned row group; errors name file and row group."""
+    try:
+        return scan_row_group(
+            pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
+        )
+    except PqIndexError as e:
+        raise e.located(path=pf.path, row_group=rgp.index) from None
+    except (pa.ArrowException, ValueError) as e:
+        raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from pqindex.errors import CorruptFileError, UnsupportedError
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.format.schema import ConvertedType, PageType
+from pqindex.format.schema import ConvertedType, PageType, PhysicalType
 from pqindex.format.structs import (
     ColumnChunk,
     ColumnOrder,
@@ -494,9 +494,12 @@ def _cast(arr: pa.Array, target: pa.DataType | None) -> pa.Array:
     return arr if want == arr.type else arr.cast(want)
 
 
-def _read(buf: bytes, pf: ParquetFile, rg: int, cols: list[int]) -> pa.Table:
+def _read(
+    buf: bytes, pf: ParquetFile, rg: int, cols: list[int], read_dictionary: list[str] | None = None
+) -> pa.Table:
     try:
-        reader = pq.ParquetFile(pa.BufferReader(buf), pre_buffer=False)
+        reader = pq.ParquetFile(pa.BufferReader(buf), pre_buffer=False,
+                                read_dictionary=read_dictionary)
         return reader.read_row_group(0, use_threads=False)
     except (pa.ArrowException, OSError) as e:
         # Headers were checked; what is left is damaged page data (or a schema
@@ -526,8 +529,13 @@ def decode_pages(
     fetched: Fetch,
     *,
     arrow_type: pa.DataType | None = None,
+    as_dictionary: bool = False,
 ) -> tuple[pa.Array, np.ndarray]:
     """Decode the chosen data pages of leaf ``col`` in row group ``rg``.
+
+    ``as_dictionary`` (flat BYTE_ARRAY leaves) returns a DictionaryArray over the
+    chunk's dictionary instead of materialized values, and ignores ``arrow_type``:
+    a predicate is evaluated once per dictionary entry, not once per row.
 
     ``fetched`` serves the bytes of :func:`page_byte_ranges` (exact or coalesced
     ranges keyed by offset, or a read function). Pages are taken in ascending
@@ -546,9 +554,18 @@ def decode_pages(
     """
     chosen = _check_pages(pf, rg, col, pages)
     chunk = _gather(pf, rg, col, chosen, _Bytes(fetched))
-    table = _read(_synthetic_file(pf, rg, [chunk]), pf, rg, [col])
+    leaf = pf.leaf(col)
+    dictionary = (
+        as_dictionary and len(leaf.path) == 1 and leaf.element.type == PhysicalType.BYTE_ARRAY
+    )
+    table = _read(
+        _synthetic_file(pf, rg, [chunk]), pf, rg, [col], [leaf.path[0]] if dictionary else None
+    )
     _check_rows(pf, rg, table, chunk.rows, [col])
-    return _cast(_single(table.column(0)), arrow_type), page_first_rows(pf, rg, col, chosen)
+    arr = _single(table.column(0))
+    if dictionary:
+        return arr, page_first_rows(pf, rg, col, chosen)
+    return _cast(arr, arrow_type), page_first_rows(pf, rg, col, chosen)
 
 
 def decode_field_pages(

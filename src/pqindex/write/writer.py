@@ -206,7 +206,7 @@ def write_table(
     elif isinstance(dictionary, bool):
         dict_cols = dictionary
     else:
-        dict_cols = list(dictionary)  # type: ignore[arg-type]
+        dict_cols = list(dictionary)
     sorting = [
         pq.SortingColumn(table.schema.get_field_index(name), descending=order == "descending")
         for name, order in sort

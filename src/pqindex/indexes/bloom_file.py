@@ -1,0 +1,153 @@
+"""Kind "bloom": one split-block Bloom filter per column for the whole file.
+
+Parquet's own Bloom filters live per column chunk, so a point lookup over a
+file of many row groups reads one filter per row group; this blob answers the
+file-level question with a single filter. The filter is the Parquet spec's
+split-block Bloom filter with the same hash (XXH64, seed 0, of the value's PLAIN
+bytes), so ``format.bloom.BloomFilter`` and ``plan.evidence.BloomEvidence`` read
+it unchanged. It only ever answers NONE (for ``=`` and ``IN``) or SOME.
+
+Sizing follows parquet-java: ``-8 * ndv / ln(1 - fpp ** (1/8))`` bits, rounded
+up to a power of two bytes, between 32 bytes and ``max_bytes`` (default 1 MiB,
+parquet-java's default cap). ``ndv`` is the number of distinct PLAIN values
+(counted exactly while building); option ``fpp`` defaults to 0.01.
+
+Body (version 1)::
+
+    u8   body version = 1
+    ..   value type (``encoding.write_value_type``)
+    u32  bitset bytes b (a multiple of 32)
+    b    bitset: blocks of eight little-endian u32 words
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pqindex.errors import UserInputError
+from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
+from pqindex.format.schema import LeafColumn, PhysicalType
+from pqindex.format.structs import BloomFilterHeader
+from pqindex.format.values import Kind, ValueType
+from pqindex.indexes.base import Blob, Scope, register
+from pqindex.indexes.encoding import (
+    BodyReader,
+    BodyWriter,
+    RegionError,
+    check_leaf_type,
+    read_value_type,
+    write_value_type,
+)
+from pqindex.indexes.leaf_values import numbers, plain_hashes, storage
+from pqindex.indexes.units import scopes_option, units
+from pqindex.indexes.evidence import BloomEvidence
+
+__all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom"]
+
+DEFAULT_FPP = 0.01
+DEFAULT_MAX_BYTES = 1024 * 1024
+_VERSION = 1
+_BATCH = 1 << 16
+_SALT = np.array([0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B,
+                  0x9EFC4947, 0x5C6BFB31], dtype=np.uint64)
+_SUPPORTED = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16,
+                        Kind.DECIMAL, Kind.DATE, Kind.TIME, Kind.TIMESTAMP, Kind.STRING,
+                        Kind.BINARY, Kind.UUID})
+
+
+def bloom_bytes(ndv: int, fpp: float, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
+    """Bitset size for ``ndv`` distinct values at false-positive rate ``fpp``."""
+    if not 0.0 < fpp < 1.0:
+        raise UserInputError(f"fpp must be between 0 and 1, not {fpp}")
+    bits = -8.0 * max(ndv, 1) / math.log(1.0 - fpp ** (1.0 / 8.0))
+    want = max(BLOCK_BYTES, math.ceil(bits / 8))
+    size = 1 << (want - 1).bit_length()  # next power of two
+    cap = max(BLOCK_BYTES, min(max_bytes, MAX_BLOOM_BYTES))
+    return min(size, 1 << (cap.bit_length() - 1))
+
+
+def build_bitset(hashes: np.ndarray, num_bytes: int) -> bytes:
+    """The split-block bitset with every hash inserted (vectorized ``insert_hash``)."""
+    nb = num_bytes // BLOCK_BYTES
+    words = np.zeros((nb, 8), dtype=np.uint32)
+    all_hashes = hashes.astype(np.uint64, copy=False)
+    for i in range(0, len(all_hashes), _BATCH):  # bounded temporaries: 64 bytes per hash
+        h = all_hashes[i : i + _BATCH]
+        block = ((h >> np.uint64(32)) * np.uint64(nb)) >> np.uint64(32)
+        key = h & np.uint64(0xFFFFFFFF)
+        bit = ((key[:, None] * _SALT[None, :]) & np.uint64(0xFFFFFFFF)) >> np.uint64(27)
+        masks = (np.uint32(1) << bit.astype(np.uint32)).astype(np.uint32)
+        rows = np.repeat(block.astype(np.intp), 8)
+        cols = np.tile(np.arange(8, dtype=np.intp), len(h))
+        np.bitwise_or.at(words, (rows, cols), masks.reshape(-1))
+    return words.astype("<u4").tobytes()
+
+
+def read_bloom(blob: Blob) -> tuple[ValueType, BloomFilter]:
+    """Decode a "bloom" blob; RegionError when it is malformed."""
+    r = BodyReader(blob.data, f"bloom blob for {blob.column!r}")
+    r.version(_VERSION)
+    vt = read_value_type(r)
+    size = r.u32()
+    if size == 0 or size % BLOCK_BYTES or size > MAX_BLOOM_BYTES or size != r.remaining:
+        raise RegionError(f"{r.what}: bitset of {size} bytes with {r.remaining} in the body")
+    bitset = r.raw(size)
+    return vt, BloomFilter(BloomFilterHeader(numBytes=size), bitset)
+
+
+@register
+class BloomFileKind:
+    """A file-level split-block Bloom filter per column (``fpp``, ``max_bytes`` options)."""
+
+    name: ClassVar[str] = "bloom"
+
+    def build(
+        self,
+        leaf: LeafColumn,
+        column: pa.Array,
+        row_group_bounds: list[tuple[int, int]],
+        page_bounds: list[list[tuple[int, int]]] | None,
+        options: Mapping[str, Any],
+    ) -> list[Blob]:
+        vt = ValueType.from_leaf(leaf)
+        if leaf.nested or vt.kind not in _SUPPORTED:
+            return []
+        if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
+            return []
+        stored = storage(leaf, column)
+        if stored is None:
+            return []
+        fpp = float(options.get("fpp", DEFAULT_FPP))
+        max_bytes = int(options.get("max_bytes", DEFAULT_MAX_BYTES))
+        scopes = scopes_option(options, (Scope.FILE,))
+        blobs = []
+        for u in units(len(stored), row_group_bounds, page_bounds, scopes):
+            part = stored.slice(u.start, u.rows)
+            # Hashing is cheap for numbers; for bytes, deduplicate first.
+            if numbers(vt, part) is None:
+                part = pc.unique(part)
+            hashes = plain_hashes(vt, part)
+            if hashes is None:
+                return []
+            hashes = np.unique(hashes)
+            size = bloom_bytes(len(hashes), fpp, max_bytes)
+            w = BodyWriter()
+            w.u8(_VERSION)
+            write_value_type(w, vt)
+            w.u32(size)
+            w.raw(build_bitset(hashes, size))
+            props = {"ndv": len(hashes), "fpp": fpp, "bytes": size}
+            blobs.append(Blob(self.name, leaf.name, u.scope, u.row_group, u.page,
+                              w.getvalue(), props))
+        return blobs
+
+    def evidence(self, leaf: LeafColumn, blob: Blob) -> BloomEvidence:
+        vt, bloom = read_bloom(blob)
+        check_leaf_type(leaf, vt, f"bloom blob for {blob.column!r}")
+        return BloomEvidence(bloom)

@@ -1,0 +1,446 @@
+"""The embedded index region: a directory of typed, checksummed blobs in the file body.
+
+The region sits in the file body before the footer (written there by a footer
+splice, see ``docs/embedded-indexes.md``); the footer's key/value entry
+``pqindex.region = "<absolute offset>:<length>"`` locates it. Other Parquet
+readers never look at it. The shape follows Iceberg Puffin: a directory of
+blobs, each with a kind, what it indexes, its place and its checksum.
+
+Layout (all integers little-endian; offsets relative to the region's first byte)::
+
+    offset    size  field
+    0         4     magic b"PQIX"
+    4         2     major version (u16) = 1; a reader refuses other majors
+    6         2     minor version (u16) = 0; newer minors only add JSON keys
+    8         4     directory length D (u32)
+    12        8     XXH64 (seed 0) of the directory bytes (u64)
+    20        D     directory: compact UTF-8 JSON (below)
+    20 + D    ...   blob bytes, at the offsets the directory gives
+
+    directory = {"blobs": [{
+        "kind": "distinct",         # index kind; unknown kinds are listed, never used
+        "column": "a.b",            # dotted leaf path
+        "scope": "page",            # "file" | "row_group" | "page"
+        "row_group": 0,             # absent for file scope
+        "page": 3,                  # present for page scope only
+        "offset": 812, "length": 64,  # blob bytes, relative to the region start
+        "xxh64": "9f0c...",         # XXH64 of the blob bytes, 16 hex digits
+        "properties": {...}         # small, kind-specific, informative; may be absent
+    }, ...]}
+
+Damage never raises out of ``Region.parse`` (unless ``strict=True``): a bad
+header or directory checksum ignores the whole region, a bad blob (offset or
+length outside the region, wrong checksum, malformed entry) drops that blob;
+each with a message in ``Region.warnings``. Nothing is allocated beyond the
+region's bytes: lengths are checked before slicing, and blobs are sliced (and
+decoded) only when a caller asks for them.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import xxhash
+
+from pqindex.errors import PqIndexError, UserInputError
+from pqindex.format.file import ParquetFile
+from pqindex.format.schema import LeafColumn, Schema
+from pqindex.indexes.base import REGISTRY, Blob, IndexKind, Scope
+from pqindex.indexes.encoding import RegionError, RegionVersionError
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC",
+    "REGION_KEY",
+    "VERSION",
+    "BlobEntry",
+    "Region",
+    "encode_region",
+    "read_region",
+    "region_key_value",
+]
+
+MAGIC = b"PQIX"
+VERSION = (1, 0)
+REGION_KEY = "pqindex.region"
+HEADER_SIZE = 20
+_HEADER = struct.Struct("<4sHHIQ")
+_MAX_KIND = 128  # longer kind names are damage, not a future kind
+
+
+def _xxh64(data: bytes | memoryview) -> int:
+    return xxhash.xxh64_intdigest(data, 0)
+
+
+@dataclass(frozen=True)
+class BlobEntry:
+    """One directory entry: what a blob indexes and where its bytes are."""
+
+    kind: str
+    column: str
+    scope: Scope
+    row_group: int | None
+    page: int | None
+    offset: int  # relative to the region start
+    length: int
+    checksum: int  # XXH64 of the blob bytes
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def known(self) -> bool:
+        """Whether this reader has the kind (unknown kinds are listed, never used)."""
+        return self.kind in REGISTRY
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as printed by ``inspect --json``."""
+        return {"kind": self.kind, "column": self.column, "scope": self.scope.value,
+                "row_group": self.row_group, "page": self.page, "offset": self.offset,
+                "length": self.length, "xxh64": f"{self.checksum:016x}",
+                "properties": dict(self.properties), "known": self.known}
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _check_blob(b: Blob) -> None:
+    if not isinstance(b.kind, str) or not b.kind or len(b.kind) > _MAX_KIND:
+        raise UserInputError(f"blob kind must be a non-empty string of at most "
+                             f"{_MAX_KIND} characters, not {b.kind!r}")
+    scope = Scope(b.scope)
+    want_rg = scope != Scope.FILE
+    want_page = scope == Scope.PAGE
+    if (b.row_group is not None) != want_rg or (b.page is not None) != want_page:
+        raise UserInputError(
+            f"{b.kind} blob for {b.column!r}: scope {scope.value} with row_group="
+            f"{b.row_group} page={b.page}", column=b.column)
+    for what, v in (("row_group", b.row_group), ("page", b.page)):
+        if v is not None and (not isinstance(v, int) or v < 0):
+            raise UserInputError(f"{b.kind} blob: {what} must be a non-negative int",
+                                 column=b.column)
+
+
+def encode_region(blobs: Sequence[Blob]) -> bytes:
+    """The region bytes for ``blobs`` (in the given order); UserInputError for a bad blob."""
+    for b in blobs:
+        _check_blob(b)
+
+    def directory(base: int) -> bytes:
+        entries = []
+        pos = base
+        for b in blobs:
+            e: dict[str, Any] = {"kind": b.kind, "column": b.column,
+                                 "scope": Scope(b.scope).value}
+            if b.row_group is not None:
+                e["row_group"] = b.row_group
+            if b.page is not None:
+                e["page"] = b.page
+            e["offset"] = pos
+            e["length"] = len(b.data)
+            e["xxh64"] = f"{_xxh64(b.data):016x}"
+            if b.properties:
+                e["properties"] = dict(b.properties)
+            entries.append(e)
+            pos += len(b.data)
+        try:
+            text = json.dumps({"blobs": entries}, separators=(",", ":"), sort_keys=False,
+                              allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise UserInputError(f"blob properties must be plain JSON values: {err}") from None
+        return text.encode("utf-8")
+
+    # Offsets depend on the directory's length, which depends on the offsets'
+    # digits: iterate until the length settles (two or three rounds).
+    size = 0
+    for _ in range(16):
+        d = directory(HEADER_SIZE + size)
+        if len(d) == size:
+            break
+        size = len(d)
+    else:  # pragma: no cover - lengths grow monotonically and settle quickly
+        raise AssertionError("directory length did not settle")
+    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], len(d), _xxh64(d))
+    return b"".join([header, d, *(bytes(b.data) for b in blobs)])
+
+
+def region_key_value(offset: int, length: int) -> str:
+    """The footer value that locates a region written at absolute ``offset``."""
+    return f"{offset}:{length}"
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _int(e: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
+    v = e.get(key)
+    if v is None and optional:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise RegionError(f"directory entry has no valid {key!r}: {v!r}")
+    return v
+
+
+def _entry(e: Any, start: int, end: int) -> BlobEntry:
+    """A validated directory entry; RegionError says what is wrong with it."""
+    if not isinstance(e, dict):
+        raise RegionError("directory entry is not an object")
+    kind, column, scope_name = e.get("kind"), e.get("column"), e.get("scope")
+    if not isinstance(kind, str) or not kind or len(kind) > _MAX_KIND:
+        raise RegionError(f"directory entry has no valid kind: {kind!r}")
+    if not isinstance(column, str):
+        raise RegionError(f"{kind} entry has no valid column: {column!r}")
+    try:
+        scope = Scope(str(scope_name))
+    except ValueError:
+        raise RegionError(f"{kind} entry for {column!r} has unknown scope {scope_name!r}"
+                          ) from None
+    row_group = _int(e, "row_group", optional=True)
+    page = _int(e, "page", optional=True)
+    if (row_group is not None) != (scope != Scope.FILE) or (page is not None) != (
+            scope == Scope.PAGE):
+        raise RegionError(f"{kind} entry for {column!r}: scope {scope.value} with "
+                          f"row_group={row_group} page={page}")
+    offset, length = _int(e, "offset"), _int(e, "length")
+    assert offset is not None and length is not None
+    if offset < start or offset + length > end:
+        raise RegionError(f"{kind} blob for {column!r} at [{offset}, {offset + length}) lies "
+                          f"outside the region's blob area [{start}, {end})")
+    digest = e.get("xxh64")
+    try:
+        if not isinstance(digest, str) or len(digest) != 16:
+            raise ValueError
+        checksum = int(digest, 16)
+    except ValueError:
+        raise RegionError(f"{kind} entry for {column!r} has no valid xxh64: {digest!r}"
+                          ) from None
+    props = e.get("properties", {})
+    if not isinstance(props, dict):
+        raise RegionError(f"{kind} entry for {column!r}: properties are not an object")
+    return BlobEntry(kind, column, scope, row_group, page, offset, length, checksum, props)
+
+
+def _where(entry: BlobEntry) -> str:
+    unit = {Scope.FILE: "file", Scope.ROW_GROUP: f"row group {entry.row_group}",
+            Scope.PAGE: f"row group {entry.row_group} page {entry.page}"}[entry.scope]
+    return f"{entry.kind} blob for column {entry.column!r} ({unit})"
+
+
+class Region:
+    """A parsed region: its directory entries and, on demand, each blob's evidence."""
+
+    def __init__(self, data: bytes, version: tuple[int, int], entries: Sequence[BlobEntry],
+                 warnings: list[str], *, region_offset: int = 0, ignored: bool = False,
+                 schema: Schema | None = None) -> None:
+        self._data = data
+        self.version = version
+        self.blobs: tuple[BlobEntry, ...] = tuple(entries)
+        self.warnings = warnings
+        self.region_offset = region_offset
+        self.ignored = ignored  # the whole region was unusable
+        self.schema = schema
+        self._by_unit: dict[tuple[str, Scope, int | None, int | None], list[int]] = {}
+        for i, e in enumerate(self.blobs):
+            self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
+        self._evidence: dict[int, Any] = {}
+        self._kinds: dict[str, IndexKind] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    # ------------------------------------------------------------ parsing
+
+    @classmethod
+    def parse(cls, data: bytes, *, file_size: int, region_offset: int,
+              schema: Schema | None = None, strict: bool = False) -> Region:
+        """Validate and index a region read from ``region_offset`` of a ``file_size`` file.
+
+        Damage gives a Region with warnings (``ignored`` when nothing is usable);
+        ``strict=True`` raises RegionError / RegionVersionError instead.
+        """
+        data = bytes(data)
+        warnings: list[str] = []
+        try:
+            version, raw_entries, start = cls._directory(data, file_size, region_offset)
+        except (RegionError, RegionVersionError) as e:
+            if strict:
+                raise
+            return cls(b"", (0, 0), (), [f"embedded index region ignored: {e.reason}"],
+                       region_offset=region_offset, ignored=True, schema=schema)
+        entries = []
+        for raw in raw_entries:
+            try:
+                entry = _entry(raw, start, len(data))
+                if _xxh64(memoryview(data)[entry.offset : entry.offset + entry.length]) \
+                        != entry.checksum:
+                    raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
+            except RegionError as e:
+                if strict:
+                    raise
+                warnings.append(f"embedded index: {e.reason}")
+                continue
+            entries.append(entry)
+        return cls(data, version, entries, warnings, region_offset=region_offset,
+                   schema=schema)
+
+    @staticmethod
+    def _directory(data: bytes, file_size: int,
+                   region_offset: int) -> tuple[tuple[int, int], list[Any], int]:
+        if region_offset < 4 or region_offset + len(data) > file_size:
+            raise RegionError(f"region [{region_offset}, {region_offset + len(data)}) lies "
+                              f"outside the file's {file_size} bytes")
+        if len(data) < HEADER_SIZE:
+            raise RegionError(f"region of {len(data)} bytes is shorter than its "
+                              f"{HEADER_SIZE}-byte header")
+        magic, major, minor, dir_len, dir_sum = _HEADER.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise RegionError(f"region starts with {magic!r}, expected {MAGIC!r}")
+        if major != VERSION[0]:
+            raise RegionVersionError(f"region format version {major}.{minor}; this reader "
+                                     f"knows major version {VERSION[0]}")
+        end = HEADER_SIZE + dir_len
+        if end > len(data):
+            raise RegionError(f"directory of {dir_len} bytes runs past the region's "
+                              f"{len(data)} bytes")
+        directory = memoryview(data)[HEADER_SIZE:end]
+        if _xxh64(directory) != dir_sum:
+            raise RegionError("directory checksum mismatch")
+        try:
+            parsed = json.loads(bytes(directory).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise RegionError("directory is not valid JSON") from None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("blobs"), list):
+            raise RegionError("directory has no 'blobs' list")
+        return (major, minor), parsed["blobs"], end
+
+    # ------------------------------------------------------------ access
+
+    def blob(self, entry: BlobEntry) -> Blob:
+        """The blob of a directory entry, with its bytes."""
+        data = self._data[entry.offset : entry.offset + entry.length]
+        return Blob(entry.kind, entry.column, entry.scope, entry.row_group, entry.page,
+                    data, entry.properties)
+
+    def find(self, *, kind: str | None = None, column: str | None = None,
+             scope: Scope | None = None) -> list[BlobEntry]:
+        """Directory entries, filtered."""
+        return [e for e in self.blobs if (kind is None or e.kind == kind)
+                and (column is None or e.column == column)
+                and (scope is None or e.scope == scope)]
+
+    def _kind(self, name: str) -> IndexKind | None:
+        if name not in self._kinds:
+            factory = REGISTRY.get(name)
+            if factory is None:
+                return None
+            self._kinds[name] = factory()
+        return self._kinds[name]
+
+    def evidence(self, scope: Scope, column: str, row_group: int | None = None,
+                 page: int | None = None, *, leaf: LeafColumn | None = None) -> list[Any]:
+        """Evidence objects (``match(pred) -> Match``) for one unit of one column.
+
+        ``leaf`` defaults to the column of the schema given to ``parse``; without
+        either nothing is returned. Blobs are decoded on first request and kept;
+        a blob that fails to decode is skipped with a warning.
+        """
+        scope = Scope(scope)
+        key = (column, scope, row_group if scope != Scope.FILE else None,
+               page if scope == Scope.PAGE else None)
+        indexes = self._by_unit.get(key)
+        if not indexes:
+            return []
+        if leaf is None and self.schema is not None:
+            leaf = self.schema.leaf(column)
+        if leaf is None:
+            return []
+        out = []
+        for i in indexes:
+            with self._lock:
+                if i not in self._evidence:
+                    self._evidence[i] = self._decode(self.blobs[i], leaf)
+                ev = self._evidence[i]
+            if ev is not None:
+                out.append(ev)
+        return out
+
+    def _decode(self, entry: BlobEntry, leaf: LeafColumn) -> Any:
+        kind = self._kind(entry.kind)
+        if kind is None:
+            return None  # unknown kind: listed by summary(), never used
+        try:
+            return kind.evidence(leaf, self.blob(entry))
+        except (PqIndexError, ValueError, struct.error, OverflowError) as e:
+            reason = e.reason if isinstance(e, PqIndexError) else str(e)
+            self.warnings.append(f"embedded index: {_where(entry)} unusable: {reason}")
+            return None
+
+    def summary(self) -> dict[str, Any]:
+        """Kinds, columns and sizes, for ``pqindex inspect``."""
+        kinds: dict[str, dict[str, Any]] = {}
+        for e in self.blobs:
+            k = kinds.setdefault(e.kind, {"known": e.known, "blobs": 0, "bytes": 0,
+                                          "columns": {}})
+            k["blobs"] += 1
+            k["bytes"] += e.length
+            col = k["columns"].setdefault(e.column, {"blobs": 0, "bytes": 0, "scopes": []})
+            col["blobs"] += 1
+            col["bytes"] += e.length
+            if e.scope.value not in col["scopes"]:
+                col["scopes"].append(e.scope.value)
+        return {
+            "offset": self.region_offset,
+            "bytes": self.size,
+            "version": f"{self.version[0]}.{self.version[1]}",
+            "ignored": self.ignored,
+            "blobs": len(self.blobs),
+            "kinds": kinds,
+            "warnings": list(self.warnings),
+        }
+
+
+def _location(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    parts = value.strip().split(":")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None, list[str]]:
+    """The file's embedded index region and the warnings reading it raised.
+
+    ``(None, [])`` when the footer has no ``pqindex.region`` key; ``(None,
+    warnings)`` when the key or the region is unusable; otherwise the Region (whose
+    own ``warnings`` list grows as blobs are decoded). One read request at most,
+    none when the tail buffer already holds the region; I/O errors propagate.
+    """
+    kv = pf.key_value_metadata
+    if REGION_KEY not in kv:
+        return None, []
+    where = f"{pf.path}: " if pf.path else ""
+    loc = _location(kv[REGION_KEY])
+    problem = None
+    if loc is None:
+        problem = f"footer key {REGION_KEY}={kv[REGION_KEY]!r} is not '<offset>:<length>'"
+    else:
+        offset, length = loc
+        if offset < 4 or length < HEADER_SIZE or offset + length > pf.footer_offset:
+            problem = (f"region [{offset}, {offset + length}) lies outside the file's data "
+                       f"region [4, {pf.footer_offset})")
+    if problem is not None or loc is None:
+        if strict:
+            raise RegionError(problem or "bad region location", path=pf.path)
+        return None, [f"{where}embedded index region ignored: {problem}"]
+    offset, length = loc
+    data = pf.read_bytes(offset, length)
+    region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
+                          schema=pf.schema, strict=strict)
+    warnings = [f"{where}{w}" for w in region.warnings]
+    return (None if region.ignored else region), warnings
