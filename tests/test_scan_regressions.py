@@ -598,3 +598,32 @@ def test_count_only_scan_keeps_the_row_count(written_files: writers.FileCache) -
     assert pq.read_table(path, columns=[]).num_rows == writers.NUM_ROWS
     assert ds.scan(columns=[]).to_table().num_rows == writers.NUM_ROWS
     assert ds.scan(columns=[], where="id < 100").to_table().num_rows == 100
+
+
+# ------------------------------------------------------------------ literals beyond the type
+
+
+def test_literal_beyond_float_range_under_type_defined_order() -> None:
+    """A finite literal beyond FLOAT's range (1e300) stays unrounded: ``x < 1e300`` holds
+    for every non-NaN value, ``x = 1e300`` for none."""
+    path = CORPUS / "floating_orders_nan_count.parquet"
+    values = [float(v) for v in pq.read_table(path, columns=["float_typedef"]).column(0)
+              .to_pylist()]
+    assert_scan(path, "float_typedef < 1e300", where_true(values, lambda v: v < 1e300))
+    assert_scan(path, "float_typedef = 1e300", [])
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
+    "pqindex bug: under IEEE_754_TOTAL_ORDER, bind packs a FLOAT / FLOAT16 literal beyond "
+    "the type's range into '<f' / '<e' (values.total_order_key) and raises OverflowError "
+    "(not a PqIndexError) instead of answering"))
+@pytest.mark.parametrize(("column", "where", "test"), [
+    ("float_ieee754", "float_ieee754 < 1e300", lambda v: v < 1e300),
+    ("float_ieee754", "float_ieee754 IN (1e300, 1.0)", lambda v: v == 1.0),
+    ("float16_ieee754", "float16_ieee754 != 70000", lambda v: v != 70000),
+], ids=["float-lt", "float-in", "float16-ne"])
+def test_literal_beyond_float_range_under_total_order(column: str, where: str,
+                                                      test: Callable[[float], bool]) -> None:
+    path = CORPUS / "floating_orders_nan_count.parquet"
+    values = [float(v) for v in pq.read_table(path, columns=[column]).column(0).to_pylist()]
+    assert_scan(path, where, where_true(values, test), [column])
