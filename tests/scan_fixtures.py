@@ -52,6 +52,10 @@ def make_scan_table(num_rows: int = SCAN_ROWS, order: str = "asc") -> pa.Table:
         "name": pa.array(names, pa.string(), mask=name_mask),
         "i16": pa.array((i % 200 - 100).astype(np.int16), pa.int16(), mask=i16_mask),
         "ts_naive": pa.array(ts_ms, pa.timestamp("ms")),
+        # NULL in the whole first row group (ascending order): no bounds at all there
+        "late": pa.array(i % 50, pa.int32(), mask=i < SCAN_ROW_GROUP_ROWS),
+        "blob": pa.array([bytes([k % 7 * 40, 255, k % 256]) + b"z" * (k % 3)
+                          for k in range(num_rows)], pa.binary()),
     }
     table = base
     for k, v in extra.items():

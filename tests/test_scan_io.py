@@ -31,6 +31,7 @@ import pytest
 
 import pqindex
 import scan_fixtures as F
+import writers
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.scan.executor import ScanOptions
 
@@ -496,3 +497,55 @@ def test_default_coalescing_only_merges_small_gaps(io_file: Path, fmap: FileMap)
         assert inside, f"request ({off}, {n}) reads no needed page"
         gaps = [b.offset - (a.offset + a.length) for a, b in itertools.pairwise(inside)]
         assert all(g <= 64 * 1024 for g in gaps), gaps
+
+
+# ------------------------------------------------------------------ files without a page index
+
+_REREADS = pytest.mark.xfail(strict=True, reason=(
+    "pqindex bug: chunks without an OffsetIndex are read through a new "
+    "pq.ParquetFile(_SourceFile) per field and pass (executor _RowGroupReader._whole): "
+    "the 64 KiB footer tail is read again for every column of every row group and the "
+    "predicate column is read twice when also projected"))
+
+
+@pytest.mark.parametrize("columns", [
+    pytest.param(["id"], id="predicate-column-not-projected", marks=_REREADS),
+    pytest.param(["category", "id"], id="predicate-column-projected", marks=_REREADS),
+])
+def test_file_without_page_index_reads_each_byte_once(written_files: writers.FileCache,
+                                                      columns: list[str]) -> None:
+    """DuckDB writes no page index: pqindex falls back to whole chunks, which must still
+    cost no more than a plain read (footer once, each needed chunk once)."""
+    path = written_files["duckdb"]
+    ds = pqindex.dataset(path)
+    scan = ds.scan(columns=columns, where="category = 'beta'")
+    assert scan.to_table().num_rows == writers.NUM_ROWS // 4
+    trace = trace_of(ds, path)
+    with ParquetFile.open(path) as pf:
+        footer = (pf.footer_offset, pf.file_size - pf.footer_offset)
+        size = pf.file_size
+    assert sum(1 for o, n in trace if o < footer[0] + footer[1] and footer[0] < o + n) == 1
+    pieces = [(o, o + n) for o, n in trace]
+    assert sum(b - a for a, b in pieces) == _union(pieces), "some bytes were read twice"
+    assert scan.report.bytes_read <= size
+
+
+@pytest.mark.parametrize("writer", [
+    pytest.param("duckdb", marks=pytest.mark.xfail(strict=True, reason=(
+        "pqindex report: a chunk read whole counts as one page read per pass, while "
+        "pages_total counts its data pages from the encoding stats (pages_read > "
+        "pages_total)"))),
+    pytest.param("polars", marks=pytest.mark.xfail(strict=True, reason=(
+        "pqindex report: without an OffsetIndex or encoding stats pages_total is 0 while "
+        "pages_read counts chunks"))),
+    "datafusion",
+    "pyarrow_v1_none_dict",
+])
+def test_report_pages_read_never_exceed_pages_total(written_files: writers.FileCache, writer: str) -> None:
+    ds = pqindex.dataset(written_files[writer])
+    for columns, where in [(["id"], "id < 100"), (["category"], "category = 'beta'"),
+                           (["id", "point"], "id < 100"), (["id", "tags"], None)]:
+        scan = ds.scan(columns=columns, where=where)
+        scan.to_table()
+        assert scan.report.pages_read <= scan.report.pages_total, (columns, where,
+                                                                   str(scan.report))

@@ -627,3 +627,32 @@ def test_literal_beyond_float_range_under_total_order(column: str, where: str,
     path = CORPUS / "floating_orders_nan_count.parquet"
     values = [float(v) for v in pq.read_table(path, columns=[column]).column(0).to_pylist()]
     assert_scan(path, where, where_true(values, test), [column])
+
+
+# ------------------------------------------------------------------ empty files
+
+
+@pytest.mark.xfail(strict=True, raises=pqindex.CorruptFileError, reason=(
+    "pqindex bug: pyarrow writes an empty table as one 0-row row group whose BOOLEAN chunk "
+    "has data_page_offset 0 and total_compressed_size 0; ParquetFile._validate rejects it "
+    "('column chunk [0, 0) lies outside the data region') although pyarrow reads it"))
+def test_empty_pyarrow_file_in_a_dataset(tmp_path: Path) -> None:
+    """A job whose filter matched nothing leaves an empty part file next to the others."""
+    table = pa.table({"a": pa.array([1, 2, 3], pa.int64()),
+                      "flag": pa.array([True, False, None])})
+    pq.write_table(table, tmp_path / "part-0.parquet", write_page_index=True)
+    pq.write_table(table.slice(0, 0), tmp_path / "part-1.parquet", write_page_index=True)
+    assert pq.read_table(tmp_path / "part-1.parquet").num_rows == 0
+    ds = pqindex.dataset(tmp_path)
+    assert ds.scan(where="a >= 2").to_table().column("a").to_pylist() == [2, 3]
+
+
+def test_file_without_row_groups_in_a_dataset(tmp_path: Path) -> None:
+    table = pa.table({"a": pa.array([1, 2, 3], pa.int64()),
+                      "flag": pa.array([True, False, None])})
+    pq.write_table(table, tmp_path / "part-0.parquet", write_page_index=True)
+    with pq.ParquetWriter(tmp_path / "part-1.parquet", table.schema):
+        pass
+    ds = pqindex.dataset(tmp_path)
+    assert ds.scan(where="a >= 2").to_table().column("a").to_pylist() == [2, 3]
+    assert ds.scan(where="flag IS NULL").to_table().column("a").to_pylist() == [3]

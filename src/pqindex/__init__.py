@@ -5,6 +5,7 @@ from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, Use
 from pqindex.expr import col, lit
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import IOStats
+from pqindex.write.add_indexes import add_indexes
 from pqindex.write.writer import WriteResult, Writer, write_table
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "UserInputError",
     "WriteResult",
     "Writer",
+    "add_indexes",
     "col",
     "dataset",
     "lit",

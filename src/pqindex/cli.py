@@ -197,8 +197,46 @@ def _render_inspect(r: dict[str, Any]) -> None:
         + ", ".join(f"{v}={k}" for k, v in _ENCODING_ABBREV.items())
         + "; size: compressed/uncompressed; ? = bound not usable (see --json)"
     )
+    _render_embedded(con, r.get("embedded_indexes"))
     if r["key_value_metadata"]:
         con.print("key/value metadata: " + ", ".join(r["key_value_metadata"]))
+
+
+def _render_embedded(con: Console, e: dict[str, Any] | None) -> None:
+    if e is None:
+        return
+    if e["offset"] is None:
+        con.print(f"Embedded indexes: region {e['locator']!r} unusable")
+    else:
+        t = Table(
+            title=f"Embedded indexes: region at {e['offset']}, {_size(e['length'])}, "
+            f"version {e['version']}",
+            title_justify="left",
+            show_edge=False,
+        )
+        for h in ("kind", "column", "scopes", "blobs", "bytes", "distinct (est.)"):
+            t.add_column(h)
+        # One row per kind and column: page-scope blobs would make a long table.
+        counts: dict[tuple[str, str], list[Any]] = {}
+        for b in e["blobs"]:
+            row = counts.setdefault((b["kind"], b["column"]), [[], 0, 0])
+            if b["scope"] not in row[0]:
+                row[0].append(b["scope"])
+            row[1] += 1
+            row[2] += b["bytes"]
+        for (kind, column), (scopes, n, size) in counts.items():
+            est = e["distinct_estimates"].get(column) if kind == "hll" else None
+            t.add_row(
+                kind + ("" if e["kinds"].get(kind, {}).get("known", True) else " (unknown)"),
+                column,
+                ",".join(scopes),
+                str(n),
+                _size(size),
+                "" if est is None else f"{est:,}",
+            )
+        con.print(t)
+    for w in e["warnings"]:
+        con.print(f"  [yellow]warning:[/yellow] {w}")
 
 
 def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
@@ -375,6 +413,156 @@ def _write_result(table: Any, fmt: str, output: str | None) -> None:
     else:
         con.print(t)
         con.print(f"{table.num_rows:,} rows")
+
+
+@cli.command(name="index")
+@click.argument("path", nargs=-1, required=True)
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the indexed files under this directory (same relative names) instead of in place.",
+)
+@click.option("--distinct", multiple=True, help="Distinct-value index on COL (repeatable).")
+@click.option("--bloom", multiple=True, help="Embedded Bloom filter on COL (repeatable).")
+@click.option("--zone-maps", "zone_maps", multiple=True, help="Zone maps on COL (repeatable).")
+@click.option("--hll", multiple=True, help="HyperLogLog sketch of COL (repeatable).")
+@click.option(
+    "--page-index",
+    "page_index",
+    type=click.Choice(["keep", "add"]),
+    default="keep",
+    show_default=True,
+    help="add: write a ColumnIndex and OffsetIndex into chunks that have none.",
+)
+@click.option("--no-truncate", is_flag=True, help="Keep ColumnIndex string bounds whole.")
+@click.option("--drop", is_flag=True, help="Remove the embedded indexes, nothing else.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="After a file fails, go on with the others (exit status 2 all the same).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@_fail_cleanly
+def index_command(
+    path: tuple[str, ...],
+    output: str | None,
+    distinct: tuple[str, ...],
+    bloom: tuple[str, ...],
+    zone_maps: tuple[str, ...],
+    hll: tuple[str, ...],
+    page_index: str,
+    no_truncate: bool,
+    drop: bool,
+    keep_going: bool,
+    as_json: bool,
+) -> None:
+    """Add indexes to Parquet files written by any writer (PATH: files or directories).
+
+    The first file that fails stops the run (files done before stay done) unless
+    --keep-going; either way each failure prints one line naming the file and
+    the exit status is 2.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from pqindex.write.add_indexes import IndexResult, index_file, index_targets
+
+    options: dict[str, Any] = {
+        "distinct": _columns(distinct) or (),
+        "bloom": _columns(bloom) or (),
+        "zone_maps": _columns(zone_maps) or (),
+        "hll": _columns(hll) or (),
+        "truncate": not no_truncate,
+        "page_index": page_index,
+        "drop": drop,
+    }
+    targets = index_targets(list(path), output)
+    results: list[IndexResult] = []
+    errors: list[tuple[str, str]] = []
+    err_console = Console(stderr=True, highlight=False)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+    with bar:
+        task = bar.add_task("indexing", total=len(targets))
+        for t in targets:
+            bar.update(task, description=_short(t.source))
+            try:
+                results.append(
+                    index_file(t.source, output=None if output is None else t.output, **options)
+                )
+            except PqIndexError as e:
+                errors.append((t.source, str(e)))
+                if not keep_going:
+                    break
+            finally:
+                bar.advance(task)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "files": [r.to_dict() for r in results],
+                    "errors": [{"path": p, "error": m} for p, m in errors],
+                    "totals": _index_totals(results),
+                },
+                indent=2,
+            )
+        )
+    elif results:
+        _render_index(results)
+    for _, message in errors:
+        click.echo(f"pqindex: error: {message}", err=True)
+    if errors:
+        sys.exit(2)
+
+
+def _index_totals(results: list[Any]) -> dict[str, Any]:
+    return {
+        "files": len(results),
+        "bytes_before": sum(r.bytes_before for r in results),
+        "bytes_after": sum(r.bytes_after for r in results),
+        "region_bytes": sum(r.region_bytes for r in results),
+        "page_index_added": sum(r.page_index_added for r in results),
+        "seconds": sum(r.seconds for r in results),
+    }
+
+
+def _render_index(results: list[Any]) -> None:
+    con = _console()
+    t = Table(show_edge=False)
+    for h in ("file", "before", "after", "index", "page idx +", "indexes", "time"):
+        t.add_column(h, no_wrap=h not in ("file", "indexes"))
+    for r in results:
+        kinds = "; ".join(f"{k}: {','.join(cols)}" for k, cols in r.indexes.items())
+        t.add_row(
+            r.output,
+            _size(r.bytes_before),
+            _size(r.bytes_after),
+            _size(r.region_bytes),
+            str(r.page_index_added),
+            ("dropped" if r.region_dropped else kinds) or "-",
+            f"{r.seconds:.2f}s",
+        )
+    tot = _index_totals(results)
+    t.add_row(
+        f"{tot['files']} files",
+        _size(tot["bytes_before"]),
+        _size(tot["bytes_after"]),
+        _size(tot["region_bytes"]),
+        str(tot["page_index_added"]),
+        "",
+        f"{tot['seconds']:.2f}s",
+        style="bold",
+    )
+    con.print(t)
+    for r in results:
+        for column, reason in r.skipped.items():
+            con.print(f"  skipped {r.output} {column}: {reason}")
 
 
 def main(argv: list[str] | None = None) -> None:

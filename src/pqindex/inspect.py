@@ -12,6 +12,7 @@ import math
 import uuid
 from typing import Any
 
+from pqindex.errors import PqIndexError
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import (
     BoundaryOrder,
@@ -181,6 +182,56 @@ def _pages(pf: ParquetFile, rg: int, col: int, vt: ValueType) -> dict[str, Any] 
     }
 
 
+def _embedded_indexes(
+    pf: ParquetFile, column: str | None, row_group: int | None
+) -> dict[str, Any] | None:
+    """The embedded index region: where it is, its blobs, HLL estimates, damage found."""
+    from pqindex.indexes.hll import estimate
+    from pqindex.indexes.region import REGION_KEY, read_region
+
+    kv = pf.key_value_metadata
+    if REGION_KEY not in kv:
+        return None
+    region, warnings = read_region(pf)
+    out: dict[str, Any] = {
+        "locator": kv[REGION_KEY],
+        "offset": None,
+        "length": None,
+        "version": None,
+        "blobs": [],
+        "kinds": {},
+        "distinct_estimates": {},
+        "warnings": warnings,
+    }
+    if region is None:
+        return out
+    parsed = len(region.warnings)  # already in ``warnings``, with the path
+    summary = region.summary()
+    out.update(
+        offset=summary["offset"],
+        length=summary["bytes"],
+        version=summary["version"],
+        kinds=summary["kinds"],
+    )
+    for e in region.blobs:
+        if column is not None and e.column != column:
+            continue
+        if row_group is not None and e.row_group not in (None, row_group):
+            continue
+        entry = e.to_dict()
+        entry["bytes"] = e.length
+        out["blobs"].append(entry)
+        if e.kind == "hll" and e.row_group is None:
+            try:
+                out["distinct_estimates"][e.column] = round(estimate(region.blob(e)))
+            except PqIndexError as err:
+                region.warnings.append(
+                    f"embedded index: hll blob for {e.column!r} unusable: {err.reason}"
+                )
+    out["warnings"] = warnings + region.warnings[parsed:]
+    return out
+
+
 def inspect_file(
     pf: ParquetFile,
     *,
@@ -286,5 +337,6 @@ def inspect_file(
         "key_value_metadata": [kv.key for kv in md.key_value_metadata or []],
         "row_groups": groups,
         "warnings": warnings,
+        "embedded_indexes": _embedded_indexes(pf, column, row_group),
         "io": {"requests": pf.source.stats.requests, "bytes_read": pf.source.stats.bytes_read},
     }

@@ -196,7 +196,6 @@ class _RowGroupEvidence:
         self.partition = partition
         self.n_file_leaves = n_file_leaves
         self.options = options
-        self._stats: dict[int, Evidence | None] = {}
         self._dicts: dict[int, Evidence | None] = {}
         self._blooms: dict[int, Evidence | None] = {}
         self.warnings: list[str] = []
@@ -216,15 +215,20 @@ class _RowGroupEvidence:
 
     def statistics(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
-        if col not in self._stats:
+        if col >= self.n_file_leaves:
+            return None
+        # Decoded once per file and kept: a dataset plans the same footers again and again.
+        key = ("statistics", self.rg, col)
+        if key not in self.pf.derived:
             cmd = self.pf.column_meta(self.rg, col)
             ev: Evidence | None = None
             if cmd.statistics is not None:
                 ev = StatisticsEvidence(
                     statistics_bounds(cmd.statistics, pred.leaf, cmd.num_values), cmd.num_values
                 )
-            self._stats[col] = ev
-        return self._stats[col]
+            self.pf.derived[key] = ev
+        result: Evidence | None = self.pf.derived[key]
+        return result
 
     def dictionary(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
@@ -475,11 +479,7 @@ def _page_level(
         if known != Match.SOME or col >= len(pf.schema.leaves):
             return _selection_of(known, n)
         if col not in indexes:
-            try:
-                indexes[col] = PageIndex.load(pf, rg, col)
-            except PqIndexError as e:
-                ev.warnings.append(f"page index of {pred.leaf.name!r} not used: {e}")
-                indexes[col] = None
+            indexes[col] = _page_index(pf, rg, col, ev.warnings)
         pi = indexes[col]
         if pi is None or (pi.reason is not None and pi.null_reason is not None):
             return Selection.unknown(n)
@@ -497,6 +497,22 @@ def _page_level(
             return sel, "page index", "no page can match"
         return sel, "page index", f"{sel.maybe.count():,} of {n:,} rows in pages that may match"
     return sel, by, why
+
+
+def _page_index(pf: ParquetFile, rg: int, col: int, warnings: list[str]) -> PageIndex | None:
+    """The chunk's PageIndex, decoded once per file."""
+    key = ("page_index", rg, col)
+    if key not in pf.derived:
+        try:
+            pf.derived[key] = PageIndex.load(pf, rg, col)
+        except PqIndexError as e:
+            pf.derived[key] = None
+            pf.derived[("page_index_error", rg, col)] = str(e)
+    err = pf.derived.get(("page_index_error", rg, col))
+    if err is not None:
+        warnings.append(f"page index of {pf.leaf(col).name!r} not used: {err}")
+    result: PageIndex | None = pf.derived[key]
+    return result
 
 
 def _with_page_blobs(region: Region, pred: BoundPredicate, rg: int, matches: Any) -> Any:

@@ -35,6 +35,7 @@ from pqindex.io.source import ByteSource, coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
 from pqindex.format.row_ranges import RowRanges
 from pqindex.scan.page_decode import (
+    decode_columns,
     decode_field_pages,
     decode_pages,
     field_byte_ranges,
@@ -281,6 +282,39 @@ class _RowGroupReader:
         self.stats.pages_read += len(leaf_cols)
         return _cut(whole, *whole_rg, rows)
 
+    def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
+        """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
+        groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
+        for name in names:
+            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            if len(leaves) != 1 or len(leaves[0].path) != 1 or leaves[0].index in self._decoded:
+                continue
+            found = self._pages_for(leaves[0].index, rows)
+            if found is None or not found[0]:
+                continue
+            pages, firsts, counts = found
+            key = tuple(
+                (int(firsts[p]), int(firsts[p] + counts[p])) for p in pages
+            )
+            groups.setdefault(key, []).append((name, leaves[0].index, pages, firsts, counts))
+        out: dict[str, Any] = {}
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            cols = [m[1] for m in members]
+            ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
+            self.buffers.fetch(ranges)
+            t0 = time.perf_counter()
+            arrays = decode_columns(
+                self.pf, self.rg, cols, [m[2] for m in members], self.buffers,
+                arrow_types=[self.schema.field(m[0]).type for m in members],
+            )
+            for (name, _col, pages, firsts, counts), arr in zip(members, arrays, strict=True):
+                self.stats.pages_read += len(pages)
+                out[name] = _cut(arr, firsts[pages], counts[pages], rows)
+            self.stats.decode_seconds += time.perf_counter() - t0
+        return out
+
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
@@ -354,7 +388,10 @@ def scan_row_group(
     stats.row_groups_read += 1
     out: dict[str, Any] = {}
     count = exact.count()
+    out.update(reader.flat_fields([f for f in fields if f not in partition_types], exact))
     for name in fields:
+        if name in out:
+            continue
         if name in partition_types:
             out[name] = pa.array([partition.get(name)] * count, type=partition_types[name])
         else:

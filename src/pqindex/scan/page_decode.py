@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from pqindex.errors import CorruptFileError, UnsupportedError
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.pages import PageInfo
 from pqindex.format.schema import ConvertedType, PageType, PhysicalType
 from pqindex.format.structs import (
     ColumnChunk,
@@ -51,6 +52,7 @@ __all__ = [
     "Fetch",
     "arrow_schema",
     "decode_field_pages",
+    "decode_one_page",
     "decode_pages",
     "field_byte_ranges",
     "page_byte_ranges",
@@ -607,13 +609,76 @@ def decode_field_pages(
     return _cast(_single(table.column(0)), arrow_type)
 
 
-def _check_rows(pf: ParquetFile, rg: int, table: pa.Table, rows: int, cols: list[int]) -> None:
+def decode_one_page(
+    pf: ParquetFile, rg: int, col: int, page: PageInfo, rows: int, fetch: Fetch
+) -> pa.Array:
+    """Decode one data page of a chunk that may have no OffsetIndex.
+
+    ``page`` comes from :func:`~pqindex.format.pages.walk_pages`; ``rows`` is how
+    many rows the caller knows it holds (its values for a leaf outside any list,
+    ``num_rows`` of a v2 page). A page not starting at a record boundary decodes
+    to another count and raises CorruptFileError. ``fetch`` serves the page and
+    the chunk's dictionary page. Returns the top-level field as pyarrow decodes
+    it with only this leaf, typed from the Parquet schema alone.
+    """
+    if page.page_type not in _DATA_PAGES:
+        raise ValueError(f"page at {page.offset} is not a data page")
+    src = _Bytes(fetch)
+    dictionary = dict_header = None
+    dic = pf.dictionary_page(rg, col)
+    if dic is not None:
+        dictionary, dict_header = src.get(dic.offset, dic.total_length), dic.header
+    raw = src.get(page.offset, page.total_length)
+    chunk = _Chunk(col, dictionary, dict_header, [(raw, page.header, page.header_length)], rows)
+    table = _read(_synthetic_file(pf, rg, [chunk]), pf, rg, [col])
+    _check_rows(pf, rg, table, rows, [col])
+    return _single(table.column(0))
+
+
+def _check_rows(
+    pf: ParquetFile, rg: int, table: pa.Table, rows: int, cols: list[int], fields: int = 1
+) -> None:
     # A page not starting at a record boundary would shift rows silently; pyarrow
     # notices only a count mismatch, so make that an error here.
-    if table.num_rows != rows or table.num_columns != 1:
+    if table.num_rows != rows or table.num_columns != fields:
         raise CorruptFileError(
             f"decoded {table.num_rows} rows from pages holding {rows}",
             path=pf.path,
             row_group=rg,
             column=", ".join(pf.leaf(c).name for c in cols),
         )
+
+
+def decode_columns(
+    pf: ParquetFile,
+    rg: int,
+    cols: Sequence[int],
+    pages_per_col: Sequence[Sequence[int]],
+    fetch: Fetch,
+    *,
+    arrow_types: Sequence[pa.DataType | None] | None = None,
+) -> list[pa.Array]:
+    """Decode several flat leaves at once from one synthetic file.
+
+    Their chosen pages must cover the same rows (ValueError otherwise); one
+    footer and one pyarrow read serve every column, which is what makes a point
+    lookup over many columns cheap. Results follow ``cols``' order.
+    """
+    if len(cols) != len(pages_per_col) or not cols:
+        raise ValueError("cols and pages_per_col must be non-empty and of equal length")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"columns repeat: {list(cols)}")
+    spans = [page_row_spans(pf, rg, c, p) for c, p in zip(cols, pages_per_col, strict=True)]
+    if any(s != spans[0] for s in spans[1:]):
+        raise ValueError("chosen pages of the columns cover different rows")
+    order = sorted(range(len(cols)), key=lambda i: cols[i])
+    src = _Bytes(fetch)
+    chunks = [_gather(pf, rg, cols[i], _check_pages(pf, rg, cols[i], pages_per_col[i]), src)
+              for i in order]
+    table = _read(_synthetic_file(pf, rg, chunks), pf, rg, [ch.col for ch in chunks])
+    _check_rows(pf, rg, table, chunks[0].rows, [ch.col for ch in chunks], len(chunks))
+    out: list[pa.Array] = [pa.array([])] * len(cols)
+    for pos, i in enumerate(order):
+        target = arrow_types[i] if arrow_types is not None else None
+        out[i] = _cast(_single(table.column(pos)), target)
+    return out
