@@ -432,32 +432,53 @@ def other_cores(a: tuple[float, float, float], b: tuple[float, float, float]) ->
     return max(0.0, ((b[1] - a[1]) - (b[2] - a[2])) / wall) if wall > 0 else 0.0
 
 
+QUIET_CORES = 0.35  # a round counts as quiet when other processes used less than this
+MAX_ROUND_FACTOR = 3  # at most this many times --runs rounds per query and mode
+
+
+@dataclass
+class BlockLoad:
+    """Background load while one (query, mode) block was timed."""
+
+    kept: float  # mean cores used by other processes in the rounds kept
+    rounds: int  # rounds run
+    quiet: int  # of which quiet
+
+
 def measure_block(readers: dict[str, Any], path: Path, q: Query, mode: str, runs: int,
-                  overhead: int) -> tuple[list[Measure], float]:
-    """Every reader on one query and mode, interleaved run by run so that background load
-    (other processes on this machine) hits every reader alike. Returns the measures and the
-    cores other processes used meanwhile."""
+                  overhead: int) -> tuple[list[Measure], BlockLoad]:
+    """Every reader on one query and mode, interleaved: a round runs each reader once
+    (alternating the order). Rounds are repeated until ``runs`` of them were quiet (other
+    processes used < QUIET_CORES cores) or MAX_ROUND_FACTOR * runs rounds were run; the
+    medians come from the ``runs`` least-loaded rounds."""
     names = [r for r in READERS if applies(r, q)]
     runners = {r: _Runner(readers[r], path, q, mode) for r in names}
     try:
         results = {r: runners[r].once() for r in names}  # warm-up, and the expected result
-        times: dict[str, list[float]] = {r: [] for r in names}
-        snap0 = cpu_snapshot()
-        for i in range(runs):
-            order = names if i % 2 == 0 else names[::-1]
+        rounds: list[tuple[float, dict[str, float]]] = []
+        quiet = 0
+        while quiet < runs and len(rounds) < MAX_ROUND_FACTOR * runs:
+            order = names if len(rounds) % 2 == 0 else names[::-1]
+            snap0 = cpu_snapshot()
+            times: dict[str, float] = {}
             for r in order:
                 t0 = time.perf_counter()
                 got = runners[r].once()
-                times[r].append((time.perf_counter() - t0) * 1e3)
+                times[r] = (time.perf_counter() - t0) * 1e3
                 if got != results[r] and not (q.is_sum and _close(got, results[r])):
                     raise SystemExit(f"{r} {q.name} {mode}: result changed {results[r]} -> {got}")
-        load = other_cores(snap0, cpu_snapshot())
+            load = other_cores(snap0, cpu_snapshot())
+            quiet += load < QUIET_CORES
+            rounds.append((load, times))
+        kept = sorted(rounds, key=lambda x: x[0])[:runs]
+        block = BlockLoad(statistics.fmean(x[0] for x in kept), len(rounds), quiet)
         out = []
         for r in names:
             b0 = rchar()
             runners[r].once()
             delta = max(0, rchar() - b0 - overhead)
-            m = Measure(r, q.name, mode, statistics.median(times[r]), times[r], results[r], delta)
+            ts = [x[1][r] for x in kept]
+            m = Measure(r, q.name, mode, statistics.median(ts), ts, results[r], delta)
             if r == "pqindex":
                 m.report = dict(readers[r].last_report)
                 m.pq_bytes = int(m.report["bytes_read"])
@@ -466,7 +487,7 @@ def measure_block(readers: dict[str, Any], path: Path, q: Query, mode: str, runs
     finally:
         for rn in runners.values():
             rn.close()
-    return out, load
+    return out, block
 
 
 def _close(a: float, b: float) -> bool:
@@ -786,7 +807,7 @@ def file_facts(path: Path) -> dict[str, Any]:
 def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[Measure],
            bounds: dict[str, LowerBound], mem: dict[tuple[str, str], dict[str, Any]] | None,
            started: dt.datetime, elapsed: float, peers: list[str],
-           loads: dict[tuple[str, str], float], loadavg: tuple[str, str],
+           loads: dict[tuple[str, str], BlockLoad], loadavg: tuple[str, str],
            profiles: dict[str, tuple[float, int, list[str]]]) -> tuple[str, list[str]]:
     mach = machine()
     facts = file_facts(path)
@@ -823,14 +844,18 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
             f"{res[0]:,}" if res else "?")
         w(f"| {q.title} | `{q.where or 'sum(amount), no predicate'}` | {rows} |")
     w("")
-    busy = max(loads.values()) if loads else 0.0
-    w(f"**Background load.** This machine is shared: other processes (e.g. test suites of "
-      f"other sessions) ran during the measurement — load average {loadavg[0]} at the start, "
-      f"{loadavg[1]} at the end. Readers are interleaved run by run (alternating order) so "
-      f"that load hits all of them alike; the *other load* column gives the average number "
-      f"of the {os.cpu_count()} cores that other processes kept busy while that row was "
-      f"timed (up to {busy:.2f}). Rows with high other load are noisier; ratios between "
-      f"readers within a row are more reliable than absolute times.")
+    busy = max(bl.kept for bl in loads.values()) if loads else 0.0
+    w(f"**Background load.** This machine is shared: other processes (test suites and Spark "
+      f"JVMs of other sessions) ran during the measurement — load average {loadavg[0]} at the "
+      f"start, {loadavg[1]} at the end. To keep that noise out, readers are timed in rounds "
+      f"(each reader once per round, alternating order); the CPU time other processes used "
+      f"during each round is measured (`/proc/stat` busy time minus this process's own "
+      f"`getrusage`); rounds are repeated until {args.runs} were quiet (others used < "
+      f"{QUIET_CORES} of the {os.cpu_count()} cores) or {MAX_ROUND_FACTOR}×{args.runs} rounds "
+      f"ran, and the medians come from the {args.runs} least-loaded rounds. The *other load* "
+      f"column gives the mean cores other processes used in those rounds (up to {busy:.2f}) "
+      f"and quiet/total rounds. Where it is high, multi-threaded peers lose more than "
+      f"single-threaded pqindex, so ratios in those rows flatter pqindex.")
     w("")
     w("All readers returned the same rows (count and sum of `id`; for the sum, equal within "
       "1e-6 relative) — the script stops otherwise.")
@@ -888,7 +913,8 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
                            f"({ratio:.2f}×, target ≤ 0.5×)"))
             else:
                 cells += ["—", "—", "—"]
-            cells.append(f"{loads.get((q.name, mode), float('nan')):.2f}")
+            bl = loads.get((q.name, mode))
+            cells.append(f"{bl.kept:.2f} ({bl.quiet}/{bl.rounds})" if bl else "—")
             w(f"| {q.title} | " + " | ".join(cells) + " |")
         w("")
 
@@ -1060,7 +1086,7 @@ def main() -> None:
     overhead = _rchar_overhead()
     readers = {r: make_reader(r) for r in READERS}
     ms: list[Measure] = []
-    loads: dict[tuple[str, str], float] = {}
+    loads: dict[tuple[str, str], BlockLoad] = {}
     for q in queries:
         for mode in ("warm", "cold"):
             block, loads[(q.name, mode)] = measure_block(readers, path, q, mode, args.runs,
@@ -1070,8 +1096,9 @@ def main() -> None:
                 extra = f" report {m.pq_bytes:,} B" if m.pq_bytes is not None else ""
                 print(f"  {q.name:7s} {mode} {m.reader:18s} {m.median_ms:9.1f} ms  rchar "
                       f"{m.rchar_bytes:>14,} B{extra}", file=sys.stderr)
-            print(f"  {q.name:7s} {mode} other processes: {loads[(q.name, mode)]:.2f} cores",
-                  file=sys.stderr)
+            bl = loads[(q.name, mode)]
+            print(f"  {q.name:7s} {mode} other processes: {bl.kept:.2f} cores in the kept rounds; "
+                  f"{bl.quiet}/{bl.rounds} rounds quiet", file=sys.stderr)
         check_agreement(ms, [q])
     check_agreement(ms, queries)
     bounds = {q.name: least_bytes(path, q) for q in queries}

@@ -30,6 +30,7 @@ import pytest
 from pqindex.format.column_index import PageIndex, prefix_upper_bound
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
+from pqindex.format.row_ranges import RowRanges
 from pqindex.format.schema import LeafColumn, PhysicalType
 from pqindex.format.structs import (
     ColumnIndex,
@@ -44,7 +45,6 @@ from pqindex.format.structs import (
     TypeDefinedOrder,
 )
 from pqindex.format.values import total_order_key
-from pqindex.format.row_ranges import RowRanges
 
 CORPUS = Path("/work/shared/corpus/parquet-testing/data")
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())

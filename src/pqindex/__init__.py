@@ -6,7 +6,7 @@ from pqindex.expr import col, lit
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import IOStats
 from pqindex.write.add_indexes import add_indexes
-from pqindex.write.writer import WriteResult, Writer, write_table
+from pqindex.write.writer import Writer, WriteResult, write_table
 
 __all__ = [
     "CorruptFileError",

@@ -33,8 +33,8 @@ from pqindex.format.structs import (
     StringType,
     TypeDefinedOrder,
 )
-from pqindex.io.source import IOStats
 from pqindex.indexes.evidence import ConstantEvidence
+from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, plan_file
 from pqindex.scan.executor import ScanOptions, ScanStats, read_row_group
 from pqindex.scan.page_decode import arrow_schema

@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from pqindex.errors import CorruptFileError
 from pqindex.format.match import LeafOp, Match
+from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex
 from pqindex.format.values import (
@@ -55,7 +56,6 @@ from pqindex.format.values import (
     page_bounds,
     validate_column_index,
 )
-from pqindex.format.row_ranges import RowRanges, Selection
 
 if TYPE_CHECKING:
     from pqindex.format.file import ParquetFile

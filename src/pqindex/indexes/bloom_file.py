@@ -44,9 +44,9 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
+from pqindex.indexes.evidence import BloomEvidence
 from pqindex.indexes.leaf_values import numbers, plain_hashes, storage
 from pqindex.indexes.units import scopes_option, units
-from pqindex.indexes.evidence import BloomEvidence
 
 __all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom"]
 

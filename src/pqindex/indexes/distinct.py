@@ -44,9 +44,9 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
+from pqindex.indexes.evidence import value_key
 from pqindex.indexes.leaf_values import plain_bytes, storage
 from pqindex.indexes.units import scopes_option, units
-from pqindex.indexes.evidence import value_key
 
 __all__ = ["DEFAULT_MAX_VALUES", "DistinctEvidence", "DistinctKind", "DistinctSet",
            "read_distinct"]

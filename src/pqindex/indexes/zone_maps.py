@@ -49,9 +49,9 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
+from pqindex.indexes.evidence import _Summary, _summary_match, value_key
 from pqindex.indexes.leaf_values import numbers, storage, unscaled_limbs
 from pqindex.indexes.units import scopes_option, units
-from pqindex.indexes.evidence import _Summary, _summary_match, value_key
 
 __all__ = ["ZoneMap", "ZoneMapEvidence", "ZoneMapsKind", "aggregates", "read_zone_map"]
 

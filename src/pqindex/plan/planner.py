@@ -33,10 +33,12 @@ from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import decompress, split_plain
+from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
 from pqindex.format.values import statistics_bounds
+from pqindex.indexes.base import Scope
 from pqindex.indexes.evidence import (
     BloomEvidence,
     ConstantEvidence,
@@ -44,8 +46,6 @@ from pqindex.indexes.evidence import (
     Evidence,
     StatisticsEvidence,
 )
-from pqindex.format.row_ranges import RowRanges, Selection
-from pqindex.indexes.base import Scope
 from pqindex.indexes.region import Region, read_region
 
 __all__ = ["ColumnRead", "FilePlan", "PlanOptions", "RowGroupPlan", "plan_file"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import io
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +31,9 @@ from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile
+from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import ByteSource, coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
-from pqindex.format.row_ranges import RowRanges
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
