@@ -256,13 +256,47 @@ def test_zone_maps_prune_unsorted_column(
     assert scan.report.row_groups_skipped.get("embedded index", 0) == skipped
     assert scan.report.row_groups_read == len(want_rgs)
 
-    # pages: exactly the pages whose values reach into the range
+    # pages: the plan reads exactly the pages whose values reach into the range
     ds = pqindex.dataset(str(data_dir))
+    assert _planned_pages(ds, ["z"], where) == {p[:3] for p in want_pages}
     scan = ds.scan(columns=["z"], where=where)
     t = scan.to_table()
     assert t.column("z").to_pylist() == ref.column("z").to_pylist()
-    assert scan.report.pages_read == len(want_pages)
     assert scan.report.row_groups_read == len(want_rgs)
+    # (pages_read may count a page twice: see test_pages_read_counts_each_page_once)
+    assert len(want_pages) <= scan.report.pages_read <= 2 * len(want_pages)
+
+
+def _planned_pages(ds: Any, columns: list[str], where: str) -> set[tuple[int, int, int]]:
+    import json
+
+    plan = json.loads(ds.explain(columns=columns, where=where, format="json"))
+    out = set()
+    for fi, f in enumerate(plan["files"]):
+        for rg in f["row_groups"]:
+            for r in rg["reads"]:
+                assert r["pages"] is not None
+                out |= {(fi, rg["row_group"], pg) for pg in r["pages"]}
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the predicate column's uncertain pages are decoded for evaluation, then "
+    "its output pages (uncertain + all-match) are decoded again because the cache only "
+    "serves a superset; pages_read counts both decodes (6 for 4 pages here)",
+)
+def test_pages_read_counts_each_page_once(data_dir: Path, paths: list[Path]) -> None:
+    rng = random.Random(0)
+    lo = rng.randrange(0, Z_MAX)
+    hi = lo + rng.choice([0, 10, 500, 2_500, 20_000])
+    where = f"z BETWEEN {lo} AND {hi}"
+    want = [p for p in _page_ranges(paths, "z") if p[4] <= hi and p[5] >= lo]
+    inside = [p for p in want if lo <= p[4] and p[5] <= hi]
+    assert 0 < len(inside) < len(want)  # some pages match whole, some partly
+    scan = pqindex.dataset(str(data_dir)).scan(columns=["z"], where=where)
+    scan.to_table()
+    assert scan.report.pages_read == len(want)
 
 
 def test_zone_maps_prune_float_column_with_nan(data_dir: Path, full: pa.Table) -> None:
@@ -563,7 +597,7 @@ def _reseal_blob(path: Path, entry: Any, edit: Callable[[bytearray], None]) -> N
 
 
 def _damage(kind: str, path: Path) -> None:
-    off, length = _region_location(path)
+    off, _length = _region_location(path)
     if kind == "flip_magic":
         _flip(path, off)
     elif kind == "flip_directory":

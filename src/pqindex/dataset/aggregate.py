@@ -117,10 +117,9 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
             # Exact, whatever the width: Python ints.
             return sum(v for v in col.to_pylist() if v is not None)
         return pc.sum(col).as_py()
-    if pa.types.is_floating(col.type):
-        # NaN sorts above every number (as DuckDB and Spark order it).
-        if pc.any(pc.is_nan(col)).as_py():
-            return math.nan if agg.func == "max" else pc.min(col).as_py()
+    # NaN sorts above every number (as DuckDB and Spark order it).
+    if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+        return math.nan if agg.func == "max" else pc.min(col).as_py()
     return (pc.min if agg.func == "min" else pc.max)(col).as_py()
 
 

@@ -72,7 +72,7 @@ class ParquetFile:
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         # Things derived from this file by upper layers (the embedded index region),
         # kept as long as the file is.
-        self.derived: dict[str, Any] = {}
+        self.derived: dict[Any, Any] = {}
         try:
             self._read_footer(tail_bytes)
         except BaseException:
