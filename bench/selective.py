@@ -207,11 +207,14 @@ def _table_result(t: pa.Table) -> tuple[int, int]:
 class PqindexReader:
     name = "pqindex"
 
-    def __init__(self) -> None:
+    def __init__(self, sequential: bool = False) -> None:
         import pqindex
 
         self.pqindex = pqindex
         self.last_report: dict[str, Any] = {}
+        # sequential: read through to_batches(), which runs every row group on the calling
+        # thread (cProfile sees only that thread); to_table() may use a thread pool.
+        self.sequential = sequential
 
     def open(self, path: Path) -> Any:
         return self.pqindex.dataset(str(path))
@@ -221,7 +224,12 @@ class PqindexReader:
 
     def run(self, ds: Any, q: Query) -> Any:
         scan = ds.scan(columns=q.columns, where=q.where)
-        t = scan.to_table()
+        if self.sequential:
+            batches = list(scan.to_batches())
+            t = pa.Table.from_batches(batches) if batches else pa.table(
+                {c: pa.array([], pa.int64()) for c in q.columns})
+        else:
+            t = scan.to_table()
         self.last_report = scan.report.to_dict()
         if q.is_sum:
             return float(pc.sum(t.column("amount")).as_py())
@@ -419,6 +427,23 @@ def cpu_snapshot() -> tuple[float, float, float]:
     busy = sum(fields) - fields[3] - fields[4]
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return time.perf_counter(), busy / os.sysconf("SC_CLK_TCK"), ru.ru_utime + ru.ru_stime
+
+
+def code_version() -> str:
+    """The commit of the working tree and a digest of src/ as it is now (it may be dirty)."""
+    import hashlib
+
+    def git(*a: str) -> str:
+        r = subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=False)
+        return r.stdout.strip()
+
+    h = hashlib.sha256()
+    for f in sorted((ROOT / "src").rglob("*.py")):
+        h.update(str(f.relative_to(ROOT)).encode())
+        h.update(f.read_bytes())
+    dirty = git("status", "--porcelain", "--", "src")
+    return (f"commit {git('rev-parse', '--short', 'HEAD')}"
+            f"{' + uncommitted changes in src/' if dirty else ''}, src digest {h.hexdigest()[:12]}")
 
 
 def _loadavg() -> str:
@@ -669,7 +694,7 @@ def _profiled(path: Path, q: Query, runs: int) -> Any:
     import cProfile
     import pstats
 
-    reader = PqindexReader()
+    reader = PqindexReader(sequential=True)
     ds = reader.open(path)
     reader.run(ds, q)  # warm: footer, page index and dictionaries cached
     if runs <= 0:  # as many runs as fit in about half a second, 3 to 50
@@ -808,7 +833,8 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
            bounds: dict[str, LowerBound], mem: dict[tuple[str, str], dict[str, Any]] | None,
            started: dt.datetime, elapsed: float, peers: list[str],
            loads: dict[tuple[str, str], BlockLoad], loadavg: tuple[str, str],
-           profiles: dict[str, tuple[float, int, list[str]]]) -> tuple[str, list[str]]:
+           profiles: dict[str, tuple[float, int, list[str]]],
+           versions: tuple[str, str]) -> tuple[str, list[str]]:
     mach = machine()
     facts = file_facts(path)
     by = {(m.reader, m.query, m.mode): m for m in ms}
@@ -821,6 +847,14 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     w(f"Produced by `bench/selective.py --rows {args.rows} --runs {args.runs}` on "
       f"{started:%Y-%m-%d %H:%M} UTC in {elapsed / 60:.1f} min. "
       f"Machine: {mach['cpu']}; {mach['os']}; Python {mach['python']}; {mach['versions']}.")
+    w("")
+    if versions[0] == versions[1]:
+        w(f"pqindex code: {versions[0]}.")
+    else:
+        w(f"**pqindex changed during the run** (others are working in this tree): "
+          f"{versions[0]} at the start, {versions[1]} at the end. The timed runs used the "
+          f"code imported at the start; the memory subprocesses and the profile may have "
+          f"used newer code.")
     w("")
     w(f"**Data**: one file, {facts['rows']:,} rows, {facts['size'] / 1e6:,.0f} MB, sorted by `id`; "
       f"{facts['row_groups']} row groups of 1M rows, {PAGE_ROWS:,}-row pages "
@@ -1003,9 +1037,12 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     if profiles:
         w("### Where pqindex spends its time")
         w("")
-        w("cProfile of pqindex, warm (one unprofiled run first), 3–50 runs per query; the "
-          "top functions by own time, per run, with their share of the profiled total "
-          "(profiling inflates Python-heavy code, so totals exceed the medians above).")
+        w("cProfile of pqindex, warm (one unprofiled run first), 3–50 runs per query, read "
+          "through `scan.to_batches()` so that every row group runs on the profiled thread "
+          "(`to_table()`, timed above, may spread row groups over a thread pool, which "
+          "cProfile does not see); the stages' cumulative times and the top functions by own "
+          "time, per run, with their share of the profiled total (profiling inflates "
+          "Python-heavy code, so totals exceed the medians above).")
         w("")
         for q in queries:
             if q.name not in profiles:
@@ -1025,8 +1062,12 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     else:
         w("All targets met.")
     w("")
-    w("Notes: pqindex decodes on the calling thread for a single file; the peers use both "
-      "cores. `pyarrow.read_table` is run for the full scan only and has no state to keep, "
+    import pqindex
+
+    workers = getattr(pqindex.dataset(str(path)), "max_workers", "?")
+    w(f"Notes: every reader runs with its default threading on the {os.cpu_count()} cores "
+      f"(pqindex's `to_table()` here: a pool of `max_workers` = {workers} threads when "
+      f"several row groups are read). `pyarrow.read_table` is run for the full scan only and has no state to keep, "
       "so its warm and cold runs are the same call. DuckDB, DataFusion and polars compute "
       "`sum(amount)` inside their engines; pqindex and pyarrow materialize the column and "
       "call `pyarrow.compute.sum`.")
@@ -1083,6 +1124,7 @@ def main() -> None:
         return
 
     loadavg0 = _loadavg()
+    version0 = code_version()
     overhead = _rchar_overhead()
     readers = {r: make_reader(r) for r in READERS}
     ms: list[Measure] = []
@@ -1106,8 +1148,9 @@ def main() -> None:
     profiles = {q.name: profile_summary(path, q) for q in queries}
     elapsed = time.perf_counter() - t_start
     loadavg = (loadavg0, _loadavg())
+    versions = (version0, code_version())
     section, missed = render(args, path, queries, ms, bounds, mem, started, elapsed, PEERS,
-                             loads, loadavg, profiles)
+                             loads, loadavg, profiles, versions)
     if args.no_write:
         print(section)
     else:

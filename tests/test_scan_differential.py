@@ -26,7 +26,7 @@ import os
 import random
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,7 +295,7 @@ class LiteralPool:
             present_ok = [v for v in present if not math.isnan(v)]
             self.has_nan = len(present_ok) != len(present)
             present = present_ok
-        distinct = sorted(set(present), key=_sort_key)
+        distinct = sorted(set(present))
         self.present = rng.sample(distinct, min(400, len(distinct)))
         self.bounds: list[Any] = []
         if col.pages and present:
@@ -303,7 +303,7 @@ class LiteralPool:
                 page = [v for v in col.values[a:b]
                         if v is not None and not (col.kind == "float" and math.isnan(v))]
                 if page:
-                    self.bounds += [min(page, key=_sort_key), max(page, key=_sort_key)]
+                    self.bounds += [min(page), max(page)]
         self.rng = rng
 
     @property
@@ -320,10 +320,6 @@ class LiteralPool:
 
     def lit(self) -> Lit:
         return make_lit(self.col, self.value(), self.rng)
-
-
-def _sort_key(v: Any) -> Any:
-    return v
 
 
 # ------------------------------------------------------------------ predicates
@@ -710,7 +706,7 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, what: str) -> None:
 class Case:
     """One file (or dataset) under test: its full table and the reference filter."""
 
-    def __init__(self, source: Any, table: pa.Table, paths: Sequence[Path] = (),
+    def __init__(self, source: Any, table: pa.Table,
                  predicate_columns: Sequence[str] | None = None,
                  page_source: Path | None = None) -> None:
         self.source = source
@@ -762,9 +758,7 @@ def _clip(text: str, limit: int = 1500) -> str:
     return text if len(text) <= limit else text[: limit - 500] + " [...] " + text[-500:]
 
 
-def run_cases(case: Case, seed: str, n: int = CASES,
-              check: Callable[[pqindex.Dataset, Pred, list[str] | None], None] | None = None
-              ) -> None:
+def run_cases(case: Case, seed: str, n: int = CASES) -> None:
     """``n`` random predicates on ``case``; every mismatch is collected, then reported."""
     rng = random.Random(zlib.crc32(seed.encode()))
     gen = Generator(case.columns, rng)
@@ -779,8 +773,6 @@ def run_cases(case: Case, seed: str, n: int = CASES,
             expected = case.reference(columns).take(pa.array(rows, pa.int64()))
             actual = ds.scan(columns=columns, where=where).to_table()
             assert_same_rows(actual, expected, f"columns={columns} where {where}")
-            if check is not None:
-                check(ds, pred, columns)
         except AssertionError as e:
             failures.append(str(e)[:3000])
         except Exception as e:

@@ -189,10 +189,6 @@ def expected_data(fmap: FileMap, rows_by_rg: dict[int, list[int]], columns: Sequ
     return out
 
 
-def reference(path: Path, columns: Sequence[str], where: Any) -> Any:
-    return pq.read_table(path, columns=list(columns), filters=where)
-
-
 # ------------------------------------------------------------------ 1. point lookup
 
 
@@ -332,16 +328,14 @@ def test_selective_predicate_without_useful_bounds(io_file: Path, fmap: FileMap)
 # ------------------------------------------------------------------ 4. no predicate
 
 
-_READS_OFFSET_INDEX = pytest.mark.xfail(strict=True, reason=(
-    "pqindex bug: a scan whose row groups all match reads every projected chunk's "
-    "OffsetIndex (executor _RowGroupReader._pages_for -> ParquetFile.offset_index) when "
-    "the page index is not inside the speculative tail read"))
+# Regression: a scan whose row groups all match used to read every projected chunk's
+# OffsetIndex when the page index was not inside the speculative tail read.
 
 
 @pytest.mark.parametrize("where", [None, "id >= 0"], ids=["no-predicate", "matches-all"])
 @pytest.mark.parametrize("footer_only", [
     pytest.param(False, id="default-tail"),
-    pytest.param(True, id="footer-only-tail", marks=_READS_OFFSET_INDEX),
+    pytest.param(True, id="footer-only-tail"),
 ])
 def test_no_predicate_reads_no_index_bytes(io_file: Path, fmap: FileMap, footer_only: bool,
                                            where: str | None) -> None:
@@ -418,7 +412,7 @@ def test_report_agrees_with_the_trace(io_file: Path, fmap: FileMap, where: str |
         read_rgs = {lab[1] for lab in of_kind(fmap.touched(trace), "page")}
         if attempt == "fresh":
             assert rep["row_groups_read"] >= len(read_rgs)
-            assert rep["files_read"] == (1 if rep["rows_matched"] else rep["files_read"])
+            assert rep["files_read"] == (1 if rep["row_groups_read"] else 0)
             pages = of_kind(fmap.touched(trace), "page")
             assert rep["pages_read"] == len(pages), (rep["pages_read"], len(pages))
         assert rep["pages_read"] <= rep["pages_total"]
@@ -433,7 +427,8 @@ def test_report_counts_a_point_lookup(io_file: Path, fmap: FileMap) -> None:
     assert (rep["row_groups_total"], rep["row_groups_read"]) == (4, 1)
     assert rep["row_groups_skipped"] == {"statistics": 3}
     assert rep["pages_read"] == 2
-    assert rep["pages_total"] == 2 * PAGES_PER_CHUNK
+    # Every page of the projected columns in every row group, skipped ones included.
+    assert rep["pages_total"] == 2 * PAGES_PER_CHUNK * 4
     assert rep["rows_matched"] == 1
 
 
@@ -501,16 +496,13 @@ def test_default_coalescing_only_merges_small_gaps(io_file: Path, fmap: FileMap)
 
 # ------------------------------------------------------------------ files without a page index
 
-_REREADS = pytest.mark.xfail(strict=True, reason=(
-    "pqindex bug: chunks without an OffsetIndex are read through a new "
-    "pq.ParquetFile(_SourceFile) per field and pass (executor _RowGroupReader._whole): "
-    "the 64 KiB footer tail is read again for every column of every row group and the "
-    "predicate column is read twice when also projected"))
+# Regression: chunks without an OffsetIndex used to be read through a new pyarrow
+# reader per field and pass, reading the footer tail and the predicate column again.
 
 
 @pytest.mark.parametrize("columns", [
-    pytest.param(["id"], id="predicate-column-not-projected", marks=_REREADS),
-    pytest.param(["category", "id"], id="predicate-column-projected", marks=_REREADS),
+    pytest.param(["id"], id="predicate-column-not-projected"),
+    pytest.param(["category", "id"], id="predicate-column-projected"),
 ])
 def test_file_without_page_index_reads_each_byte_once(written_files: writers.FileCache,
                                                       columns: list[str]) -> None:
@@ -531,13 +523,8 @@ def test_file_without_page_index_reads_each_byte_once(written_files: writers.Fil
 
 
 @pytest.mark.parametrize("writer", [
-    pytest.param("duckdb", marks=pytest.mark.xfail(strict=True, reason=(
-        "pqindex report: a chunk read whole counts as one page read per pass, while "
-        "pages_total counts its data pages from the encoding stats (pages_read > "
-        "pages_total)"))),
-    pytest.param("polars", marks=pytest.mark.xfail(strict=True, reason=(
-        "pqindex report: without an OffsetIndex or encoding stats pages_total is 0 while "
-        "pages_read counts chunks"))),
+    "duckdb",
+    "polars",
     "datafusion",
     "pyarrow_v1_none_dict",
 ])

@@ -586,9 +586,6 @@ def test_float16_bounds(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ count-only scans
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pqindex bug: Scan.to_table() with columns=[] returns 0 rows: pa.concat_tables drops "
-    "the row count of zero-column tables (to_batches() counts right)"))
 def test_count_only_scan_keeps_the_row_count(written_files: writers.FileCache) -> None:
     """``columns=[]`` asks for the number of matching rows only (``COUNT(*)``); pyarrow's
     ``read_table(columns=[])`` keeps the row count, and so must the scan."""
@@ -613,10 +610,6 @@ def test_literal_beyond_float_range_under_type_defined_order() -> None:
     assert_scan(path, "float_typedef = 1e300", [])
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "pqindex bug: under IEEE_754_TOTAL_ORDER, bind packs a FLOAT / FLOAT16 literal beyond "
-    "the type's range into '<f' / '<e' (values.total_order_key) and raises OverflowError "
-    "(not a PqIndexError) instead of answering"))
 @pytest.mark.parametrize(("column", "where", "test"), [
     ("float_ieee754", "float_ieee754 < 1e300", lambda v: v < 1e300),
     ("float_ieee754", "float_ieee754 IN (1e300, 1.0)", lambda v: v == 1.0),
@@ -632,10 +625,6 @@ def test_literal_beyond_float_range_under_total_order(column: str, where: str,
 # ------------------------------------------------------------------ empty files
 
 
-@pytest.mark.xfail(strict=True, raises=pqindex.CorruptFileError, reason=(
-    "pqindex bug: pyarrow writes an empty table as one 0-row row group whose BOOLEAN chunk "
-    "has data_page_offset 0 and total_compressed_size 0; ParquetFile._validate rejects it "
-    "('column chunk [0, 0) lies outside the data region') although pyarrow reads it"))
 def test_empty_pyarrow_file_in_a_dataset(tmp_path: Path) -> None:
     """A job whose filter matched nothing leaves an empty part file next to the others."""
     table = pa.table({"a": pa.array([1, 2, 3], pa.int64()),

@@ -219,9 +219,7 @@ def test_spark_reads_identical_rows_and_skips_pages(
     assert sorted(sel.column("id").to_pylist()) == list(range(lo, hi + 1))
     want = table.sort_by("id").slice(lo, hi - lo + 1)
     assert sel.sort_by("id").column("long_text").to_pylist() == want.column("long_text").to_pylist()
-    assert [(r["id"], r["category"]) for r in point] == [
-        (4321, CATEGORIES[(4321 * 7) % 97 % 10])
-    ]
+    assert [(r["id"], r["category"]) for r in point] == [(4321, CATEGORIES[(4321 * 7) % 97 % 10])]
     assert absent == 0
 
 
@@ -336,11 +334,6 @@ def test_presorted_sorted_data_is_accepted(table: pa.Table, tmp_path: Path) -> N
     assert pq.read_table(tmp_path / "p.parquet").column("id").to_pylist() == list(range(ROWS))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _check_order only raises on UNORDERED; data in the opposite order "
-    "(boundary order DESCENDING for sort_by ascending) is accepted",
-)
 def test_presorted_reverse_order_raises(table: pa.Table, tmp_path: Path) -> None:
     with pytest.raises(pqindex.PqIndexError):
         write(table.sort_by([("id", "descending")]), tmp_path / "p.parquet", presorted=True)
@@ -355,8 +348,12 @@ def test_presorted_unsorted_later_row_group_raises(tmp_path: Path) -> None:
     ids = np.concatenate([np.arange(2000), np.random.default_rng(0).permutation(2000) + 2000])
     with pytest.raises(pqindex.PqIndexError):
         pqindex.write_table(
-            pa.table({"id": ids}), tmp_path / "p.parquet", sort_by="id", presorted=True,
-            row_group_rows=2000, page_rows=100,
+            pa.table({"id": ids}),
+            tmp_path / "p.parquet",
+            sort_by="id",
+            presorted=True,
+            row_group_rows=2000,
+            page_rows=100,
         )
 
 
@@ -369,7 +366,9 @@ def test_presorted_unsorted_single_page_raises(tmp_path: Path) -> None:
     with pytest.raises(pqindex.PqIndexError):
         pqindex.write_table(
             pa.table({"id": np.array([3, 1, 2, 0], dtype=np.int64)}),
-            tmp_path / "p.parquet", sort_by="id", presorted=True,
+            tmp_path / "p.parquet",
+            sort_by="id",
+            presorted=True,
         )
 
 
@@ -435,8 +434,11 @@ def test_bloom_filter_contains_every_value(files: dict[str, Path], table: pa.Tab
             # few false positives at the default fpp
             fp = sum(
                 bf.might_contain(plain_bytes(v, physical))
-                for v in ([10**9 + i for i in range(2000)] if physical == "int64"
-                          else [f"absent-{i}" for i in range(2000)])
+                for v in (
+                    [10**9 + i for i in range(2000)]
+                    if physical == "int64"
+                    else [f"absent-{i}" for i in range(2000)]
+                )
             )
             assert fp < 100
         # no filter where none was asked for
@@ -463,7 +465,10 @@ def test_streaming_writer_rolls_over(tmp_path: Path) -> None:
     d = tmp_path / "out"
     batches = 12
     with pqindex.Writer(
-        d, target_file_bytes=60_000, sort_by="id", page_rows=500,
+        d,
+        target_file_bytes=60_000,
+        sort_by="id",
+        page_rows=500,
         indexes={"distinct": ["k"], "zone_maps": ["id"]},
     ) as w:
         for i in range(batches):
@@ -508,9 +513,10 @@ def test_single_file_writer_writes_one_file(tmp_path: Path) -> None:
     "unreachable and the file silently grows past the target",
 )
 def test_single_file_writer_cannot_roll_over(tmp_path: Path) -> None:
-    with pytest.raises(pqindex.UserInputError, match="roll over"), pqindex.Writer(
-        tmp_path / "one.parquet", target_file_bytes=10_000
-    ) as w:
+    with (
+        pytest.raises(pqindex.UserInputError, match="roll over"),
+        pqindex.Writer(tmp_path / "one.parquet", target_file_bytes=10_000) as w,
+    ):
         for i in range(10):
             w.write(pa.table({"id": np.arange(i * 2_000, (i + 1) * 2_000)}))
 
@@ -571,14 +577,6 @@ def test_bad_sizes_and_data(tmp_path: Path) -> None:
         pqindex.write_table({"id": [1, 2]}, tmp_path / "x.parquet")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pqindex.CorruptFileError,
-    reason="bug: pyarrow writes an empty, non-dictionary column chunk at offset 0 with "
-    "length 0; ParquetFile._validate rejects it ('column chunk [0, 0) lies outside the "
-    "data region'), so write_table of an empty table fails (and pqindex cannot read "
-    "pyarrow's own empty files)",
-)
 def test_empty_table_writes_valid_file(table: pa.Table, tmp_path: Path) -> None:
     empty = table.schema.empty_table()
     p = tmp_path / "empty.parquet"

@@ -565,6 +565,158 @@ def _render_index(results: list[Any]) -> None:
             con.print(f"  skipped {r.output} {column}: {reason}")
 
 
+@cli.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output", metavar="OUTPUT")
+@click.option(
+    "--sort-by",
+    "sort_by",
+    multiple=True,
+    help="Sort key, COL or 'COL desc' (repeatable, comma-separated).",
+)
+@click.option(
+    "--cluster-by",
+    "cluster_by",
+    multiple=True,
+    help="Z-order on 2-4 columns instead of a plain sort.",
+)
+@click.option(
+    "--partition-by", "partition_by", multiple=True, help="Hive-style key=value/ directories."
+)
+@click.option(
+    "--input-format",
+    "input_format",
+    type=click.Choice(["csv", "json", "parquet"]),
+    default=None,
+    help="Format of INPUT (default: from its extension, else parquet).",
+)
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--distinct", multiple=True, help="Embedded distinct-value index on COL.")
+@click.option("--bloom", multiple=True, help="Parquet Bloom filter on COL.")
+@click.option("--zone-maps", "zone_maps", multiple=True, help="Embedded zone maps on COL.")
+@click.option("--hll", multiple=True, help="Embedded HyperLogLog sketch of COL.")
+@click.option(
+    "--mode",
+    type=click.Choice(["error", "append", "overwrite"]),
+    default="error",
+    show_default=True,
+    help="What to do when OUTPUT already holds data.",
+)
+@click.option("--target-file-mb", "target_file_mb", type=int, default=256, show_default=True)
+@click.option("--page-rows", "page_rows", type=int, default=20_000, show_default=True)
+@click.option("--row-group-rows", "row_group_rows", type=int, default=1_000_000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_fail_cleanly
+def build(
+    input_path: str,
+    output: str,
+    sort_by: tuple[str, ...],
+    cluster_by: tuple[str, ...],
+    partition_by: tuple[str, ...],
+    input_format: str | None,
+    master: str,
+    distinct: tuple[str, ...],
+    bloom: tuple[str, ...],
+    zone_maps: tuple[str, ...],
+    hll: tuple[str, ...],
+    mode: str,
+    target_file_mb: int,
+    page_rows: int,
+    row_group_rows: int,
+    as_json: bool,
+) -> None:
+    """Build an indexed dataset at OUTPUT from INPUT with Spark (sorted or Z-ordered)."""
+    import os
+
+    from pqindex.errors import UserInputError
+
+    sort: list[str | tuple[str, str]] = []
+    for item in _columns(sort_by) or []:
+        words = item.split()
+        desc = len(words) == 2 and words[1].lower() in ("desc", "descending")
+        sort.append((words[0], "descending") if desc else words[0])
+    if not sort and not cluster_by:
+        raise UserInputError("give --sort-by or --cluster-by")
+    fmt = input_format
+    if fmt is None:
+        ext = os.path.splitext(input_path.rstrip("/"))[1].lower()
+        fmt = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}.get(
+            ext, "parquet"
+        )
+    indexes = {
+        k: cols
+        for k, cols in (
+            ("distinct", _columns(distinct)),
+            ("zone_maps", _columns(zone_maps)),
+            ("hll", _columns(hll)),
+        )
+        if cols
+    }
+    summary = _run_build(
+        input_path,
+        output,
+        fmt=fmt,
+        master=master,
+        sort=sort,
+        cluster_by=_columns(cluster_by),
+        partition_by=_columns(partition_by),
+        bloom=_columns(bloom),
+        indexes=indexes,
+        mode=mode,
+        target_file_bytes=target_file_mb * 1024 * 1024,
+        page_rows=page_rows,
+        row_group_rows=row_group_rows,
+    )
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    t = Table(show_edge=False, title=f"pqindex build → {summary['path']}")
+    for h in ("files", "rows", "bytes", "index bytes", "embedded", "tasks", "time"):
+        t.add_column(h, justify="right")
+    t.add_row(
+        str(summary["files"]),
+        f"{summary['rows']:,}",
+        _size(summary["bytes"]),
+        _size(summary["index_bytes"]),
+        _size(summary["region_bytes"]),
+        str(summary["tasks"]),
+        f"{summary['seconds']:.1f}s",
+    )
+    _console().print(t)
+
+
+def _run_build(
+    input_path: str, output: str, *, fmt: str, master: str, **options: Any
+) -> dict[str, Any]:
+    """Read INPUT with Spark and run the pipeline; a session made here is stopped here."""
+    import os
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers must import pqindex
+    from pyspark.sql import SparkSession
+
+    import pqindex.spark
+
+    existing = SparkSession.getActiveSession()
+    spark = existing or (
+        SparkSession.builder.master(master)
+        .appName("pqindex build")
+        .config("spark.ui.showConsoleProgress", "true")
+        .getOrCreate()
+    )
+    if existing is None:
+        spark.sparkContext.setLogLevel("WARN")
+    try:
+        reader = spark.read.format(fmt)
+        if fmt == "csv":
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        df = reader.load(input_path)
+        sort = options.pop("sort")
+        return pqindex.spark.write(df, output, sort_by=sort or None, **options)
+    finally:
+        if existing is None:
+            spark.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``pqindex`` script."""
     cli.main(args=argv, prog_name="pqindex")

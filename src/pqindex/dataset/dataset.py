@@ -35,7 +35,7 @@ from pqindex.format.structs import (
 )
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
-from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, plan_file
+from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
 from pqindex.scan.executor import ScanOptions, ScanStats, read_row_group
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -62,6 +62,11 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     return out
 
 
+def _count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
+    """Data pages of the involved chunks, as far as the metadata read so far tells."""
+    return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
+
+
 class _OpenFile:
     """A data file with its footer, Arrow schema and bound schema, opened once."""
 
@@ -78,6 +83,7 @@ class _Plans:
     report: ScanReport
     fields: list[str]
     schema: pa.Schema
+    page_units: list[tuple[ParquetFile, int, list[int]]]
 
 
 class Dataset:
@@ -229,6 +235,7 @@ class Dataset:
             with ThreadPoolExecutor(self.max_workers) as pool:
                 results = list(pool.map(plan_one, disc.files))
         files = []
+        page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:
             report.warnings += [f"{df.path}: {w}" for w in warnings]
             if plan is None or of is None:
@@ -237,22 +244,25 @@ class Dataset:
                 continue
             report.row_groups_total += len(plan.row_groups)
             report.rows_total += plan.num_rows
+            involved = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
+            n_here = len(of.pf.schema.leaves)
+            if bound is not None:
+                involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
             for rg in plan.row_groups:
                 if rg.skipped:
                     report.row_groups_skipped[rg.decided_by] += 1
-                for r in rg.reads:
-                    if r.pages_total is not None:
-                        report.pages_total += r.pages_total
+                page_units.append((of.pf, rg.index, sorted(set(involved))))
             if plan.skipped:
                 report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))
+        report.pages_total = _count_pages(page_units)
         report.plan_seconds = time.perf_counter() - t0
         with self._lock:
             opened = list(self._open.values())
         report.bytes_read = sum(of.stats.bytes_read for of in opened)
         report.requests = sum(of.stats.requests for of in opened)
         out_schema = pa.schema([schema.field(f) for f in fields])
-        return _Plans(files, report, fields, out_schema)
+        return _Plans(files, report, fields, out_schema, page_units)
 
     # ------------------------------------------------------------ public
 
@@ -369,6 +379,8 @@ class Scan:
 
     def _finish(self, before: dict[str, tuple[int, int]], t0: float) -> None:
         rep = self.report
+        # Offset indexes read while scanning may now tell more pages than the footer did.
+        rep.pages_total = _count_pages(getattr(self, "_page_units", []))
         rep.bytes_read = rep.requests = 0
         for p, of in self._ds._open.items():
             b, r = before.get(p, (0, 0))
@@ -380,6 +392,7 @@ class Scan:
         t0 = time.perf_counter()
         before = self._io_before()
         plans = self._ds._plan(self._columns, self._expr)
+        self._page_units = plans.page_units
         self.report = plans.report
         self.schema = plans.schema
         ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
@@ -444,6 +457,10 @@ class Scan:
         tables = [self._cast(t) for t in self._tables(parallel=True)]
         if not tables:
             return self.schema.empty_table()
+        if not self.schema.names:
+            # concat_tables forgets the length of tables without columns.
+            rows = sum(t.num_rows for t in tables)
+            return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
         return pa.concat_tables(tables)
 
     def to_pandas(self, **kwargs: Any) -> Any:

@@ -208,7 +208,8 @@ class ParquetFile:
                         row_group=i,
                         column=name,
                     )
-                if (
+                empty = not cmd.num_values and not length  # pyarrow's 0-row row groups
+                if not empty and (
                     cmd.data_page_offset is None
                     or start < 4
                     or length < 0
@@ -293,9 +294,15 @@ class ParquetFile:
         ``keep`` holds on to what was read (dictionary pages read while planning are
         read again by the scan), up to ``KEEP_LIMIT`` bytes per file.
         """
+        end = offset + length
         for start, buf in self._buffers:
-            if start <= offset and offset + length <= start + len(buf):
+            if start <= offset and end <= start + len(buf):
                 return buf[offset - start : offset - start + length]
+        for start, buf in self._buffers:
+            if offset < start < end <= start + len(buf):
+                # The end is already here (typically the tail read): fetch the rest only.
+                head = self.source.read(offset, start - offset)
+                return head + buf[: end - start]
         data = self.source.read(offset, length)
         if keep and self._kept + length <= KEEP_LIMIT:
             with self._lock:
@@ -576,7 +583,7 @@ class ParquetFile:
             )
         n = min(_PAGE_HEADER_PROBE, end - offset)
         while True:
-            raw = self.read_bytes(offset, n)
+            raw = self.read_bytes(offset, n, keep=True)  # the page is often read next
             try:
                 ph, hlen = decode(PageHeader, raw)
                 break
@@ -641,6 +648,23 @@ class ParquetFile:
             first = oi.page_locations[0].offset or start
             return (start, first - start) if first > start else None
         return None
+
+    def data_page_count(self, rg: int, col: int) -> int:
+        """Data pages of a chunk without reading anything: the offset index when it is
+        loaded, else the footer's encoding stats, else 1 (the chunk counted as one)."""
+        oi = self._offset_indexes.get((rg, col))
+        if oi is not None and oi.page_locations:
+            return len(oi.page_locations)
+        stats = self.column_meta(rg, col).encoding_stats
+        if stats is not None:
+            n = sum(
+                s.count or 0
+                for s in stats
+                if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
+            )
+            if n > 0:
+                return n
+        return 1
 
     def all_dictionary_encoded(self, rg: int, col: int) -> bool | None:
         """Whether every data page is dictionary-encoded; None when the footer can't tell."""

@@ -579,10 +579,13 @@ class Comparison(StrEnum):
 
 def total_order_key(value: float, kind: Kind = Kind.DOUBLE) -> int:
     """The IEEE 754 totalOrder key: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN."""
-    fmt, bits = {Kind.FLOAT: ("<f", 32), Kind.FLOAT16: ("<e", 16)}.get(kind, ("<d", 64))
-    i = int.from_bytes(struct.pack(fmt, value), "little", signed=True)
+    # Keys come from the double form for every width: widening is exact and keeps the
+    # order, and a literal beyond a narrow type's range (1e300 against FLOAT) still has
+    # its place. ``kind`` is kept for callers that name the column's width.
+    del kind
+    i = int.from_bytes(struct.pack("<d", value), "little", signed=True)
     # Negative floats grow in magnitude as their bits grow: flip them below zero.
-    return i if i >= 0 else i ^ ((1 << (bits - 1)) - 1)
+    return i if i >= 0 else i ^ ((1 << 63) - 1)
 
 
 def _type_comparison(vt: ValueType) -> tuple[Comparison | None, str | None]:

@@ -368,7 +368,7 @@ def _staged_match(
         if consulted:
             used.append(name)
         if last != Match.SOME:
-            return last, name, f"{name}: {'no row' if last == Match.NONE else 'every row'} matches"
+            return last, name, f"{'no row' if last == Match.NONE else 'every row'} matches"
     return last, "-", "no level could decide" if used else "no usable statistics"
 
 
@@ -544,7 +544,7 @@ def _reads(
         whole = cmd.total_compressed_size or 0
         oi = pf.offset_index(rg, col) if options.page_index and sel.maybe.count() < n else None
         if oi is None:
-            out.append(ColumnRead(col, name, None, _page_count(pf, rg, col), whole))
+            out.append(ColumnRead(col, name, None, pf.data_page_count(rg, col), whole))
             continue
         locs = oi.page_locations or []
         firsts = [loc.first_row_index or 0 for loc in locs]
@@ -555,13 +555,3 @@ def _reads(
             size += dic[1]
         out.append(ColumnRead(col, name, pages, len(locs), size))
     return tuple(out)
-
-
-def _page_count(pf: ParquetFile, rg: int, col: int) -> int | None:
-    """Data pages of a chunk from the footer's encoding stats, without reading anything."""
-    stats = pf.column_meta(rg, col).encoding_stats
-    if stats is None:
-        return None
-    return sum(
-        s.count or 0 for s in stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
-    )

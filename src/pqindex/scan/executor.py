@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import bisect
 import io
+import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +31,9 @@ import pyarrow.parquet as pq
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask
-from pqindex.format.file import ParquetFile
+from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
-from pqindex.io.source import ByteSource, coalesce
+from pqindex.io.source import coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
 from pqindex.scan.page_decode import (
     decode_columns,
@@ -114,10 +115,13 @@ class _Buffers:
 
 
 class _SourceFile(io.RawIOBase):
-    """A ByteSource as a file object, so pyarrow's fallback reads are counted too."""
+    """A file as a file object for pyarrow: reads go through ``ParquetFile.read_bytes``,
+    so they are counted, and bytes already read (the tail) are not read again."""
 
-    def __init__(self, source: ByteSource) -> None:
-        self._src = source
+    def __init__(self, pf: ParquetFile, fetch: Callable[[int, int], bytes] | None = None) -> None:
+        self._pf = pf
+        self._src = pf.source
+        self._fetch = fetch or pf.read_bytes
         self._pos = 0
 
     def readable(self) -> bool:
@@ -138,7 +142,7 @@ class _SourceFile(io.RawIOBase):
         n = min(len(b), self._src.size() - self._pos)
         if n <= 0:
             return 0
-        data = self._src.read(self._pos, n)
+        data = self._fetch(self._pos, n)
         b[:n] = data
         self._pos += n
         return n
@@ -174,6 +178,16 @@ def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) 
     return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
 
 
+def _arrow_metadata(pf: ParquetFile) -> pq.FileMetaData:
+    """pyarrow's view of the footer we already read (no second footer read)."""
+    md = pf.derived.get("arrow_metadata")
+    if md is None:
+        buf = b"PAR1" + pf.footer_bytes + struct.pack("<I", len(pf.footer_bytes)) + b"PAR1"
+        md = pq.read_metadata(pa.BufferReader(buf))
+        pf.derived["arrow_metadata"] = md
+    return md
+
+
 def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
     """The leaf under a decoded top-level field, with its parents' nulls applied."""
     for name in path[1:]:
@@ -202,6 +216,7 @@ class _RowGroupReader:
         self.buffers = _Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, tuple[list[int], pa.Array]] = {}
+        self._whole_cache: dict[str, pa.Array] = {}
 
     def _pages_for(
         self, col: int, rows: RowRanges
@@ -215,13 +230,35 @@ class _RowGroupReader:
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
 
+    def whole_fields(self, names: Sequence[str]) -> dict[str, Any]:
+        """Top-level fields of the whole row group, read by pyarrow itself.
+
+        Used when every row is wanted (no offset index needed: a full scan reads no
+        index bytes) and for chunks without an offset index. pyarrow gets the
+        footer we already decoded and reads through the counting source.
+        """
+        todo = [n for n in names if n not in self._whole_cache]
+        if todo:
+            # Fetch the chunks ourselves (coalesced, once); pyarrow then reads from memory.
+            cols = [c.index for c in self.pf.schema.leaves if c.path[0] in todo]
+            self.buffers.fetch([chunk_range(self.pf.column_meta(self.rg, c)) for c in cols])
+            t0 = time.perf_counter()
+            reader = pq.ParquetFile(
+                _SourceFile(self.pf, self.buffers), metadata=_arrow_metadata(self.pf),
+                pre_buffer=False,
+            )
+            table = reader.read_row_group(self.rg, columns=todo, use_threads=False)
+            for n in todo:
+                self._whole_cache[n] = table.column(n).combine_chunks()
+                for leaf in self.pf.schema.leaves:
+                    if leaf.path[0] == n:
+                        self.stats.pages_read += self.pf.data_page_count(self.rg, leaf.index)
+            self.stats.decode_seconds += time.perf_counter() - t0
+        return {n: self._whole_cache[n] for n in names}
+
     def _whole(self, field_name: str) -> pa.Array:
-        """A top-level field read through pyarrow, for chunks without an offset index."""
-        t0 = time.perf_counter()
-        reader = pq.ParquetFile(_SourceFile(self.pf.source))
-        table = reader.read_row_group(self.rg, columns=[field_name])
-        self.stats.decode_seconds += time.perf_counter() - t0
-        return table.column(0).combine_chunks()
+        arr: pa.Array = self.whole_fields([field_name])[field_name]
+        return arr
 
     def _decode_leaf(
         self, col: int, rows: RowRanges, target: pa.DataType, *, as_dictionary: bool = False
@@ -258,6 +295,8 @@ class _RowGroupReader:
         leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
         target = self.schema.field(field_name).type
         whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
+        if rows.count() == self.n or field_name in self._whole_cache:
+            return _cut(self._whole(field_name), *whole_rg, rows)
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
             if out is not None:
@@ -278,12 +317,12 @@ class _RowGroupReader:
             out = _cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
-        whole = self._whole(field_name)
-        self.stats.pages_read += len(leaf_cols)
-        return _cut(whole, *whole_rg, rows)
+        return _cut(self._whole(field_name), *whole_rg, rows)
 
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
+        if rows.count() == self.n:
+            return self.whole_fields(names)
         groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
@@ -319,6 +358,8 @@ class _RowGroupReader:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
         target = self.schema.field(leaf.path[0]).type
+        if rows.count() == self.n:
+            return _leaf_array(self.field(leaf.path[0], rows), leaf.path)
         dictionary = self.pf.all_dictionary_encoded(self.rg, col) is True
         arr = self._decode_leaf(col, rows, target, as_dictionary=dictionary)
         if arr is None:

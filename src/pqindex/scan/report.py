@@ -13,8 +13,9 @@ __all__ = ["ScanReport"]
 class ScanReport:
     """Counters of one scan; ``to_dict()`` is the stable, JSON-ready form.
 
-    ``pages_total`` counts the data pages of the columns the scan involves (from
-    the offset index when it was read, else the footer's encoding stats);
+    ``pages_total`` counts the data pages of the columns the scan involves in every
+    row group of every opened file, skipped ones included (from the offset index when
+    it was read, else the footer's encoding stats, else one per chunk);
     ``bytes_read`` and ``requests`` are every read of every file, footers included.
     """
 

@@ -1,0 +1,72 @@
+"""pqindex on Spark: write indexed datasets with Spark, and let Spark queries use them.
+
+Importing this package needs neither pyspark nor Java; each function imports
+pyspark when called. Spark's Python workers must be able to import pqindex: a
+session created by the caller should run them with this interpreter
+(``PYSPARK_PYTHON``).
+
+* :func:`write` — distribute, sort or Z-order, write through the ``"pqindex"``
+  data source with a staging/commit protocol and a manifest;
+* :func:`register` — ``df.write.format("pqindex")`` in a session;
+* :func:`read` / :func:`explain` — plan on the driver, read kept files natively;
+* :func:`add_indexes` — index an existing lake as a Spark job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["add_indexes", "explain", "read", "register", "write"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``"pqindex"`` data source in ``spark``'s session."""
+    from pqindex.spark.pipeline import register as _register
+
+    _register(spark)
+
+
+def write(df: Any, path: str | os.PathLike[str], **kwargs: Any) -> dict[str, Any]:
+    """See :func:`pqindex.spark.pipeline.write`."""
+    from pqindex.spark.pipeline import write as _write
+
+    return _write(df, path, **kwargs)
+
+
+def read(
+    spark: Any,
+    path: str | os.PathLike[str],
+    where: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> Any:
+    """See :func:`pqindex.spark.reading.read`."""
+    from pqindex.spark.reading import read as _read
+
+    return _read(spark, path, where, columns)
+
+
+def explain(
+    spark: Any, path: str | os.PathLike[str], where: str | None = None, *, show: bool = False
+) -> dict[str, Any]:
+    """See :func:`pqindex.spark.reading.explain`."""
+    from pqindex.spark.reading import explain as _explain
+
+    return _explain(spark, path, where, show=show)
+
+
+def add_indexes(
+    spark: Any,
+    path: str | os.PathLike[str] | list[str],
+    *,
+    distinct: str | Iterable[str] = (),
+    bloom: str | Iterable[str] = (),
+    zone_maps: str | Iterable[str] = (),
+    hll: str | Iterable[str] = (),
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """See :func:`pqindex.spark.indexing.add_indexes`."""
+    from pqindex.spark.indexing import add_indexes as _add
+
+    return _add(spark, path, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll, **kwargs)

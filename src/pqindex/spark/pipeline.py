@@ -1,0 +1,246 @@
+"""``pqindex.spark.write``: distribute, sort (or Z-order) and write through the data source."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pqindex.errors import UserInputError
+from pqindex.spark.commit import data_files, load_manifest
+from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
+from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
+
+__all__ = ["ZKEY", "register", "write", "zorder"]
+
+ZKEY = "__pqindex_zkey"
+_HELPER = "__pqindex_z"
+ZORDER_BITS = 10  # 1024 rank buckets per column; 4 columns still fit a long
+_UNKNOWN_SIZE = 1 << 62
+
+SortSpec = str | Sequence[str | tuple[str, str]] | None
+
+
+def register(spark: Any) -> None:
+    """Make ``df.write.format("pqindex")`` available in this session."""
+    from pqindex.spark.source import PqIndexDataSource
+
+    spark.dataSource.register(PqIndexDataSource)
+
+
+def _sort_spec(sort_by: SortSpec) -> list[tuple[str, str]]:
+    if sort_by is None:
+        return []
+    items = [sort_by] if isinstance(sort_by, str) else list(sort_by)
+    out = []
+    for item in items:
+        name, order = (item, "ascending") if isinstance(item, str) else (item[0], item[1])
+        if order not in ("ascending", "descending"):
+            raise UserInputError(f"sort order of {name!r} must be 'ascending' or 'descending'")
+        out.append((name, order))
+    return out
+
+
+def _names(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _sortable(df: Any, name: str) -> Any:
+    """A numeric Spark column that orders like ``name`` (strings: their first 7 bytes)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    dtype = df.schema[name].dataType
+    c = F.col(name)
+    if isinstance(dtype, (T.NumericType,)):
+        return c.cast("double")
+    if isinstance(dtype, T.BooleanType):
+        return c.cast("int").cast("double")
+    if isinstance(dtype, T.DateType):
+        return F.unix_date(c).cast("double")
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        return F.unix_micros(c.cast("timestamp")).cast("double")
+    if isinstance(dtype, (T.StringType, T.BinaryType)):
+        prefix = F.rpad(F.hex(F.substring(c.cast("binary"), 1, 7)), 14, "0")
+        return F.conv(prefix, 16, 10).cast("long").cast("double")
+    raise UserInputError(f"cannot cluster by {name!r} of type {dtype.simpleString()}")
+
+
+def _interleave(buckets: Sequence[np.ndarray], bits: int) -> np.ndarray:
+    z = np.zeros(len(buckets[0]), dtype=np.int64)
+    k = len(buckets)
+    for i in range(bits):
+        for j, b in enumerate(buckets):
+            z |= ((b >> i) & 1) << (i * k + j)
+    return z
+
+
+def zorder(df: Any, columns: Sequence[str], *, bits: int = ZORDER_BITS) -> Any:
+    """``df`` with a Z-order key column (``ZKEY``) over rank-normalized ``columns``.
+
+    Each column is mapped to a number that orders like it, cut into ``2**bits``
+    buckets at approximate quantiles (so skewed columns still use every bucket),
+    and the buckets' bits are interleaved. Nulls fall in bucket 0, first, as
+    Spark sorts them.
+    """
+    from pyspark.sql import types as T
+
+    if not 2 <= len(columns) <= 4:
+        raise UserInputError("cluster_by takes 2 to 4 columns")
+    for c in columns:
+        if c not in df.columns:
+            raise UserInputError(f"no column {c!r} to cluster by")
+    helpers = [f"{_HELPER}{i}" for i in range(len(columns))]
+    tmp = df.select(
+        "*", *[_sortable(df, c).alias(h) for c, h in zip(columns, helpers, strict=True)]
+    )
+    probs = [i / (1 << bits) for i in range(1, 1 << bits)]
+    quantiles = tmp.approxQuantile(helpers, probs, 0.001)
+    bounds = [np.unique(np.asarray(q, dtype=np.float64)) for q in quantiles]
+    names = list(df.columns)
+    out_schema = T.StructType([*df.schema.fields, T.StructField(ZKEY, T.LongType(), False)])
+
+    def add_key(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            buckets = []
+            for h, bd in zip(helpers, bounds, strict=True):
+                col = b.column(h)
+                v = col.to_numpy(zero_copy_only=False).astype(np.float64)
+                bk = np.searchsorted(bd, v, side="right").astype(np.int64) + 1
+                bk[col.is_null().to_numpy(zero_copy_only=False)] = 0
+                buckets.append(np.minimum(bk, (1 << bits) - 1))
+            z = _interleave(buckets, bits) if b.num_rows else np.zeros(0, np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [b.column(n) for n in names] + [pa.array(z, pa.int64())], names=[*names, ZKEY]
+            )
+
+    return tmp.mapInArrow(add_key, out_schema)
+
+
+def _partitions(df: Any, target_file_bytes: int) -> int:
+    """Enough tasks that each writes about one target-size file (a task rolls over anyway)."""
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+    except Exception:
+        size = _UNKNOWN_SIZE
+    if size >= _UNKNOWN_SIZE:
+        sample = df.limit(10_000).toArrow()
+        width = sample.nbytes / max(1, sample.num_rows)
+        size = int(df.count() * width)
+    n = math.ceil(size / target_file_bytes)
+    if n > 1:  # more than one file anyway: use every core
+        n = max(n, int(df.sparkSession.sparkContext.defaultParallelism))
+    return max(1, min(10_000, n))
+
+
+def write(
+    df: Any,
+    path: str | os.PathLike[str],
+    *,
+    sort_by: SortSpec,
+    cluster_by: Sequence[str] | None = None,
+    partition_by: str | Sequence[str] | None = None,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    page_rows: int = DEFAULT_PAGE_ROWS,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    bloom: Sequence[str] | None = None,
+    indexes: Mapping[str, Sequence[str]] | None = None,
+    mode: str = "error",
+    compression: str = "zstd",
+    num_partitions: int | None = None,
+    options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write ``df`` as an indexed dataset at ``path``; a summary of what was written.
+
+    Rows are range-partitioned on ``partition_by`` + ``sort_by`` (or on a Z-order
+    key over ``cluster_by``, 2-4 columns, with ``sort_by`` breaking ties) and sorted
+    within each task; every task writes files of about ``target_file_bytes`` (Arrow
+    size) through pqindex's writer, with ``bloom`` (Parquet Bloom filters) and
+    ``indexes`` (embedded, as in ``pqindex.write_table``). ``mode``: ``error`` (the
+    destination must hold no data), ``append`` or ``overwrite``; the old data of an
+    overwrite is removed only once the new data is committed. ``options``: extra
+    data source options.
+    """
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    if mode not in ("error", "append", "overwrite"):
+        raise UserInputError(f"mode must be error, append or overwrite, not {mode!r}")
+    dest = os.path.abspath(os.fspath(path))
+    sort = _sort_spec(sort_by)
+    cluster = list(cluster_by or [])
+    parts = _names(partition_by)
+    if not sort and not cluster:
+        raise UserInputError("give sort_by or cluster_by")
+    for c in [c for c, _ in sort] + parts:
+        if c not in df.columns:
+            raise UserInputError(f"no column {c!r} (columns: {', '.join(df.columns)})")
+    if mode == "error" and data_files(dest):
+        raise UserInputError("the destination already holds data (mode='error')", path=dest)
+    spark = df.sparkSession
+    register(spark)
+    if "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # for sessions created after this
+    n = num_partitions or _partitions(df, target_file_bytes)
+
+    def order(name: str, how: str) -> Any:
+        return F.col(name).desc() if how == "descending" else F.col(name).asc()
+
+    sort_cols = [order(c, how) for c, how in sort]
+    if cluster:
+        data = zorder(df, cluster)
+        key = [F.col(ZKEY).asc()]
+        shaped = (
+            data.repartitionByRange(n, *[F.col(p) for p in parts], *key)
+            .sortWithinPartitions(*[F.col(p) for p in parts], *key, *sort_cols)
+            .drop(ZKEY)
+        )
+    else:
+        shaped = df.repartitionByRange(
+            n, *[F.col(p) for p in parts], *sort_cols
+        ).sortWithinPartitions(*[F.col(p) for p in parts], *sort_cols)
+    job_id = uuid.uuid4().hex
+    opts = {
+        "sort_by": ",".join(f"{c} {'desc' if how == 'descending' else 'asc'}" for c, how in sort),
+        "partition_by": ",".join(parts),
+        "cluster_by": ",".join(cluster),
+        # Z-ordered files are not sorted by sort_by, so they must not claim to be.
+        "presorted": "true",
+        "target_file_bytes": str(target_file_bytes),
+        "page_rows": str(page_rows),
+        "row_group_rows": str(row_group_rows),
+        "compression": compression,
+        "bloom": ",".join(bloom or []),
+        "indexes": json.dumps({k: list(v) for k, v in (indexes or {}).items()}),
+        "mode": mode,
+        "job_id": job_id,
+        **dict(options or {}),
+    }
+    if cluster:
+        opts["sort_by"] = ""
+    spark_mode = "overwrite" if mode == "overwrite" else "append"
+    shaped.write.format("pqindex").options(**opts).mode(spark_mode).save(dest)
+    manifest = load_manifest(dest) or {}
+    last = manifest.get("last_commit") or {}
+    if last.get("job") != job_id:
+        raise UserInputError("the job finished but its manifest is missing", path=dest)
+    return {
+        "path": dest,
+        "files": last["files"],
+        "rows": last["rows"],
+        "bytes": last["bytes"],
+        "index_bytes": last["index_bytes"],
+        "region_bytes": last["region_bytes"],
+        "tasks": n,
+        "seconds": time.perf_counter() - t0,
+    }

@@ -1,0 +1,104 @@
+"""The ``"pqindex"`` Python data source: Spark writes through pqindex's writer.
+
+``writer()`` runs on the driver and fixes the job id; the writer object is
+pickled into every task and into the process that runs ``commit``/``abort``,
+so those share nothing but that object, the commit messages and the files.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+from pqindex.errors import UserInputError
+from pqindex.spark.commit import abort_job, commit_job, data_files
+from pqindex.spark.task import TaskOptions, parse_options, write_task
+
+__all__ = ["PqIndexDataSource", "PqIndexWriter", "TaskCommit"]
+
+
+@dataclass
+class TaskCommit(WriterCommitMessage):
+    """One task's staged files (see ``task.write_task`` for the entries)."""
+
+    task_dir: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+class PqIndexDataSource(DataSource):
+    """``df.write.format("pqindex").option("sort_by", "k").save(path)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pqindex"
+
+    def writer(self, schema: Any, overwrite: bool) -> PqIndexWriter:
+        options = {str(k): str(v) for k, v in dict(self.options).items()}
+        return PqIndexWriter(options, list(schema.fieldNames()), overwrite)
+
+
+class PqIndexWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], columns: Sequence[str], overwrite: bool) -> None:
+        path = options.get("path")
+        if not path:
+            raise UserInputError("the pqindex data source needs a path: .save(path)")
+        if path.startswith("file:"):
+            path = path[len("file:") :].lstrip("/")
+            path = "/" + path
+        if "://" in path:
+            raise UserInputError("the pqindex data source writes local paths only", path=path)
+        self.dest = os.path.abspath(path)
+        self.options = parse_options(options)
+        self.mode = self.options.mode or ("overwrite" if overwrite else "append")
+        if overwrite and self.mode != "overwrite":
+            raise UserInputError(f"Spark asked for overwrite but option mode is {self.mode!r}")
+        self.job_id = self.options.job_id or uuid.uuid4().hex
+        self.created_dest = not os.path.exists(self.dest)
+        missing = [
+            c
+            for c in [c for c, _ in self.options.sort_by] + self.options.partition_by
+            if c not in columns
+        ]
+        if missing:
+            raise UserInputError(
+                f"no column {missing[0]!r} to sort or partition by", path=self.dest
+            )
+        if self.options.partition_by and len(self.options.partition_by) == len(columns):
+            raise UserInputError("partition_by cannot name every column", path=self.dest)
+        if self.mode == "error" and data_files(self.dest):
+            raise UserInputError(
+                "the destination already holds data (mode='error')", path=self.dest
+            )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx is not None else 0
+        attempt = ctx.attemptNumber() if ctx is not None else 0
+        task_dir, files = write_task(
+            iterator,
+            dest=self.dest,
+            job_id=self.job_id,
+            partition_id=pid,
+            attempt=attempt,
+            options=self.options,
+        )
+        return TaskCommit(task_dir, files)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
+        commit_job(self.dest, self.job_id, files, mode=self.mode, info=_info(self.options))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_job(self.dest, self.job_id, created_dest=self.created_dest)
+
+
+def _info(options: TaskOptions) -> dict[str, Any]:
+    return options.info()

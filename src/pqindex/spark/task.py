@@ -1,0 +1,313 @@
+"""What one Spark task does with its rows: split them by partition values, write
+indexed files into its staging directory, and describe them for the commit.
+
+No Spark here: the task receives Arrow record batches and plain options.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pqindex.errors import UserInputError
+from pqindex.spark.commit import job_dir
+from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS, INDEX_KINDS, Writer
+
+__all__ = ["HIVE_NULL", "TaskOptions", "hive_dir", "parse_options", "write_task"]
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+DEFAULT_TARGET_FILE_BYTES = 256 * 1024 * 1024
+# Characters Spark escapes in partition directory names (ExternalCatalogUtils).
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(32)}
+
+
+@dataclass
+class TaskOptions:
+    """The data source options, parsed (Spark hands them over as strings)."""
+
+    sort_by: list[tuple[str, str]] = field(default_factory=list)
+    partition_by: list[str] = field(default_factory=list)
+    cluster_by: list[str] = field(default_factory=list)
+    presorted: bool = False
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    page_rows: int = DEFAULT_PAGE_ROWS
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    compression: str = "zstd"
+    bloom: list[str] = field(default_factory=list)
+    indexes: dict[str, list[str]] = field(default_factory=dict)
+    mode: str | None = None  # None: from Spark's overwrite flag
+    job_id: str | None = None
+    fail_task: int | None = None  # tests: this partition fails after writing its files
+
+    def info(self) -> dict[str, Any]:
+        """What the manifest records about how the files were written."""
+        return {
+            "sort_by": [list(s) for s in self.sort_by],
+            "partition_by": self.partition_by,
+            "cluster_by": self.cluster_by,
+            "bloom": self.bloom,
+            "indexes": self.indexes,
+            "page_rows": self.page_rows,
+            "row_group_rows": self.row_group_rows,
+        }
+
+
+def _list(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _int(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = options.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserInputError(f"option {key} must be an integer, not {raw!r}") from None
+    if value <= 0:
+        raise UserInputError(f"option {key} must be positive, not {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "1", "yes"):
+        return True
+    if raw.strip().lower() in ("false", "0", "no"):
+        return False
+    raise UserInputError(f"option {key} must be true or false, not {raw!r}")
+
+
+def _sort(value: str | None) -> list[tuple[str, str]]:
+    out = []
+    for item in _list(value):
+        words = item.split()
+        order = "ascending"
+        if len(words) == 2 and words[1].lower() in ("asc", "desc", "ascending", "descending"):
+            order = "descending" if words[1].lower().startswith("desc") else "ascending"
+        elif len(words) != 1:
+            raise UserInputError(f"cannot read sort key {item!r} (COLUMN [asc|desc])")
+        out.append((words[0], order))
+    return out
+
+
+def parse_options(options: Mapping[str, str]) -> TaskOptions:
+    """Options as ``df.write.format("pqindex").options(...)`` gives them.
+
+    ``sort_by`` ("a, b desc"), ``partition_by``, ``cluster_by``, ``bloom``: comma
+    lists; ``indexes``: JSON ``{"distinct": ["col"], ...}`` and/or ``index.<kind>``
+    comma lists; ``presorted``, ``target_file_bytes``, ``page_rows``,
+    ``row_group_rows``, ``compression``, ``mode``, ``job_id``.
+    """
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    indexes: dict[str, list[str]] = {}
+    if opts.get("indexes"):
+        try:
+            raw = json.loads(opts["indexes"])
+        except ValueError:
+            raise UserInputError('option indexes must be JSON like {"distinct": ["col"]}') from None
+        if not isinstance(raw, dict):
+            raise UserInputError("option indexes must be a JSON object")
+        for kind, cols in raw.items():
+            indexes[str(kind)] = [cols] if isinstance(cols, str) else [str(c) for c in cols]
+    for kind in INDEX_KINDS:
+        cols = _list(opts.get(f"index.{kind}"))
+        if cols:
+            indexes.setdefault(kind, [])
+            indexes[kind] += [c for c in cols if c not in indexes[kind]]
+    for kind in indexes:
+        if kind not in INDEX_KINDS:
+            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(INDEX_KINDS)})")
+    mode = opts.get("mode") or None
+    if mode is not None and mode not in ("error", "append", "overwrite"):
+        raise UserInputError(f"option mode must be error, append or overwrite, not {mode!r}")
+    fail = opts.get("pqindex.test.fail_task")
+    return TaskOptions(
+        sort_by=_sort(opts.get("sort_by")),
+        partition_by=_list(opts.get("partition_by")),
+        cluster_by=_list(opts.get("cluster_by")),
+        presorted=_bool(opts, "presorted", False),
+        target_file_bytes=_int(opts, "target_file_bytes", DEFAULT_TARGET_FILE_BYTES),
+        page_rows=_int(opts, "page_rows", DEFAULT_PAGE_ROWS),
+        row_group_rows=_int(opts, "row_group_rows", DEFAULT_ROW_GROUP_ROWS),
+        compression=opts.get("compression") or "zstd",
+        bloom=_list(opts.get("bloom")),
+        indexes=indexes,
+        mode=mode,
+        job_id=opts.get("job_id") or None,
+        fail_task=int(fail) if fail not in (None, "") else None,
+    )
+
+
+def _hive_value(value: Any) -> str:
+    if value is None:
+        return HIVE_NULL
+    if isinstance(value, bool):
+        s = "true" if value else "false"
+    elif isinstance(value, datetime.datetime):
+        s = value.isoformat(sep=" ")
+    else:
+        s = str(value)
+    if s == "":
+        return HIVE_NULL  # Spark writes empty strings as the null partition too
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in s)
+
+
+def hive_dir(keys: Iterable[str], values: Iterable[Any]) -> str:
+    """``k1=v1/k2=v2`` with Spark's escaping."""
+    return "/".join(
+        f"{_hive_value(k) if k else k}={_hive_value(v)}" for k, v in zip(keys, values, strict=True)
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def key_ranges(path: str, columns: Iterable[str]) -> dict[str, list[Any]]:
+    """Per column, the file's [min, max] from its row-group statistics (when known)."""
+    md = pq.read_metadata(path)
+    names = [md.schema.column(i).path for i in range(md.num_columns)]
+    out: dict[str, list[Any]] = {}
+    for name in columns:
+        if name not in names:
+            continue
+        j = names.index(name)
+        lo = hi = None
+        known = md.num_row_groups > 0
+        for rg in range(md.num_row_groups):
+            st = md.row_group(rg).column(j).statistics
+            if st is None or not st.has_min_max:
+                if st is not None and st.null_count == md.row_group(rg).num_rows:
+                    continue  # all nulls: no bounds to add
+                known = False
+                break
+            lo = st.min if lo is None or st.min < lo else lo
+            hi = st.max if hi is None or st.max > hi else hi
+        if known:
+            out[name] = [_jsonable(lo), _jsonable(hi)]
+    return out
+
+
+def _split(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:
+    """Rows by partition values, in their order; the partition columns dropped."""
+    data = table.drop_columns(keys)
+    codes = np.zeros(table.num_rows, dtype=np.int64)
+    uniques = []
+    for k in keys:
+        enc = pc.dictionary_encode(table.column(k).combine_chunks())
+        idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
+        values = [*enc.dictionary.to_pylist(), None]
+        codes = codes * len(values) + idx.astype(np.int64)
+        uniques.append(values)
+    if len(codes) and (codes == codes[0]).all():
+        firsts = [0]
+        groups = {int(codes[0]): None}
+    else:
+        found, firsts_arr = np.unique(codes, return_index=True)
+        order = np.argsort(firsts_arr)
+        firsts = [int(firsts_arr[i]) for i in order]
+        groups = {int(found[i]): None for i in order}
+    for code, first in zip(groups, firsts, strict=True):
+        vals = tuple(table.column(k)[first].as_py() for k in keys)
+        if len(groups) == 1:
+            yield vals, data
+        else:
+            yield vals, data.take(pa.array(np.flatnonzero(codes == code)))
+
+
+def write_task(
+    batches: Iterable[pa.RecordBatch],
+    *,
+    dest: str,
+    job_id: str,
+    partition_id: int,
+    attempt: int,
+    options: TaskOptions,
+) -> tuple[str, list[dict[str, Any]]]:
+    """Write this task's rows into its staging directory; (task dir, file entries)."""
+    task_dir = os.path.join(job_dir(dest, job_id), f"task-{partition_id:05d}-{attempt}")
+    prefix = f"part-{partition_id:05d}-{job_id[:8]}"
+    writers: dict[tuple[Any, ...], tuple[str, Writer]] = {}
+    file_opts: dict[str, Any] = {
+        "sort_by": options.sort_by or None,
+        "presorted": options.presorted,
+        "row_group_rows": options.row_group_rows,
+        "page_rows": options.page_rows,
+        "compression": options.compression,
+        "bloom": options.bloom or None,
+        "indexes": options.indexes or None,
+    }
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            parts = (
+                _split(table, options.partition_by) if options.partition_by else iter([((), table)])
+            )
+            for values, rows in parts:
+                if values not in writers:
+                    rel = hive_dir(options.partition_by, values)
+                    w = Writer(
+                        os.path.join(task_dir, rel) if rel else task_dir,
+                        target_file_bytes=options.target_file_bytes,
+                        prefix=prefix,
+                        **file_opts,
+                    )
+                    writers[values] = (rel, w)
+                writers[values][1].write(rows)
+        entries = []
+        key_cols = [c for c, _ in options.sort_by] + options.cluster_by
+        for rel, w in writers.values():
+            for r in w.close():
+                name = os.path.basename(r.path)
+                entries.append(
+                    {
+                        "path": os.path.join(rel, name) if rel else name,
+                        "staged": r.path,
+                        "rows": r.rows,
+                        "bytes": r.bytes,
+                        "row_groups": r.row_groups,
+                        "index_bytes": r.index_bytes,
+                        "region_bytes": r.region_bytes,
+                        "partition": dict(
+                            zip(options.partition_by, _partition_strs(rel), strict=True)
+                        )
+                        if rel
+                        else {},
+                        "key_range": key_ranges(r.path, key_cols),
+                        "job": job_id,
+                    }
+                )
+        if options.fail_task is not None and options.fail_task == partition_id:
+            raise RuntimeError(f"pqindex.test.fail_task: task {partition_id} fails after writing")
+        return task_dir, entries
+    except BaseException:
+        shutil.rmtree(task_dir, ignore_errors=True)
+        raise
+
+
+def _partition_strs(rel: str) -> list[str]:
+    return [p.split("=", 1)[1] for p in rel.split("/")]
