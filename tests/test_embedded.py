@@ -283,12 +283,6 @@ def _planned_pages(ds: Any, columns: list[str], where: str) -> set[tuple[int, in
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the predicate column's uncertain pages are decoded for evaluation, then "
-    "its output pages (uncertain + all-match) are decoded again because the cache only "
-    "serves a superset; pages_read counts both decodes (6 for 4 pages here)",
-)
 def test_pages_read_counts_each_page_once(data_dir: Path, paths: list[Path]) -> None:
     rng = random.Random(0)
     lo = rng.randrange(0, Z_MAX)

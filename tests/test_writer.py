@@ -339,11 +339,6 @@ def test_presorted_reverse_order_raises(table: pa.Table, tmp_path: Path) -> None
         write(table.sort_by([("id", "descending")]), tmp_path / "p.parquet", presorted=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: only row group 0's boundary order is checked; an unsorted later row "
-    "group is written with SortingColumn metadata",
-)
 def test_presorted_unsorted_later_row_group_raises(tmp_path: Path) -> None:
     ids = np.concatenate([np.arange(2000), np.random.default_rng(0).permutation(2000) + 2000])
     with pytest.raises(pqindex.PqIndexError):
@@ -357,11 +352,6 @@ def test_presorted_unsorted_later_row_group_raises(tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the check reads page bounds only; rows out of order inside one page "
-    "(or a row group of a single page) go undetected",
-)
 def test_presorted_unsorted_single_page_raises(tmp_path: Path) -> None:
     with pytest.raises(pqindex.PqIndexError):
         pqindex.write_table(
@@ -372,11 +362,6 @@ def test_presorted_unsorted_single_page_raises(tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the presorted check runs after the file is renamed into place; the "
-    "rejected file stays at the target path with SortingColumn metadata",
-)
 def test_presorted_rejected_leaves_no_file(table: pa.Table, tmp_path: Path) -> None:
     p = tmp_path / "p.parquet"
     with pytest.raises(pqindex.PqIndexError):
@@ -506,12 +491,6 @@ def test_single_file_writer_writes_one_file(tmp_path: Path) -> None:
         w.write(pa.table({"id": [1]}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a single-file Writer never checks target_file_bytes (write() only "
-    "flushes for directories), so the 'cannot roll over' UserInputError in _next_path is "
-    "unreachable and the file silently grows past the target",
-)
 def test_single_file_writer_cannot_roll_over(tmp_path: Path) -> None:
     with (
         pytest.raises(pqindex.UserInputError, match="roll over"),
@@ -548,11 +527,6 @@ def test_index_on_list_column(table: pa.Table, tmp_path: Path, kind: str) -> Non
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: errors raised while building embedded indexes name the temporary "
-    "file (.x.parquet.pqindex-write-XXXX), which is deleted, not the target path",
-)
 def test_index_error_names_target(table: pa.Table, tmp_path: Path) -> None:
     with pytest.raises(pqindex.UserInputError) as e:
         write(table, tmp_path / "x.parquet", indexes={"distinct": ["nope"]})

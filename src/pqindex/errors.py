@@ -59,6 +59,16 @@ class PqIndexError(Exception):
         return err
 
 
+    def with_path(self, path: str) -> PqIndexError:
+        """A copy of this error naming ``path`` instead of its own (a temporary file)."""
+        err = type(self).__new__(type(self))
+        PqIndexError.__init__(
+            err, self.reason, path=path, row_group=self.row_group, column=self.column,
+            offset=self.offset,
+        )
+        return err
+
+
 class CorruptFileError(PqIndexError):
     """The file is truncated, damaged, or not Parquet at all."""
 

@@ -45,10 +45,11 @@ from pqindex.indexes.encoding import (
     write_value_type,
 )
 from pqindex.indexes.evidence import BloomEvidence
+from pqindex.indexes.hashing import xxh64_fixed
 from pqindex.indexes.leaf_values import numbers, plain_hashes, storage
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom"]
+__all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom", "unique_count"]
 
 DEFAULT_FPP = 0.01
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -56,6 +57,7 @@ _VERSION = 1
 _BATCH = 1 << 16
 _SALT = np.array([0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B,
                   0x9EFC4947, 0x5C6BFB31], dtype=np.uint64)
+_SALT32 = _SALT.astype(np.uint32)
 _SUPPORTED = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16,
                         Kind.DECIMAL, Kind.DATE, Kind.TIME, Kind.TIMESTAMP, Kind.STRING,
                         Kind.BINARY, Kind.UUID})
@@ -73,20 +75,36 @@ def bloom_bytes(ndv: int, fpp: float, max_bytes: int = DEFAULT_MAX_BYTES) -> int
 
 
 def build_bitset(hashes: np.ndarray, num_bytes: int) -> bytes:
-    """The split-block bitset with every hash inserted (vectorized ``insert_hash``)."""
+    """The split-block bitset with every hash inserted (vectorized ``insert_hash``).
+
+    Each hash sets one bit in each of the eight 32-bit words of its block; the
+    bits are set in a boolean array (one entry per bitset bit, little-endian word
+    order) that ``np.packbits`` turns into the bitset's bytes.
+    """
     nb = num_bytes // BLOCK_BYTES
-    words = np.zeros((nb, 8), dtype=np.uint32)
+    bits = np.zeros(num_bytes * 8, dtype=np.bool_)
     all_hashes = hashes.astype(np.uint64, copy=False)
-    for i in range(0, len(all_hashes), _BATCH):  # bounded temporaries: 64 bytes per hash
+    for i in range(0, len(all_hashes), _BATCH):  # bounded temporaries
         h = all_hashes[i : i + _BATCH]
-        block = ((h >> np.uint64(32)) * np.uint64(nb)) >> np.uint64(32)
-        key = h & np.uint64(0xFFFFFFFF)
-        bit = ((key[:, None] * _SALT[None, :]) & np.uint64(0xFFFFFFFF)) >> np.uint64(27)
-        masks = (np.uint32(1) << bit.astype(np.uint32)).astype(np.uint32)
-        rows = np.repeat(block.astype(np.intp), 8)
-        cols = np.tile(np.arange(8, dtype=np.intp), len(h))
-        np.bitwise_or.at(words, (rows, cols), masks.reshape(-1))
-    return words.astype("<u4").tobytes()
+        block = (((h >> np.uint64(32)) * np.uint64(nb)) >> np.uint64(32)).astype(np.int64)
+        key = (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        base = block * (BLOCK_BYTES * 8)
+        for j in range(8):
+            bit = ((key * _SALT32[j]) >> np.uint32(27)).astype(np.int64)  # wraps mod 2**32
+            bits[base + (32 * j) + bit] = True
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+def unique_count(hashes: np.ndarray) -> tuple[np.ndarray, int]:
+    """The distinct hashes (sorted) and their number; a sort is far faster than a hash set."""
+    s = np.sort(hashes.astype(np.uint64, copy=False))
+    if s.size == 0:
+        return s, 0
+    keep = np.empty(s.size, dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    u = s[keep]
+    return u, int(u.size)
 
 
 def read_bloom(blob: Blob) -> tuple[ValueType, BloomFilter]:
@@ -130,13 +148,15 @@ class BloomFileKind:
         for u in units(len(stored), row_group_bounds, page_bounds, scopes):
             part = stored.slice(u.start, u.rows)
             # Hashing is cheap for numbers; for bytes, deduplicate first.
-            if numbers(vt, part) is None:
-                part = pc.unique(part)
-            hashes = plain_hashes(vt, part)
+            nums = numbers(vt, part)
+            if nums is not None:
+                hashes: np.ndarray | None = xxh64_fixed(nums)
+            else:  # hashing bytes is the slow part: deduplicate first
+                hashes = plain_hashes(vt, pc.unique(part))
             if hashes is None:
                 return []
-            hashes = np.unique(hashes)
-            size = bloom_bytes(len(hashes), fpp, max_bytes)
+            hashes, ndv = unique_count(hashes)
+            size = bloom_bytes(ndv, fpp, max_bytes)
             w = BodyWriter()
             w.u8(_VERSION)
             write_value_type(w, vt)

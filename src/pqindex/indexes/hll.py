@@ -44,6 +44,7 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
+from pqindex.indexes.hashing import xxh64_fixed
 from pqindex.indexes.leaf_values import numbers, plain_hashes, storage
 from pqindex.indexes.units import scopes_option, units
 
@@ -59,6 +60,9 @@ _SUPPORTED = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT
 
 def _bit_length(x: np.ndarray) -> np.ndarray:
     """Bit length of each uint64, exactly (float log2 rounds near powers of two)."""
+    if x.size and int(x.max()) < (1 << 53):
+        # Exact in float64: frexp's exponent is the bit length (0 for 0).
+        return np.frexp(x.astype(np.float64))[1].astype(np.int64)
     out = np.zeros(x.shape, dtype=np.int64)
     x = x.copy()
     for s in (32, 16, 8, 4, 2, 1):
@@ -220,9 +224,11 @@ class HllKind:
         blobs = []
         for u in units(len(stored), row_group_bounds, page_bounds, scopes):
             part = stored.slice(u.start, u.rows)
-            if numbers(vt, part) is None:
-                part = pc.unique(part)  # hashing bytes is the slow part: deduplicate first
-            hashes = plain_hashes(vt, part)
+            nums = numbers(vt, part)
+            if nums is not None:
+                hashes: np.ndarray | None = xxh64_fixed(nums)
+            else:  # hashing bytes is the slow part: deduplicate first
+                hashes = plain_hashes(vt, pc.unique(part))
             if hashes is None:
                 return []
             sketch = HyperLogLog(precision)

@@ -229,74 +229,146 @@ def _where(entry: BlobEntry) -> str:
     return f"{entry.kind} blob for column {entry.column!r} ({unit})"
 
 
+def _gives_evidence(name: str) -> bool:
+    """Whether a kind's ``evidence`` needs the blob at all (an "hll" sketch gives none)."""
+    factory = REGISTRY.get(name)
+    return factory is not None and bool(getattr(factory, "gives_evidence", True))
+
+
+Fetch = Callable[[int, int], bytes]  # (offset relative to the region, length) -> bytes
+
+
 class Region:
-    """A parsed region: its directory entries and, on demand, each blob's evidence."""
+    """A parsed region: its directory entries and, on demand, each blob's bytes and evidence.
+
+    The region may hold only its header and directory: blob bytes outside the
+    bytes given to ``parse`` are read with ``fetch`` the first time they are
+    needed (``blob``, ``evidence``), checked against their XXH64 then, and kept.
+    A blob whose checksum does not match is dropped (it leaves ``blobs``) with a
+    message in ``warnings``.
+    """
 
     def __init__(self, data: bytes, version: tuple[int, int], entries: Sequence[BlobEntry],
                  warnings: list[str], *, region_offset: int = 0, ignored: bool = False,
-                 schema: Schema | None = None) -> None:
+                 schema: Schema | None = None, length: int | None = None,
+                 fetch: Fetch | None = None, verified: Mapping[int, bytes] | None = None,
+                 strict: bool = False) -> None:
         self._data = data
+        self._length = len(data) if length is None else length
+        self._fetch = fetch
+        self._strict = strict
         self.version = version
-        self.blobs: tuple[BlobEntry, ...] = tuple(entries)
+        self._entries: tuple[BlobEntry, ...] = tuple(entries)
+        self._index = {id(e): i for i, e in enumerate(self._entries)}
+        self._bytes: dict[int, bytes] = dict(verified or {})  # checked blob bytes
+        self._dropped: set[int] = set()
+        self._blobs: tuple[BlobEntry, ...] | None = None
         self.warnings = warnings
         self.region_offset = region_offset
         self.ignored = ignored  # the whole region was unusable
         self.schema = schema
+        self.requests = 0  # fetches made for blob bytes
         self._by_unit: dict[tuple[str, Scope, int | None, int | None], list[int]] = {}
-        for i, e in enumerate(self.blobs):
+        # Blobs that give evidence, per (column, scope), in region order: the
+        # neighbours worth fetching along with one of them.
+        self._siblings: dict[tuple[str, Scope], list[int]] = {}
+        for i, e in enumerate(self._entries):
             self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
+            if e.known and _gives_evidence(e.kind):
+                self._siblings.setdefault((e.column, e.scope), []).append(i)
+        self._position: dict[int, int] = {}
+        for group in self._siblings.values():
+            group.sort(key=lambda i: self._entries[i].offset)
+            self._position.update((i, k) for k, i in enumerate(group))
         self._evidence: dict[int, Any] = {}
         self._kinds: dict[str, IndexKind] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @property
     def size(self) -> int:
-        return len(self._data)
+        """The region's length in bytes (not what has been read of it)."""
+        return self._length
+
+    @property
+    def blobs(self) -> tuple[BlobEntry, ...]:
+        """Directory entries, without the blobs dropped so far (bad checksums)."""
+        blobs = self._blobs
+        if blobs is None:
+            blobs = tuple(e for i, e in enumerate(self._entries) if i not in self._dropped)
+            self._blobs = blobs
+        return blobs
 
     # ------------------------------------------------------------ parsing
 
     @classmethod
     def parse(cls, data: bytes, *, file_size: int, region_offset: int,
-              schema: Schema | None = None, strict: bool = False) -> Region:
+              schema: Schema | None = None, strict: bool = False, length: int | None = None,
+              fetch: Fetch | None = None) -> Region:
         """Validate and index a region read from ``region_offset`` of a ``file_size`` file.
 
-        Damage gives a Region with warnings (``ignored`` when nothing is usable);
-        ``strict=True`` raises RegionError / RegionVersionError instead.
+        ``data`` is the region's first bytes: all of it, or (with ``length``, the
+        region's full length, and ``fetch``) at least its header and directory.
+        Blobs whose bytes are in ``data`` are checked now, the others when first
+        used. Damage gives a Region with warnings (``ignored`` when nothing is
+        usable); ``strict=True`` raises RegionError / RegionVersionError instead.
         """
         data = bytes(data)
+        length = len(data) if length is None else max(length, len(data))
         warnings: list[str] = []
         try:
-            version, raw_entries, start = cls._directory(data, file_size, region_offset)
+            version, raw_entries, start = cls._directory(data, length, file_size, region_offset)
         except (RegionError, RegionVersionError) as e:
             if strict:
                 raise
             return cls(b"", (0, 0), (), [f"embedded index region ignored: {e.reason}"],
-                       region_offset=region_offset, ignored=True, schema=schema)
-        entries = []
+                       region_offset=region_offset, ignored=True, schema=schema,
+                       length=length)
+        end = length
+        if version[1] >= 1:  # 1.1 and later end with a trailer
+            end = length - TRAILER_SIZE
+            problem = None
+            if end < start:
+                problem = "region has no room for its trailer"
+            elif len(data) == length and data[end:] != _TRAILER.pack(start - HEADER_SIZE,
+                                                                       MAGIC):
+                problem = "region trailer damaged (region truncated or overwritten?)"
+            if problem is not None:
+                if strict:
+                    raise RegionError(problem)
+                warnings.append(f"embedded index: {problem}")
+                end = max(end, start)
+        entries: list[BlobEntry] = []
+        verified: dict[int, bytes] = {}
         for raw in raw_entries:
             try:
-                entry = _entry(raw, start, len(data))
-                if _xxh64(memoryview(data)[entry.offset : entry.offset + entry.length]) \
-                        != entry.checksum:
-                    raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
+                entry = _entry(raw, start, end)
+                if entry.offset + entry.length <= len(data):
+                    blob = data[entry.offset : entry.offset + entry.length]
+                    if _xxh64(blob) != entry.checksum:
+                        raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
+                    verified[len(entries)] = blob
             except RegionError as e:
                 if strict:
                     raise
                 warnings.append(f"embedded index: {e.reason}")
                 continue
             entries.append(entry)
-        return cls(data, version, entries, warnings, region_offset=region_offset,
-                   schema=schema)
+        # Only the header and directory are kept; verified blobs keep their own bytes.
+        return cls(data[:start], version, entries, warnings, region_offset=region_offset,
+                   schema=schema, length=length, fetch=fetch, verified=verified,
+                   strict=strict)
 
     @staticmethod
-    def _directory(data: bytes, file_size: int,
+    def _directory(data: bytes, length: int, file_size: int,
                    region_offset: int) -> tuple[tuple[int, int], list[Any], int]:
-        if region_offset < 4 or region_offset + len(data) > file_size:
-            raise RegionError(f"region [{region_offset}, {region_offset + len(data)}) lies "
+        if region_offset < 4 or region_offset + length > file_size:
+            raise RegionError(f"region [{region_offset}, {region_offset + length}) lies "
                               f"outside the file's {file_size} bytes")
-        if len(data) < HEADER_SIZE:
-            raise RegionError(f"region of {len(data)} bytes is shorter than its "
+        if length < HEADER_SIZE:
+            raise RegionError(f"region of {length} bytes is shorter than its "
                               f"{HEADER_SIZE}-byte header")
+        if len(data) < HEADER_SIZE:
+            raise RegionError(f"only {len(data)} bytes of the region's header were read")
         magic, major, minor, dir_len, dir_sum = _HEADER.unpack_from(data, 0)
         if magic != MAGIC:
             raise RegionError(f"region starts with {magic!r}, expected {MAGIC!r}")
@@ -304,9 +376,12 @@ class Region:
             raise RegionVersionError(f"region format version {major}.{minor}; this reader "
                                      f"knows major version {VERSION[0]}")
         end = HEADER_SIZE + dir_len
-        if end > len(data):
+        if end > length:
             raise RegionError(f"directory of {dir_len} bytes runs past the region's "
-                              f"{len(data)} bytes")
+                              f"{length} bytes")
+        if end > len(data):
+            raise RegionError(f"only {len(data)} of the region's first {end} bytes (header "
+                              f"and directory) were read")
         directory = memoryview(data)[HEADER_SIZE:end]
         if _xxh64(directory) != dir_sum:
             raise RegionError("directory checksum mismatch")
@@ -318,17 +393,119 @@ class Region:
             raise RegionError("directory has no 'blobs' list")
         return (major, minor), parsed["blobs"], end
 
+    # ------------------------------------------------------------ blob bytes
+
+    def _position_of(self, entry: BlobEntry) -> int:
+        i = self._index.get(id(entry))
+        if i is None:
+            for k, e in enumerate(self._entries):
+                if e == entry:
+                    return k
+            raise UserInputError(f"{_where(entry)} is not an entry of this region")
+        return i
+
+    def _with_neighbours(self, wanted: list[int]) -> list[int]:
+        """``wanted`` and the unread evidence blobs of the same column and scope next to
+        them in the region, up to ``COALESCE_BYTES`` more (one request instead of many)."""
+        chosen = set(wanted)
+        budget = COALESCE_BYTES
+        for i in wanted:
+            e = self._entries[i]
+            group = self._siblings.get((e.column, e.scope))
+            k = self._position.get(i)
+            if group is None or k is None:
+                continue
+            for step in (1, -1):
+                lo, hi = e.offset, e.offset + e.length
+                j = k + step
+                while 0 <= j < len(group):
+                    n = group[j]
+                    ne = self._entries[n]
+                    if n in chosen:
+                        lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
+                        j += step
+                        continue
+                    if n in self._bytes or n in self._dropped or ne.length > budget:
+                        break
+                    gap = ne.offset - hi if step > 0 else lo - (ne.offset + ne.length)
+                    if gap > GAP_BYTES:
+                        break
+                    chosen.add(n)
+                    budget -= ne.length
+                    lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
+                    j += step
+        return sorted(chosen, key=lambda i: self._entries[i].offset)
+
+    def _load(self, wanted: Sequence[int], *, neighbours: bool = True) -> None:
+        """Read, check and keep the bytes of blobs ``wanted`` (call with the lock held)."""
+        todo = [i for i in wanted if i not in self._bytes and i not in self._dropped]
+        if not todo:
+            return
+        order = self._with_neighbours(todo) if neighbours else sorted(
+            todo, key=lambda i: self._entries[i].offset)
+        runs: list[list[int]] = []
+        run_end = -1
+        for i in order:
+            e = self._entries[i]
+            if runs and e.offset - run_end <= GAP_BYTES:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+            run_end = max(run_end, e.offset + e.length) if len(runs[-1]) > 1 else (
+                e.offset + e.length)
+        for run in runs:
+            lo = min(self._entries[i].offset for i in run)
+            hi = max(self._entries[i].offset + self._entries[i].length for i in run)
+            try:
+                buf = self._read(lo, hi - lo)
+            except RegionError as err:
+                for i in run:
+                    self._drop(i, err.reason)
+                continue
+            for i in run:
+                e = self._entries[i]
+                blob = buf[e.offset - lo : e.offset - lo + e.length]
+                if len(blob) != e.length or _xxh64(blob) != e.checksum:
+                    self._drop(i, "checksum mismatch, blob dropped")
+                else:
+                    self._bytes[i] = blob
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        if self._fetch is None:
+            raise RegionError("blob bytes were not read with the region and it has no "
+                              "way to fetch them")
+        self.requests += 1
+        return bytes(self._fetch(offset, length))
+
+    def _drop(self, i: int, reason: str) -> None:
+        self._dropped.add(i)
+        self._blobs = None
+        message = f"{_where(self._entries[i])}: {reason}"
+        self.warnings.append(f"embedded index: {message}")
+
     # ------------------------------------------------------------ access
 
     def blob(self, entry: BlobEntry) -> Blob:
-        """The blob of a directory entry, with its bytes."""
-        data = self._data[entry.offset : entry.offset + entry.length]
+        """The blob of a directory entry, with its bytes.
+
+        May read the file (the first time a blob outside the bytes read with the
+        region is asked for). RegionError when its bytes fail their checksum (the
+        blob is then dropped, with a warning); I/O errors propagate.
+        """
+        i = self._position_of(entry)
+        with self._lock:
+            self._load([i], neighbours=False)
+            data = self._bytes.get(i)
+        if data is None:
+            raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
         return Blob(entry.kind, entry.column, entry.scope, entry.row_group, entry.page,
                     data, entry.properties)
 
     def find(self, *, kind: str | None = None, column: str | None = None,
              scope: Scope | None = None) -> list[BlobEntry]:
-        """Directory entries, filtered."""
+        """Directory entries, filtered (no I/O)."""
         return [e for e in self.blobs if (kind is None or e.kind == kind)
                 and (column is None or e.column == column)
                 and (scope is None or e.scope == scope)]
@@ -346,8 +523,10 @@ class Region:
         """Evidence objects (``match(pred) -> Match``) for one unit of one column.
 
         ``leaf`` defaults to the column of the schema given to ``parse``; without
-        either nothing is returned. Blobs are decoded on first request and kept;
-        a blob that fails to decode is skipped with a warning.
+        either nothing is returned. The unit's blobs are read (together, with
+        unread neighbours of the same column and scope when that saves requests)
+        and decoded on first request and kept; a blob that fails its checksum or
+        to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
         scope = Scope(scope)
         key = (column, scope, row_group if scope != Scope.FILE else None,
@@ -360,28 +539,36 @@ class Region:
         if leaf is None:
             return []
         out = []
-        for i in indexes:
-            with self._lock:
-                if i not in self._evidence:
-                    self._evidence[i] = self._decode(self.blobs[i], leaf)
-                ev = self._evidence[i]
+        with self._lock:
+            todo = [i for i in indexes if i not in self._evidence]
+            useful = [i for i in todo if self._entries[i].known
+                      and _gives_evidence(self._entries[i].kind)]
+            self._load(useful)
+            for i in todo:
+                self._evidence[i] = self._decode(i, leaf) if i in useful else None
+            evs = [self._evidence[i] for i in indexes]
+        for ev in evs:
             if ev is not None:
                 out.append(ev)
         return out
 
-    def _decode(self, entry: BlobEntry, leaf: LeafColumn) -> Any:
+    def _decode(self, i: int, leaf: LeafColumn) -> Any:
+        entry = self._entries[i]
         kind = self._kind(entry.kind)
-        if kind is None:
-            return None  # unknown kind: listed by summary(), never used
+        data = self._bytes.get(i)
+        if kind is None or data is None:
+            return None  # unknown kind (listed by summary(), never used), or dropped
+        blob = Blob(entry.kind, entry.column, entry.scope, entry.row_group, entry.page,
+                    data, entry.properties)
         try:
-            return kind.evidence(leaf, self.blob(entry))
+            return kind.evidence(leaf, blob)
         except (PqIndexError, ValueError, struct.error, OverflowError) as e:
             reason = e.reason if isinstance(e, PqIndexError) else str(e)
             self.warnings.append(f"embedded index: {_where(entry)} unusable: {reason}")
             return None
 
     def summary(self) -> dict[str, Any]:
-        """Kinds, columns and sizes, for ``pqindex inspect``."""
+        """Kinds, columns and sizes, for ``pqindex inspect`` (no I/O)."""
         kinds: dict[str, dict[str, Any]] = {}
         for e in self.blobs:
             k = kinds.setdefault(e.kind, {"known": e.known, "blobs": 0, "bytes": 0,

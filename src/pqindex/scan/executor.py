@@ -215,7 +215,7 @@ class _RowGroupReader:
         self.stats = stats
         self.buffers = _Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
-        self._decoded: dict[int, tuple[list[int], pa.Array]] = {}
+        self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
 
     def _pages_for(
@@ -270,23 +270,32 @@ class _RowGroupReader:
         pages, firsts, counts = found
         if not pages:
             return pa.array([], type=target)
-        cached = self._decoded.get(col)
-        if cached is not None and set(pages) <= set(cached[0]):
-            # The predicate pass already decoded these pages.
-            pages, arr = cached
-            out = _cut(arr, firsts[pages], counts[pages], rows)
-            if not as_dictionary and out.type != target:
-                out = out.cast(target)
-            return out
-        self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, pages))
+        # Pages decoded earlier (by the predicate pass) are reused; only the rest is
+        # decoded now, and each page is counted once.
+        cache = self._decoded.setdefault(col, {})
+        missing = [p for p in pages if p not in cache]
         t0 = time.perf_counter()
-        arr, _ = decode_pages(
-            self.pf, self.rg, col, pages, self.buffers, arrow_type=target,
-            as_dictionary=as_dictionary,
-        )
-        self.stats.pages_read += len(pages)
-        self._decoded[col] = (pages, arr)
+        if missing:
+            self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing))
+            arr, _ = decode_pages(
+                self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
+                as_dictionary=as_dictionary,
+            )
+            self.stats.pages_read += len(missing)
+            start = 0
+            for p in missing:
+                cache[p] = arr.slice(start, int(counts[p]))
+                start += int(counts[p])
+        pieces = [cache[p] for p in pages]
+        if len({piece.type for piece in pieces}) > 1 or (
+            len(pieces) > 1 and pa.types.is_dictionary(pieces[0].type)
+        ):
+            # Dictionary-decoded pieces from separate decodes don't share a dictionary.
+            pieces = [piece.cast(target) if piece.type != target else piece for piece in pieces]
+        arr = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         out = _cut(arr, firsts[pages], counts[pages], rows)
+        if not as_dictionary and out.type != target:
+            out = out.cast(target)
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 

@@ -46,6 +46,7 @@ DICTIONARY_MAX_RATIO = 0.10
 DICTIONARY_MAX_BYTES = 256 * 1024
 SAMPLE_ROWS = 65_536
 INDEX_KINDS = ("distinct", "bloom", "zone_maps", "hll")
+DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass
@@ -166,6 +167,38 @@ def _indexes(indexes: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]
     return out
 
 
+def _check_presorted(table: pa.Table, sort: list[tuple[str, str]], path: str) -> None:
+    """Data given as presorted must be in the first sort key's order (nulls at one end).
+
+    Checked on the values, before anything is written: page bounds alone can't see
+    rows out of order inside a page.
+    """
+    name, order = sort[0]
+    col = table.column(name)
+    valid = pc.is_valid(col)
+    if col.null_count:
+        flags = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)
+        changes = int(np.count_nonzero(flags[1:] != flags[:-1]))
+        if changes > 1:
+            raise UserInputError(
+                f"data given as presorted by {name} has nulls in the middle", path=path,
+                column=name,
+            )
+        col = col.filter(valid)
+    if len(col) < 2:
+        return
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    a, b = col.slice(0, len(col) - 1), col.slice(1)
+    ok = pc.greater_equal(b, a) if order == "ascending" else pc.less_equal(b, a)
+    if not pc.all(ok).as_py():
+        bad = int(np.argmin(np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)))
+        raise UserInputError(
+            f"data given as presorted by {name} {order} is not: row {bad + 1} is out of order",
+            path=path,
+            column=name,
+        )
+
+
 def _tmp_name(path: str) -> str:
     d, name = os.path.split(os.path.abspath(path))
     return os.path.join(d, f".{name}.pqindex-write-{secrets.token_hex(4)}")
@@ -204,6 +237,8 @@ def write_table(
     sort = normalize_sort(sort_by, table.schema)
     if sort and not presorted:
         table = table.sort_by(sort)
+    elif sort:
+        _check_presorted(table, sort, os.fspath(path))
     kinds = _indexes(indexes)
     if dictionary == "auto":
         dict_cols: list[str] | bool = _auto_dictionary(table, row_group_rows)
@@ -232,7 +267,8 @@ def write_table(
             bloom_filter_options=_bloom_options(bloom, table),
         )
         result = finish_file(
-            tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata
+            tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata,
+            sort=sort,
         )
     finally:
         if os.path.exists(tmp):
@@ -241,7 +277,6 @@ def write_table(
     result.dictionary_columns = (
         list(dict_cols) if isinstance(dict_cols, list) else (table.schema.names if dict_cols else [])
     )
-    _check_order(result, sort, presorted)
     return result
 
 
@@ -253,13 +288,19 @@ def finish_file(
     indexes: Mapping[str, Sequence[str]],
     truncate: int | None,
     metadata: Mapping[str, str] | None = None,
+    sort: list[tuple[str, str]] | None = None,
 ) -> WriteResult:
-    """Rebuild ``written``'s index tail into ``target``: truncated bounds, embedded region."""
+    """Rebuild ``written``'s index tail into ``target``: truncated bounds, embedded region.
+
+    With ``sort``, the first key's boundary order is checked first (read-back check).
+    """
     from pqindex.indexes.build import build_region
     from pqindex.write.tail import Tail, rewrite
     from pqindex.write.truncate import truncate_column_index
 
     with ParquetFile.open(written) as pf:
+        if sort:
+            _check_order(pf, sort, target)
         cis: dict[tuple[int, int], ColumnIndex | None] = {}
         if truncate:
             for rg in range(pf.num_row_groups):
@@ -267,7 +308,10 @@ def finish_file(
                     ci = pf.column_index(rg, leaf.index)
                     if ci is not None:
                         cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
-        region = build_region(pf, table, indexes) if indexes else None
+        try:
+            region = build_region(pf, table, indexes) if indexes else None
+        except PqIndexError as e:
+            raise e.with_path(target) from None
         tail = Tail(
             column_indexes=cis,
             region=region,
@@ -303,41 +347,29 @@ def _data_end(pf: ParquetFile) -> int:
     return data_end(pf)
 
 
-def _check_order(result: WriteResult, sort: list[tuple[str, str]], presorted: bool) -> None:
-    """Read-back check: the first sort key's ColumnIndex must be in the promised order.
-
-    pyarrow detects the boundary order from page bounds; a column whose pages are
-    all equal reads as ASCENDING whichever order was asked, so only an order that
-    contradicts the request (UNORDERED, or the other direction) is an error.
-    """
-    if not sort or result.rows == 0 or result.row_groups == 0:
-        return
+def _check_order(pf: ParquetFile, sort: list[tuple[str, str]], target: str) -> None:
+    """Read-back check: every row group's ColumnIndex of the first sort key must be in
+    the promised order. A column whose page bounds are all equal reads as ASCENDING
+    whichever order was asked, so only a contradicting order is an error."""
     name, order = sort[0]
-    got = result.boundary_orders.get(name)
-    want = "ASCENDING" if order == "ascending" else "DESCENDING"
-    if got is None or got == want:
+    leaf = pf.schema.leaf(name)
+    if leaf is None:
         return
-    if got == "ASCENDING" and want == "DESCENDING" and not _unordered_pages(result.path, name):
-        return  # equal page bounds
-    what = "given as presorted" if presorted else "sorted"
-    raise PqIndexError(
-        f"data {what} by {name} {order} is not: the written column index says {got}",
-        path=result.path,
-        column=name,
-    )
-
-
-def _unordered_pages(path: str, name: str) -> bool:
-    """Whether some page of ``name`` has bounds that differ from its neighbours'."""
-    with ParquetFile.open(path) as pf:
-        leaf = pf.schema.leaf(name)
-        if leaf is None:
-            return False
-        for rg in range(pf.num_row_groups):
-            ci = pf.column_index(rg, leaf.index)
-            if ci is not None and len(set(ci.min_values or []) | set(ci.max_values or [])) > 1:
-                return True
-    return False
+    want = BoundaryOrder.ASCENDING if order == "ascending" else BoundaryOrder.DESCENDING
+    for rg in range(pf.num_row_groups):
+        ci = pf.column_index(rg, leaf.index)
+        if ci is None or ci.boundary_order is None or ci.boundary_order == want:
+            continue
+        distinct = set(ci.min_values or []) | set(ci.max_values or [])
+        if ci.boundary_order == BoundaryOrder.ASCENDING and len(distinct) <= 1:
+            continue
+        raise PqIndexError(
+            f"data sorted by {name} {order} reads back as "
+            f"{BoundaryOrder(ci.boundary_order).name} in row group {rg}",
+            path=target,
+            row_group=rg,
+            column=name,
+        )
 
 
 class Writer:
@@ -345,20 +377,22 @@ class Writer:
 
     With a directory ``path`` files are named ``part-00000.parquet``, … and a new
     file starts once the buffered Arrow data reaches ``target_file_bytes``
-    (measured in memory before compression). With ``sort_by`` each file's rows are
-    sorted before writing (so a file is buffered whole), unless ``presorted``.
+    (measured in memory before compression; 512 MiB by default). A ``.parquet``
+    path writes one file: reaching ``target_file_bytes`` (when given) is an error.
+    With ``sort_by`` each file's rows are sorted before writing (so a file is
+    buffered whole), unless ``presorted``.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        target_file_bytes: int = 512 * 1024 * 1024,
+        target_file_bytes: int | None = None,
         prefix: str = "part",
         **options: Any,
     ) -> None:
         self.path = os.fspath(path)
-        self.target_file_bytes = target_file_bytes
+        self.target_file_bytes = target_file_bytes or DEFAULT_TARGET_FILE_BYTES
         self.prefix = prefix
         self.options = options
         self.results: list[WriteResult] = []
@@ -376,7 +410,14 @@ class Writer:
         for b in table.to_batches():
             self._batches.append(b)
             self._buffered += b.nbytes
-            if self._directory and self._buffered >= self.target_file_bytes:
+            if self._buffered >= self.target_file_bytes:
+                if not self._directory:
+                    raise UserInputError(
+                        f"{self._buffered:,} bytes buffered for one file, over target_file_bytes "
+                        f"{self.target_file_bytes:,}: a single-file Writer cannot roll over; "
+                        "give a directory path",
+                        path=self.path,
+                    )
                 self._flush()
 
     def _next_path(self) -> str:
