@@ -4,15 +4,21 @@
     .venv/bin/python bench/selective.py --rows 2000000 --runs 3      # quick run
     .venv/bin/python bench/selective.py --profile point              # cProfile pqindex
 
-Writes (or reuses) ``data/bench/selective-<rows>.parquet``: sorted by ``id``,
-1M-row row groups, 20k-row pages, page index, zstd, dictionary only on
+Writes (or reuses) ``data/bench/selective-<rows>-v<N>.parquet``: sorted by
+``id``, 1M-row row groups, 20k-row pages, page index, zstd, dictionary only on
 ``category``. Runs six queries with every reader in two modes (warm: the
 dataset / connection / context opened once and reused; cold: a fresh one per
 run — the OS page cache stays warm in both), checks that all readers agree,
-measures bytes read and peak memory, computes the least bytes any reader could
-read with the file's indexes, and replaces the section between
-``<!-- selective:start -->`` and ``<!-- selective:end -->`` of
+measures bytes read (pqindex's report; ``rchar`` for the others) and peak
+memory (one subprocess per reader and query), computes the least bytes any
+reader could read with the file's indexes, profiles pqindex, and replaces the
+section between ``<!-- selective:start -->`` and ``<!-- selective:end -->`` of
 ``docs/benchmarks.md``.
+
+pqindex is imported from a copy of ``src/pqindex`` taken at the start (the tree
+may be edited while this runs). Readers are timed in interleaved rounds; the
+CPU other processes use during each round is measured and the least-loaded
+rounds are kept (see ``measure_block``).
 """
 
 from __future__ import annotations
@@ -429,7 +435,33 @@ def cpu_snapshot() -> tuple[float, float, float]:
     return time.perf_counter(), busy / os.sysconf("SC_CLK_TCK"), ru.ru_utime + ru.ru_stime
 
 
-def code_version() -> str:
+def snapshot_src(attempts: int = 20, wait: float = 15.0) -> Path:
+    """Copy src/pqindex to a temporary directory and make this process and its children
+    import pqindex from there, so that one run measures one version of the code even while
+    others edit the tree. Retries while the tree does not import (an edit in progress)."""
+    import shutil
+    import tempfile
+
+    for i in range(attempts):
+        snap = Path(tempfile.mkdtemp(prefix="pqindex-bench-"))
+        shutil.copytree(ROOT / "src" / "pqindex", snap / "pqindex",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env = dict(os.environ, PYTHONPATH=str(snap))
+        r = subprocess.run([sys.executable, "-c", "import pqindex; pqindex.dataset"],
+                           env=env, capture_output=True, text=True, check=False)
+        if r.returncode == 0:
+            sys.path.insert(0, str(snap))
+            os.environ["PYTHONPATH"] = str(snap)
+            return snap
+        shutil.rmtree(snap, ignore_errors=True)
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+        print(f"src/ does not import ({last}); retrying in {wait:.0f}s "
+              f"({i + 1}/{attempts})", file=sys.stderr)
+        time.sleep(wait)
+    raise SystemExit("src/pqindex never imported cleanly; nothing measured")
+
+
+def code_version(src: Path | None = None) -> str:
     """The commit of the working tree and a digest of src/ as it is now (it may be dirty)."""
     import hashlib
 
@@ -437,9 +469,10 @@ def code_version() -> str:
         r = subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=False)
         return r.stdout.strip()
 
+    base = src or ROOT / "src" / "pqindex"
     h = hashlib.sha256()
-    for f in sorted((ROOT / "src").rglob("*.py")):
-        h.update(str(f.relative_to(ROOT)).encode())
+    for f in sorted(base.rglob("*.py")):
+        h.update(str(f.relative_to(base)).encode())
         h.update(f.read_bytes())
     dirty = git("status", "--porcelain", "--", "src")
     return (f"commit {git('rev-parse', '--short', 'HEAD')}"
@@ -573,7 +606,7 @@ def child_memory(reader_name: str, path: Path, q: Query) -> dict[str, Any]:
 
 
 def memory_all(path: Path, queries: list[Query]) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for q in queries:
         for r in READERS:
             if not applies(r, q):
@@ -582,7 +615,10 @@ def memory_all(path: Path, queries: list[Query]) -> dict[tuple[str, str], dict[s
                    "--query-json", json.dumps(q.__dict__)]
             res = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if res.returncode != 0:
-                raise SystemExit(f"memory child {r} {q.name} failed:\n{res.stderr}")
+                last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "?"
+                print(f"  memory {q.name:7s} {r:18s} FAILED: {last}", file=sys.stderr)
+                out[(r, q.name)] = {"error": last}
+                continue
             out[(r, q.name)] = json.loads(res.stdout.strip().splitlines()[-1])
             print(f"  memory {q.name:7s} {r:18s} {out[(r, q.name)]['delta_kb'] / 1024:8.1f} MiB",
                   file=sys.stderr)
@@ -690,21 +726,32 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
 # ---------------------------------------------------------------- profile
 
 
-def _profiled(path: Path, q: Query, runs: int) -> Any:
+def _profiled(path: Path, q: Query, runs: int, mode: str = "warm") -> Any:
+    """cProfile of ``runs`` pqindex scans (0: as many as fit in about half a second, 3 to
+    50); warm reuses one dataset, cold opens a fresh one inside every profiled run."""
     import cProfile
     import pstats
 
     reader = PqindexReader(sequential=True)
     ds = reader.open(path)
     reader.run(ds, q)  # warm: footer, page index and dictionaries cached
-    if runs <= 0:  # as many runs as fit in about half a second, 3 to 50
+
+    def once() -> None:
+        if mode == "warm":
+            reader.run(ds, q)
+        else:
+            fresh = reader.open(path)
+            reader.run(fresh, q)
+            reader.close(fresh)
+
+    if runs <= 0:
         t0 = time.perf_counter()
-        reader.run(ds, q)
+        once()
         runs = max(3, min(50, int(0.5 / max(time.perf_counter() - t0, 1e-4))))
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(runs):
-        reader.run(ds, q)
+        once()
     prof.disable()
     ds.close()
     st = pstats.Stats(prof)
@@ -728,33 +775,39 @@ def _func_name(key: tuple[str, int, str]) -> str:
     file, line, func = key
     if file == "~":
         return func
-    for marker in ("/src/", "/site-packages/"):
-        if marker in file:
-            file = file.split(marker, 1)[1]
-            break
+    if "/pqindex/" in file and "/site-packages/" not in file:
+        file = "pqindex/" + file.split("/pqindex/", 1)[1]
+    elif "/site-packages/" in file:
+        file = file.split("/site-packages/", 1)[1]
     return f"{file}:{line}({func})"
 
 
-# Stages of a pqindex scan, by (file suffix, function): cumulative times overlap
-# (fetch and decode run inside leaf_values / field).
+# Stages of a pqindex scan, by (file suffix, function) — found by name, so a stage the
+# code no longer has is simply not shown. Cumulative times nest (a stage includes the
+# stages it calls).
 STAGES = [
+    ("footer read+decode", "pqindex/format/file.py", "_read_footer"),
     ("plan", "pqindex/plan/planner.py", "plan_file"),
-    ("PageIndex.load (typed bounds + checks)", "pqindex/format/column_index.py", "load"),
+    ("page-index prefetch", "pqindex/format/file.py", "prefetch_page_index"),
+    ("PageIndex.load", "pqindex/format/column_index.py", "load"),
     ("dictionary check", "pqindex/plan/planner.py", "dictionary"),
-    ("predicate column(s): fetch+decode", "pqindex/scan/executor.py", "leaf_values"),
-    ("predicate evaluation", "pqindex/expr/evaluate.py", "to_arrow_mask"),
-    ("projected columns: fetch+decode", "pqindex/scan/executor.py", "field"),
+    ("execute row groups", "pqindex/scan/executor.py", "scan_row_group"),
     ("byte fetch", "pqindex/scan/executor.py", "fetch"),
+    ("whole-chunk read via pyarrow", "pqindex/scan/executor.py", "whole_fields"),
+    ("file-object copies (readinto)", "pqindex/scan/executor.py", "readinto"),
+    ("page decode", "pqindex/scan/page_decode.py", "decode_pages"),
     ("in-memory file build", "pqindex/scan/page_decode.py", "_synthetic_file"),
-    ("pyarrow page decode", "pyarrow/parquet/core.py", "read_row_group"),
+    ("pyarrow read_row_group", "pyarrow/parquet/core.py", "read_row_group"),
+    ("predicate evaluation", "pqindex/expr/evaluate.py", "to_arrow_mask"),
     ("_positions", "pqindex/scan/executor.py", "_positions"),
     ("RowRanges.to_indices", "pqindex/plan/row_ranges.py", "to_indices"),
 ]
 
 
-def profile_summary(path: Path, q: Query, top: int = 6) -> tuple[float, int, list[str]]:
+def profile_summary(path: Path, q: Query, mode: str, top: int = 5
+                    ) -> tuple[float, int, list[str]]:
     """Per-run profiled time, runs, and the top functions by own time, as short strings."""
-    st = _profiled(path, q, 0)
+    st = _profiled(path, q, 0, mode)
     runs: int = st.runs
     raw: dict[Any, Any] = st.stats
     total = st.total_tt
@@ -770,7 +823,7 @@ def profile_summary(path: Path, q: Query, top: int = 6) -> tuple[float, int, lis
         ct = sum(v[3] for k, v in raw.items() if k[0].endswith(suffix) and k[2] == func)
         if ct > 0:
             stages.append(f"{label} {ct / runs * 1e3:.1f}")
-    out.insert(0, "stages (ms, cumulative): " + ", ".join(stages) + " — top own time:")
+    out.insert(0, "stages (ms): " + ", ".join(stages) + " — top own time:")
     return total / runs * 1e3, runs, out
 
 
@@ -833,7 +886,7 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
            bounds: dict[str, LowerBound], mem: dict[tuple[str, str], dict[str, Any]] | None,
            started: dt.datetime, elapsed: float, peers: list[str],
            loads: dict[tuple[str, str], BlockLoad], loadavg: tuple[str, str],
-           profiles: dict[str, tuple[float, int, list[str]]],
+           profiles: dict[tuple[str, str], tuple[float, int, list[str]]],
            versions: tuple[str, str]) -> tuple[str, list[str]]:
     mach = machine()
     facts = file_facts(path)
@@ -848,13 +901,12 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
       f"{started:%Y-%m-%d %H:%M} UTC in {elapsed / 60:.1f} min. "
       f"Machine: {mach['cpu']}; {mach['os']}; Python {mach['python']}; {mach['versions']}.")
     w("")
-    if versions[0] == versions[1]:
-        w(f"pqindex code: {versions[0]}.")
-    else:
-        w(f"**pqindex changed during the run** (others are working in this tree): "
-          f"{versions[0]} at the start, {versions[1]} at the end. The timed runs used the "
-          f"code imported at the start; the memory subprocesses and the profile may have "
-          f"used newer code.")
+    w(f"pqindex code measured: {versions[0]} (src/ copied to a temporary directory at the "
+      f"start and imported from there by this process and its subprocesses, since others "
+      f"edit this tree while benchmarks run).")
+    if versions[0].split("src digest ")[-1] != versions[1].split("src digest ")[-1]:
+        w(f"src/ changed during the run: at the end it was {versions[1]}; these numbers "
+          f"describe the snapshot, not that code.")
     w("")
     w(f"**Data**: one file, {facts['rows']:,} rows, {facts['size'] / 1e6:,.0f} MB, sorted by `id`; "
       f"{facts['row_groups']} row groups of 1M rows, {PAGE_ROWS:,}-row pages "
@@ -888,8 +940,8 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
       f"{QUIET_CORES} of the {os.cpu_count()} cores) or {MAX_ROUND_FACTOR}×{args.runs} rounds "
       f"ran, and the medians come from the {args.runs} least-loaded rounds. The *other load* "
       f"column gives the mean cores other processes used in those rounds (up to {busy:.2f}) "
-      f"and quiet/total rounds. Where it is high, multi-threaded peers lose more than "
-      f"single-threaded pqindex, so ratios in those rows flatter pqindex.")
+      f"and quiet/total rounds. Where it is high, the times are noisier and readers that "
+      f"use both cores lose the most.")
     w("")
     w("All readers returned the same rows (count and sum of `id`; for the sum, equal within "
       "1e-6 relative) — the script stops otherwise.")
@@ -1030,26 +1082,29 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
             cells = []
             for r in READERS:
                 d = mem.get((r, q.name))
-                cells.append("—" if d is None else f"{d['delta_kb'] / 1024:,.1f}")
+                cells.append("—" if d is None else "error" if "error" in d
+                             else f"{d['delta_kb'] / 1024:,.1f}")
             w(f"| {q.title} | " + " | ".join(cells) + " |")
         w("")
 
     if profiles:
         w("### Where pqindex spends its time")
         w("")
-        w("cProfile of pqindex, warm (one unprofiled run first), 3–50 runs per query, read "
+        w("cProfile of pqindex, warm and cold (one unprofiled run first), 3–50 runs each, read "
           "through `scan.to_batches()` so that every row group runs on the profiled thread "
           "(`to_table()`, timed above, may spread row groups over a thread pool, which "
-          "cProfile does not see); the stages' cumulative times and the top functions by own "
+          "cProfile does not see); the stages' cumulative times (they nest: a stage includes "
+          "the stages it calls) and the top functions by own "
           "time, per run, with their share of the profiled total (profiling inflates "
           "Python-heavy code, so totals exceed the medians above).")
         w("")
         for q in queries:
-            if q.name not in profiles:
-                continue
-            tot, nruns, lines = profiles[q.name]
-            w(f"* **{q.title}** ({tot:,.1f} ms per run profiled, {nruns} runs): {lines[0]} "
-              + "; ".join(lines[1:]) + ".")
+            for mode in ("warm", "cold"):
+                if (q.name, mode) not in profiles:
+                    continue
+                tot, nruns, lines = profiles[(q.name, mode)]
+                w(f"* **{q.title}, {mode}** ({tot:,.1f} ms per run profiled, {nruns} runs): "
+                  f"{lines[0]} " + "; ".join(lines[1:]) + ".")
         w("")
 
     w("### Targets")
@@ -1100,6 +1155,8 @@ def main() -> None:
     ap.add_argument("--queries", default="", help="comma-separated subset (point,range,rare,absent,user,sum)")
     ap.add_argument("--no-memory", action="store_true", help="skip the per-query subprocesses")
     ap.add_argument("--no-write", action="store_true", help="print the section, don't edit docs")
+    ap.add_argument("--no-snapshot", action="store_true",
+                    help="import pqindex from src/ directly instead of a snapshot copy")
     ap.add_argument("--profile", metavar="QUERY", help="cProfile pqindex (warm) on one query and exit")
     ap.add_argument("--child-memory", metavar="READER", help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
@@ -1113,6 +1170,18 @@ def main() -> None:
 
     started = dt.datetime.now(dt.UTC)
     t_start = time.perf_counter()
+    snap = None if args.no_snapshot else snapshot_src()
+    try:
+        run(args, started, t_start, snap)
+    finally:
+        if snap is not None:
+            import shutil
+
+            shutil.rmtree(snap, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, started: dt.datetime, t_start: float, snap: Path | None
+        ) -> None:
     path = generate(args.rows)
     queries = make_queries(path, args.rows)
     if args.queries:
@@ -1124,9 +1193,10 @@ def main() -> None:
         return
 
     loadavg0 = _loadavg()
-    version0 = code_version()
+    version0 = code_version(snap / "pqindex" if snap else None)
     overhead = _rchar_overhead()
     readers = {r: make_reader(r) for r in READERS}
+    print(f"pqindex imported from {readers['pqindex'].pqindex.__file__}", file=sys.stderr)
     ms: list[Measure] = []
     loads: dict[tuple[str, str], BlockLoad] = {}
     for q in queries:
@@ -1145,10 +1215,11 @@ def main() -> None:
     check_agreement(ms, queries)
     bounds = {q.name: least_bytes(path, q) for q in queries}
     mem = None if args.no_memory else memory_all(path, queries)
-    profiles = {q.name: profile_summary(path, q) for q in queries}
+    profiles = {(q.name, mode): profile_summary(path, q, mode)
+                for q in queries for mode in ("warm", "cold")}
     elapsed = time.perf_counter() - t_start
     loadavg = (loadavg0, _loadavg())
-    versions = (version0, code_version())
+    versions = (version0, code_version())  # the snapshot vs src/ as it is now
     section, missed = render(args, path, queries, ms, bounds, mem, started, elapsed, PEERS,
                              loads, loadavg, profiles, versions)
     if args.no_write:

@@ -1,4 +1,12 @@
-"""The main job: generate TPC-H lineitem, write it sorted with a page index, inspect it.
+"""The main job: TPC-H lineitem → the PySpark pipeline → queries with and without indexes.
+
+1. generate TPC-H ``lineitem`` with tpchgen-cli (scale factor 1 by default);
+2. build it with pqindex's PySpark pipeline on local Spark: sorted by
+   ``l_shipdate``, a Bloom filter on ``l_orderkey``, a distinct-value index on
+   ``l_shipmode``; and a plain copy written by Spark itself;
+3. run TPC-H Q6's and Q14's filters, an order-key lookup and an absent ship mode
+   through pqindex and through Spark, on the indexed dataset and on the plain
+   copy, and print rows, pages and bytes read, and time.
 
 Run through scripts/demo.sh, which sets up the virtual environment first.
 """
@@ -6,16 +14,36 @@ Run through scripts/demo.sh, which sets up the virtual environment first.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+QUERIES: list[tuple[str, str, list[str]]] = [
+    (
+        "TPC-H Q6 filter",
+        "l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
+        "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24",
+        ["l_extendedprice", "l_discount"],
+    ),
+    (
+        "TPC-H Q14 filter",
+        "l_shipdate >= DATE '1995-09-01' AND l_shipdate < DATE '1995-10-01'",
+        ["l_partkey", "l_extendedprice", "l_discount"],
+    ),
+    ("order-key lookup", "l_orderkey = 4000000", ["l_orderkey", "l_partkey", "l_quantity"]),
+    ("absent ship mode", "l_shipmode = 'BLIMP'", ["l_orderkey", "l_quantity"]),
+]
+
+
+def say(msg: str) -> None:
+    print(f"\n== {msg}", flush=True)
 
 
 def generate(scale: float, out: Path) -> Path:
@@ -23,7 +51,7 @@ def generate(scale: float, out: Path) -> Path:
     target = out / f"tpch-sf{scale:g}"
     path = target / "lineitem.parquet"
     if path.exists():
-        print(f"[1/3] reusing {path}")
+        say(f"reusing {path}")
         return path
     exe = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
     t0 = time.perf_counter()
@@ -31,53 +59,117 @@ def generate(scale: float, out: Path) -> Path:
         [exe, "parquet", "-s", f"{scale:g}", "--tables", "lineitem", "-o", str(target)],
         check=True,
     )
-    print(
-        f"[1/3] generated {path} ({path.stat().st_size / 2**20:.1f} MiB) "
-        f"in {time.perf_counter() - t0:.1f} s"
-    )
+    say(f"generated {path} ({path.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t0:.1f} s")
     return path
 
 
-def write_indexed(src: Path, dst: Path) -> None:
-    """Sorted by l_shipdate, 1M-row row groups, 20k-row pages, with a page index."""
+def spark_session(master: str) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("pqindex-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def jvm_rchar(spark: Any) -> int:
+    """Bytes the Spark JVM has read so far (its /proc io counter): Spark's reads."""
+    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    return 0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
-    table = pq.read_table(src)
-    # tpchgen-cli writes string_view, which pyarrow's sort/take kernels don't take yet.
-    schema = pa.schema(
-        [f.with_type(pa.string()) if f.type == pa.string_view() else f for f in table.schema]
-    )
-    table = table.cast(schema).sort_by("l_shipdate")
-    pq.write_table(
-        table,
-        dst,
-        row_group_size=1_000_000,
-        max_rows_per_page=20_000,
-        write_page_index=True,
-        compression="zstd",
-        sorting_columns=[pq.SortingColumn(table.schema.get_field_index("l_shipdate"))],
-    )
-    print(
-        f"[2/3] wrote {dst} ({table.num_rows:,} rows, {dst.stat().st_size / 2**20:.1f} MiB) "
-        f"in {time.perf_counter() - t0:.1f} s"
-    )
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="TPC-H scale factor (default 1)")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="output directory")
+    ap.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
+
+    import pqindex
+    import pqindex.spark
+    from rich.console import Console
+    from rich.table import Table
+
     src = generate(args.scale, args.data)
-    dst = args.data / f"lineitem-sf{args.scale:g}-indexed.parquet"
-    write_indexed(src, dst)
-    pqindex = [sys.executable, "-m", "pqindex"]
-    print("[3/3] pqindex inspect")
-    subprocess.run([*pqindex, "inspect", str(dst), "--row-group", "0"], check=True)
+    indexed = args.data / f"lineitem-sf{args.scale:g}-pqindex"
+    plain = args.data / f"lineitem-sf{args.scale:g}-spark"
+
+    say(f"starting Spark ({args.master})")
+    spark = spark_session(args.master)
+    df = spark.read.parquet(str(src))
+
+    say("building the indexed dataset with the pqindex PySpark pipeline")
+    summary, secs = timed(
+        lambda: pqindex.spark.write(
+            df,
+            str(indexed),
+            sort_by=["l_shipdate"],
+            bloom=["l_orderkey"],
+            indexes={"distinct": ["l_shipmode"]},
+            mode="overwrite",
+        )
+    )
+    print(f"   {summary['files']} files, {summary['rows']:,} rows, "
+          f"{summary['bytes'] / 2**20:.1f} MiB ({summary['index_bytes'] / 2**20:.2f} MiB indexes) "
+          f"in {secs:.1f} s")
+
+    say("writing a plain copy with Spark's own Parquet writer")
+    _, secs = timed(lambda: df.write.mode("overwrite").parquet(str(plain)))
+    print(f"   done in {secs:.1f} s")
+
+    say("pqindex inspect of one indexed file (row group 0, l_shipdate pages)")
+    first = sorted(p for p in indexed.rglob("*.parquet"))[0]
     subprocess.run(
-        [*pqindex, "inspect", str(dst), "--row-group", "0", "--column", "l_shipdate", "--pages"],
+        [sys.executable, "-m", "pqindex", "inspect", str(first), "--row-group", "0",
+         "--column", "l_shipdate", "--pages"],
         check=True,
     )
+
+    say("queries")
+    rows_out = []
+    for name, where, cols in QUERIES:
+        for label, path in (("indexed", indexed), ("plain", plain)):
+            ds = pqindex.dataset(str(path))
+            scan = ds.scan(columns=cols, where=where)
+            table, secs = timed(scan.to_table)
+            rep = scan.report
+            rows_out.append((name, f"pqindex · {label}", table.num_rows,
+                             f"{rep.pages_read:,}/{rep.pages_total:,}", rep.bytes_read, secs))
+        for label, path in (("indexed", indexed), ("plain", plain)):
+            before = jvm_rchar(spark)
+            if label == "indexed":
+                sdf = pqindex.spark.read(spark, str(path), where=where, columns=cols)
+            else:
+                sdf = spark.read.parquet(str(path)).where(where).select(*cols)
+            n, secs = timed(sdf.count)
+            rows_out.append((name, f"Spark · {label}", n, "n/a", jvm_rchar(spark) - before, secs))
+
+    t = Table(title="What each query read (bytes: pqindex's counter; Spark: its JVM's read bytes)")
+    for h in ("query", "reader · data", "rows", "pages read/total", "bytes read", "time"):
+        t.add_column(h, justify="right" if h not in ("query", "reader · data") else "left")
+    for name, who, n, pages, nbytes, secs in rows_out:
+        t.add_row(name, who, f"{n:,}", pages, f"{nbytes / 2**20:,.2f} MiB", f"{secs * 1000:,.0f} ms")
+    Console(width=max(100, shutil.get_terminal_size().columns)).print(t)
+    spark.stop()
 
 
 if __name__ == "__main__":

@@ -716,18 +716,12 @@ def test_malformed_blob_body_is_skipped(damaged_dir: Path, damage: str) -> None:
     for where, expr in QUERIES:
         got = ds.scan(where=where).to_table()
         assert got.equals(full.filter(expr)), (damage, where)
-    # the warning is recorded (it shows in the reports of later scans)
+    # the warning is recorded (it shows in the reports of later scans too)
     scan = ds.scan(where=f"cat = '{RARE}'")
     scan.to_table()
     assert any("part-002.parquet" in w and "cat" in w for w in scan.report.warnings)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a blob refused when decoded (body version / malformed body) warns into "
-    "region.warnings after plan_file has copied them; the scan that hit it reports no "
-    "warning (only later scans of the same Dataset do)",
-)
 @pytest.mark.parametrize("damage", BODY_DAMAGE)
 def test_malformed_blob_body_warns_in_first_scan(damaged_dir: Path, damage: str) -> None:
     _damage(damage, damaged_dir / "part-002.parquet")
@@ -756,13 +750,6 @@ def _reseal_zone_map(path: Path) -> None:
     _reseal_blob(path, e, lambda b: b.__setitem__(0, 99))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pqindex.PqIndexError,
-    reason="bug: aggregate._from_metadata decodes zone-map blobs with "
-    "zone_maps.aggregates() outside Region's guarded decode; a malformed (checksum-valid) "
-    "blob raises RegionError out of Dataset.aggregate instead of being skipped",
-)
 def test_malformed_zone_map_blob_aggregate(damaged_dir: Path) -> None:
     victim = damaged_dir / "part-002.parquet"
     _reseal_zone_map(victim)
@@ -774,12 +761,6 @@ def test_malformed_zone_map_blob_aggregate(damaged_dir: Path) -> None:
     assert _same(got["sum(amount)"], want[1]) and got["count(*)"] == want[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pqindex.PqIndexError,
-    reason="bug: Dataset.statistics() decodes hll blobs with read_sketch() unguarded; "
-    "a malformed (checksum-valid) sketch raises RegionError instead of being skipped",
-)
 def test_malformed_hll_blob_statistics(damaged_dir: Path) -> None:
     victim = damaged_dir / "part-002.parquet"
     e = _blob_entry(victim, "hll", "user_id", Scope.FILE)
@@ -788,12 +769,6 @@ def test_malformed_hll_blob_statistics(damaged_dir: Path) -> None:
     assert stats["user_id"]["values"] == 3 * FILE_ROWS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: plan_file reads the embedded region (one extra request, the whole "
-    "region) even when the predicate is TRUE; DESIGN goal 4 says a scan without a "
-    "selective predicate reads no index bytes",
-)
 def test_scan_without_predicate_reads_no_region(data_dir: Path) -> None:
     ds = pqindex.dataset(str(data_dir))
     ds.explain(columns=["id"])

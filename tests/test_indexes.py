@@ -45,6 +45,7 @@ from pqindex.indexes.hll import HyperLogLog, estimate
 from pqindex.indexes.leaf_values import unscaled_limbs
 from pqindex.indexes.region import HEADER_SIZE
 from pqindex.indexes.zone_maps import _exact_int_sum, _limb_sum, aggregates
+from pqindex.io.source import IOStats
 
 ROWS = 3_000
 RG_ROWS = 1_000
@@ -537,3 +538,88 @@ def test_bad_region_location_is_ignored(written: tuple[pa.Table, Path], value: s
         assert region is None and len(warnings) == 1
         with pytest.raises(RegionError):
             read_region(f, strict=True)
+
+
+# ---------------------------------------------------------------- lazy blob reads
+
+
+def _big_region_file(written: tuple[pa.Table, Path]) -> tuple[Path, list[Blob], int]:
+    """A file whose region (a 256 KiB filler blob first) is far larger than the tail
+    read, and a tail size that holds the footer and the region trailer only."""
+    _pf, blobs = _build(written, "distinct", {"scopes": ["file", "row_group"]},
+                        columns=["s", "i64"])
+    filler = Blob("future_kind", "s", Scope.FILE, None, None, bytes(256 * 1024))
+    out = _splice(written[1], encode_region([filler, *blobs]))
+    with ParquetFile.open(out) as f:
+        tail = f.file_size - f.footer_offset + 8  # + the trailer
+    return out, blobs, tail
+
+
+def test_region_opens_with_header_and_directory_only(written: tuple[pa.Table, Path]) -> None:
+    out, blobs, tail = _big_region_file(written)
+    stats = IOStats()
+    with ParquetFile.open(out, stats=stats, tail_bytes=tail) as f:
+        stats.reset()
+        region, warnings = read_region(f)
+        assert region is not None and not warnings
+        assert stats.requests == 1  # header + directory, sized by the trailer
+        assert stats.bytes_read < 8 * 1024 and region.size > 256 * 1024
+        pred = bind(parse_where("s = 'kiwi'"), f.schema)
+        assert isinstance(pred, BoundPredicate)
+        (ev,) = region.evidence(Scope.FILE, "s")
+        assert ev.match(pred) == Match.NONE
+        assert stats.requests == 2 and stats.bytes_read < 16 * 1024  # that blob only
+        # row-group blobs of one column come in one request, with their neighbours
+        before = stats.requests
+        for rg in range(len({b.row_group for b in blobs if b.row_group is not None})):
+            assert region.evidence(Scope.ROW_GROUP, "i64", rg)
+        assert stats.requests == before + 1
+        assert not region.warnings
+
+
+def test_region_without_trailer_is_read(written: tuple[pa.Table, Path]) -> None:
+    """Regions written before the trailer existed: the directory length is guessed."""
+    _pf, blobs = _build(written, "distinct", {"scopes": ["file"]}, columns=["s"])
+    entries = []
+    pos = 0
+    body = b""
+    for b in blobs:
+        entries.append({"kind": b.kind, "column": b.column, "scope": "file", "offset": pos,
+                        "length": len(b.data), "xxh64": f"{xxhash.xxh64_intdigest(b.data):016x}"})
+        pos += len(b.data)
+        body += b.data
+    # the offsets' digits change the directory's length: settle like encode_region does
+    for _ in range(4):
+        base = HEADER_SIZE + len(json.dumps({"blobs": entries}).encode())
+        for k, e in enumerate(entries):
+            e["offset"] = base + sum(len(b.data) for b in blobs[:k])
+    d = json.dumps({"blobs": entries}).encode()
+    data = _with_directory({"blobs": entries}, body)
+    assert len(data) == HEADER_SIZE + len(d) + len(body)
+    out = _splice(written[1], data)
+    with ParquetFile.open(out, tail_bytes=64) as f:
+        region, warnings = read_region(f)
+        assert region is not None and not warnings and region.version == (1, 0)
+        assert len(region.evidence(Scope.FILE, "s")) == 1
+
+
+def test_lazily_read_blob_with_bad_checksum_is_dropped(
+        written: tuple[pa.Table, Path]) -> None:
+    out, _blobs, tail = _big_region_file(written)
+    with ParquetFile.open(out, tail_bytes=tail) as f:
+        region, _ = read_region(f)
+        assert region is not None
+        (entry,) = region.find(kind="distinct", column="s", scope=Scope.FILE)
+        at = region.region_offset + entry.offset + entry.length // 2
+    raw = bytearray(out.read_bytes())
+    raw[at] ^= 0x10
+    out.write_bytes(bytes(raw))
+    with ParquetFile.open(out, tail_bytes=tail) as f:
+        region, warnings = read_region(f)
+        assert region is not None and not warnings  # not read yet: not checked yet
+        n = len(region.blobs)
+        assert region.evidence(Scope.FILE, "s") == []
+        assert len(region.warnings) == 1 and "checksum" in region.warnings[0]
+        assert len(region.blobs) == n - 1
+        with pytest.raises(RegionError):
+            region.blob(entry)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pqindex.errors import UserInputError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.format.values import Kind, ValueType, statistics_bounds
 from pqindex.indexes.base import Scope
@@ -53,6 +53,9 @@ class AggregateReport:
     row_groups_read: int = 0
     row_groups_skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    # Embedded-index blobs skipped while answering from metadata (damaged, unknown
+    # body version): those row groups were read instead.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +63,7 @@ class AggregateReport:
             "row_groups_read": self.row_groups_read,
             "row_groups_skipped": self.row_groups_skipped,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
 
@@ -123,19 +127,34 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
     return (pc.min if agg.func == "min" else pc.max)(col).as_py()
 
 
-def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation) -> tuple[bool, Any]:
-    """``(answered, value)`` for a row group where every row matches."""
+def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
+                   warnings: list[str] | None = None) -> tuple[bool, Any]:
+    """``(answered, value)`` for a row group where every row matches.
+
+    A zone-map blob that cannot be read or decoded is skipped (footer statistics,
+    else the data, answer instead) with a message in ``warnings``.
+    """
     if agg.column is None:
         return True, pf.row_group_rows(rg)
     leaf = pf.schema.leaf(agg.column)
     if leaf is None or leaf.nested:
         return False, None
-    region = file_region(pf)
+    opened: list[str] = []
+    region = file_region(pf, opened if "region" not in pf.derived else None)
+    if warnings is not None:
+        warnings += opened
     if region is not None:
         for entry in region.find(kind="zone_maps", column=leaf.name, scope=Scope.ROW_GROUP):
             if entry.row_group != rg:
                 continue
-            z = zone_map_aggregates(region.blob(entry))
+            try:
+                z = zone_map_aggregates(region.blob(entry))
+            except PqIndexError as e:
+                if warnings is not None:
+                    where = f"{pf.path}: " if pf.path else ""
+                    warnings.append(f"{where}embedded index: zone_maps blob for column "
+                                    f"{leaf.name!r} (row group {rg}) unusable: {e.reason}")
+                break
             if agg.func == "count":
                 return True, z["count"] - z["null_count"]
             if z["nan_count"]:
@@ -186,7 +205,8 @@ def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
                 report.row_groups_skipped += 1
                 continue
             if rgp.all.count() == rgp.num_rows:
-                answers = [_from_metadata(of.pf, rgp.index, a) for a in aggs]
+                answers = [_from_metadata(of.pf, rgp.index, a, report.warnings)
+                           for a in aggs]
                 if all(ok for ok, _ in answers):
                     for acc, (_, v) in zip(accs, answers, strict=True):
                         acc.add(v)

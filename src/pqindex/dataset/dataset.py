@@ -305,7 +305,14 @@ class Dataset:
 
     def statistics(self) -> dict[str, dict[str, Any]]:
         """Per column: rows, nulls and, where embedded HyperLogLog sketches exist, an
-        estimate of the distinct values over the whole dataset."""
+        estimate of the distinct values over the whole dataset.
+
+        A sketch that cannot be read or decoded (damaged, newer body version) is
+        skipped: the estimate covers the other files' sketches, the column's entry
+        gets a ``warnings`` list, and the message is logged (logger ``pqindex``)."""
+        import logging
+
+        from pqindex.errors import PqIndexError
         from pqindex.indexes.base import Scope
         from pqindex.indexes.hll import read_sketch
         from pqindex.plan.planner import file_region
@@ -330,7 +337,15 @@ class Dataset:
             if region is None:
                 continue
             for entry in region.find(kind="hll", scope=Scope.FILE):
-                _vt, sketch = read_sketch(region.blob(entry))
+                try:
+                    _vt, sketch = read_sketch(region.blob(entry))
+                except PqIndexError as e:  # damaged or newer sketch: skipped, logged
+                    message = (f"{pf.path}: embedded index: hll blob for column "
+                               f"{entry.column!r} unusable: {e.reason}")
+                    logging.getLogger("pqindex").warning("%s", message)
+                    if entry.column in out:
+                        out[entry.column].setdefault("warnings", []).append(message)
+                    continue
                 if entry.column in sketches:
                     sketches[entry.column] = sketches[entry.column].merge(sketch)
                 else:

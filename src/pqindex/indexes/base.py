@@ -63,7 +63,11 @@ class IndexKind(Protocol):
         ...
 
     def evidence(self, leaf: LeafColumn, blob: Blob) -> Any:
-        """An object with ``match(pred) -> Match`` for the blob's scope, or None."""
+        """An object with ``match(pred) -> Match`` for the blob's scope, or None.
+
+        A kind whose blobs never give evidence sets the class attribute
+        ``gives_evidence = False``: ``Region.evidence`` then never reads them.
+        """
         ...
 
 

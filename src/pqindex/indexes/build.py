@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn
-from pqindex.indexes.base import REGISTRY, Blob
+from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.region import encode_region
 
 __all__ = ["build_blobs", "build_region", "leaf_for"]
@@ -77,7 +77,8 @@ def build_blobs(
     indexes: Mapping[str, Sequence[str]],
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Blob]:
-    """Blobs of every (kind, column) in ``indexes`` for the file ``pf`` describes."""
+    """Blobs of every (kind, column) in ``indexes`` for the file ``pf`` describes, in
+    the order they are best placed in the region (``_placement``)."""
     blobs: list[Blob] = []
     cache: dict[str, pa.Array] = {}
     for kind_name, columns in indexes.items():
@@ -93,7 +94,27 @@ def build_blobs(
                 cache[name] = _values(pf, table, leaf)
             rgs, pages = _bounds(pf, leaf)
             blobs += kind.build(leaf, cache[name], rgs, pages, opts)
-    return blobs
+    return sorted(blobs, key=_placement)
+
+
+_SCOPE_RANK = {Scope.PAGE: 0, Scope.ROW_GROUP: 1, Scope.FILE: 2}
+
+
+def _placement(b: Blob) -> tuple[Any, ...]:
+    """Where a blob goes in the region: what planning reads first lies last.
+
+    The region ends next to the footer, inside the tail a reader fetches first:
+    file-scope blobs (small ones last) sit there, then row-group blobs, then page
+    blobs; blobs that never give evidence (HyperLogLog sketches) come first. The
+    blobs of one column and scope are contiguous (in row group, page, kind order),
+    so a reader fetches neighbours together.
+    """
+    factory = REGISTRY.get(b.kind)
+    gives = factory is not None and bool(getattr(factory, "gives_evidence", True))
+    scope = Scope(b.scope)
+    size = -len(b.data) if scope == Scope.FILE else 0
+    return (gives, _SCOPE_RANK[scope], size, b.column, b.row_group if b.row_group is not None
+            else -1, b.page if b.page is not None else -1, b.kind)
 
 
 def build_region(

@@ -202,6 +202,7 @@ class HllKind:
     """HyperLogLog per column per file (``precision`` option, default 14)."""
 
     name: ClassVar[str] = "hll"
+    gives_evidence: ClassVar[bool] = False  # Region never reads a sketch for evidence
 
     def build(
         self,

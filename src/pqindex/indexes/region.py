@@ -16,8 +16,11 @@ Layout (all integers little-endian; offsets relative to the region's first byte)
     12        8     XXH64 (seed 0) of the directory bytes (u64)
     20        D     directory: compact UTF-8 JSON (below)
     20 + D    ...   blob bytes, at the offsets the directory gives
+    L - 8     4     trailer (when the directory says "trailer": 8): D again (u32)
+    L - 4     4     trailer: magic b"PQIX"
 
-    directory = {"blobs": [{
+    directory = {"trailer": 8,              # optional: the region ends with the trailer
+                 "blobs": [{
         "kind": "distinct",         # index kind; unknown kinds are listed, never used
         "column": "a.b",            # dotted leaf path
         "scope": "page",            # "file" | "row_group" | "page"
@@ -28,12 +31,24 @@ Layout (all integers little-endian; offsets relative to the region's first byte)
         "properties": {...}         # small, kind-specific, informative; may be absent
     }, ...]}
 
-Damage never raises out of ``Region.parse`` (unless ``strict=True``): a bad
-header or directory checksum ignores the whole region, a bad blob (offset or
-length outside the region, wrong checksum, malformed entry) drops that blob;
-each with a message in ``Region.warnings``. Nothing is allocated beyond the
-region's bytes: lengths are checked before slicing, and blobs are sliced (and
-decoded) only when a caller asks for them.
+The trailer lies next to the footer, so the tail read that found the footer
+usually holds it: a reader learns the directory's length there and reads
+header and directory in one request, however large the blobs are. It is an
+addition within version 1.0: a reader that ignores the "trailer" key only
+sees unused bytes after the last blob (regions without it stay valid).
+
+Reading is lazy: ``read_region`` reads header and directory only, and each blob
+is read (``pf.read_bytes``), checked against its XXH64 and kept the first time
+it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and their
+unread neighbours of the same column and scope, in one request. Blob bytes that
+were at hand when the region was opened (the tail buffer) are checked then.
+
+Damage never raises out of ``Region.parse`` / ``read_region`` (unless
+``strict=True``): a bad header or directory checksum ignores the whole region;
+a bad blob (offset or length outside the region, malformed entry) drops that
+blob, and so does a wrong checksum, found when the blob is read; each with a
+message in ``Region.warnings``. Lengths are checked before slicing; no more than
+the region's bytes are ever held.
 """
 
 from __future__ import annotations
@@ -41,7 +56,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +72,7 @@ __all__ = [
     "HEADER_SIZE",
     "MAGIC",
     "REGION_KEY",
+    "TRAILER_SIZE",
     "VERSION",
     "BlobEntry",
     "Region",
@@ -69,7 +85,17 @@ MAGIC = b"PQIX"
 VERSION = (1, 0)
 REGION_KEY = "pqindex.region"
 HEADER_SIZE = 20
+TRAILER_SIZE = 8
 _HEADER = struct.Struct("<4sHHIQ")
+_TRAILER = struct.Struct("<I4s")
+# Reading blobs lazily: unread bytes between two wanted blobs worth reading to save a
+# request, and how many bytes of neighbouring blobs (same column and scope) to read
+# along with a wanted one.
+GAP_BYTES = 4096
+COALESCE_BYTES = 64 * 1024
+# Opening a region without a trailer whose header is not buffered: the first read
+# takes this many bytes past the header, enough for most directories.
+SPECULATIVE_DIRECTORY_BYTES = 16 * 1024
 _MAX_KIND = 128  # longer kind names are damage, not a future kind
 
 
@@ -147,8 +173,8 @@ def encode_region(blobs: Sequence[Blob]) -> bytes:
             entries.append(e)
             pos += len(b.data)
         try:
-            text = json.dumps({"blobs": entries}, separators=(",", ":"), sort_keys=False,
-                              allow_nan=False)
+            text = json.dumps({"blobs": entries, "trailer": TRAILER_SIZE},
+                              separators=(",", ":"), sort_keys=False, allow_nan=False)
         except (TypeError, ValueError) as err:
             raise UserInputError(f"blob properties must be plain JSON values: {err}") from None
         return text.encode("utf-8")
@@ -164,7 +190,8 @@ def encode_region(blobs: Sequence[Blob]) -> bytes:
     else:  # pragma: no cover - lengths grow monotonically and settle quickly
         raise AssertionError("directory length did not settle")
     header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], len(d), _xxh64(d))
-    return b"".join([header, d, *(bytes(b.data) for b in blobs)])
+    trailer = _TRAILER.pack(len(d), MAGIC)
+    return b"".join([header, d, *(bytes(b.data) for b in blobs), trailer])
 
 
 def region_key_value(offset: int, length: int) -> str:
@@ -316,7 +343,7 @@ class Region:
         length = len(data) if length is None else max(length, len(data))
         warnings: list[str] = []
         try:
-            version, raw_entries, start = cls._directory(data, length, file_size, region_offset)
+            version, directory, start = cls._directory(data, length, file_size, region_offset)
         except (RegionError, RegionVersionError) as e:
             if strict:
                 raise
@@ -324,10 +351,14 @@ class Region:
                        region_offset=region_offset, ignored=True, schema=schema,
                        length=length)
         end = length
-        if version[1] >= 1:  # 1.1 and later end with a trailer
+        trailer = directory.get("trailer")
+        if trailer is not None:
             end = length - TRAILER_SIZE
             problem = None
-            if end < start:
+            if trailer != TRAILER_SIZE:
+                problem = f"unknown region trailer {trailer!r} ignored"
+                end = length
+            elif end < start:
                 problem = "region has no room for its trailer"
             elif len(data) == length and data[end:] != _TRAILER.pack(start - HEADER_SIZE,
                                                                        MAGIC):
@@ -339,7 +370,7 @@ class Region:
                 end = max(end, start)
         entries: list[BlobEntry] = []
         verified: dict[int, bytes] = {}
-        for raw in raw_entries:
+        for raw in directory["blobs"]:
             try:
                 entry = _entry(raw, start, end)
                 if entry.offset + entry.length <= len(data):
@@ -360,7 +391,7 @@ class Region:
 
     @staticmethod
     def _directory(data: bytes, length: int, file_size: int,
-                   region_offset: int) -> tuple[tuple[int, int], list[Any], int]:
+                   region_offset: int) -> tuple[tuple[int, int], dict[str, Any], int]:
         if region_offset < 4 or region_offset + length > file_size:
             raise RegionError(f"region [{region_offset}, {region_offset + length}) lies "
                               f"outside the file's {file_size} bytes")
@@ -391,7 +422,7 @@ class Region:
             raise RegionError("directory is not valid JSON") from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("blobs"), list):
             raise RegionError("directory has no 'blobs' list")
-        return (major, minor), parsed["blobs"], end
+        return (major, minor), parsed, end
 
     # ------------------------------------------------------------ blob bytes
 
@@ -449,10 +480,10 @@ class Region:
             e = self._entries[i]
             if runs and e.offset - run_end <= GAP_BYTES:
                 runs[-1].append(i)
+                run_end = max(run_end, e.offset + e.length)
             else:
                 runs.append([i])
-            run_end = max(run_end, e.offset + e.length) if len(runs[-1]) > 1 else (
-                e.offset + e.length)
+                run_end = e.offset + e.length
         for run in runs:
             lo = min(self._entries[i].offset for i in run)
             hi = max(self._entries[i].offset + self._entries[i].length for i in run)
@@ -601,12 +632,18 @@ def _location(value: str | None) -> tuple[int, int] | None:
 
 
 def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None, list[str]]:
-    """The file's embedded index region and the warnings reading it raised.
+    """The file's embedded index region and the warnings opening it raised.
 
     ``(None, [])`` when the footer has no ``pqindex.region`` key; ``(None,
     warnings)`` when the key or the region is unusable; otherwise the Region (whose
-    own ``warnings`` list grows as blobs are decoded). One read request at most,
-    none when the tail buffer already holds the region; I/O errors propagate.
+    own ``warnings`` list grows as blobs are read and decoded).
+
+    Opening reads the header and directory only: one request, none when the tail
+    buffer already holds them (the trailer, next to the footer, gives the
+    directory's length; for a region without one the first read takes
+    ``SPECULATIVE_DIRECTORY_BYTES`` past the header and a second one the rest of a
+    longer directory). Blobs whose bytes are already buffered are checked now;
+    the others are read with ``pf.read_bytes`` when first used. I/O errors propagate.
     """
     kv = pf.key_value_metadata
     if REGION_KEY not in kv:
@@ -626,8 +663,36 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
             raise RegionError(problem or "bad region location", path=pf.path)
         return None, [f"{where}embedded index region ignored: {problem}"]
     offset, length = loc
-    data = pf.read_bytes(offset, length)
+
+    def fetch(at: int, n: int) -> bytes:
+        return pf.read_bytes(offset + at, n)
+
+    if pf.has_bytes(offset, length):
+        data = fetch(0, length)  # all buffered: free
+    else:
+        head = 0
+        end = offset + length - TRAILER_SIZE
+        # A hint only: the header read with the directory has the final say.
+        if length >= HEADER_SIZE + TRAILER_SIZE and pf.has_bytes(end, TRAILER_SIZE):
+            dir_len, magic = _TRAILER.unpack(pf.read_bytes(end, TRAILER_SIZE))
+            if magic == MAGIC and HEADER_SIZE + dir_len <= length - TRAILER_SIZE:
+                head = HEADER_SIZE + dir_len
+        if head == 0:
+            head = min(length, HEADER_SIZE + SPECULATIVE_DIRECTORY_BYTES)
+        data = fetch(0, head)
+        if len(data) >= HEADER_SIZE:
+            magic, _major, _minor, dir_len, _sum = _HEADER.unpack_from(data, 0)
+            need = HEADER_SIZE + dir_len
+            if magic == MAGIC and len(data) < need <= length:
+                data += fetch(len(data), need - len(data))
     region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
-                          schema=pf.schema, strict=strict)
+                          schema=pf.schema, strict=strict, length=length, fetch=fetch)
+    if not region.ignored:
+        # Bytes already in the tail buffer cost nothing: check them now.
+        with region._lock:
+            region._load([i for i, e in enumerate(region._entries)
+                          if pf.has_bytes(offset + e.offset, e.length)], neighbours=False)
+        if strict and region._dropped:
+            raise RegionError(region.warnings[-1], path=pf.path)
     warnings = [f"{where}{w}" for w in region.warnings]
     return (None if region.ignored else region), warnings

@@ -386,10 +386,16 @@ def plan_file(
     partition = partition or {}
     n_leaves = len(pf.schema.leaves)
     region_warnings: list[str] = []
-    region = file_region(pf, region_warnings) if options.embedded else None
+    # No predicate on a column of the file: nothing for the region to answer, no read.
+    wants_region = options.embedded and any(
+        p.leaf.index < n_leaves for p in leaves(expr))
+    region = file_region(pf, region_warnings) if wants_region else None
     if warnings is not None:
         warnings += region_warnings
+    seen = len(region.warnings) if region is not None else 0
     if region is not None and _file_match(pf, expr, region, partition) == Match.NONE:
+        if warnings is not None:  # blobs refused while planning: this scan reports them
+            warnings += region.warnings[seen:]
         skipped = tuple(
             RowGroupPlan(rg, pf.row_group_rows(rg), Match.NONE, "embedded index",
                          "file-level embedded index: no row matches", RowRanges.empty(),
@@ -455,6 +461,8 @@ def plan_file(
         )
         reads = _reads(pf, rg, read_cols, sel, options) if not sel.maybe.is_empty else ()
         plans.append(RowGroupPlan(rg, n, final, by, why, sel.maybe, sel.all, reads))
+    if warnings is not None and region is not None:
+        warnings += region.warnings[seen:]  # blobs refused while planning this file
     return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)
 
 

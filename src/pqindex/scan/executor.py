@@ -335,8 +335,13 @@ class _RowGroupReader:
         groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
-            if len(leaves) != 1 or len(leaves[0].path) != 1 or leaves[0].index in self._decoded:
-                continue
+            if (
+                len(leaves) != 1
+                or len(leaves[0].path) != 1
+                or leaves[0].index in self._decoded
+                or name in self._whole_cache
+            ):
+                continue  # nested, or already decoded by the predicate pass
             found = self._pages_for(leaves[0].index, rows)
             if found is None or not found[0]:
                 continue

@@ -554,6 +554,11 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
         except OSError as e:
             raise RewriteError(f"cannot replace the file: {_describe(e)}", path=dst) from None
         tmp = None
+        # Hadoop's local file system keeps a checksum sidecar (.name.crc) that no
+        # longer matches: Spark refuses to read the file until it is gone.
+        d, name = os.path.split(dst)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(d, f".{name}.crc"))
         if _test_hook is not None:
             _test_hook("replaced")
         _fsync_dir(directory)
