@@ -825,9 +825,21 @@ def test_corpus_files_never_a_wrong_row(name: str) -> None:
     run_cases(file_case(path), f"corpus:{name}")
 
 
-def test_fastparquet_files() -> None:
-    pytest.importorskip("fastparquet")
-    raise AssertionError("fastparquet is installed: add its files to the differential tests")
+@pytest.mark.parametrize("options", [
+    pytest.param({}, id="defaults"),
+    pytest.param({"row_group_offsets": 1_000, "compression": "SNAPPY"}, id="row-groups-snappy"),
+    pytest.param({"object_encoding": "utf8", "stats": True, "row_group_offsets": 2_000},
+                 id="stats"),
+])
+def test_fastparquet_files(tmp_path: Path, options: dict[str, object]) -> None:
+    """fastparquet writes no page index: pqindex prunes by row group and reads whole chunks."""
+    fastparquet = pytest.importorskip("fastparquet")
+    table = writers.make_table(writers.NUM_ROWS)
+    flat = table.select([f.name for f in table.schema
+                         if not pa.types.is_nested(f.type) and not pa.types.is_decimal(f.type)])
+    path = tmp_path / "fastparquet.parquet"
+    fastparquet.write(str(path), flat.to_pandas(date_as_object=False), **options)
+    run_cases(file_case(path), f"fastparquet:{sorted(options)}")
 
 
 # ------------------------------------------------------------------ datasets

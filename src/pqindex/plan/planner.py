@@ -232,6 +232,8 @@ class _RowGroupEvidence:
 
     def dictionary(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
+        if col >= self.n_file_leaves:
+            return None
         if col in self._dicts:
             return self._dicts[col]
         ev: Evidence | None = None
@@ -281,8 +283,15 @@ class _RowGroupEvidence:
         nulls = stats.null_count if stats is not None else None
         return DictionaryEvidence(pred.value_type, values, nulls, num_values)
 
+    def dictionary_for_equality(self, pred: BoundPredicate) -> Evidence | None:
+        if pred.op not in (LeafOp.EQ, LeafOp.IN):
+            return None
+        return self.dictionary(pred)
+
     def bloom(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
+        if col >= self.n_file_leaves:
+            return None
         if col not in self._blooms:
             ev: Evidence | None = None
             try:
@@ -418,6 +427,10 @@ def plan_file(
             stages.append(("statistics", ev.statistics))
         if region is not None:
             stages.append(("embedded index", ev.embedded))
+        if options.dictionary:
+            # = and IN against a dictionary decide a row group for the price of a page
+            # the scan would read anyway; before any page-index entry is fetched.
+            stages.append(("dictionary", ev.dictionary_for_equality))
         if n == 0:
             m, by, why = Match.NONE, "statistics", "row group has no rows"
         else:

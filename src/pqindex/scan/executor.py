@@ -230,7 +230,8 @@ class _RowGroupReader:
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
 
-    def whole_fields(self, names: Sequence[str]) -> dict[str, Any]:
+    def whole_fields(self, names: Sequence[str], *, as_dictionary: bool = False
+                     ) -> dict[str, Any]:
         """Top-level fields of the whole row group, read by pyarrow itself.
 
         Used when every row is wanted (no offset index needed: a full scan reads no
@@ -243,9 +244,14 @@ class _RowGroupReader:
             cols = [c.index for c in self.pf.schema.leaves if c.path[0] in todo]
             self.buffers.fetch([chunk_range(self.pf.column_meta(self.rg, c)) for c in cols])
             t0 = time.perf_counter()
+            # Dictionary-encoded string chunks stay dictionaries for predicates: one
+            # comparison per distinct value instead of one per row.
+            dictionary = [
+                n for n in todo if as_dictionary and self._dictionary_string(n)
+            ] or None
             reader = pq.ParquetFile(
                 _SourceFile(self.pf, self.buffers), metadata=_arrow_metadata(self.pf),
-                pre_buffer=False,
+                pre_buffer=True, read_dictionary=dictionary,
             )
             table = reader.read_row_group(self.rg, columns=todo, use_threads=False)
             for n in todo:
@@ -256,8 +262,20 @@ class _RowGroupReader:
             self.stats.decode_seconds += time.perf_counter() - t0
         return {n: self._whole_cache[n] for n in names}
 
-    def _whole(self, field_name: str) -> pa.Array:
-        arr: pa.Array = self.whole_fields([field_name])[field_name]
+    def _dictionary_string(self, name: str) -> bool:
+        leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+        return (
+            len(leaves) == 1
+            and len(leaves[0].path) == 1
+            and leaves[0].element.type == 6  # BYTE_ARRAY
+            and self.pf.all_dictionary_encoded(self.rg, leaves[0].index) is True
+        )
+
+    def _whole(self, field_name: str, *, as_dictionary: bool = False) -> pa.Array:
+        arr: pa.Array = self.whole_fields([field_name], as_dictionary=as_dictionary)[field_name]
+        target = self.schema.field(field_name).type
+        if not as_dictionary and arr.type != target:
+            arr = arr.cast(target)
         return arr
 
     def _decode_leaf(
@@ -331,7 +349,7 @@ class _RowGroupReader:
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
-            return self.whole_fields(names)
+            return {n: self._whole(n) for n in names}
         groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
@@ -372,8 +390,10 @@ class _RowGroupReader:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
         target = self.schema.field(leaf.path[0]).type
-        if rows.count() == self.n:
-            return _leaf_array(self.field(leaf.path[0], rows), leaf.path)
+        if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
+            arr = _cut(self._whole(leaf.path[0], as_dictionary=True), *whole_rg, rows)
+            return _leaf_array(arr, leaf.path)
         dictionary = self.pf.all_dictionary_encoded(self.rg, col) is True
         arr = self._decode_leaf(col, rows, target, as_dictionary=dictionary)
         if arr is None:

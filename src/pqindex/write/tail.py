@@ -484,8 +484,13 @@ def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
 
 def rewrite(src_path: str | os.PathLike[str], tail: Tail,
             dst_path: str | os.PathLike[str] | None = None, *,
-            keep_existing: bool = True) -> RewriteResult:
+            keep_existing: bool = True, durable: bool | None = None) -> RewriteResult:
     """Write ``src_path``'s pages plus a new tail to ``dst_path`` (default: in place).
+
+    ``durable`` fsyncs the new file and the directory before and after the rename;
+    by default it does whenever an existing file is replaced (a user's data), and
+    not for a brand-new file (as a plain pyarrow write doesn't): either way a crash
+    leaves the old file or the complete new one, never a partial one.
 
     Raises :class:`RewriteError` (naming the file) when the rewrite cannot be
     done, :class:`SourceChangedError` when the source changed meanwhile,
@@ -498,6 +503,8 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
     if "://" in src or "://" in dst:
         raise UnsupportedError("rewrite works on local files only", path=src)
     directory = os.path.dirname(os.path.abspath(dst))
+    if durable is None:
+        durable = os.path.exists(dst)
     name = os.path.basename(dst)
     try:
         src_fd = os.open(src, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -536,7 +543,8 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
             _write_all(out_fd, builder.buf)
             if _test_hook is not None:
                 _test_hook("tail")
-            os.fsync(out_fd)
+            if durable:
+                os.fsync(out_fd)
         except OSError as e:
             raise RewriteError(f"writing {tmp} failed: {_describe(e)}", path=dst) from None
         if _test_hook is not None:
@@ -561,7 +569,8 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
             os.unlink(os.path.join(d, f".{name}.crc"))
         if _test_hook is not None:
             _test_hook("replaced")
-        _fsync_dir(directory)
+        if durable:
+            _fsync_dir(directory)
     except BaseException:
         if tmp is not None:
             with contextlib.suppress(OSError):

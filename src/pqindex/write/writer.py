@@ -317,34 +317,25 @@ def finish_file(
             region=region,
             key_value=dict(metadata or {}),
         )
-        rewrite(written, tail, target)
-    with ParquetFile.open(target) as out:
         orders = {}
-        for leaf in out.schema.leaves:
-            ci = out.column_index(0, leaf.index) if out.num_row_groups else None
+        for leaf in pf.schema.leaves:
+            ci = cis.get((0, leaf.index)) or (
+                pf.column_index(0, leaf.index) if pf.num_row_groups else None
+            )
             if ci is not None and ci.boundary_order is not None:
                 orders[leaf.name] = BoundaryOrder(ci.boundary_order).name
-        index_bytes = out.footer_offset - _data_end(out)
-        region_bytes = 0
-        loc = out.key_value_metadata.get("pqindex.region")
-        if loc:
-            region_bytes = int(loc.split(":")[1])
-        return WriteResult(
-            path=target,
-            rows=out.num_rows,
-            row_groups=out.num_row_groups,
-            bytes=out.file_size,
-            index_bytes=index_bytes,
-            region_bytes=region_bytes,
-            seconds=0.0,
-            boundary_orders=orders,
-        )
-
-
-def _data_end(pf: ParquetFile) -> int:
-    from pqindex.write.tail import data_end
-
-    return data_end(pf)
+        rows, row_groups = pf.num_rows, pf.num_row_groups
+        done = rewrite(written, tail, target)
+    return WriteResult(
+        path=target,
+        rows=rows,
+        row_groups=row_groups,
+        bytes=done.size,
+        index_bytes=done.footer_offset - done.data_end,
+        region_bytes=done.region[1] if done.region else 0,
+        seconds=0.0,
+        boundary_orders=orders,
+    )
 
 
 def _check_order(pf: ParquetFile, sort: list[tuple[str, str]], target: str) -> None:
