@@ -104,10 +104,11 @@ def main() -> None:
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
 
-    import pqindex
-    import pqindex.spark
     from rich.console import Console
     from rich.table import Table
+
+    import pqindex
+    import pqindex.spark
 
     src = generate(args.scale, args.data)
     indexed = args.data / f"lineitem-sf{args.scale:g}-pqindex"
