@@ -253,7 +253,7 @@ class _RowGroupReader:
                 _SourceFile(self.pf, self.buffers), metadata=_arrow_metadata(self.pf),
                 pre_buffer=True, read_dictionary=dictionary,
             )
-            table = reader.read_row_group(self.rg, columns=todo, use_threads=False)
+            table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
             for n in todo:
                 self._whole_cache[n] = table.column(n).combine_chunks()
                 for leaf in self.pf.schema.leaves:

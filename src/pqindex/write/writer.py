@@ -7,7 +7,8 @@ index tail — everything after the last data page — is rebuilt by
 separators, the embedded index region added, the footer re-encoded. The data
 pages are never touched by the second step.
 
-Defaults (see docs/writing.md for the measurements behind them):
+Defaults (chosen from parquet-java's and the benchmarks' settings; a measured
+sweep of page sizes is still to do):
 
 * ``page_rows=20_000``: parquet-java's default page row limit; a point lookup
   reads one page of each column, and the ColumnIndex stays near 50 entries per
