@@ -303,6 +303,10 @@ class ParquetFile:
                 # The end is already here (typically the tail read): fetch the rest only.
                 head = self.source.read(offset, start - offset)
                 return head + buf[: end - start]
+            if start <= offset < start + len(buf) < end:
+                # The beginning is here (a dictionary page read while planning).
+                have = buf[offset - start :]
+                return have + self.read_bytes(offset + len(have), length - len(have))
         data = self.source.read(offset, length)
         if keep and self._kept + length <= KEEP_LIMIT:
             with self._lock:
@@ -642,8 +646,12 @@ class ParquetFile:
     def dictionary_extent(self, rg: int, col: int) -> tuple[int, int] | None:
         """``(offset, length)`` of the bytes before the first data page, without reading:
         the dictionary page when there is one. None when only a read can tell."""
+        cmd = self.column_meta(rg, col)
+        dpo, first_data = cmd.dictionary_page_offset, cmd.data_page_offset
+        if dpo and first_data and 4 <= dpo < first_data:
+            return dpo, first_data - dpo  # the footer says where the data pages begin
         oi = self._offset_indexes.get((rg, col))
-        start, _ = chunk_range(self.column_meta(rg, col))
+        start, _ = chunk_range(cmd)
         if oi is not None and oi.page_locations:
             first = oi.page_locations[0].offset or start
             return (start, first - start) if first > start else None

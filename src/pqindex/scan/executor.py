@@ -86,7 +86,7 @@ class _Buffers:
             return
         t0 = time.perf_counter()
         for off, n in coalesce(missing, self.gap):
-            buf = self.pf.source.read(off, n)
+            buf = self.pf.read_bytes(off, n)  # parts read while planning aren't read again
             self.stats.data_bytes += n
             i = bisect.bisect(self._starts, off)
             self._starts.insert(i, off)
