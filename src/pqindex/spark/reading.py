@@ -88,6 +88,9 @@ def _mismatched_partitions(spark_schema: Any, disc: Any) -> set[str]:
     return out
 
 
+PLANNING_TAIL_BYTES = 16 * 1024
+
+
 def _manifest_discovery(dest: str, manifest: dict[str, Any]) -> Any:
     from pqindex.dataset.discovery import DataFile, Discovery, _hive_parts, _infer_type
 
@@ -137,7 +140,9 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
         except PqIndexError as e:
             out.fallback = f"predicate not understood by pqindex: {e}"
             return out
-        with pqindex.dataset(dest) as ds:
+        # Planning decides files only: a small tail read (Spark's footers are a few
+        # KiB) and no projection, so no offset index of a non-predicate column is read.
+        with pqindex.dataset(dest, tail_bytes=PLANNING_TAIL_BYTES) as ds:
             if out.manifest == "current" and manifest is not None:
                 ds._discovery = _manifest_discovery(dest, manifest)  # no second directory walk
             disc = ds.discovery
@@ -148,7 +153,7 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
                 )
                 return out
             try:
-                plans = ds._plan(None, expr)
+                plans = ds._plan([], expr)
             except PqIndexError as e:
                 out.fallback = f"pqindex could not plan: {e}"
                 return out
