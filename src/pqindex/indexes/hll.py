@@ -31,7 +31,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pqindex.errors import UserInputError
 from pqindex.format.schema import LeafColumn, PhysicalType
@@ -44,8 +43,7 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
-from pqindex.indexes.hashing import xxh64_fixed
-from pqindex.indexes.leaf_values import numbers, plain_hashes, storage
+from pqindex.indexes.leaf_values import storage, unit_hashes
 from pqindex.indexes.units import scopes_option, units
 
 __all__ = ["HllKind", "HyperLogLog", "estimate", "read_sketch"]
@@ -224,12 +222,7 @@ class HllKind:
         scopes = scopes_option(options, (Scope.FILE,))
         blobs = []
         for u in units(len(stored), row_group_bounds, page_bounds, scopes):
-            part = stored.slice(u.start, u.rows)
-            nums = numbers(vt, part)
-            if nums is not None:
-                hashes: np.ndarray | None = xxh64_fixed(nums)
-            else:  # hashing bytes is the slow part: deduplicate first
-                hashes = plain_hashes(vt, pc.unique(part))
+            hashes = unit_hashes(vt, stored, u.start, u.rows)
             if hashes is None:
                 return []
             sketch = HyperLogLog(precision)

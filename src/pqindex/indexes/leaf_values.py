@@ -10,6 +10,8 @@ agree with what a reader decodes from the file.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +26,7 @@ __all__ = [
     "plain_bytes",
     "plain_hashes",
     "storage",
+    "unit_hashes",
     "unscaled_limbs",
 ]
 
@@ -40,7 +43,22 @@ def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     return array
 
 
+_STORED: list[tuple[Any, LeafColumn, pa.Array | None]] = []
+
+
 def storage(leaf: LeafColumn, array: pa.Array | pa.ChunkedArray) -> pa.Array | None:
+    """``array`` in the leaf's physical form (see ``_storage``), converted once per
+    column for all the kinds that index it."""
+    for arr, lf, out in _STORED:
+        if arr is array and lf == leaf:
+            return out
+    result = _storage(leaf, array)
+    _STORED.append((array, leaf, result))
+    del _STORED[:-4]
+    return result
+
+
+def _storage(leaf: LeafColumn, array: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     """``array`` in the leaf's physical form, or None when indexes don't cover the type.
 
     Integers, dates, times and timestamps become int32/int64/uint32/uint64 in the
@@ -143,6 +161,27 @@ def plain_bytes(vt: ValueType, stored: pa.Array) -> list[bytes] | None:
     if vt.kind in (Kind.STRING, Kind.BINARY, Kind.UUID):
         return [bytes(v) for v in values.to_pylist()]
     return None
+
+
+# Several kinds (file Bloom filter, HLL) hash the same unit of the same column: the
+# last few results are kept, keyed by the array's identity (the array is held, so
+# the id stays valid) and the unit's rows.
+_HASHES: list[tuple[pa.Array, ValueType, int, int, np.ndarray | None]] = []
+
+
+def unit_hashes(vt: ValueType, stored: pa.Array, start: int, rows: int) -> np.ndarray | None:
+    """XXH64 of the PLAIN bytes of the distinct non-null values of rows
+    [start, start + rows) of ``stored`` (None where unsupported). Numbers are hashed
+    whole (cheap); byte strings are deduplicated first (hashing them is the cost)."""
+    for arr, kind, s0, n0, hashes in _HASHES:
+        if arr is stored and kind == vt and s0 == start and n0 == rows:
+            return hashes
+    part = stored.slice(start, rows)
+    nums = numbers(vt, part)
+    out = xxh64_fixed(nums) if nums is not None else plain_hashes(vt, pc.unique(part))
+    _HASHES.append((stored, vt, start, rows, out))
+    del _HASHES[:-4]
+    return out
 
 
 def plain_hashes(vt: ValueType, stored: pa.Array) -> np.ndarray | None:
