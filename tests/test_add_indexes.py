@@ -604,7 +604,7 @@ def test_inspect_shows_embedded_indexes(copy_of: Callable[[str], Path]) -> None:
     report = json.loads(out)
     assert report["schema_version"] == 1
     e = report["embedded_indexes"]
-    assert e["version"] == "1.0" and e["warnings"] == []
+    assert e["version"] == "2.0" and e["warnings"] == []
     assert e["locator"] == f"{e['offset']}:{e['length']}"
     assert set(e["kinds"]) == set(KINDS)
     assert {(b["kind"], b["column"]) for b in e["blobs"]} == {
@@ -622,7 +622,7 @@ def test_inspect_shows_embedded_indexes(copy_of: Callable[[str], Path]) -> None:
 
     # Damage the region's directory: inspect still works and says what it ignored.
     data = bytearray(path.read_bytes())
-    data[e["offset"] + 30] ^= 0xFF
+    data[e["offset"] + e["length"] - 20 - 30] ^= 0xFF  # before the 20-byte trailer
     path.write_bytes(bytes(data))
     with ParquetFile.open(path) as pf:
         damaged = inspect_file(pf)["embedded_indexes"]

@@ -24,7 +24,7 @@ import xxhash
 import pqindex
 from pqindex.format.file import ParquetFile
 from pqindex.indexes.base import Scope
-from pqindex.indexes.region import HEADER_SIZE, REGION_KEY, Region
+from pqindex.indexes.region import HEADER_SIZE, REGION_KEY, TRAILER_SIZE, Region
 from pqindex.plan.planner import PlanOptions
 
 FILES = 12
@@ -131,8 +131,9 @@ def page_of(pf: ParquetFile, rg: int, col: int, row_in_rg: int) -> int:
 
 @pytest.mark.parametrize("where", [f"cat = '{ABSENT}'", "x = 51", f"cat IN ('{ABSENT}', 'bz')"])
 def test_absent_value_skips_every_file(data_dir: Path, paths: list[Path], where: str) -> None:
-    # The region (~80 KiB here) does not fit the default 64 KiB tail prefetch: a tail
-    # large enough for page index + region + footer makes it one request per file.
+    # The region (~80 KiB here) does not fit the default 64 KiB tail prefetch, but its
+    # directory and trailer (at its end, next to the footer) do: one request per file
+    # either way. A tail large enough for page index + region + footer holds it all.
     ds = pqindex.dataset(str(data_dir), tail_bytes=TAIL)
     scan = ds.scan(where=where)
     t = scan.to_table()
@@ -149,11 +150,12 @@ def test_absent_value_skips_every_file(data_dir: Path, paths: list[Path], where:
     assert all(s > TAIL for s in sizes)  # a tail is not the whole file
     assert rep.bytes_read == FILES * TAIL
     assert rep.warnings == []
-    # with the default prefetch: the tail, then the region, nothing else
+    # with the default prefetch: the tail only (it holds the directory and the blobs
+    # the planner uses), nothing else
     ds = pqindex.dataset(str(data_dir))
     scan = ds.scan(where=where)
     assert scan.to_table().num_rows == 0
-    assert scan.report.requests == 2 * FILES
+    assert scan.report.requests == FILES
     assert scan.report.pages_read == 0 and scan.report.data_bytes == 0
     # the plan says so without reading anything
     assert "embedded index" in pqindex.dataset(str(data_dir)).explain(where=where)
@@ -581,35 +583,37 @@ def _blob_entry(path: Path, kind: str, column: str, scope: Scope) -> Any:
 def _reseal_blob(path: Path, entry: Any, edit: Callable[[bytearray], None]) -> None:
     """Change a blob's bytes and fix its checksum and the directory's: malformed but
     internally consistent (what a buggy or newer writer would produce)."""
-    off, _length = _region_location(path)
+    off, length = _region_location(path)
     data = bytearray(path.read_bytes())
     start = off + entry.offset
     blob = bytearray(data[start : start + entry.length])
     edit(blob)
     assert len(blob) == entry.length
     data[start : start + entry.length] = blob
-    dir_len = struct.unpack_from("<I", data, off + 8)[0]
-    d0 = off + HEADER_SIZE
+    trailer = off + length - TRAILER_SIZE
+    dir_len = struct.unpack_from("<I", data, trailer)[0]
+    d0 = trailer - dir_len
     directory = bytes(data[d0 : d0 + dir_len])
     old = f'"xxh64":"{entry.checksum:016x}"'.encode()
     new = f'"xxh64":"{xxhash.xxh64_intdigest(bytes(blob), 0):016x}"'.encode()
     assert directory.count(old) == 1
     directory = directory.replace(old, new)
     data[d0 : d0 + dir_len] = directory
-    struct.pack_into("<Q", data, off + 12, xxhash.xxh64_intdigest(directory, 0))
+    struct.pack_into("<Q", data, trailer + 4, xxhash.xxh64_intdigest(directory, 0))
     path.write_bytes(bytes(data))
 
 
 def _damage(kind: str, path: Path) -> None:
-    off, _length = _region_location(path)
+    off, length = _region_location(path)
+    trailer = off + length - TRAILER_SIZE  # dir length, dir XXH64, major, minor, magic
     if kind == "flip_magic":
-        _flip(path, off)
+        _flip(path, off + length - 1)
     elif kind == "flip_directory":
-        _flip(path, off + HEADER_SIZE + 5)
+        _flip(path, trailer - 5)
     elif kind == "flip_directory_length":
-        _patch(path, off + 8, struct.pack("<I", 0xFFFF_FFF0))
+        _patch(path, trailer, struct.pack("<I", 0xFFFF_FFF0))
     elif kind == "major_version":
-        _patch(path, off + 4, struct.pack("<H", 9))
+        _patch(path, trailer + 12, struct.pack("<H", 9))
     elif kind == "flip_blob":
         e = _blob_entry(path, "distinct", "cat", Scope.FILE)
         _flip(path, off + e.offset + e.length // 2)
@@ -627,7 +631,7 @@ def _damage(kind: str, path: Path) -> None:
         _set_footer_value(path, lambda o, n: f"{o}:{str(HEADER_SIZE + 4).zfill(len(str(n)))}")
     elif kind == "truncated_blobs":
         region = _parse_region(path)
-        keep = min(e.offset for e in region.blobs) + 10  # directory + a few blob bytes
+        keep = min(e.offset for e in region.blobs) + 10  # header + a few blob bytes
         _set_footer_value(path, lambda o, n: f"{o}:{str(keep).zfill(len(str(n)))}")
     elif kind == "blob_body_version":
         e = _blob_entry(path, "distinct", "cat", Scope.FILE)

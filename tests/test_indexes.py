@@ -43,7 +43,7 @@ from pqindex.indexes.bloom_file import read_bloom
 from pqindex.indexes.hashing import xxh64_fixed
 from pqindex.indexes.hll import HyperLogLog, estimate
 from pqindex.indexes.leaf_values import unscaled_limbs
-from pqindex.indexes.region import HEADER_SIZE
+from pqindex.indexes.region import HEADER_SIZE, TRAILER_SIZE
 from pqindex.indexes.zone_maps import _exact_int_sum, _limb_sum, aggregates
 from pqindex.io.source import IOStats
 
@@ -335,7 +335,8 @@ def test_region_round_trip() -> None:
     data = encode_region(blobs)
     assert data[:4] == b"PQIX"
     region = Region.parse(data, file_size=10_000, region_offset=100)
-    assert not region.warnings and region.version == (1, 0)
+    assert not region.warnings and region.version == (2, 0)
+    assert data[-4:] == b"PQIX" and region.blobs[0].offset == HEADER_SIZE
     assert [(e.kind, e.column, e.scope, e.row_group, e.page) for e in region.blobs] == [
         (b.kind, b.column, b.scope, b.row_group, b.page) for b in blobs]
     for entry, blob in zip(region.blobs, blobs, strict=True):
@@ -373,10 +374,12 @@ def test_encode_rejects_inconsistent_scopes() -> None:
         encode_region([Blob("distinct", "a", Scope.PAGE, 0, None, b"")])
 
 
-def _with_directory(directory: Any, blob_bytes: bytes = b"", major: int = 1) -> bytes:
+def _with_directory(directory: Any, blob_bytes: bytes = b"", major: int = 2) -> bytes:
+    """A version-2 region: header, blob bytes, directory, trailer."""
     d = json.dumps(directory).encode()
-    return struct.pack("<4sHHIQ", b"PQIX", major, 0, len(d),
-                       xxhash.xxh64_intdigest(d, 0)) + d + blob_bytes
+    return (struct.pack("<4sHH", b"PQIX", major, 0) + blob_bytes + d
+            + struct.pack("<IQHH4s", len(d), xxhash.xxh64_intdigest(d, 0), major, 0,
+                          b"PQIX"))
 
 
 def test_flipped_blob_byte_drops_that_blob_only() -> None:
@@ -394,7 +397,7 @@ def test_flipped_blob_byte_drops_that_blob_only() -> None:
 
 def test_flipped_directory_byte_ignores_the_region() -> None:
     data = bytearray(encode_region(_sample_blobs()))
-    data[HEADER_SIZE + 10] ^= 0x01
+    data[-TRAILER_SIZE - 10] ^= 0x01  # the directory ends just before the trailer
     region = Region.parse(bytes(data), file_size=len(data) + 4, region_offset=4)
     assert region.ignored and region.blobs == ()
     assert "directory checksum" in region.warnings[0]
@@ -419,9 +422,13 @@ def test_offsets_beyond_the_region_or_file() -> None:
 
 
 def test_unknown_major_version_is_refused() -> None:
-    data = _with_directory({"blobs": []}, major=2)
+    data = _with_directory({"blobs": []}, major=3)
     region = Region.parse(data, file_size=len(data) + 4, region_offset=4)
-    assert region.ignored and "version 2" in region.warnings[0]
+    assert region.ignored and "version 3" in region.warnings[0]
+    # the trailer alone says so too (the header is not at hand)
+    tail = Region.parse(data[HEADER_SIZE:], file_size=len(data) + 4, region_offset=4,
+                        length=len(data))
+    assert tail.ignored and "version 3" in tail.warnings[0]
     with pytest.raises(RegionVersionError):
         Region.parse(data, file_size=len(data) + 4, region_offset=4, strict=True)
 
@@ -545,24 +552,42 @@ def test_bad_region_location_is_ignored(written: tuple[pa.Table, Path], value: s
 
 def _big_region_file(written: tuple[pa.Table, Path]) -> tuple[Path, list[Blob], int]:
     """A file whose region (a 256 KiB filler blob first) is far larger than the tail
-    read, and a tail size that holds the footer and the region trailer only."""
+    read, and a tail size that holds the footer and the region trailer only (not the
+    directory before it)."""
     _pf, blobs = _build(written, "distinct", {"scopes": ["file", "row_group"]},
                         columns=["s", "i64"])
     filler = Blob("future_kind", "s", Scope.FILE, None, None, bytes(256 * 1024))
     out = _splice(written[1], encode_region([filler, *blobs]))
     with ParquetFile.open(out) as f:
-        tail = f.file_size - f.footer_offset + 8  # + the trailer
+        tail = f.file_size - f.footer_offset + TRAILER_SIZE  # + the trailer
     return out, blobs, tail
 
 
-def test_region_opens_with_header_and_directory_only(written: tuple[pa.Table, Path]) -> None:
+def test_region_opens_from_the_tail_read(written: tuple[pa.Table, Path]) -> None:
+    """Directory and trailer end the region, next to the footer: the default tail read
+    holds them, whatever the size of the blobs before them."""
+    out, _blobs, _tail = _big_region_file(written)
+    stats = IOStats()
+    with ParquetFile.open(out, stats=stats) as f:
+        stats.reset()
+        region, warnings = read_region(f)
+        assert region is not None and not warnings and region.size > 256 * 1024
+        assert stats.requests == 0
+        pred = bind(parse_where("s = 'kiwi'"), f.schema)
+        assert isinstance(pred, BoundPredicate)
+        (ev,) = region.evidence(Scope.FILE, "s")  # buffered too
+        assert ev.match(pred) == Match.NONE and stats.requests == 0
+        assert not region.warnings
+
+
+def test_region_opens_with_directory_and_trailer_only(written: tuple[pa.Table, Path]) -> None:
     out, blobs, tail = _big_region_file(written)
     stats = IOStats()
     with ParquetFile.open(out, stats=stats, tail_bytes=tail) as f:
         stats.reset()
         region, warnings = read_region(f)
         assert region is not None and not warnings
-        assert stats.requests == 1  # header + directory, sized by the trailer
+        assert stats.requests == 1  # exactly the directory, sized by the trailer
         assert stats.bytes_read < 8 * 1024 and region.size > 256 * 1024
         pred = bind(parse_where("s = 'kiwi'"), f.schema)
         assert isinstance(pred, BoundPredicate)
@@ -577,30 +602,23 @@ def test_region_opens_with_header_and_directory_only(written: tuple[pa.Table, Pa
         assert not region.warnings
 
 
-def test_region_without_trailer_is_read(written: tuple[pa.Table, Path]) -> None:
-    """Regions written before the trailer existed: the directory length is guessed."""
+def test_version_1_region_is_ignored(written: tuple[pa.Table, Path]) -> None:
+    """Version 1 regions (directory first, 8-byte trailer) are refused with a warning."""
     _pf, blobs = _build(written, "distinct", {"scopes": ["file"]}, columns=["s"])
-    entries = []
-    pos = 0
-    body = b""
-    for b in blobs:
-        entries.append({"kind": b.kind, "column": b.column, "scope": "file", "offset": pos,
-                        "length": len(b.data), "xxh64": f"{xxhash.xxh64_intdigest(b.data):016x}"})
-        pos += len(b.data)
-        body += b.data
-    # the offsets' digits change the directory's length: settle like encode_region does
-    for _ in range(4):
-        base = HEADER_SIZE + len(json.dumps({"blobs": entries}).encode())
-        for k, e in enumerate(entries):
-            e["offset"] = base + sum(len(b.data) for b in blobs[:k])
-    d = json.dumps({"blobs": entries}).encode()
-    data = _with_directory({"blobs": entries}, body)
-    assert len(data) == HEADER_SIZE + len(d) + len(body)
+    body = b"".join(b.data for b in blobs)
+    entries = [{"kind": b.kind, "column": b.column, "scope": "file", "offset": 0,
+                "length": len(b.data), "xxh64": f"{xxhash.xxh64_intdigest(b.data):016x}"}
+               for b in blobs]
+    d = json.dumps({"blobs": entries, "trailer": 8}).encode()
+    data = (struct.pack("<4sHHIQ", b"PQIX", 1, 0, len(d), xxhash.xxh64_intdigest(d, 0))
+            + d + body + struct.pack("<I4s", len(d), b"PQIX"))
     out = _splice(written[1], data)
-    with ParquetFile.open(out, tail_bytes=64) as f:
-        region, warnings = read_region(f)
-        assert region is not None and not warnings and region.version == (1, 0)
-        assert len(region.evidence(Scope.FILE, "s")) == 1
+    for tail in (64, None):
+        with ParquetFile.open(out, **({} if tail is None else {"tail_bytes": tail})) as f:
+            region, warnings = read_region(f)
+            assert region is None and len(warnings) == 1 and "version" in warnings[0]
+            with pytest.raises(RegionVersionError):
+                read_region(f, strict=True)
 
 
 def test_lazily_read_blob_with_bad_checksum_is_dropped(

@@ -6,21 +6,22 @@ splice, see ``docs/embedded-indexes.md``); the footer's key/value entry
 readers never look at it. The shape follows Iceberg Puffin: a directory of
 blobs, each with a kind, what it indexes, its place and its checksum.
 
-Layout (all integers little-endian; offsets relative to the region's first byte)::
+Layout, format version 2.0 (all integers little-endian; offsets relative to the
+region's first byte; ``L`` is the region's length, ``D`` the directory's)::
 
-    offset    size  field
-    0         4     magic b"PQIX"
-    4         2     major version (u16) = 1; a reader refuses other majors
-    6         2     minor version (u16) = 0; newer minors only add JSON keys
-    8         4     directory length D (u32)
-    12        8     XXH64 (seed 0) of the directory bytes (u64)
-    20        D     directory: compact UTF-8 JSON (below)
-    20 + D    ...   blob bytes, at the offsets the directory gives
-    L - 8     4     trailer (when the directory says "trailer": 8): D again (u32)
-    L - 4     4     trailer: magic b"PQIX"
+    offset        size  field
+    0             4     magic b"PQIX"
+    4             2     major version (u16) = 2
+    6             2     minor version (u16) = 0
+    8             ...   blob bytes, at the offsets the directory gives
+    L - 20 - D    D     directory: compact UTF-8 JSON (below)
+    L - 20        4     trailer: directory length D (u32)
+    L - 16        8     trailer: XXH64 (seed 0) of the directory bytes (u64)
+    L - 8         2     trailer: major version (u16) = 2; a reader refuses other majors
+    L - 6         2     trailer: minor version (u16) = 0; newer minors only add JSON keys
+    L - 4         4     trailer: magic b"PQIX"
 
-    directory = {"trailer": 8,              # optional: the region ends with the trailer
-                 "blobs": [{
+    directory = {"blobs": [{
         "kind": "distinct",         # index kind; unknown kinds are listed, never used
         "column": "a.b",            # dotted leaf path
         "scope": "page",            # "file" | "row_group" | "page"
@@ -31,24 +32,26 @@ Layout (all integers little-endian; offsets relative to the region's first byte)
         "properties": {...}         # small, kind-specific, informative; may be absent
     }, ...]}
 
-The trailer lies next to the footer, so the tail read that found the footer
-usually holds it: a reader learns the directory's length there and reads
-header and directory in one request, however large the blobs are. It is an
-addition within version 1.0: a reader that ignores the "trailer" key only
-sees unused bytes after the last blob (regions without it stay valid).
+Directory and trailer end the region, next to the footer, so the tail read that
+found the footer usually holds them: opening a region then costs no request at
+all, however large its blobs are (else one, for exactly trailer and directory).
+The header only identifies the region; a reader checks it when the region's
+first bytes are at hand and never reads it just for that. Version 1 regions
+(directory first) are refused as an unknown version.
 
-Reading is lazy: ``read_region`` reads header and directory only, and each blob
+Reading is lazy: ``read_region`` reads trailer and directory only, and each blob
 is read (``pf.read_bytes``), checked against its XXH64 and kept the first time
 it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and their
 unread neighbours of the same column and scope, in one request. Blob bytes that
 were at hand when the region was opened (the tail buffer) are checked then.
 
 Damage never raises out of ``Region.parse`` / ``read_region`` (unless
-``strict=True``): a bad header or directory checksum ignores the whole region;
-a bad blob (offset or length outside the region, malformed entry) drops that
-blob, and so does a wrong checksum, found when the blob is read; each with a
-message in ``Region.warnings``. Lengths are checked before slicing; no more than
-the region's bytes are ever held.
+``strict=True``): a bad trailer (magic, version), header (when at hand) or
+directory checksum ignores the whole region; a bad blob (offset or length
+outside the region, malformed entry) drops that blob, and so does a wrong
+checksum, found when the blob is read; each with a message in
+``Region.warnings``. Lengths are checked before slicing; no more than the
+region's bytes are ever held.
 """
 
 from __future__ import annotations
@@ -82,19 +85,19 @@ __all__ = [
 ]
 
 MAGIC = b"PQIX"
-VERSION = (1, 0)
+VERSION = (2, 0)
 REGION_KEY = "pqindex.region"
-HEADER_SIZE = 20
-TRAILER_SIZE = 8
-_HEADER = struct.Struct("<4sHHIQ")
-_TRAILER = struct.Struct("<I4s")
+HEADER_SIZE = 8
+TRAILER_SIZE = 20
+_HEADER = struct.Struct("<4sHH")
+_TRAILER = struct.Struct("<IQHH4s")
 # Reading blobs lazily: unread bytes between two wanted blobs worth reading to save a
 # request, and how many bytes of neighbouring blobs (same column and scope) to read
 # along with a wanted one.
 GAP_BYTES = 4096
 COALESCE_BYTES = 64 * 1024
-# Opening a region without a trailer whose header is not buffered: the first read
-# takes this many bytes past the header, enough for most directories.
+# Opening a region whose trailer is not buffered: the first read takes this many
+# bytes before the trailer too, enough for most directories.
 SPECULATIVE_DIRECTORY_BYTES = 16 * 1024
 _MAX_KIND = 128  # longer kind names are damage, not a future kind
 
@@ -155,43 +158,33 @@ def encode_region(blobs: Sequence[Blob]) -> bytes:
     for b in blobs:
         _check_blob(b)
 
-    def directory(base: int) -> bytes:
-        entries = []
-        pos = base
-        for b in blobs:
-            e: dict[str, Any] = {"kind": b.kind, "column": b.column,
-                                 "scope": Scope(b.scope).value}
-            if b.row_group is not None:
-                e["row_group"] = b.row_group
-            if b.page is not None:
-                e["page"] = b.page
-            e["offset"] = pos
-            e["length"] = len(b.data)
-            e["xxh64"] = f"{_xxh64(b.data):016x}"
-            if b.properties:
-                e["properties"] = dict(b.properties)
-            entries.append(e)
-            pos += len(b.data)
-        try:
-            text = json.dumps({"blobs": entries, "trailer": TRAILER_SIZE},
-                              separators=(",", ":"), sort_keys=False, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            raise UserInputError(f"blob properties must be plain JSON values: {err}") from None
-        return text.encode("utf-8")
-
-    # Offsets depend on the directory's length, which depends on the offsets'
-    # digits: iterate until the length settles (two or three rounds).
-    size = 0
-    for _ in range(16):
-        d = directory(HEADER_SIZE + size)
-        if len(d) == size:
-            break
-        size = len(d)
-    else:  # pragma: no cover - lengths grow monotonically and settle quickly
-        raise AssertionError("directory length did not settle")
-    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1], len(d), _xxh64(d))
-    trailer = _TRAILER.pack(len(d), MAGIC)
-    return b"".join([header, d, *(bytes(b.data) for b in blobs), trailer])
+    entries = []
+    pos = HEADER_SIZE
+    for b in blobs:
+        e: dict[str, Any] = {"kind": b.kind, "column": b.column,
+                             "scope": Scope(b.scope).value}
+        if b.row_group is not None:
+            e["row_group"] = b.row_group
+        if b.page is not None:
+            e["page"] = b.page
+        e["offset"] = pos
+        e["length"] = len(b.data)
+        e["xxh64"] = f"{_xxh64(b.data):016x}"
+        if b.properties:
+            e["properties"] = dict(b.properties)
+        entries.append(e)
+        pos += len(b.data)
+    try:
+        text = json.dumps({"blobs": entries}, separators=(",", ":"), sort_keys=False,
+                          allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise UserInputError(f"blob properties must be plain JSON values: {err}") from None
+    d = text.encode("utf-8")
+    if len(d) > 0xFFFFFFFF:
+        raise UserInputError(f"region directory of {len(d)} bytes is too large")
+    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1])
+    trailer = _TRAILER.pack(len(d), _xxh64(d), VERSION[0], VERSION[1], MAGIC)
+    return b"".join([header, *(bytes(b.data) for b in blobs), d, trailer])
 
 
 def region_key_value(offset: int, length: int) -> str:
@@ -268,7 +261,7 @@ Fetch = Callable[[int, int], bytes]  # (offset relative to the region, length) -
 class Region:
     """A parsed region: its directory entries and, on demand, each blob's bytes and evidence.
 
-    The region may hold only its header and directory: blob bytes outside the
+    The region may hold only its directory and trailer: blob bytes outside the
     bytes given to ``parse`` are read with ``fetch`` the first time they are
     needed (``blob``, ``evidence``), checked against their XXH64 then, and kept.
     A blob whose checksum does not match is dropped (it leaves ``blobs``) with a
@@ -333,8 +326,8 @@ class Region:
               fetch: Fetch | None = None) -> Region:
         """Validate and index a region read from ``region_offset`` of a ``file_size`` file.
 
-        ``data`` is the region's first bytes: all of it, or (with ``length``, the
-        region's full length, and ``fetch``) at least its header and directory.
+        ``data`` is the region's last bytes: all of it, or (with ``length``, the
+        region's full length, and ``fetch``) at least its directory and trailer.
         Blobs whose bytes are in ``data`` are checked now, the others when first
         used. Damage gives a Region with warnings (``ignored`` when nothing is
         usable); ``strict=True`` raises RegionError / RegionVersionError instead.
@@ -343,38 +336,21 @@ class Region:
         length = len(data) if length is None else max(length, len(data))
         warnings: list[str] = []
         try:
-            version, directory, start = cls._directory(data, length, file_size, region_offset)
+            version, directory, end = cls._directory(data, length, file_size, region_offset)
         except (RegionError, RegionVersionError) as e:
             if strict:
                 raise
             return cls(b"", (0, 0), (), [f"embedded index region ignored: {e.reason}"],
                        region_offset=region_offset, ignored=True, schema=schema,
                        length=length)
-        end = length
-        trailer = directory.get("trailer")
-        if trailer is not None:
-            end = length - TRAILER_SIZE
-            problem = None
-            if trailer != TRAILER_SIZE:
-                problem = f"unknown region trailer {trailer!r} ignored"
-                end = length
-            elif end < start:
-                problem = "region has no room for its trailer"
-            elif len(data) == length and data[end:] != _TRAILER.pack(start - HEADER_SIZE,
-                                                                       MAGIC):
-                problem = "region trailer damaged (region truncated or overwritten?)"
-            if problem is not None:
-                if strict:
-                    raise RegionError(problem)
-                warnings.append(f"embedded index: {problem}")
-                end = max(end, start)
+        base = length - len(data)  # region offset of data[0]
         entries: list[BlobEntry] = []
         verified: dict[int, bytes] = {}
         for raw in directory["blobs"]:
             try:
-                entry = _entry(raw, start, end)
-                if entry.offset + entry.length <= len(data):
-                    blob = data[entry.offset : entry.offset + entry.length]
+                entry = _entry(raw, HEADER_SIZE, end)
+                if entry.offset >= base:
+                    blob = data[entry.offset - base : entry.offset - base + entry.length]
                     if _xxh64(blob) != entry.checksum:
                         raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
                     verified[len(entries)] = blob
@@ -384,36 +360,47 @@ class Region:
                 warnings.append(f"embedded index: {e.reason}")
                 continue
             entries.append(entry)
-        # Only the header and directory are kept; verified blobs keep their own bytes.
-        return cls(data[:start], version, entries, warnings, region_offset=region_offset,
+        # Only directory and trailer are kept; verified blobs keep their own bytes.
+        return cls(data[end - base:], version, entries, warnings, region_offset=region_offset,
                    schema=schema, length=length, fetch=fetch, verified=verified,
                    strict=strict)
 
     @staticmethod
     def _directory(data: bytes, length: int, file_size: int,
                    region_offset: int) -> tuple[tuple[int, int], dict[str, Any], int]:
+        """Version, parsed directory and where the blob area ends (the directory starts)."""
         if region_offset < 4 or region_offset + length > file_size:
             raise RegionError(f"region [{region_offset}, {region_offset + length}) lies "
                               f"outside the file's {file_size} bytes")
-        if length < HEADER_SIZE:
+        if length < HEADER_SIZE + TRAILER_SIZE:
             raise RegionError(f"region of {length} bytes is shorter than its "
-                              f"{HEADER_SIZE}-byte header")
-        if len(data) < HEADER_SIZE:
-            raise RegionError(f"only {len(data)} bytes of the region's header were read")
-        magic, major, minor, dir_len, dir_sum = _HEADER.unpack_from(data, 0)
+                              f"{HEADER_SIZE}-byte header and {TRAILER_SIZE}-byte trailer")
+        if len(data) == length:  # the header is at hand: check it (never read for that)
+            magic, major, minor = _HEADER.unpack_from(data, 0)
+            if magic != MAGIC:
+                raise RegionError(f"region starts with {magic!r}, expected {MAGIC!r}")
+            if major != VERSION[0]:
+                raise RegionVersionError(f"region format version {major}.{minor}; this "
+                                         f"reader knows major version {VERSION[0]}")
+        if len(data) < TRAILER_SIZE:
+            raise RegionError(f"only {len(data)} bytes of the region's trailer were read")
+        dir_len, dir_sum, major, minor, magic = _TRAILER.unpack_from(
+            data, len(data) - TRAILER_SIZE)
         if magic != MAGIC:
-            raise RegionError(f"region starts with {magic!r}, expected {MAGIC!r}")
+            raise RegionError(f"region ends with {magic!r}, expected {MAGIC!r} (region "
+                              f"truncated or overwritten?)")
         if major != VERSION[0]:
             raise RegionVersionError(f"region format version {major}.{minor}; this reader "
                                      f"knows major version {VERSION[0]}")
-        end = HEADER_SIZE + dir_len
-        if end > length:
-            raise RegionError(f"directory of {dir_len} bytes runs past the region's "
+        if HEADER_SIZE + dir_len + TRAILER_SIZE > length:
+            raise RegionError(f"directory of {dir_len} bytes does not fit in the region's "
                               f"{length} bytes")
-        if end > len(data):
-            raise RegionError(f"only {len(data)} of the region's first {end} bytes (header "
-                              f"and directory) were read")
-        directory = memoryview(data)[HEADER_SIZE:end]
+        if dir_len + TRAILER_SIZE > len(data):
+            raise RegionError(f"only {len(data)} of the region's last "
+                              f"{dir_len + TRAILER_SIZE} bytes (directory and trailer) "
+                              f"were read")
+        directory = memoryview(data)[len(data) - TRAILER_SIZE - dir_len:
+                                     len(data) - TRAILER_SIZE]
         if _xxh64(directory) != dir_sum:
             raise RegionError("directory checksum mismatch")
         try:
@@ -422,7 +409,7 @@ class Region:
             raise RegionError("directory is not valid JSON") from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("blobs"), list):
             raise RegionError("directory has no 'blobs' list")
-        return (major, minor), parsed, end
+        return (major, minor), parsed, length - TRAILER_SIZE - dir_len
 
     # ------------------------------------------------------------ blob bytes
 
@@ -638,10 +625,11 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
     warnings)`` when the key or the region is unusable; otherwise the Region (whose
     own ``warnings`` list grows as blobs are read and decoded).
 
-    Opening reads the header and directory only: one request, none when the tail
-    buffer already holds them (the trailer, next to the footer, gives the
-    directory's length; for a region without one the first read takes
-    ``SPECULATIVE_DIRECTORY_BYTES`` past the header and a second one the rest of a
+    Opening reads the directory and trailer only, which end the region next to
+    the footer: no request when the tail buffer holds them (a directory under
+    about 60 KiB, with the default tail read), else one for exactly trailer and
+    directory (when the trailer is not buffered either, the first read takes
+    ``SPECULATIVE_DIRECTORY_BYTES`` before it, and a second one the rest of a
     longer directory). Blobs whose bytes are already buffered are checked now;
     the others are read with ``pf.read_bytes`` when first used. I/O errors propagate.
     """
@@ -655,9 +643,12 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
         problem = f"footer key {REGION_KEY}={kv[REGION_KEY]!r} is not '<offset>:<length>'"
     else:
         offset, length = loc
-        if offset < 4 or length < HEADER_SIZE or offset + length > pf.footer_offset:
+        if offset < 4 or offset + length > pf.footer_offset:
             problem = (f"region [{offset}, {offset + length}) lies outside the file's data "
                        f"region [4, {pf.footer_offset})")
+        elif length < HEADER_SIZE + TRAILER_SIZE:
+            problem = (f"region of {length} bytes is shorter than its {HEADER_SIZE}-byte "
+                       f"header and {TRAILER_SIZE}-byte trailer")
     if problem is not None or loc is None:
         if strict:
             raise RegionError(problem or "bad region location", path=pf.path)
@@ -670,21 +661,20 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
     if pf.has_bytes(offset, length):
         data = fetch(0, length)  # all buffered: free
     else:
-        head = 0
-        end = offset + length - TRAILER_SIZE
-        # A hint only: the header read with the directory has the final say.
-        if length >= HEADER_SIZE + TRAILER_SIZE and pf.has_bytes(end, TRAILER_SIZE):
-            dir_len, magic = _TRAILER.unpack(pf.read_bytes(end, TRAILER_SIZE))
-            if magic == MAGIC and HEADER_SIZE + dir_len <= length - TRAILER_SIZE:
-                head = HEADER_SIZE + dir_len
-        if head == 0:
-            head = min(length, HEADER_SIZE + SPECULATIVE_DIRECTORY_BYTES)
-        data = fetch(0, head)
-        if len(data) >= HEADER_SIZE:
-            magic, _major, _minor, dir_len, _sum = _HEADER.unpack_from(data, 0)
-            need = HEADER_SIZE + dir_len
-            if magic == MAGIC and len(data) < need <= length:
-                data += fetch(len(data), need - len(data))
+        if pf.has_bytes(offset + length - TRAILER_SIZE, TRAILER_SIZE):
+            data = fetch(length - TRAILER_SIZE, TRAILER_SIZE)  # free
+        else:
+            n = min(length, TRAILER_SIZE + SPECULATIVE_DIRECTORY_BYTES)
+            data = fetch(length - n, n)
+        dir_len, _sum, _major, _minor, magic = _TRAILER.unpack_from(
+            data, len(data) - TRAILER_SIZE)
+        need = dir_len + TRAILER_SIZE
+        # A hint only: Region.parse checks it all again.
+        if magic == MAGIC and len(data) < need <= length - HEADER_SIZE:
+            if pf.has_bytes(offset + length - need, need):
+                data = fetch(length - need, need)  # free
+            else:
+                data = fetch(length - need, need - len(data)) + data
     region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
                           schema=pf.schema, strict=strict, length=length, fetch=fetch)
     if not region.ignored:
