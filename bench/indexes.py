@@ -58,7 +58,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- indexes:start -->", "<!-- indexes:end -->"
 
 SEED = 20240707
-FORMAT_VERSION = 2  # 2: regions with a trailer, blobs placed for lazy reads
+FORMAT_VERSION = 3  # 3: region format 2 (directory at the end)
 CATEGORIES = [
     "able", "baker", "charlie", "dog", "easy", "fox", "george", "how", "item", "jig",
     "king", "love", "mike", "nan", "oboe", "peter", "queen", "roger", "sugar", "tare",
