@@ -15,7 +15,6 @@ import math
 import operator
 import random
 import struct
-import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -506,10 +505,8 @@ def test_fallback_huge_in_list() -> None:
     pi = PageIndex.build(ci, oi, make_leaf("int"), len(values))
     assert pi.ordered
     keys = tuple(rng.randrange(10**9) for _ in range(100_000))
-    t0 = time.perf_counter()
     binary = pi.matching_pages(Op.IN, keys)
     linear = pi.matching_pages(Op.IN, keys, strategy="linear")
-    assert time.perf_counter() - t0 < 5
     assert binary.tolist() == linear.tolist()
     assert (binary == S).sum() > 150
 

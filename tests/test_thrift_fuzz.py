@@ -14,7 +14,6 @@ import random
 import signal
 import struct
 import threading
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -311,10 +310,8 @@ def test_seeds_decode() -> None:
 
 def test_mutation_fuzz() -> None:
     failures: list[str] = []
-    slowest = (0.0, -1)
     for case in range(CASES):
         cls, buf, names = make_case(case)
-        t0 = time.perf_counter()
         try:
             with time_limit(CASE_SECONDS):
                 check_one(cls, buf)
@@ -325,10 +322,8 @@ def test_mutation_fuzz() -> None:
             )
             if len(failures) >= 10:
                 break
-        slowest = max(slowest, (time.perf_counter() - t0, case))
+    # Hangs are caught by the alarm (a generous limit, not a speed check: speed is bench/'s).
     assert not failures, "\n".join(failures)
-    # Hangs are caught by the alarm; this catches a decoder that got quadratically slower.
-    assert slowest[0] < CASE_SECONDS, f"case {slowest[1]} took {slowest[0]:.2f}s"
 
 
 # Small inputs whose lengths and counts claim far more than is there.
@@ -365,13 +360,10 @@ def test_claimed_sizes_raise_without_allocating(n: int, which: str) -> None:
     try:
         for cls, buf in cases:
             tracemalloc.reset_peak()
-            t0 = time.perf_counter()
-            with pytest.raises(ThriftError):
+            with time_limit(CASE_SECONDS), pytest.raises(ThriftError):
                 decode(cls, buf, 0)
-            took = time.perf_counter() - t0
             _, peak = tracemalloc.get_traced_memory()
             assert peak < 64 * 1024, (cls.__name__, buf[:12].hex(), peak)
-            assert took < 0.5, (cls.__name__, buf[:12].hex(), took)
     finally:
         tracemalloc.stop()
 
@@ -408,10 +400,8 @@ DEEP = 10_000
 @pytest.mark.parametrize("which", list(DECODERS))
 def test_deep_nesting_raises_quickly(buf: bytes, which: str) -> None:
     decode = DECODERS[which]
-    t0 = time.perf_counter()
     with time_limit(CASE_SECONDS), pytest.raises(ThriftError):
         decode(S.FileMetaData, buf, 0)
-    assert time.perf_counter() - t0 < 1.0
 
 
 def test_no_leak_over_repeated_decodes() -> None:
