@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from pqindex.errors import UserInputError
 from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
-from pqindex.format.schema import LeafColumn, PhysicalType
+from pqindex.format.schema import LeafColumn
 from pqindex.format.structs import BloomFilterHeader
 from pqindex.format.values import Kind, ValueType
 from pqindex.indexes.base import Blob, Scope, register
@@ -44,7 +44,7 @@ from pqindex.indexes.encoding import (
     write_value_type,
 )
 from pqindex.indexes.evidence import BloomEvidence
-from pqindex.indexes.leaf_values import storage, unit_hashes
+from pqindex.indexes.leaf_values import indexable, unit_hashes
 from pqindex.indexes.units import scopes_option, units
 
 __all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom", "unique_count"]
@@ -131,14 +131,10 @@ class BloomFileKind:
         page_bounds: list[list[tuple[int, int]]] | None,
         options: Mapping[str, Any],
     ) -> list[Blob]:
-        vt = ValueType.from_leaf(leaf)
-        if leaf.nested or vt.kind not in _SUPPORTED:
+        found = indexable(leaf, column, _SUPPORTED)
+        if found is None:
             return []
-        if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
-            return []
-        stored = storage(leaf, column)
-        if stored is None:
-            return []
+        vt, stored = found
         fpp = float(options.get("fpp", DEFAULT_FPP))
         max_bytes = int(options.get("max_bytes", DEFAULT_MAX_BYTES))
         scopes = scopes_option(options, (Scope.FILE,))

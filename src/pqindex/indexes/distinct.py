@@ -45,7 +45,7 @@ from pqindex.indexes.encoding import (
     write_value_type,
 )
 from pqindex.indexes.evidence import value_key
-from pqindex.indexes.leaf_values import plain_bytes, storage
+from pqindex.indexes.leaf_values import indexable, plain_bytes
 from pqindex.indexes.units import scopes_option, units
 
 __all__ = ["DEFAULT_MAX_VALUES", "DistinctEvidence", "DistinctKind", "DistinctSet",
@@ -224,14 +224,10 @@ class DistinctKind:
         options: Mapping[str, Any],
     ) -> list[Blob]:
         """Options: ``max_values`` (default 1024), ``scopes`` (default all three)."""
-        vt = ValueType.from_leaf(leaf)
-        if leaf.nested or vt.kind not in _SUPPORTED:
+        found = indexable(leaf, column, _SUPPORTED)
+        if found is None:
             return []
-        if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
-            return []  # sign-extended variants make PLAIN bytes ambiguous
-        stored = storage(leaf, column)
-        if stored is None:
-            return []
+        vt, stored = found
         cap = int(options.get("max_values", DEFAULT_MAX_VALUES))
         scopes = scopes_option(options, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE))
         blobs = []

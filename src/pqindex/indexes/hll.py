@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pqindex.errors import UserInputError
-from pqindex.format.schema import LeafColumn, PhysicalType
+from pqindex.format.schema import LeafColumn
 from pqindex.format.values import Kind, ValueType
 from pqindex.indexes.base import Blob, Scope, register
 from pqindex.indexes.encoding import (
@@ -43,7 +43,7 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
-from pqindex.indexes.leaf_values import storage, unit_hashes
+from pqindex.indexes.leaf_values import indexable, unit_hashes
 from pqindex.indexes.units import scopes_option, units
 
 __all__ = ["HllKind", "HyperLogLog", "estimate", "read_sketch"]
@@ -210,14 +210,10 @@ class HllKind:
         page_bounds: list[list[tuple[int, int]]] | None,
         options: Mapping[str, Any],
     ) -> list[Blob]:
-        vt = ValueType.from_leaf(leaf)
-        if leaf.nested or vt.kind not in _SUPPORTED:
+        found = indexable(leaf, column, _SUPPORTED)
+        if found is None:
             return []
-        if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
-            return []
-        stored = storage(leaf, column)
-        if stored is None:
-            return []
+        vt, stored = found
         precision = int(options.get("precision", DEFAULT_PRECISION))
         scopes = scopes_option(options, (Scope.FILE,))
         blobs = []

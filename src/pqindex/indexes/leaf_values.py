@@ -22,6 +22,7 @@ from pqindex.format.values import Kind, ValueType
 from pqindex.indexes.hashing import xxh64_bytes, xxh64_fixed
 
 __all__ = [
+    "indexable",
     "numbers",
     "plain_bytes",
     "plain_hashes",
@@ -44,6 +45,23 @@ def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 _STORED: list[tuple[Any, LeafColumn, pa.Array | None]] = []
+
+
+def indexable(
+    leaf: LeafColumn, column: pa.Array, kinds: frozenset[Kind]
+) -> tuple[ValueType, pa.Array] | None:
+    """The leaf's value type and stored values, when a kind indexing ``kinds`` covers it.
+
+    Value-identity indexes (distinct, Bloom, HLL) skip BYTE_ARRAY decimals: their
+    PLAIN bytes aren't unique (sign-extended variants of one value).
+    """
+    vt = ValueType.from_leaf(leaf)
+    if leaf.nested or vt.kind not in kinds:
+        return None
+    if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
+        return None
+    stored = storage(leaf, column)
+    return None if stored is None else (vt, stored)
 
 
 def storage(leaf: LeafColumn, array: pa.Array | pa.ChunkedArray) -> pa.Array | None:
