@@ -121,6 +121,23 @@ def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
     return match if op == LeafOp.STARTS_WITH else pc.invert(match)
 
 
+def _spread(per_value: Any, indices: Any) -> Any:
+    """The per-dictionary-value answer spread over the rows (a NULL index is False).
+
+    A take over a million indices costs several times an integer compare, and a
+    selective predicate matches few dictionary values: compare indices to those.
+    """
+    hits = np.flatnonzero(np.asarray(per_value, dtype=np.bool_))
+    if len(hits) == 0:
+        return pa.array(np.zeros(len(indices), dtype=np.bool_))
+    if len(hits) <= 2:
+        mask = pc.equal(indices, pa.scalar(int(hits[0]), indices.type))
+        if len(hits) == 2:
+            mask = pc.or_(mask, pc.equal(indices, pa.scalar(int(hits[1]), indices.type)))
+        return pc.fill_null(mask, False)
+    return pc.fill_null(pc.take(per_value, indices), False)
+
+
 class _Mask(BoundVisitor[Any]):
     def __init__(self, table: pa.Table) -> None:
         self.table = table
@@ -150,7 +167,7 @@ class _Mask(BoundVisitor[Any]):
             if pred.op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
                 return pc.fill_null(_predicate_mask(pred, arr.indices), False)
             per_value = pc.fill_null(_predicate_mask(pred, arr.dictionary), False)
-            return pc.fill_null(pc.take(per_value, arr.indices), False)
+            return _spread(per_value, arr.indices)
         return pc.fill_null(_predicate_mask(pred, arr), False)
 
 

@@ -663,6 +663,13 @@ class ParquetFile:
         oi = self._offset_indexes.get((rg, col))
         if oi is not None and oi.page_locations:
             return len(oi.page_locations)
+        key = ("data_page_count", rg, col)
+        known = self.derived.get(key)
+        if known is None:
+            known = self.derived[key] = self._footer_page_count(rg, col)
+        return int(known)
+
+    def _footer_page_count(self, rg: int, col: int) -> int:
         stats = self.column_meta(rg, col).encoding_stats
         if stats is not None:
             n = sum(

@@ -24,6 +24,10 @@ IntArray = npt.NDArray[np.int64]
 
 
 def _frozen(a: npt.ArrayLike) -> IntArray:
+    if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1 and (
+        not a.flags.writeable and a.base is None
+    ):
+        return a  # already frozen and owning its memory: nobody can change it
     out = np.array(a, dtype=np.int64, copy=True).reshape(-1)
     out.flags.writeable = False
     return out
@@ -80,7 +84,7 @@ class RowRanges:
     @classmethod
     def empty(cls) -> RowRanges:
         """No rows."""
-        return cls._trusted(np.empty(0, np.int64), np.empty(0, np.int64))
+        return _EMPTY
 
     @classmethod
     def full(cls, n: int) -> RowRanges:
@@ -291,6 +295,9 @@ class RowRanges:
         return (RowRanges, (self._starts.tolist(), self._ends.tolist()))
 
 
+_EMPTY = RowRanges._trusted(np.empty(0, np.int64), np.empty(0, np.int64))
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """Three-valued rows of a predicate: ``maybe`` may match, ``all`` surely match.
@@ -310,7 +317,7 @@ class Selection:
     @classmethod
     def none(cls) -> Selection:
         """No row matches."""
-        return cls(RowRanges.empty(), RowRanges.empty())
+        return _NONE
 
     @classmethod
     def unknown(cls, n: int) -> Selection:
@@ -336,3 +343,6 @@ class Selection:
     def __iter__(self) -> Iterator[RowRanges]:
         """Unpacks as ``maybe, all_ = selection``."""
         return iter((self.maybe, self.all))
+
+
+_NONE = Selection(_EMPTY, _EMPTY)

@@ -414,15 +414,16 @@ def plan_file(
         return FilePlan(pf.path, pf.num_rows, skipped, partition=partition)
     preds = leaves(expr)
     pred_cols = sorted({p.leaf.index for p in preds if p.leaf.index < n_leaves})
+    on_partition = any(p.leaf.index >= n_leaves for p in preds)
     read_cols = sorted(set(columns) | set(pred_cols))
     plans: list[RowGroupPlan] = []
     pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
     for rg in range(pf.num_row_groups):
         n = pf.row_group_rows(rg)
         ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options, region)
-        stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
-            ("partition", ev.constant)
-        ]
+        stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = (
+            [("partition", ev.constant)] if on_partition else []
+        )
         if options.statistics:
             stages.append(("statistics", ev.statistics))
         if region is not None:

@@ -94,18 +94,23 @@ class _Buffers:
         self.stats.fetch_seconds += time.perf_counter() - t0
 
     def _find(self, offset: int, length: int) -> bytes | None:
+        view = self.view(offset, length)
+        return None if view is None else bytes(view)
+
+    def view(self, offset: int, length: int) -> memoryview | None:
+        """The fetched bytes at ``offset`` without a copy, if one fetch holds them all."""
         i = bisect.bisect(self._starts, offset) - 1
         while i >= 0:
             s, b = self._starts[i], self._bufs[i]
             if s <= offset and offset + length <= s + len(b):
-                return b[offset - s : offset - s + length]
+                return memoryview(b)[offset - s : offset - s + length]
             if s + len(b) < offset:
                 break
             i -= 1
         return None
 
     def _covered(self, offset: int, length: int) -> bool:
-        return self._find(offset, length) is not None
+        return self.view(offset, length) is not None
 
     def __call__(self, offset: int, length: int) -> bytes:
         b = self._find(offset, length)
@@ -118,11 +123,25 @@ class _SourceFile(io.RawIOBase):
     """A file as a file object for pyarrow: reads go through ``ParquetFile.read_bytes``,
     so they are counted, and bytes already read (the tail) are not read again."""
 
-    def __init__(self, pf: ParquetFile, fetch: Callable[[int, int], bytes] | None = None) -> None:
+    def __init__(self, pf: ParquetFile, buffers: _Buffers | None = None) -> None:
         self._pf = pf
         self._src = pf.source
-        self._fetch = fetch or pf.read_bytes
+        self._buffers = buffers
+        self._fetch: Callable[[int, int], bytes] = buffers or pf.read_bytes
         self._pos = 0
+
+    def read(self, size: int = -1) -> bytes | memoryview:
+        # pyarrow wraps what read() returns without copying: hand it fetched bytes as is.
+        n = self._src.size() - self._pos if size < 0 else min(size, self._src.size() - self._pos)
+        if n <= 0:
+            return b""
+        data: bytes | memoryview | None = (
+            self._buffers.view(self._pos, n) if self._buffers is not None else None
+        )
+        if data is None:
+            data = self._fetch(self._pos, n)
+        self._pos += n
+        return data
 
     def readable(self) -> bool:
         return True
@@ -346,10 +365,11 @@ class _RowGroupReader:
             return out
         return _cut(self._whole(field_name), *whole_rg, rows)
 
-    def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
-        """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
-        if rows.count() == self.n:
-            return {n: self._whole(n) for n in names}
+    def _flat_groups(
+        self, names: Sequence[str], rows: RowRanges
+    ) -> dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]]:
+        """Flat single-leaf fields not decoded yet, grouped by the row spans of their
+        pages overlapping ``rows`` (a group's pages line up)."""
         groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
@@ -368,22 +388,39 @@ class _RowGroupReader:
                 (int(firsts[p]), int(firsts[p] + counts[p])) for p in pages
             )
             groups.setdefault(key, []).append((name, leaves[0].index, pages, firsts, counts))
+        return groups
+
+    def _decode_group(self, members: list[tuple[str, int, list[int], Any, Any]]) -> list[Any]:
+        """Decode the pages of aligned columns in one pass; the pages are kept for reuse."""
+        cols = [m[1] for m in members]
+        ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
+        self.buffers.fetch(ranges)
+        t0 = time.perf_counter()
+        arrays = decode_columns(
+            self.pf, self.rg, cols, [m[2] for m in members], self.buffers,
+            arrow_types=[self.schema.field(m[0]).type for m in members],
+        )
+        for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
+            self.stats.pages_read += len(pages)
+            cache = self._decoded.setdefault(col, {})
+            start = 0
+            for p in pages:
+                cache[p] = arr.slice(start, int(counts[p]))
+                start += int(counts[p])
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return arrays
+
+    def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
+        """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
+        if rows.count() == self.n:
+            return {n: self._whole(n) for n in names}
         out: dict[str, Any] = {}
-        for members in groups.values():
+        for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
                 continue
-            cols = [m[1] for m in members]
-            ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
-            self.buffers.fetch(ranges)
-            t0 = time.perf_counter()
-            arrays = decode_columns(
-                self.pf, self.rg, cols, [m[2] for m in members], self.buffers,
-                arrow_types=[self.schema.field(m[0]).type for m in members],
-            )
+            arrays = self._decode_group(members)
             for (name, _col, pages, firsts, counts), arr in zip(members, arrays, strict=True):
-                self.stats.pages_read += len(pages)
                 out[name] = _cut(arr, firsts[pages], counts[pages], rows)
-            self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
