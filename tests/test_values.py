@@ -785,3 +785,55 @@ def test_corpus_float16() -> None:
     _, b = _chunk_bounds(corpus("float16_zeros_and_nans.parquet"))
     assert b.usable and b.min == 0.0 and b.max == 0.0
     assert math.copysign(1, b.min) == -1 and math.copysign(1, b.max) == 1  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- numpy proof = exact checks
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_integer_column_index_fast_check_agrees_with_exact_checks(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numpy proof of soundness never accepts what the per-page checks refuse."""
+    import pqindex.format.values as values_mod
+
+    rng = random.Random(seed)
+    leaves = [
+        make_leaf(el(PhysicalType.INT64)),
+        make_leaf(el(PhysicalType.INT32)),
+        make_leaf(el(PhysicalType.INT32, logicalType=LogicalType(
+            INTEGER=IntType(bitWidth=32, isSigned=False)))),
+        make_leaf(el(PhysicalType.INT64, logicalType=LogicalType(
+            INTEGER=IntType(bitWidth=64, isSigned=False)))),
+    ]
+    exact_only = values_mod.validate_column_index
+    for _ in range(300):
+        leaf = rng.choice(leaves)
+        width = 8 if leaf.element.type == PhysicalType.INT64 else 4
+        signed = bound_order(leaf).comparison == "signed"
+        n = rng.randint(1, 12)
+        base = sorted(rng.randint(-50, 50) for _ in range(2 * n))
+        if rng.random() < 0.5:
+            rng.shuffle(base)
+        fmt = {4: "i", 8: "q"}[width] if signed else {4: "I", 8: "Q"}[width]
+
+        def enc(v: int, fmt: str = fmt, signed: bool = signed, width: int = width) -> bytes:
+            return struct.pack("<" + fmt, v if signed else v % (1 << (8 * width)))
+
+        null_pages = [rng.random() < 0.15 for _ in range(n)]
+        mins = [b"" if null_pages[i] else enc(base[2 * i]) for i in range(n)]
+        maxs = [b"" if null_pages[i] else enc(base[2 * i + 1]) for i in range(n)]
+        if rng.random() < 0.1:  # a short bound
+            k = rng.randrange(n)
+            mins[k] = mins[k][:-1] if mins[k] else b"\x01"
+        counts = [rng.randint(-1 if rng.random() < 0.05 else 0, 3) for _ in range(n)]
+        ci = ColumnIndex(
+            null_pages=null_pages, min_values=mins, max_values=maxs,
+            boundary_order=rng.choice([0, 1, 2]),
+            null_counts=counts if rng.random() < 0.8 else None,
+        )
+        with_fast = validate_column_index(ci, n, leaf)
+        with monkeypatch.context() as m:
+            m.setattr(values_mod, "_integer_index_is_sound", lambda ci, leaf: False)
+            exact = exact_only(ci, n, leaf)
+        assert (with_fast is None) == (exact is None), (ci, with_fast, exact)
