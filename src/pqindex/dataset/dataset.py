@@ -36,7 +36,13 @@ from pqindex.format.structs import (
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
-from pqindex.scan.executor import ScanOptions, ScanStats, read_row_group
+from pqindex.scan.executor import (
+    ScanOptions,
+    ScanStats,
+    pyarrow_opens_free,
+    read_row_group,
+    read_whole_row_groups,
+)
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 
@@ -59,6 +65,27 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     out: Expr = TRUE
     for e in exprs:
         out = e if out is TRUE else out & e
+    return out
+
+
+def _whole_runs(work: list[Any], fields: Sequence[str]) -> list[Any]:
+    """Work items with each run of a file's row groups where every row matches merged
+    into one item (its row-group list), which pyarrow then reads like ``read_table``."""
+    out: list[Any] = []
+    for item in work:
+        of, plan, bound, rgp = item
+        whole = (
+            rgp.num_rows > 0
+            and rgp.all.count() == rgp.num_rows
+            and any(c.path[0] in fields for c in of.pf.schema.leaves)
+            and pyarrow_opens_free(of.pf)
+        )
+        if not whole:
+            out.append(item)
+        elif out and out[-1][0] is of and isinstance(out[-1][3], list):
+            out[-1][3].append(rgp.index)
+        else:
+            out.append((of, plan, bound, [rgp.index]))
     return out
 
 
@@ -420,26 +447,28 @@ class Scan:
         ]
         opts = self._ds.scan_options
 
-        def run(item: Any) -> tuple[pa.Table | None, ScanStats, str]:
+        def run(item: Any) -> tuple[list[pa.Table], ScanStats, str]:
             of, plan, bound, rgp = item
             stats = ScanStats()
+            if isinstance(rgp, list):  # whole row groups of one file
+                tables = list(read_whole_row_groups(
+                    of.pf, rgp, plans.fields, plan.partition, ptypes, stats))
+                return tables, stats, of.pf.path
             t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
-            return t, stats, of.pf.path
+            return ([] if t is None else [t]), stats, of.pf.path
 
         try:
             if len(work) <= 1 or not parallel:
                 for item in work:
-                    t, stats, path = run(item)
+                    tables, stats, path = run(item)
                     self._add(stats, path)
-                    if t is not None:
-                        yield t
+                    yield from tables
             else:
                 # Row groups of every file on the pool; results in file and row-group order.
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for t, stats, path in pool.map(run, work):
+                    for tables, stats, path in pool.map(run, _whole_runs(work, plans.fields)):
                         self._add(stats, path)
-                        if t is not None:
-                            yield t
+                        yield from tables
         finally:
             self._finish(before, t0)
 

@@ -20,12 +20,13 @@ import bisect
 import io
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import CorruptFileError, PqIndexError
@@ -43,7 +44,14 @@ from pqindex.scan.page_decode import (
     page_byte_ranges,
 )
 
-__all__ = ["ScanOptions", "ScanStats", "read_row_group", "scan_row_group"]
+__all__ = [
+    "ScanOptions",
+    "ScanStats",
+    "pyarrow_opens_free",
+    "read_row_group",
+    "read_whole_row_groups",
+    "scan_row_group",
+]
 
 
 @dataclass(frozen=True)
@@ -539,3 +547,56 @@ def read_row_group(
         raise e.located(path=pf.path, row_group=rgp.index) from None
     except (pa.ArrowException, ValueError) as e:
         raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
+
+
+# Arrow C++ reads this much from the end of a file to find the footer.
+_ARROW_FOOTER_READ = 64 * 1024
+
+
+def pyarrow_opens_free(pf: ParquetFile) -> bool:
+    """Whether pyarrow opening the file is served by the tail already read (no request,
+    no index bytes): its speculative footer read lies inside our tail."""
+    size = pf.source.size()
+    n = min(size, _ARROW_FOOTER_READ)
+    return pf.has_bytes(size - n, n)
+
+
+def read_whole_row_groups(
+    pf: ParquetFile,
+    row_groups: Sequence[int],
+    fields: Sequence[str],
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    stats: ScanStats,
+) -> Iterator[pa.Table]:
+    """Row groups where every row is wanted, read by pyarrow's own scanner, streaming.
+
+    Nothing to prune inside them, so pyarrow reads them as ``read_table`` would,
+    decoding row groups in parallel; its reads go through the counting source (the
+    footer comes from the tail already read) and it reads no index bytes.
+    """
+    file_fields = [f for f in fields if f not in partition_types]
+    leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
+    fragment = pads.ParquetFileFormat().make_fragment(
+        _SourceFile(pf), row_groups=list(row_groups)
+    )
+    t0 = time.perf_counter()
+    try:
+        for batch in fragment.to_batches(columns=file_fields, use_threads=True):
+            t = pa.Table.from_batches([batch])
+            for name in fields:
+                if name in partition_types:
+                    value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
+                    t = t.append_column(name, value)
+            stats.rows_out += t.num_rows
+            stats.decode_seconds += time.perf_counter() - t0
+            yield t.select(list(fields))
+            t0 = time.perf_counter()
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except (pa.ArrowException, ValueError) as e:
+        raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+    stats.row_groups_read += len(row_groups)
+    for rg in row_groups:
+        stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
+        stats.data_bytes += sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
