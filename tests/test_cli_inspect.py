@@ -177,3 +177,13 @@ def test_long_values_are_shortened_for_people_but_not_in_json(tmp_path: Path) ->
     code, out, _ = run("inspect", str(p), "--pages", "--json")
     page = json.loads(out)["row_groups"][0]["columns"][0]["pages"]["pages"][0]
     assert page["min"] == long and page["max"] == long + "z"
+
+
+def test_cli_build_defaults_are_the_writers() -> None:
+    # The CLI spells its defaults out (no heavy import at start-up): keep them in step.
+    from pqindex.cli import build
+    from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
+
+    defaults = {p.name: p.default for p in build.params}
+    assert defaults["page_rows"] == DEFAULT_PAGE_ROWS
+    assert defaults["row_group_rows"] == DEFAULT_ROW_GROUP_ROWS

@@ -4,12 +4,32 @@
 where=...)`` plans like a scan. A row group where no row can match is skipped;
 one where every row matches is answered from its metadata — zone maps of the
 embedded region (count, nulls, min, max, sum), or the footer (row count, null
-count, and min/max when they are exact) — without reading a data page; only
-row groups with some matching rows are read, and only their matching rows count.
+count, and min/max when they are exact) — without reading a data page.
+
+Elsewhere the planner's rows that surely match (``all``) are answered page by
+page: per aggregate, the pages of its column lying wholly inside ``all`` whose
+metadata answers it (below) count from metadata, and only the rest is read —
+the rows of ``all`` outside those pages, plus the rows that may match
+(``maybe - all``), checked exactly. A range on the sort key thus reads its two
+edge pages per column. Per page, from metadata:
+
+=================  ===========================================================
+aggregate          answered by
+=================  ===========================================================
+``count(*)``       the page's rows (OffsetIndex first rows)
+``count(x)``       page zone map; else ColumnIndex null counts; else no nulls
+                   in the chunk (footer statistics)
+``sum(x)``         page zone map without NaN
+``min/max(x)``     page zone map without NaN (exact values). ColumnIndex
+                   bounds are not used: the format makes them bounds, not
+                   values (truncated strings, separators, writers may widen)
+any                a page the ColumnIndex marks all-null (no value)
+=================  ===========================================================
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -17,18 +37,27 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
+from pqindex.format.row_ranges import RowRanges
+from pqindex.format.schema import LeafColumn
 from pqindex.format.values import Kind, ValueType, statistics_bounds
 from pqindex.indexes.base import Scope
+from pqindex.indexes.region import BlobEntry, Region
+from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
-from pqindex.plan.planner import FilePlan, RowGroupPlan, file_region
+from pqindex.plan.planner import FilePlan, RowGroupPlan, file_region, leaves
 
 if TYPE_CHECKING:
-    from pqindex.dataset.dataset import Dataset
+    from pqindex.dataset.dataset import Dataset, _OpenFile
 
 __all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
 
@@ -52,6 +81,12 @@ class AggregateReport:
     row_groups_from_metadata: int = 0
     row_groups_read: int = 0
     row_groups_skipped: int = 0
+    # In row groups answered page by page: pages of aggregate columns inside the rows
+    # that surely match whose every aggregate came from metadata, and the data pages
+    # decoded and data bytes fetched for the rest.
+    pages_from_metadata: int = 0
+    pages_read: int = 0
+    bytes_read: int = 0
     notes: list[str] = field(default_factory=list)
     # Embedded-index blobs skipped while answering from metadata (damaged, unknown
     # body version): those row groups were read instead.
@@ -62,6 +97,9 @@ class AggregateReport:
             "row_groups_from_metadata": self.row_groups_from_metadata,
             "row_groups_read": self.row_groups_read,
             "row_groups_skipped": self.row_groups_skipped,
+            "pages_from_metadata": self.pages_from_metadata,
+            "pages_read": self.pages_read,
+            "bytes_read": self.bytes_read,
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
@@ -83,6 +121,17 @@ def parse_aggregations(specs: Sequence[str]) -> list[Aggregation]:
     return out
 
 
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _before(a: Any, b: Any) -> bool:
+    """``a < b`` with NaN above every number (as DuckDB and Spark order it)."""
+    if _is_nan(a):
+        return False
+    return _is_nan(b) or bool(a < b)
+
+
 class _Acc:
     """A running aggregate; ``None`` stays None until a value arrives."""
 
@@ -101,9 +150,10 @@ class _Acc:
         elif f == "sum":
             self.value = self.value + v
         elif f == "min":
-            self.value = min(self.value, v)
-        else:
-            self.value = max(self.value, v)
+            if _before(v, self.value):
+                self.value = v
+        elif _before(self.value, v):
+            self.value = v
 
 
 def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
@@ -187,6 +237,258 @@ def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
     return True, value
 
 
+# ---------------------------------------------------------------- page by page
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _pages_inside(rows: RowRanges, first: IntArray, counts: IntArray) -> IntArray:
+    """Pages whose every row lies in ``rows``; page i holds ``[first[i], first[i] + counts[i])``."""
+    if rows.is_empty or first.size == 0:
+        return np.empty(0, dtype=np.int64)
+    # The interval that could hold a page is the first one ending after its first row
+    # (intervals are disjoint and non-adjacent: a page inside lies inside one).
+    k = np.searchsorted(rows.ends, first, side="right")
+    hit = k < len(rows)
+    kk = k[hit]
+    hit[hit] = (rows.starts[kk] <= first[hit]) & (first[hit] + counts[hit] <= rows.ends[kk])
+    return np.flatnonzero(hit).astype(np.int64)
+
+
+def _zone_entries(region: Region | None, column: str) -> dict[tuple[int, int], BlobEntry]:
+    """Page-scope zone maps of a column by ``(row group, page)`` (no I/O)."""
+    if region is None:
+        return {}
+    return {(e.row_group, e.page): e
+            for e in region.find(kind="zone_maps", column=column, scope=Scope.PAGE)
+            if e.row_group is not None and e.page is not None}
+
+
+class _ChunkPages:
+    """What metadata says about the pages of one column chunk inside the rows that surely
+    match. Page zone maps are read (with their neighbours, through the region) and the
+    ColumnIndex decoded only when a page asks for them."""
+
+    def __init__(self, pf: ParquetFile, rg: int, leaf: LeafColumn, sure: RowRanges,
+                 region: Region | None, zones: dict[tuple[int, int], BlobEntry],
+                 warnings: list[str]) -> None:
+        self.pf, self.rg, self.leaf = pf, rg, leaf
+        self.where = f"{pf.path}: " if pf.path else ""
+        self.region, self.zones, self.warnings = region, zones, warnings
+        self.n = pf.row_group_rows(rg)
+        empty = np.empty(0, dtype=np.int64)
+        self.first, self.counts, self.inside = empty, empty, empty
+        self._zone: dict[int, dict[str, Any] | None] = {}
+        self._page_index: PageIndex | None = None
+        self._page_index_tried = False
+        stats = pf.column_meta(rg, leaf.index).statistics
+        self.chunk_nulls = None if stats is None else stats.null_count
+        try:
+            oi = pf.offset_index(rg, leaf.index)
+        except PqIndexError:
+            return  # the read path reports the damage
+        if oi is None or not oi.page_locations:
+            return
+        first = np.array([loc.first_row_index or 0 for loc in oi.page_locations],
+                         dtype=np.int64)
+        if first[0] != 0 or np.any(np.diff(first) <= 0) or first[-1] >= self.n:
+            return  # the read path reports the damage
+        self.first = first
+        self.counts = np.diff(np.append(first, np.int64(self.n))).astype(np.int64)
+        self.inside = _pages_inside(sure, self.first, self.counts)
+
+    def zone(self, page: int) -> dict[str, Any] | None:
+        """The page's zone map (``zone_maps.aggregates``), None when absent or unusable."""
+        if page in self._zone:
+            return self._zone[page]
+        out = None
+        entry = self.zones.get((self.rg, page))
+        region = self.region
+        if entry is not None and region is not None:
+            seen = len(region.warnings)
+            # One request for this blob and its unread neighbours; the evidence also
+            # checks the blob's type against the column.
+            evs = region.evidence(Scope.PAGE, self.leaf.name, self.rg, page, leaf=self.leaf)
+            what = (f"{self.where}embedded index: zone_maps blob for column "
+                    f"{self.leaf.name!r} (row group {self.rg}, page {page})")
+            if any(isinstance(e, ZoneMapEvidence) for e in evs):
+                try:
+                    out = zone_map_aggregates(region.blob(entry))
+                except PqIndexError as e:
+                    self.warnings.append(f"{what} unusable: {e.reason}")
+            rows = int(self.counts[page])
+            if out is not None and out["count"] != rows:
+                self.warnings.append(f"{what} holds {out['count']} values for a page of "
+                                     f"{rows} rows: not used")
+                out = None
+            self.warnings += region.warnings[seen:]
+        self._zone[page] = out
+        return out
+
+    def page_index(self) -> PageIndex | None:
+        if not self._page_index_tried:
+            self._page_index_tried = True
+            try:
+                self._page_index = PageIndex.load(self.pf, self.rg, self.leaf.index)
+            except PqIndexError as e:
+                self.warnings.append(f"{self.where}page index of {self.leaf.name!r} not used: {e}")
+        return self._page_index
+
+    def answer(self, agg: Aggregation, page: int) -> tuple[bool, Any]:
+        """``(answered, value)`` of ``agg`` over every row of one page."""
+        func = agg.func
+        z = self.zone(page)
+        if z is not None:
+            values = z["count"] - z["null_count"]
+            if func == "count":
+                return True, values
+            if values == 0:
+                return True, None
+            if z["nan_count"]:
+                return False, None  # NaN ordering and sums: read the values
+            return z[func] is not None, z[func]  # no sum for temporal columns
+        if self.chunk_nulls == 0:
+            # No null in the chunk: no all-null page to find in the ColumnIndex.
+            return (True, int(self.counts[page])) if func == "count" else (False, None)
+        pi = self.page_index()
+        if pi is None or pi.null_reason is not None:
+            return False, None
+        if pi.all_null[page]:
+            return True, 0 if func == "count" else None
+        if func == "count" and pi.null_counts is not None:
+            return True, int(self.counts[page] - pi.null_counts[page])
+        return False, None
+
+
+def _from_page_metadata(
+    pf: ParquetFile, rgp: RowGroupPlan, accs: Sequence[_Acc], report: AggregateReport,
+    zones: dict[str, dict[tuple[int, int], BlobEntry]],
+) -> dict[str, tuple[list[_Acc], RowRanges]]:
+    """Add to ``accs`` what metadata answers about the rows of one row group that surely
+    match; return, per aggregated column, its aggregates and the rows of ``all`` they
+    still have to read.
+
+    A column's page counts from metadata only when every aggregate on it is answered
+    there: each column then reads one set of rows, and no page twice. ``count(*)``
+    gets every row of ``all``; the uncertain rows that match come from the reads.
+    """
+    sure = rgp.all
+    every = sure.count() == rgp.num_rows
+    chunks: dict[str, _ChunkPages | None] = {}
+    pending: dict[str, list[tuple[_Acc, dict[int, Any]]]] = {}
+    for acc in accs:
+        agg = acc.agg
+        if agg.column is None:
+            acc.add(sure.count())
+            continue
+        if every:
+            ok, v = _from_metadata(pf, rgp.index, agg, report.warnings)
+            if ok:
+                acc.add(v)
+                continue
+        if agg.column not in chunks:
+            leaf = pf.schema.leaf(agg.column)
+            chunk = None
+            if leaf is not None and not leaf.nested and not sure.is_empty:
+                opened: list[str] = []
+                region = file_region(pf, opened if "region" not in pf.derived else None)
+                report.warnings += opened
+                if agg.column not in zones:
+                    zones[agg.column] = _zone_entries(region, leaf.name)
+                chunk = _ChunkPages(pf, rgp.index, leaf, sure, region, zones[agg.column],
+                                    report.warnings)
+            chunks[agg.column] = chunk
+        chunk = chunks[agg.column]
+        found: dict[int, Any] = {}
+        if chunk is not None:
+            for p in chunk.inside.tolist():
+                ok, v = chunk.answer(agg, p)
+                if ok:
+                    found[p] = v
+        pending.setdefault(agg.column, []).append((acc, found))
+    out: dict[str, tuple[list[_Acc], RowRanges]] = {}
+    for column, items in pending.items():
+        common = sorted(set.intersection(*(set(found) for _, found in items)))
+        for acc, found in items:
+            for p in common:
+                acc.add(found[p])
+        rest = sure
+        chunk = chunks[column]
+        if common and chunk is not None:
+            rest = sure - RowRanges.from_pages(chunk.first, chunk.counts, common)
+            report.pages_from_metadata += len(common)
+        out[column] = ([acc for acc, _ in items], rest)
+    return out
+
+
+def _aggregate_row_group(ds: Dataset, of: _OpenFile, plan: FilePlan, bound: BoundExpr,
+                         rgp: RowGroupPlan, accs: Sequence[_Acc], report: AggregateReport,
+                         zones: dict[str, dict[tuple[int, int], BlobEntry]],
+                         ptypes: dict[str, pa.DataType]) -> bool:
+    """Add one row group to ``accs``: metadata first, then the rows it leaves; whether
+    any data page was read.
+
+    Every row is counted once: rows of ``all`` either from metadata or read, per
+    column; rows of ``maybe - all`` read, checked against the predicate, and the
+    matching ones read for every aggregate.
+    """
+    from pqindex.scan.executor import ScanStats, read_row_group
+
+    pf = of.pf
+
+    def read(rows: RowRanges, fields: Sequence[str]) -> pa.Table | None:
+        # maybe == all: the executor reads these rows, it has nothing to check
+        sub = dataclasses.replace(rgp, maybe=rows, all=rows, reads=())
+        stats = ScanStats()
+        t = read_row_group(pf, plan, sub, bound, fields, of.arrow, ptypes, ds.scan_options,
+                           stats)
+        report.pages_read += stats.pages_read
+        report.bytes_read += stats.data_bytes
+        return t
+
+    todo = _from_page_metadata(pf, rgp, accs, report, zones)
+    uncertain = rgp.maybe - rgp.all
+    hits = RowRanges.empty()
+    checked: set[str] = set()  # aggregated columns read with the predicate's
+    did_read = False
+    if not uncertain.is_empty:
+        # The predicate's columns at the uncertain rows, checked row by row; aggregated
+        # columns among them count their matching values from this same read.
+        pred_fields = {p.leaf.path[0] for p in leaves(bound)}
+        checked = {c for c in todo if c.split(".")[0] in pred_fields}
+        t = read(uncertain, sorted(pred_fields | {c.split(".")[0] for c in checked}))
+        did_read = True
+        n = 0 if t is None else t.num_rows
+        mask = (np.ones(n, dtype=bool) if t is None or isinstance(bound, BoundTrue) else
+                np.asarray(to_arrow_mask(bound, t).to_numpy(zero_copy_only=False), dtype=bool))
+        at = uncertain.to_indices()[np.flatnonzero(mask)]
+        hit_mask = np.zeros(rgp.num_rows, dtype=bool)
+        hit_mask[at] = True
+        hits = RowRanges.from_mask(hit_mask)
+        for acc in accs:
+            if acc.agg.column is None:
+                acc.add(int(at.size))
+        if t is not None and checked:
+            matched = t.filter(pa.array(mask))
+            for c in checked:
+                for acc in todo[c][0]:
+                    acc.add(_from_rows(matched, acc.agg))
+    groups: dict[RowRanges, list[str]] = {}
+    for column, (_, rest) in todo.items():
+        rows = rest if column in checked else rest | hits
+        if not rows.is_empty:
+            groups.setdefault(rows, []).append(column)
+    for rows, columns in groups.items():
+        t = read(rows, sorted({c.split(".")[0] for c in columns}))
+        did_read = True
+        if t is None:
+            continue
+        for c in columns:
+            for acc in todo[c][0]:
+                acc.add(_from_rows(t, acc.agg))
+    return did_read
+
+
 def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
                   ) -> tuple[dict[str, Any], AggregateReport]:
     from pqindex.dataset.dataset import _where
@@ -196,35 +498,18 @@ def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
     plans = ds._plan(cols, _where(where, filters))
     accs = [_Acc(a) for a in aggs]
     report = AggregateReport()
-    to_read: list[tuple[Any, FilePlan, Any, RowGroupPlan]] = []
+    ptypes = {k: ds._partition_type(k) for k in ds.discovery.partition_columns}
     for _df, of, plan, bound in plans.files:
-        if plan is None or of is None:
+        if plan is None or of is None or bound is None:
             continue
+        zones: dict[str, dict[tuple[int, int], BlobEntry]] = {}
         for rgp in plan.row_groups:
             if rgp.skipped:
                 report.row_groups_skipped += 1
-                continue
-            if rgp.all.count() == rgp.num_rows:
-                answers = [_from_metadata(of.pf, rgp.index, a, report.warnings)
-                           for a in aggs]
-                if all(ok for ok, _ in answers):
-                    for acc, (_, v) in zip(accs, answers, strict=True):
-                        acc.add(v)
-                    report.row_groups_from_metadata += 1
-                    continue
-            to_read.append((of, plan, bound, rgp))
-    from pqindex.scan.executor import ScanStats, read_row_group
-
-    ptypes = {k: ds._partition_type(k) for k in ds.discovery.partition_columns}
-    for of, plan, bound, rgp in to_read:
-        stats = ScanStats()
-        t = read_row_group(of.pf, plan, rgp, bound, cols, of.arrow, ptypes, ds.scan_options,
-                           stats)
-        report.row_groups_read += 1
-        if t is None:
-            continue
-        for acc in accs:
-            acc.add(_from_rows(t, acc.agg))
+            elif _aggregate_row_group(ds, of, plan, bound, rgp, accs, report, zones, ptypes):
+                report.row_groups_read += 1
+            else:
+                report.row_groups_from_metadata += 1
     out = {}
     for acc in accs:
         v = acc.value

@@ -7,12 +7,19 @@ index tail — everything after the last data page — is rebuilt by
 separators, the embedded index region added, the footer re-encoded. The data
 pages are never touched by the second step.
 
-Defaults (chosen from parquet-java's and the benchmarks' settings; a measured
-sweep of page sizes is still to do):
+Defaults (the page sizes measured by ``bench/page_size_sweep.py``: docs/benchmarks.md,
+"Writer defaults: page-size sweep"):
 
-* ``page_rows=20_000``: parquet-java's default page row limit; a point lookup
-  reads one page of each column, and the ColumnIndex stays near 50 entries per
-  million rows.
+* ``page_rows=20_000`` (parquet-java's and arrow-rs's page row limit too): the knee
+  of the sweep. Longer pages read 1.5-3.8x the bytes per point lookup and are
+  1.3-1.8x slower; shorter pages save lookup bytes but slow scans (x1.2 at 10,000
+  rows, x1.3 at 5,000) and grow the page index past the reader's 64 KiB footer
+  read, which costs a lookup up to two more requests. zstd loses at most ~1% even
+  at 1,000-row pages, so compression does not decide it.
+* ``page_bytes=None``: pyarrow's 1 MiB ``data_page_size``, which also bounds the
+  pages of wide columns (~10,000 rows of 100-byte strings). A 256 KiB cap reads 43%
+  fewer bytes in all-column lookups but more than doubles the page index (the same
+  extra requests); pass it for wide rows read from a local disk.
 * ``row_group_rows=1_000_000``.
 * ``dictionary="auto"``: dictionary encoding only for columns whose distinct
   values are at most 10% of a row group's rows and whose dictionary would stay
@@ -41,7 +48,7 @@ from pqindex.format.structs import ColumnIndex
 
 __all__ = ["WriteResult", "Writer", "normalize_sort", "to_table", "write_table"]
 
-DEFAULT_PAGE_ROWS = 20_000
+DEFAULT_PAGE_ROWS = 20_000  # measured: docs/benchmarks.md, "Writer defaults: page-size sweep"
 DEFAULT_ROW_GROUP_ROWS = 1_000_000
 DICTIONARY_MAX_RATIO = 0.10
 DICTIONARY_MAX_BYTES = 256 * 1024
