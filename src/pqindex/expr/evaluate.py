@@ -48,7 +48,9 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
                    if isinstance(arr, pa.ChunkedArray) else arr.storage)
         if pa.types.is_dictionary(arr.type):
             # Evaluated on the dictionary's values, then spread by the indices.
-            return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+            if isinstance(arr, pa.ChunkedArray):
+                return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+            return arr
         if pa.types.is_float16(arr.type):
             arr = arr.cast(pa.float32())  # exact; compute kernels lack half floats
         return arr

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -496,7 +497,7 @@ def scan_row_group(
         table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
         t0 = time.perf_counter()
         mask = to_arrow_mask(expr, table)
-        hits = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
+        hits = pc.indices_nonzero(mask).to_numpy().astype(np.int64, copy=False)
         idx = _rows_at(uncertain, hits)
         stats.decode_seconds += time.perf_counter() - t0
         exact = exact | _ranges_from_indices(idx)
