@@ -451,9 +451,8 @@ class Scan:
             of, plan, bound, rgp = item
             stats = ScanStats()
             if isinstance(rgp, list):  # whole row groups of one file
-                tables = list(read_whole_row_groups(
-                    of.pf, rgp, plans.fields, plan.partition, ptypes, stats))
-                return tables, stats, of.pf.path
+                t = read_whole_row_groups(of.pf, rgp, plans.fields, plan.partition, ptypes, stats)
+                return [t], stats, of.pf.path
             t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
             return ([] if t is None else [t]), stats, of.pf.path
 

@@ -20,7 +20,7 @@ import bisect
 import io
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -569,8 +569,8 @@ def read_whole_row_groups(
     partition: dict[str, Any],
     partition_types: dict[str, pa.DataType],
     stats: ScanStats,
-) -> Iterator[pa.Table]:
-    """Row groups where every row is wanted, read by pyarrow's own scanner, streaming.
+) -> pa.Table:
+    """Row groups where every row is wanted, read by pyarrow's own scanner.
 
     Nothing to prune inside them, so pyarrow reads them as ``read_table`` would,
     decoding row groups in parallel; its reads go through the counting source (the
@@ -583,21 +583,19 @@ def read_whole_row_groups(
     )
     t0 = time.perf_counter()
     try:
-        for batch in fragment.to_batches(columns=file_fields, use_threads=True):
-            t = pa.Table.from_batches([batch])
-            for name in fields:
-                if name in partition_types:
-                    value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
-                    t = t.append_column(name, value)
-            stats.rows_out += t.num_rows
-            stats.decode_seconds += time.perf_counter() - t0
-            yield t.select(list(fields))
-            t0 = time.perf_counter()
+        t = fragment.to_table(columns=file_fields, use_threads=True)
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
     except (pa.ArrowException, ValueError) as e:
         raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+    for name in fields:
+        if name in partition_types:
+            value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
+            t = t.append_column(name, value)
+    stats.decode_seconds += time.perf_counter() - t0
+    stats.rows_out += t.num_rows
     stats.row_groups_read += len(row_groups)
     for rg in row_groups:
         stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
         stats.data_bytes += sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
+    return t.select(list(fields))
