@@ -837,3 +837,41 @@ def test_integer_column_index_fast_check_agrees_with_exact_checks(
             m.setattr(values_mod, "_integer_index_is_sound", lambda ci, leaf: False)
             exact = exact_only(ci, n, leaf)
         assert (with_fast is None) == (exact is None), (ci, with_fast, exact)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_bytes_column_index_fast_check_agrees_with_exact_checks(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The raw-bytes proof for strings and binary never accepts what the exact checks
+    refuse (invalid UTF-8, empty bounds, prefixes and bytes above 0x7f included)."""
+    import pqindex.format.values as values_mod
+
+    rng = random.Random(seed)
+    leaves = [
+        make_leaf(el(PhysicalType.BYTE_ARRAY, converted_type=0,
+                     logicalType=LogicalType(STRING=StringType()))),
+        make_leaf(el(PhysicalType.BYTE_ARRAY)),
+    ]
+    alphabet = [b"", b"a", b"ab", b"b", b"\x7f", b"\x80", b"\xc3\xa9", b"\xff", b"\xc3"]
+    exact_only = values_mod.validate_column_index
+    for _ in range(300):
+        leaf = rng.choice(leaves)
+        n = rng.randint(1, 10)
+        words = [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 3)))
+                 for _ in range(2 * n)]
+        if rng.random() < 0.5:
+            words.sort()
+        null_pages = [rng.random() < 0.15 for _ in range(n)]
+        mins = [b"" if null_pages[i] else words[2 * i] for i in range(n)]
+        maxs = [b"" if null_pages[i] else words[2 * i + 1] for i in range(n)]
+        ci = ColumnIndex(
+            null_pages=null_pages, min_values=mins, max_values=maxs,
+            boundary_order=rng.choice([0, 1, 2]),
+            null_counts=[rng.randint(0, 3) for _ in range(n)] if rng.random() < 0.8 else None,
+        )
+        with_fast = validate_column_index(ci, n, leaf)
+        with monkeypatch.context() as m:
+            m.setattr(values_mod, "_bytes_index_is_sound", lambda ci, leaf: False)
+            exact = exact_only(ci, n, leaf)
+        assert (with_fast is None) == (exact is None), (ci, with_fast, exact)

@@ -34,6 +34,7 @@ unknown    ``bytes``
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import struct
 import uuid
@@ -648,8 +649,25 @@ _LEGACY_SIGNED = frozenset({Kind.BOOL, Kind.INT, Kind.DATE, Kind.TIME, Kind.TIME
                             Kind.FLOAT, Kind.DOUBLE})
 
 
+# Leaves are unhashable (their SchemaElement holds lists): cached by identity, the
+# leaf kept alive beside its order so that an id is never reused while cached.
+_ORDER_CACHE: dict[int, tuple[LeafColumn, BoundOrder]] = {}
+_ORDER_CACHE_SIZE = 4096
+
+
 def bound_order(leaf: LeafColumn) -> BoundOrder:
     """The order usable for a leaf's bounds, from column_order + physical + logical type."""
+    hit = _ORDER_CACHE.get(id(leaf))
+    if hit is not None and hit[0] is leaf:
+        return hit[1]
+    order = _bound_order(leaf)
+    if len(_ORDER_CACHE) >= _ORDER_CACHE_SIZE:
+        _ORDER_CACHE.clear()
+    _ORDER_CACHE[id(leaf)] = (leaf, order)
+    return order
+
+
+def _bound_order(leaf: LeafColumn) -> BoundOrder:
     vt = ValueType.from_leaf(leaf)
     co = leaf.column_order
     type_cmp, type_reason = _type_comparison(vt)
@@ -936,7 +954,7 @@ def validate_column_index(ci: ColumnIndex, num_pages: int,
             return f"{name} has {len(lst)} entries for {num_pages} pages"
     if ci.boundary_order not in (0, 1, 2):
         return f"boundary_order {ci.boundary_order} is not UNORDERED, ASCENDING or DESCENDING"
-    if leaf is not None and _integer_index_is_sound(ci, leaf):
+    if leaf is not None and (_integer_index_is_sound(ci, leaf) or _bytes_index_is_sound(ci, leaf)):
         return None
     for page in range(num_pages):
         why = page_is_contradictory(ci, leaf, page)
@@ -945,6 +963,47 @@ def validate_column_index(ci: ColumnIndex, num_pages: int,
     if leaf is not None:
         return _check_boundary_order(ci, leaf)
     return None
+
+
+def _bytes_index_is_sound(ci: ColumnIndex, leaf: LeafColumn) -> bool:
+    """True when a string / binary ColumnIndex passes every check, proven on the raw
+    bounds: for these the order is the raw bytes' (decoding cannot fail), so no
+    per-page decode is needed. False means "not proven"."""
+    if leaf.element.type != PhysicalType.BYTE_ARRAY:
+        return False
+    order = bound_order(leaf)
+    if order.comparison != Comparison.BYTES or order.value_type.kind not in (
+            Kind.STRING, Kind.BINARY):
+        return False
+    assert ci.null_pages is not None and ci.min_values is not None
+    assert ci.max_values is not None
+    if not _counts_are_sound(ci):
+        return False
+    lows, highs = [], []
+    for null_page, lo, hi in zip(ci.null_pages, ci.min_values, ci.max_values, strict=True):
+        if null_page:
+            continue
+        if lo is None or hi is None or lo > hi:
+            return False
+        lows.append(lo)
+        highs.append(hi)
+    if ci.boundary_order == 1:
+        return all(a <= b for a, b in itertools.pairwise(lows)) and all(
+            a <= b for a, b in itertools.pairwise(highs))
+    if ci.boundary_order == 2:
+        return all(a >= b for a, b in itertools.pairwise(lows)) and all(
+            a >= b for a, b in itertools.pairwise(highs))
+    return True
+
+
+def _counts_are_sound(ci: ColumnIndex) -> bool:
+    """No negative null or NaN count, and no null page claiming 0 nulls."""
+    for counts in (ci.null_counts, ci.nan_counts):
+        if counts is not None and min(counts, default=0) < 0:
+            return False
+    if ci.null_counts is not None and ci.null_pages is not None:
+        return not any(p and n == 0 for p, n in zip(ci.null_pages, ci.null_counts, strict=False))
+    return True
 
 
 _INT_WIDTHS = {PhysicalType.INT32: 4, PhysicalType.INT64: 8}
@@ -964,12 +1023,7 @@ def _integer_index_is_sound(ci: ColumnIndex, leaf: LeafColumn) -> bool:
     assert ci.null_pages is not None and ci.min_values is not None
     assert ci.max_values is not None
     null_pages = np.array(ci.null_pages, dtype=bool)
-    for counts in (ci.null_counts, ci.nan_counts):
-        if counts is not None and min(counts, default=0) < 0:
-            return False
-    if ci.null_counts is not None and bool(
-        np.any(null_pages & (np.array(ci.null_counts, dtype=np.int64) == 0))
-    ):
+    if not _counts_are_sound(ci):
         return False
     live = np.flatnonzero(~null_pages)
     lows = [ci.min_values[i] for i in live]
