@@ -101,7 +101,15 @@ class _OpenFile:
         self.df = df
         self.pf = pf
         self.stats = stats
-        self.arrow = arrow_schema(pf)
+        self._arrow: pa.Schema | None = None
+
+    @property
+    def arrow(self) -> pa.Schema:
+        """The Arrow schema pyarrow gives this file; built when first needed (a file
+        that planning skips never needs it)."""
+        if self._arrow is None:
+            self._arrow = arrow_schema(self.pf)
+        return self._arrow
 
 
 @dataclass(frozen=True)

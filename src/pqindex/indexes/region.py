@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,9 +199,12 @@ def _int(e: Mapping[str, Any], key: str, *, optional: bool = False) -> int | Non
     v = e.get(key)
     if v is None and optional:
         return None
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+    if type(v) is not int or v < 0:  # bool is an int subclass: refused too
         raise RegionError(f"directory entry has no valid {key!r}: {v!r}")
     return v
+
+
+_SCOPES = {s.value: s for s in Scope}
 
 
 def _entry(e: Any, start: int, end: int) -> BlobEntry:
@@ -213,11 +216,9 @@ def _entry(e: Any, start: int, end: int) -> BlobEntry:
         raise RegionError(f"directory entry has no valid kind: {kind!r}")
     if not isinstance(column, str):
         raise RegionError(f"{kind} entry has no valid column: {column!r}")
-    try:
-        scope = Scope(str(scope_name))
-    except ValueError:
-        raise RegionError(f"{kind} entry for {column!r} has unknown scope {scope_name!r}"
-                          ) from None
+    scope = _SCOPES.get(scope_name) if isinstance(scope_name, str) else None
+    if scope is None:
+        raise RegionError(f"{kind} entry for {column!r} has unknown scope {scope_name!r}")
     row_group = _int(e, "row_group", optional=True)
     page = _int(e, "page", optional=True)
     if (row_group is not None) != (scope != Scope.FILE) or (page is not None) != (
@@ -253,6 +254,11 @@ def _gives_evidence(name: str) -> bool:
     """Whether a kind's ``evidence`` needs the blob at all (an "hll" sketch gives none)."""
     factory = REGISTRY.get(name)
     return factory is not None and bool(getattr(factory, "gives_evidence", True))
+
+
+def _known_evidence(kinds: Iterable[str]) -> set[str]:
+    """The kinds among ``kinds`` this reader has and that give evidence."""
+    return {k for k in set(kinds) if k in REGISTRY and _gives_evidence(k)}
 
 
 Fetch = Callable[[int, int], bytes]  # (offset relative to the region, length) -> bytes
@@ -292,9 +298,10 @@ class Region:
         # Blobs that give evidence, per (column, scope), in region order: the
         # neighbours worth fetching along with one of them.
         self._siblings: dict[tuple[str, Scope], list[int]] = {}
+        useful = _known_evidence(e.kind for e in self._entries)
         for i, e in enumerate(self._entries):
             self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
-            if e.known and _gives_evidence(e.kind):
+            if e.kind in useful:
                 self._siblings.setdefault((e.column, e.scope), []).append(i)
         self._position: dict[int, int] = {}
         for group in self._siblings.values():
