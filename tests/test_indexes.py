@@ -641,3 +641,22 @@ def test_lazily_read_blob_with_bad_checksum_is_dropped(
         assert len(region.blobs) == n - 1
         with pytest.raises(RegionError):
             region.blob(entry)
+
+
+def test_distinct_string_keys_are_the_decoded_keys() -> None:
+    """Strings and binary skip the per-value decode: the keys must be the same."""
+    from pqindex.format.schema import PhysicalType
+    from pqindex.format.structs import LogicalType, SchemaElement, StringType
+    from pqindex.format.values import ValueType
+    from pqindex.indexes.distinct import DistinctSet
+    from pqindex.indexes.evidence import value_key
+
+    rng = random.Random(5)
+    pieces = [b"", b"a", b"\x00", b"\x7f", b"\x80", b"\xc3\xa9", b"\xed\xa0\x80", b"\xff"]
+    for logical in (LogicalType(STRING=StringType()), None):
+        vt = ValueType.from_element(SchemaElement(
+            type=int(PhysicalType.BYTE_ARRAY), name="c", logicalType=logical))
+        raw = list({b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+                    for _ in range(200)})
+        got = DistinctSet(vt, len(raw), 0, len(raw), raw)
+        assert got.keys == sorted({value_key(vt, vt.decode(r)) for r in raw})

@@ -75,13 +75,17 @@ class DistinctSet:
         self.count = count
         self.raw = raw
         self.has_nan = False
-        keys = []
-        for r in raw or []:
-            v = vt.decode(r)
-            if _is_nan(v):
-                self.has_nan = True
-            else:
-                keys.append(value_key(vt, v))
+        keys: list[Any] = []
+        if vt.kind in (Kind.STRING, Kind.BINARY) and vt.physical == PhysicalType.BYTE_ARRAY:
+            # Their key is the raw bytes (see ValueType.sort_key): no decode per value.
+            keys = [bytes(r) for r in raw or []]
+        else:
+            for r in raw or []:
+                v = vt.decode(r)
+                if _is_nan(v):
+                    self.has_nan = True
+                else:
+                    keys.append(value_key(vt, v))
         self.keys = sorted(set(keys))  # -0.0 and +0.0 are one key
         self.key_set = frozenset(self.keys)
 
