@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pqindex.expr.bind import BoundPredicate
@@ -180,28 +180,39 @@ class StatisticsEvidence:
 
     bounds: Bounds
     num_values: int | None
+    # The bounds as keys, per value type: planning asks the same row group again for
+    # every query, and decoding the keys is most of a match's cost.
+    _summaries: dict[ValueType, _Summary] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def match(self, pred: BoundPredicate) -> Match:
         b = self.bounds
         vt = pred.value_type
         if pred.leaf.max_repetition_level > 0:
             return Match.SOME  # values of a list don't map one-to-one to rows
-        lo = hi = None
-        if b.min is not None and not (isinstance(b.min, float) and math.isnan(b.min)):
-            lo = _bound_key(vt, b.min, b.comparison)
-        if b.max is not None and not (isinstance(b.max, float) and math.isnan(b.max)):
-            hi = _bound_key(vt, b.max, b.comparison)
+        s = self._summaries.get(vt)
+        if s is None:
+            s = self._summaries[vt] = self._summary(vt)
         if (
-            lo is None
-            and hi is None
+            s.lo is None
+            and s.hi is None
             and not (b.all_null or b.all_nan)
             and pred.op
             not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL, LeafOp.IS_NAN, LeafOp.IS_NOT_NAN)
         ):
             return Match.SOME
-        exact = bool(b.min_exact and b.max_exact) or vt.kind not in _BYTES
-        s = _Summary(lo, hi, exact, b.null_count, self.num_values, b.nan_count, b.all_nan)
         return _summary_match(s, pred)
+
+    def _summary(self, vt: ValueType) -> _Summary:
+        b = self.bounds
+        lo = hi = None
+        if b.min is not None and not (isinstance(b.min, float) and math.isnan(b.min)):
+            lo = _bound_key(vt, b.min, b.comparison)
+        if b.max is not None and not (isinstance(b.max, float) and math.isnan(b.max)):
+            hi = _bound_key(vt, b.max, b.comparison)
+        exact = bool(b.min_exact and b.max_exact) or vt.kind not in _BYTES
+        return _Summary(lo, hi, exact, b.null_count, self.num_values, b.nan_count, b.all_nan)
 
 
 def _bound_key(vt: ValueType, value: Any, comparison: Comparison | None) -> Any:
