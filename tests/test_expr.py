@@ -14,8 +14,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pqindex.errors import UserInputError
 from pqindex.expr import (
@@ -49,6 +52,7 @@ from pqindex.expr import (
     to_pyarrow_expression,
     visit,
 )
+from pqindex.expr.evaluate import true_positions
 from pqindex.expr.nodes import LeafExpr
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp
@@ -792,3 +796,38 @@ def test_other_kinds_evaluate() -> None:
         expr = bind(parse_where(where), schema)
         assert [int(x) for x in to_arrow_mask(expr, table).to_pylist()] == rows, where
         assert table.filter(to_pyarrow_expression(expr)).num_rows == sum(rows), where
+
+
+# ---------------------------------------------------------------- mask → row positions
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 3000).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.sets(st.integers(0, max(n - 1, 0)), max_size=40 if n else 0),
+            st.sets(st.integers(0, max(n - 1, 0)), max_size=20 if n else 0),
+            st.booleans(),
+        )
+    ),
+    st.integers(0, 70),
+    st.integers(0, 70),
+)
+def test_true_positions_equal_indices_nonzero(
+    case: tuple[int, set[int], set[int], bool], start: int, cut: int
+) -> None:
+    """Sparse and dense masks, slices at any bit offset, NULLs counted as False."""
+    n, trues, nulls, dense = case
+    values: list[bool | None] = [dense and i % 3 != 0 for i in range(n)]
+    for i in trues:
+        values[i] = True
+    for i in nulls:
+        values[i] = None
+    arr = pa.array(values, pa.bool_())
+    start = min(start, n)
+    sliced = arr.slice(start, max(0, n - start - cut))
+    expected = pc.indices_nonzero(pc.fill_null(sliced, False)).to_numpy()
+    got = true_positions(sliced)
+    assert got.dtype == np.int64
+    assert got.tolist() == expected.tolist()

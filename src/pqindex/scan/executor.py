@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import BoundExpr, BoundTrue
-from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import coalesce
@@ -497,7 +496,7 @@ def scan_row_group(
         table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
         t0 = time.perf_counter()
         mask = to_arrow_mask(expr, table)
-        hits = pc.indices_nonzero(mask).to_numpy().astype(np.int64, copy=False)
+        hits = true_positions(mask)
         idx = _rows_at(uncertain, hits)
         stats.decode_seconds += time.perf_counter() - t0
         exact = exact | _ranges_from_indices(idx)
