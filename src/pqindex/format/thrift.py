@@ -814,7 +814,7 @@ def _encoder(cls: type[ThriftStruct]) -> Any:
         "    last = 0",
     ]
     for fid, name, t in sorted(cls.THRIFT, key=lambda f: f[0]):
-        wire = "(1 if v else 2)" if t is BOOL else str(_wire(t))
+        wire = f"({CT_TRUE} if v else {CT_FALSE})" if t is BOOL else str(_wire(t))
         src += [
             f"    v = obj.{name}",
             "    if v is not None:",
