@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -468,6 +469,29 @@ def test_explain_text_names_levels(io_file: Path, fmap: FileMap) -> None:
     assert "skipped by statistics" in text
     assert "page index" in text
     assert "pages [12] of 50" in text
+
+
+def test_explain_text_collapses_runs_of_skipped_row_groups(io_file: Path, fmap: FileMap) -> None:
+    """Consecutive row groups skipped by one level for one reason print as one line;
+    every row group is still accounted for, in order."""
+    ds = open_ds(io_file, fmap)
+    last = F.IO_ROWS - 1
+    text = ds.explain(columns=["id"], where=f"id = 24680 OR id = {last * 2}")
+    plan = json.loads(ds.explain(columns=["id"], where=f"id = 24680 OR id = {last * 2}",
+                                 format="json"))
+    groups = plan["files"][0]["row_groups"]
+    covered = []
+    for line in text.splitlines():
+        m = re.search(r"row groups? (\d+)(?:–(\d+))?: (.*)", line)
+        if m:
+            lo, hi = int(m[1]), int(m[2] or m[1])
+            covered += range(lo, hi + 1)
+            if hi > lo:
+                assert all(groups[i]["match"] == "NONE" for i in range(lo, hi + 1))
+                assert m[3].startswith("skipped by statistics")
+    assert covered == list(range(len(groups)))
+    # The two matching row groups are the first and the last: one run between them.
+    assert sum("skipped by" in line for line in text.splitlines()) == 1, text
 
 
 # ------------------------------------------------------------------ coalescing

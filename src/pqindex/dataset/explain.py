@@ -82,6 +82,14 @@ def explain_json(
     return {"files": out, "summary": report.to_dict()}
 
 
+def _skipped_line(run: Sequence[RowGroupPlan]) -> str:
+    """One line for consecutive row groups skipped by the same level for the same reason."""
+    first, last = run[0], run[-1]
+    which = (f"row group {first.index}" if len(run) == 1
+             else f"row groups {first.index}–{last.index}")
+    return f"│  ├─ {which}: skipped by {first.decided_by} — {first.reason}"
+
+
 def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport) -> str:
     lines = []
     total_bytes = 0
@@ -99,11 +107,18 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
             f"├─ {plan.path}: {plan.num_rows:,} rows, {len(plan.row_groups)} row groups, "
             f"{len(kept)} to read"
         )
-        for rg in plan.row_groups:
-            if rg.skipped:
-                lines.append(
-                    f"│  ├─ row group {rg.index}: skipped by {rg.decided_by} — {rg.reason}"
-                )
+        skipped: list[RowGroupPlan] = []  # a run skipped by one level for one reason
+        for rg in [*plan.row_groups, None]:
+            if rg is not None and rg.skipped and (
+                not skipped or (skipped[0].decided_by, skipped[0].reason)
+                == (rg.decided_by, rg.reason)
+            ):
+                skipped.append(rg)
+                continue
+            if skipped:
+                lines.append(_skipped_line(skipped))
+                skipped = [rg] if rg is not None and rg.skipped else []
+            if rg is None or rg.skipped:
                 continue
             how = (
                 "all rows match"
