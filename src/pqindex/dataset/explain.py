@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +83,10 @@ def explain_json(
     return {"files": out, "summary": report.to_dict()}
 
 
+def _skip_key(rg: RowGroupPlan) -> tuple[str, str] | None:
+    return (rg.decided_by, rg.reason) if rg.skipped else None
+
+
 def _skipped_line(run: Sequence[RowGroupPlan]) -> str:
     """One line for consecutive row groups skipped by the same level for the same reason."""
     first, last = run[0], run[-1]
@@ -107,33 +112,29 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
             f"├─ {plan.path}: {plan.num_rows:,} rows, {len(plan.row_groups)} row groups, "
             f"{len(kept)} to read"
         )
-        skipped: list[RowGroupPlan] = []  # a run skipped by one level for one reason
-        for rg in [*plan.row_groups, None]:
-            if rg is not None and rg.skipped and (
-                not skipped or (skipped[0].decided_by, skipped[0].reason)
-                == (rg.decided_by, rg.reason)
-            ):
-                skipped.append(rg)
+        for skip, group in itertools.groupby(plan.row_groups, key=_skip_key):
+            run = list(group)
+            if skip is not None:  # consecutive row groups skipped alike: one line
+                lines.append(_skipped_line(run))
                 continue
-            if skipped:
-                lines.append(_skipped_line(skipped))
-                skipped = [rg] if rg is not None and rg.skipped else []
-            if rg is None or rg.skipped:
-                continue
-            how = (
-                "all rows match"
-                if rg.all.count() == rg.num_rows
-                else (
-                    f"{rg.maybe.count():,} of {rg.num_rows:,} rows may match"
-                    + (f", {rg.all.count():,} surely" if rg.all.count() else "")
+            for rg in run:
+                how = (
+                    "all rows match"
+                    if rg.all.count() == rg.num_rows
+                    else (
+                        f"{rg.maybe.count():,} of {rg.num_rows:,} rows may match"
+                        + (f", {rg.all.count():,} surely" if rg.all.count() else "")
+                    )
                 )
-            )
-            lines.append(f"│  ├─ row group {rg.index}: {how} ({rg.decided_by}: {rg.reason})")
-            for r in rg.reads:
-                total_bytes += r.bytes
                 lines.append(
-                    f"│  │  └─ {r.name}: {_pages(r.pages, r.pages_total)}, ≤ {_size(r.bytes)}"
+                    f"│  ├─ row group {rg.index}: {how} ({rg.decided_by}: {rg.reason})"
                 )
+                for r in rg.reads:
+                    total_bytes += r.bytes
+                    lines.append(
+                        f"│  │  └─ {r.name}: {_pages(r.pages, r.pages_total)}, "
+                        f"≤ {_size(r.bytes)}"
+                    )
     lines.append(
         f"└─ will read at most {_size(total_bytes)} of data pages "
         f"(metadata read so far: {_size(report.bytes_read)})"
