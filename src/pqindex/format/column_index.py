@@ -95,18 +95,6 @@ def prefix_upper_bound(prefix: bytes) -> bytes | None:
 # ---------------------------------------------------------------- bound keys
 
 
-_INT_LIMITS: dict[np.dtype[Any], tuple[int, int]] = {}
-
-
-def _int_limits(dtype: np.dtype[Any]) -> tuple[int, int]:
-    # np.iinfo builds an object per call; this runs at every step of a page search.
-    limits = _INT_LIMITS.get(dtype)
-    if limits is None:
-        info = np.iinfo(dtype)
-        limits = _INT_LIMITS[dtype] = (int(info.min), int(info.max))
-    return limits
-
-
 class _Side:
     """One side (min or max keys) of the pages with usable bounds."""
 
@@ -125,8 +113,8 @@ class _Side:
         if isinstance(v, np.generic):
             v = v.item()
         if dtype.kind in "iu":
-            lo, hi = _int_limits(dtype)
-            return isinstance(v, int) and lo <= v <= hi
+            info = np.iinfo(dtype)
+            return isinstance(v, int) and info.min <= v <= info.max
         if dtype.kind == "f":
             return isinstance(v, float) or (isinstance(v, int) and abs(v) <= 2**53)
         return False
