@@ -738,13 +738,11 @@ def decode_floor(path: Path, q: Query, rgs: tuple[int, ...], runs: int) -> float
     if not rgs or q.column is None:
         return None
     import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
 
     dictionary = [q.column] if q.column == "category" else []
     fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(
         dictionary_columns=dictionary))
-
-    import pyarrow.fs as pafs
-
     local = pafs.LocalFileSystem()
 
     def once() -> int:
