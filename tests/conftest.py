@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import writers
 
-CORPUS = Path("/work/shared/corpus/parquet-testing")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing"
 
 _spark: Any = None
 

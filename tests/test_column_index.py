@@ -45,7 +45,7 @@ from pqindex.format.structs import (
 )
 from pqindex.format.values import total_order_key
 
-CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
 IEEE_ORDER = ColumnOrder(IEEE_754_TOTAL_ORDER=IEEE754TotalOrder())
 N, S, A = Match.NONE, Match.SOME, Match.ALL

@@ -33,9 +33,7 @@ pytestmark = pytest.mark.skipif(
     thrift._accel is None, reason="C decoder disabled (PQINDEX_PURE_PYTHON)"
 )
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared/corpus/parquet-testing/data"
-if not CORPUS.is_dir():
-    CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 
 FALLBACK = "fallback"
 

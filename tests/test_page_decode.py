@@ -31,7 +31,7 @@ from pqindex.scan.page_decode import (
     page_row_spans,
 )
 
-CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 ROWS = 1_200
 RG_ROWS = 500
 PAGE_ROWS = 60

@@ -43,7 +43,7 @@ import scan_fixtures
 import writers
 from pqindex.format.file import ParquetFile
 
-CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 CASES = int(os.environ.get("PQINDEX_DIFF_CASES", "16"))
 CORPUS_FILES = (
     "alltypes_tiny_pages.parquet",

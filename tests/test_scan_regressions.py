@@ -28,7 +28,7 @@ from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
 
-CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 PAGE = 10
 
 

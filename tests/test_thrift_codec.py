@@ -34,7 +34,7 @@ from pqindex.format.thrift import (
     encode,
 )
 
-CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", "/work/shared/corpus/parquet-testing"))
+CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", str(Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing")))
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 

@@ -55,7 +55,7 @@ from pqindex.format.values import (
     validate_column_index,
 )
 
-CORPUS = Path("/work/shared/corpus/parquet-testing/data")
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
 IEEE_ORDER = ColumnOrder(IEEE_754_TOTAL_ORDER=IEEE754TotalOrder())
