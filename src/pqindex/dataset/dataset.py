@@ -410,6 +410,27 @@ class Dataset:
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
         return explain_text(plans.files, plans.report)
 
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""
+        return self.scan().__arrow_c_stream__(requested_schema)
+
+    def to_pyarrow_dataset(
+        self,
+        where: Where = None,
+        columns: Sequence[str] | None = None,
+        *,
+        filters: Sequence[Any] | None = None,
+        filesystem: Any = None,
+        exact: bool = True,
+    ) -> Any:
+        """A ``pyarrow.dataset.Dataset`` of the files and row groups kept for ``where``,
+        the predicate attached as a pyarrow filter (see docs/interop.md)."""
+        from pqindex.dataset.interop import to_pyarrow_dataset
+
+        return to_pyarrow_dataset(
+            self, _where(where, filters), columns, filesystem=filesystem, exact=exact
+        )
+
 
 class Scan:
     """A planned-on-demand read; ``report`` is filled in as it runs."""
@@ -516,6 +537,26 @@ class Scan:
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_table().to_pandas(**kwargs)
+
+    # Interop (dataset/interop.py). A Scan can run again: each call starts a new stream.
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream of the matching rows, batches as produced."""
+        from pqindex.dataset.interop import stream_capsule
+
+        return stream_capsule(self, requested_schema)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The matching rows as a streaming ``pyarrow.RecordBatchReader``."""
+        from pqindex.dataset.interop import to_reader
+
+        return to_reader(self)
+
+    def to_polars(self) -> Any:
+        """The matching rows as a ``polars.DataFrame``."""
+        from pqindex.dataset.interop import to_polars
+
+        return to_polars(self)
 
 
 def dataset(

@@ -6,12 +6,79 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from pqindex.plan.planner import FilePlan, RowGroupPlan
+from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan, plan_file
 from pqindex.scan.report import ScanReport
 
-__all__ = ["explain_json", "explain_text"]
+__all__ = ["PAGE_MAP_LEGEND", "explain_json", "explain_text", "page_maps"]
 
 _MAX_PAGES_SHOWN = 12
+
+# The page map: one character per data page of a chunk.
+READ, SKIPPED_BY_COLUMN_INDEX, SKIPPED_BY_EMBEDDED = "#", ".", "e"
+PAGE_MAP_LEGEND = (
+    f"page map: {READ} read · {SKIPPED_BY_COLUMN_INDEX} skipped by the ColumnIndex · "
+    f"{SKIPPED_BY_EMBEDDED} skipped by an embedded page index"
+)
+PAGE_MAP_MIN_PAGES = 8  # fewer pages: the page list says it all
+PAGE_MAP_WIDTH = 64
+_MAX_MAPS_SHOWN = 24  # in the text output; JSON has every map
+_MAX_MAP_PAGES_SHOWN = 1024
+
+# Maps by (row group, column): the key of ``page_maps``' result.
+PageMaps = dict[tuple[int, int], str]
+
+
+def page_maps(of: Any, plan: FilePlan, bound: Any) -> PageMaps:
+    """Per kept row group and column with a page list: one character per page.
+
+    A page the plan does not read was skipped by the ColumnIndex, unless the plan
+    without embedded indexes would read it: then an embedded page index skipped it.
+    That second plan is made only when the file's embedded region was read while
+    planning; every index it needs is cached by then, so it reads nothing.
+    """
+    maps: PageMaps = {}
+    wanted = [
+        (rg, r) for rg in plan.row_groups if not rg.skipped for r in rg.reads
+        if r.pages is not None and r.pages_total is not None
+        and r.pages_total >= PAGE_MAP_MIN_PAGES
+    ]
+    if not wanted:
+        return maps
+    without: dict[tuple[int, int], tuple[int, ...] | None] = {}
+    pf = getattr(of, "pf", None)
+    if pf is not None and bound is not None and pf.derived.get("region") is not None:
+        columns = sorted({r.column for _rg, r in wanted})
+        bare = plan_file(
+            pf, bound, columns, partition=plan.partition,
+            options=PlanOptions(dictionary=False, bloom=False, embedded=False),
+        )
+        for brg in bare.row_groups:
+            for r in brg.reads:
+                without[(brg.index, r.column)] = r.pages
+    for rg, r in wanted:
+        assert r.pages is not None and r.pages_total is not None
+        read = set(r.pages)
+        key = (rg.index, r.column)
+        if key in without:
+            plain = without[key]
+            by_column_index = (set() if plain is None else set(range(r.pages_total)) - set(plain))
+        else:
+            by_column_index = set(range(r.pages_total)) - read
+        maps[key] = "".join(
+            READ if p in read
+            else SKIPPED_BY_COLUMN_INDEX if p in by_column_index
+            else SKIPPED_BY_EMBEDDED
+            for p in range(r.pages_total)
+        )
+    return maps
+
+
+def _map_lines(page_map: str, indent: str) -> list[str]:
+    shown = page_map[:_MAX_MAP_PAGES_SHOWN]
+    lines = [f"{indent}{shown[i:i + PAGE_MAP_WIDTH]}" for i in range(0, len(shown), PAGE_MAP_WIDTH)]
+    if len(page_map) > len(shown):
+        lines.append(f"{indent}… (+{len(page_map) - len(shown)} pages)")
+    return lines
 
 
 def _pages(pages: tuple[int, ...] | None, total: int | None) -> str:
@@ -32,7 +99,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _rg_json(rg: RowGroupPlan) -> dict[str, Any]:
+def _rg_json(rg: RowGroupPlan, maps: PageMaps) -> dict[str, Any]:
     return {
         "row_group": rg.index,
         "rows": rg.num_rows,
@@ -48,6 +115,7 @@ def _rg_json(rg: RowGroupPlan) -> dict[str, Any]:
                 "pages": list(r.pages) if r.pages is not None else None,
                 "pages_total": r.pages_total,
                 "bytes": r.bytes,
+                "page_map": maps.get((rg.index, r.column)),
             }
             for r in rg.reads
         ],
@@ -58,7 +126,7 @@ def explain_json(
     files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport
 ) -> dict[str, Any]:
     out = []
-    for df, _of, plan, bound in files:
+    for df, of, plan, bound in files:
         if plan is None:
             out.append(
                 {
@@ -69,6 +137,7 @@ def explain_json(
                 }
             )
             continue
+        maps = page_maps(of, plan, bound)
         out.append(
             {
                 "file": plan.path,
@@ -76,7 +145,7 @@ def explain_json(
                 "partition": plan.partition,
                 "predicate": str(bound),
                 "skipped": plan.skipped,
-                "row_groups": [_rg_json(rg) for rg in plan.row_groups],
+                "row_groups": [_rg_json(rg, maps) for rg in plan.row_groups],
                 "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
             }
         )
@@ -102,12 +171,14 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
     lines.append(
         f"scan of {report.files_total} file(s)" + (f" where {predicate}" if predicate else "")
     )
-    for df, _of, plan, _bound in files:
+    maps_shown = maps_left_out = 0
+    for df, of, plan, bound in files:
         if plan is None:
             parts = ", ".join(f"{k}={v}" for k, v in df.partition)
             lines.append(f"├─ {df.path}: skipped by partition ({parts})")
             continue
         kept = [rg for rg in plan.row_groups if not rg.skipped]
+        maps = page_maps(of, plan, bound)
         lines.append(
             f"├─ {plan.path}: {plan.num_rows:,} rows, {len(plan.row_groups)} row groups, "
             f"{len(kept)} to read"
@@ -135,6 +206,18 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
                         f"│  │  └─ {r.name}: {_pages(r.pages, r.pages_total)}, "
                         f"≤ {_size(r.bytes)}"
                     )
+                    page_map = maps.get((rg.index, r.column))
+                    if page_map is None:
+                        continue
+                    if maps_shown < _MAX_MAPS_SHOWN:
+                        maps_shown += 1
+                        lines += _map_lines(page_map, "│  │       ")
+                    else:
+                        maps_left_out += 1
+    if maps_left_out:
+        lines.append(f"│  ({maps_left_out} more page maps in the JSON output)")
+    if maps_shown:
+        lines.append(f"│  {PAGE_MAP_LEGEND}")
     lines.append(
         f"└─ will read at most {_size(total_bytes)} of data pages "
         f"(metadata read so far: {_size(report.bytes_read)})"
