@@ -207,6 +207,15 @@ def _render_embedded(con: Console, e: dict[str, Any] | None) -> None:
         return
     if e["offset"] is None:
         con.print(f"Embedded indexes: region {e['locator']!r} unusable")
+    elif not e["blobs"]:
+        # An empty table would read as "no indexes"; say what the region does hold.
+        where = (f"on this column ({e['column']})" if e.get("column") is not None
+                 else "in this row group")
+        indexed = sorted({c for k in e["kinds"].values() for c in k.get("columns", {})})
+        con.print(
+            f"Embedded indexes: region at {e['offset']}, {_size(e['length'])}: none {where}"
+            + (f" (indexed columns: {', '.join(indexed)})" if indexed else "")
+        )
     else:
         t = Table(
             title=f"Embedded indexes: region at {e['offset']}, {_size(e['length'])}, "

@@ -202,6 +202,9 @@ def _embedded_indexes(
         "kinds": {},
         "distinct_estimates": {},
         "warnings": warnings,
+        # What ``blobs`` was narrowed to: a reader can tell "none on this column".
+        "column": column,
+        "row_group": row_group,
     }
     if region is None:
         return out
