@@ -72,6 +72,8 @@ def spark_session(master: str) -> Any:
         SparkSession.builder.master(master)
         .appName("pqindex-demo")
         .config("spark.ui.enabled", "false")
+        # Stage progress bars would interleave with the demo's own output.
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.memory", "4g")
         .getOrCreate()
@@ -142,6 +144,13 @@ def main() -> None:
     subprocess.run(
         [sys.executable, "-m", "pqindex", "inspect", str(first), "--row-group", "0",
          "--column", "l_shipdate", "--pages"],
+        check=True,
+    )
+
+    say("pqindex explain of the Q14 filter on that file (page map: where the reads fall)")
+    subprocess.run(
+        [sys.executable, "-m", "pqindex", "explain", str(first), "--where", QUERIES[1][1],
+         "--columns", ",".join(QUERIES[1][2])],
         check=True,
     )
 

@@ -214,7 +214,7 @@ def _render_embedded(con: Console, e: dict[str, Any] | None) -> None:
         indexed = sorted({c for k in e["kinds"].values() for c in k.get("columns", {})})
         con.print(
             f"Embedded indexes: region at {e['offset']}, {_size(e['length'])}: none {where}"
-            + (f" (indexed columns: {', '.join(indexed)})" if indexed else "")
+            + (f"; indexed columns: {', '.join(indexed)}" if indexed else "")
         )
     else:
         t = Table(
