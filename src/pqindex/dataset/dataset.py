@@ -421,6 +421,7 @@ class Dataset:
         *,
         filters: Sequence[Any] | None = None,
         filesystem: Any = None,
+        attach_filter: bool = True,
         exact: bool = True,
     ) -> Any:
         """A ``pyarrow.dataset.Dataset`` of the files and row groups kept for ``where``,
@@ -428,7 +429,8 @@ class Dataset:
         from pqindex.dataset.interop import to_pyarrow_dataset
 
         return to_pyarrow_dataset(
-            self, _where(where, filters), columns, filesystem=filesystem, exact=exact
+            self, _where(where, filters), columns, filesystem=filesystem,
+            attach_filter=attach_filter, exact=exact,
         )
 
 

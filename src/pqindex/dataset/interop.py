@@ -171,6 +171,7 @@ def to_pyarrow_dataset(
     columns: Sequence[str] | None = None,
     *,
     filesystem: pafs.FileSystem | None = None,
+    attach_filter: bool = True,
     exact: bool = True,
 ) -> pads.Dataset:
     """A ``pyarrow.dataset`` of the files and row groups pqindex keeps for ``expr``.
@@ -179,11 +180,13 @@ def to_pyarrow_dataset(
     scan of the result never returns a row outside it. Where the predicate has
     no exact pyarrow translation, ``exact=True`` raises ``UserInputError``;
     ``exact=False`` returns the pruned dataset without a filter: whole kept row
-    groups, which the consumer filters itself.
+    groups, which the consumer filters itself. ``attach_filter=False`` never
+    attaches one (pyarrow refuses ``get_fragments`` on a filtered dataset).
     """
     full = ds.schema
-    arrow_filter = None if isinstance(expr, AlwaysTrue) else arrow_expression(expr, full)
-    if arrow_filter is None and exact and not isinstance(expr, AlwaysTrue):
+    wants = attach_filter and not isinstance(expr, AlwaysTrue)
+    arrow_filter = arrow_expression(expr, full) if wants else None
+    if arrow_filter is None and exact and wants:
         raise UserInputError(
             f"the predicate {expr} has no exact pyarrow translation; "
             "pass exact=False for a dataset pruned by pqindex but not filtered"
@@ -287,11 +290,15 @@ def _scalar(value: LiteralValue, t: pa.DataType) -> pa.Scalar:
                 raise _Untranslatable("literal outside the column's range")
             return pa.scalar(value, t)
         if pa.types.is_floating(t):
-            if isinstance(value, int) and abs(value) > 2**53:
-                raise _Untranslatable("integer not exact as a float")
-            if not isinstance(value, (int, float)):
-                raise _Untranslatable("non-numeric literal against a float column")
-            return pa.scalar(float(value), pa.float64())
+            # As bind: the literal as the column's float type stores it.
+            if pa.types.is_float16(t) or not isinstance(value, (int, float, Decimal)):
+                raise _Untranslatable("literal against this float column")
+            x = float(value)
+            if not math.isfinite(x) and not (isinstance(value, float) or
+                                             (isinstance(value, Decimal) and
+                                              not value.is_finite())):
+                raise _Untranslatable("literal beyond the double range")
+            return pa.scalar(x, t)
         if pa.types.is_decimal(t):
             if isinstance(value, (int, Decimal)) and Decimal(value).is_finite():
                 return pa.scalar(Decimal(value))
