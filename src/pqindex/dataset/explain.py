@@ -16,8 +16,8 @@ _MAX_PAGES_SHOWN = 12
 # The page map: one character per data page of a chunk.
 READ, SKIPPED_BY_COLUMN_INDEX, SKIPPED_BY_EMBEDDED = "#", ".", "e"
 PAGE_MAP_LEGEND = (
-    f"page map: {READ} read · {SKIPPED_BY_COLUMN_INDEX} skipped by the ColumnIndex · "
-    f"{SKIPPED_BY_EMBEDDED} skipped by an embedded page index"
+    f"page map: {READ} read · {SKIPPED_BY_COLUMN_INDEX} not read, ruled out by the "
+    f"ColumnIndex · {SKIPPED_BY_EMBEDDED} not read, ruled out by an embedded page index"
 )
 PAGE_MAP_MIN_PAGES = 8  # fewer pages: the page list says it all
 PAGE_MAP_WIDTH = 64
