@@ -39,7 +39,7 @@ datafusion = pytest.importorskip("datafusion")
 
 DIFF_WRITERS = ("pyarrow_v1_none_dict", "pyarrow_v2_zstd_plain", "duckdb", "datafusion", "polars")
 COLUMNS = ["id", "shuffled", "f64", "category", "day", "price", "flag"]
-CASES_PER_WRITER = 5
+CASES_PER_WRITER = 6
 
 
 # ---------------------------------------------------------------- random predicates
@@ -49,7 +49,7 @@ Pred = tuple[str, Callable[[], pc.Expression]]  # (SQL text, reference expressio
 
 def _leaf(rng: random.Random) -> Pred:
     f = pc.field
-    kind = rng.randrange(9)
+    kind = rng.randrange(14)
     if kind == 0:
         op = rng.choice(["<", "<=", ">", ">=", "=", "!="])
         k = rng.randrange(-10, writers.NUM_ROWS + 10)
@@ -84,8 +84,31 @@ def _leaf(rng: random.Random) -> Pred:
     if kind == 7:
         price = decimal.Decimal(rng.randrange(0, 100_000)) / 100
         return f"price >= {price}", lambda: f("price") >= pa.scalar(price)
+    if kind == 8:
+        k = rng.randrange(writers.NUM_ROWS)
+        return f"NOT (id < {k})", lambda: ~(f("id") < k)
+    if kind == 9:
+        t0 = dt.datetime(2021, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
+        at = t0 + dt.timedelta(seconds=rng.randrange(0, 37 * writers.NUM_ROWS))
+        op = rng.choice([">=", "<"])
+        text = at.replace(tzinfo=None).isoformat(sep=" ")
+        scalar = pa.scalar(at, pa.timestamp("us", tz="UTC"))
+        return (f"ts {op} TIMESTAMP '{text}'",
+                lambda: f("ts") >= scalar if op == ">=" else f("ts") < scalar)
+    if kind == 10:
+        cats = rng.sample(writers.CATEGORIES, rng.randrange(1, 4))
+        text = ", ".join(f"'{c}'" for c in cats)
+        return (f"category NOT IN ({text})",
+                lambda: ~pc.is_in(f("category"), pa.array(cats)))
+    if kind == 11:
+        if rng.random() < 0.5:
+            return "isnan(f64)", lambda: pc.is_nan(f("f64"))
+        return "NOT isnan(f64)", lambda: ~pc.is_nan(f("f64"))
+    if kind == 12:
+        value = rng.random() < 0.5
+        return f"flag = {str(value).upper()}", lambda: f("flag") == value
     k = rng.randrange(writers.NUM_ROWS)
-    return f"NOT (id < {k})", lambda: ~(f("id") < k)
+    return f"desc <= {k} AND NOT (shuffled > {k})", lambda: (f("desc") <= k) & ~(f("shuffled") > k)
 
 
 def random_predicate(rng: random.Random) -> Pred:
@@ -318,6 +341,42 @@ def test_untranslatable_predicate_is_refused_or_left_to_the_consumer(
     assert ds.scan(where=fractional).to_table().column("id").to_pylist() == [0, 1, 2]
 
 
+UNTRANSLATABLE = {
+    "fractional literal on an integer column": pqindex.col("id") < 2.5,
+    "NaN literal": pqindex.col("f64") != float("nan"),
+    "NULL in an IN list": pqindex.col("id").isin([1, None]),
+    "literal finer than the column's unit": pqindex.col("day") < dt.datetime(2020, 1, 1, 12),
+    "boolean against an integer": pqindex.col("id") == True,  # noqa: E712
+    "isnan of an integer column": pqindex.col("id").is_nan(),
+}
+
+
+@pytest.mark.parametrize("name", list(UNTRANSLATABLE))
+def test_what_has_no_exact_translation_is_refused(
+    written_files: writers.FileCache, name: str
+) -> None:
+    ds = pqindex.dataset(str(written_files["pyarrow_v1_none_dict"]))
+    expr = UNTRANSLATABLE[name]
+    assert arrow_expression(expr, ds.schema) is None, name
+    # Inside AND / OR / NOT too: a partial translation would not be exact.
+    assert arrow_expression((pqindex.col("id") > 3) | expr, ds.schema) is None, name
+    assert arrow_expression(~((pqindex.col("id") > 3) & expr), ds.schema) is None, name
+
+
+def test_filter_columns_stay_in_a_narrowed_dataset_once(
+    written_files: writers.FileCache,
+) -> None:
+    path = written_files["pyarrow_v2_snappy_dict"]
+    ds = pqindex.dataset(str(path))
+    kept = ds.to_pyarrow_dataset("(desc < 5 OR desc > 4990) AND id != 1", columns=["category"])
+    assert kept.schema.names == ["category", "desc", "id"]
+    ids = sorted(kept.to_table().column("id").to_pylist())
+    want = pq.read_table(path).filter(
+        ((pc.field("desc") < 5) | (pc.field("desc") > 4990)) & (pc.field("id") != 1)
+    )
+    assert ids == sorted(want.column("id").to_pylist()) and ids
+
+
 class _CountingHandler(pafs.FileSystemHandler):
     """A local filesystem that records every byte range read from data files."""
 
@@ -469,6 +528,20 @@ def test_explain_page_map(tmp_path: Path, embedded: bool) -> None:
     assert PAGE_MAP_LEGEND in text
     # The rows agree with the map's promise.
     assert ds.scan(where="code = 4").to_table().num_rows == 50 * 50
+
+
+def test_page_maps_read_nothing_more(tmp_path: Path) -> None:
+    """The second plan behind the 'e' marks uses only what planning already read."""
+    from pqindex.dataset.dataset import _where
+    from pqindex.dataset.explain import page_maps
+
+    ds = pqindex.dataset(str(_coded_file(tmp_path, embedded=True)))
+    plans = ds._plan(None, _where("code = 4", None))
+    _df, of, plan, bound = plans.files[0]
+    before = (of.stats.requests, of.stats.bytes_read)
+    maps = page_maps(of, plan, bound)
+    assert set(maps[(0, 1)]) == {"#", ".", "e"}
+    assert (of.stats.requests, of.stats.bytes_read) == before
 
 
 def test_explain_has_no_page_map_for_whole_chunks(tmp_path: Path) -> None:

@@ -199,7 +199,9 @@ def to_pyarrow_dataset(
                 raise UserInputError(f"no column named {c!r} (columns: {', '.join(full.names)})")
         # The filter's own columns stay, or pyarrow could not evaluate it.
         if arrow_filter is not None:
-            names += [c for c in _columns_of(expr) if c in full.names and c not in names]
+            for c in _columns_of(expr):
+                if c in full.names and c not in names:
+                    names.append(c)
         schema = pa.schema([full.field(c) for c in names])
     fmt = pads.ParquetFileFormat()
     fragments = []
