@@ -13,6 +13,7 @@ import gc
 import json
 import math
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -215,6 +216,22 @@ def test_unknown_column_fails_when_the_stream_is_requested(
 ) -> None:
     scan = pqindex.dataset(str(written_files["polars"])).scan(columns=["id", "nope"])
     with pytest.raises(UserInputError, match="nope"):
+        pa.table(scan)
+
+
+def test_an_error_while_streaming_keeps_its_type_and_message(tmp_path: Path) -> None:
+    good = writers.write_pyarrow(tmp_path, "a")
+    bad = tmp_path / "b.parquet"
+    data = bytearray(good.read_bytes())
+    data[5_000:25_000] = b"\xff" * 20_000  # data pages of the second file damaged
+    bad.write_bytes(bytes(data))
+    scan = pqindex.dataset(str(tmp_path)).scan(columns=["id", "long_text"])
+    with pytest.raises(Exception) as direct:
+        scan.to_table()
+    with pytest.raises(type(direct.value)) as streamed:
+        scan.to_reader().read_all()
+    assert str(streamed.value) == str(direct.value)
+    with pytest.raises(Exception, match=re.escape(str(direct.value)[:40])):
         pa.table(scan)
 
 
