@@ -147,7 +147,7 @@ def main() -> None:
         check=True,
     )
 
-    say("pqindex explain of the Q14 filter on that file (page map: where the reads fall)")
+    say("pqindex explain of the Q14 filter on that file (chunks of many pages get a page map)")
     subprocess.run(
         [sys.executable, "-m", "pqindex", "explain", str(first), "--where", QUERIES[1][1],
          "--columns", ",".join(QUERIES[1][2])],
