@@ -305,6 +305,36 @@ def test_pyarrow_dataset_scanned_by_each_engine_gives_the_reference_rows(
     assert canon(extra) == [r for r in expected if r[0] < 2500]
 
 
+def test_datafusion_scans_the_pruned_dataset_with_the_filter_in_its_sql(
+    written_files: writers.FileCache,
+) -> None:
+    """DataFusion plans from ``get_fragments``, which pyarrow refuses on a filtered
+    dataset: it takes the pruned dataset without a filter and the WHERE in SQL."""
+    path = written_files["datafusion"]
+    where = "id < 2300 AND category = 'beta'"
+    ds = pqindex.dataset(str(path))
+    ctx = datafusion.SessionContext()
+    with pytest.raises(Exception, match="filtered"):
+        ctx.register_dataset("filtered", ds.to_pyarrow_dataset(where))
+        ctx.sql("SELECT count(*) FROM filtered").to_arrow_table()
+    pruned = ds.to_pyarrow_dataset(where, attach_filter=False)
+    kept_rows = sum(rg.num_rows for f in pruned.get_fragments() for rg in f.row_groups)
+    assert kept_rows < pq.ParquetFile(path).metadata.num_rows
+    ctx.register_dataset("pruned", pruned)
+    got = ctx.sql(f"SELECT id, category FROM pruned WHERE {where}").to_arrow_table()
+    want = pq.read_table(path).filter((pc.field("id") < 2300) & (pc.field("category") == "beta"))
+    assert canon(got, ["id", "category"]) == canon(want, ["id", "category"])
+
+
+def test_requested_schema_is_honoured(written_files: writers.FileCache) -> None:
+    scan = pqindex.dataset(str(written_files["pyarrow_v1_none_dict"])).scan(
+        columns=["id", "category"], where="id < 300"
+    )
+    wanted = pa.schema([("id", pa.int32()), ("category", pa.large_string())])
+    t = pa.RecordBatchReader.from_stream(scan, schema=wanted).read_all()
+    assert t.schema == wanted and t.column("id").to_pylist() == list(range(300))
+
+
 def test_pyarrow_dataset_keeps_only_the_planned_row_groups(
     written_files: writers.FileCache,
 ) -> None:
