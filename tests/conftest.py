@@ -55,6 +55,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
+def python_without_pqindex(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter with this environment's packages but not pqindex (spark_servers.py)."""
+    import spark_servers
+
+    return spark_servers.python_without_pqindex(tmp_path_factory.mktemp("venv-nopq"))
+
+
+@pytest.fixture(scope="session")
 def written_files(tmp_path_factory: pytest.TempPathFactory) -> writers.FileCache:
     """Lazily written files, by name: ``written_files["duckdb"]`` -> Path.
 
