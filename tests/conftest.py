@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +26,8 @@ def _spark_session() -> Any:
         pytest.importorskip("pyspark")
         from pyspark.sql import SparkSession
 
+        # Spark's Python workers run this interpreter (they must import pqindex's deps).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         with warnings.catch_warnings():  # pyspark frets about the pandas version
             warnings.simplefilter("ignore", FutureWarning)
             _spark = (

@@ -21,6 +21,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 import warnings
 from typing import Any
@@ -132,7 +133,7 @@ def main() -> None:
     ap.add_argument("--remote")
     ap.add_argument("--conf", action="append", default=[])
     ap.add_argument("--steps", default="pipeline")
-    ap.add_argument("--predicates", type=int, default=8)
+    ap.add_argument("--predicates", type=int, default=5)
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     warnings.simplefilter("ignore")
@@ -141,8 +142,15 @@ def main() -> None:
     from pqindex.errors import PqIndexError
     from pqindex.spark.workers import ensure_workers, is_connect
 
+    t0 = time.perf_counter()
     spark = _session(args)
     out: dict[str, Any] = {"connect": is_connect(spark), "pqindex": pqindex.__file__}
+    seconds: dict[str, float] = {"session": time.perf_counter() - t0}
+    out["seconds"] = seconds
+
+    def lap(name: str) -> None:
+        seconds[name] = round(time.perf_counter() - t0 - sum(seconds.values()), 2)
+
     try:
         if not out["connect"]:
             spark.sparkContext.setLogLevel("ERROR")
@@ -175,6 +183,7 @@ def main() -> None:
             except PqIndexError as e:
                 out["error"] = {"type": type(e).__name__, "message": str(e)}
                 return
+            lap("write")
             out["write"] = {k: r[k] for k in ("files", "rows", "tasks", "shipped")}
             out["workers"] = dataclasses.asdict(ensure_workers(spark))
             mismatches, pruned = [], 0
@@ -188,15 +197,18 @@ def main() -> None:
             if _rows(cols) != _rows(base.where("k < 50").select("id", "s")):
                 mismatches.append("k < 50 [id, s]")
             out["read"] = {"mismatches": mismatches, "files_pruned": pruned}
+            lap("read")
             a = pqindex.spark.add_indexes(spark, dest, zone_maps=["x"], distinct=["d"])
             out["add_indexes"] = {k: a[k] for k in ("files", "tasks", "region_bytes")}
             out["add_indexes"]["errors"] = [e["error"] for e in a["errors"]]
+            lap("add_indexes")
             e = pqindex.spark.explain(spark, dest, "d = DATE '2023-06-01'")
             out["after_add"] = {"kept": e["files_kept"], "manifest": e["manifest"]}
             out["after_add_rows_equal"] = _rows(
                 pqindex.spark.read(spark, dest, where="x > 5")
             ) == _rows(spark.read.parquet(dest).where("x > 5"))
             out["jvms"] = _executor_jvms(spark)
+            lap("rest")
     except Exception:
         out["crash"] = traceback.format_exc()
     finally:

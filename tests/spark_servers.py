@@ -112,11 +112,7 @@ def standalone_cluster(tmp: Path, workers: int = 2) -> Iterator[str]:
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
-    env = base_env(
-        tmp,
-        PYSPARK_PYTHON=sys.executable,
-        PYTHONPATH=SRC,  # executors' Python workers import this checkout's pqindex
-    )
+    env = base_env(tmp)
     procs = Processes()
     try:
         procs.start(

@@ -1,69 +1,35 @@
 """Spark's Python workers without pqindex: shipped a zip, or told what to set (issue 11).
 
-Each test runs a driver program in a subprocess (tests/spark_driver.py) with a
-``local[1]`` session whose workers run another interpreter; ``pqindex`` reaches
-the driver through ``sys.path``, not ``PYTHONPATH``, so the workers do not
-inherit it.
+Shipping itself runs on a real cluster and through Spark Connect in
+test_spark_cluster.py. Here: the issue's set-up (workers run a ``python3``
+without pqindex's dependencies) in a driver subprocess (tests/spark_driver.py,
+``pqindex`` on its ``sys.path``, not ``PYTHONPATH``, so workers do not inherit
+it); the zip imported by another interpreter; the probe against another version
+of pqindex; the check on the suite's own session.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 import pqindex
-import spark_driver
 from pqindex.format import thrift
+from pqindex.spark import workers
 from pqindex.spark.workers import is_connect, package_zip
 from spark_servers import bare_python, base_env, run_driver
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-
-def check_lake(path: Path) -> None:
-    """The written lake holds exactly the driver's rows (pyarrow as the reference)."""
-    want = spark_driver.table().sort_by("id")
-    got = pq.read_table(path).sort_by("id")
-    for name in ("id", "k", "s", "x", "d"):
-        assert got.column(name).to_pylist() == want.column(name).to_pylist(), name
-    assert got.column("p").cast(pa.int64()).to_pylist() == want.column("p").to_pylist()
-
-
-def check_pipeline(out: dict[str, Any], lake: Path) -> None:
-    assert "crash" not in out, out.get("crash")
-    assert "error" not in out, out.get("error")
-    assert out["write"]["rows"] == spark_driver.N and out["write"]["files"] >= 2
-    assert out["read"]["mismatches"] == []
-    assert out["read"]["files_pruned"] > 0  # partitioned and sorted: pruning must happen
-    assert out["add_indexes"]["errors"] == [] and out["add_indexes"]["region_bytes"] > 0
-    assert out["add_indexes"]["files"] == out["write"]["files"]
-    assert out["after_add"]["manifest"] == "current"
-    assert out["after_add_rows_equal"] is True
-    check_lake(lake)
-
-
-def test_missing_pqindex_is_shipped(tmp_path: Path, python_without_pqindex: str) -> None:
-    env = base_env(tmp_path, PYSPARK_PYTHON=python_without_pqindex)
-    out, err = run_driver(tmp_path, "--steps", "raw,pipeline", "--predicates", "4", env=env)
-    # Unguarded, the write fails as the issue reports, deep inside an AnalysisException.
-    assert out.get("raw_error") and "No module named 'pqindex'" in out["raw_error"], err[-3000:]
-    # pqindex.spark.write checks the workers first and ships the package.
-    check_pipeline(out, tmp_path / "lake")
-    shipped = out["write"]["shipped"]
-    assert shipped and shipped.endswith(".zip")
-    assert out["workers"]["pythons"] == [python_without_pqindex]
-    assert all(".zip" in loc for loc in out["workers"]["locations"])
-    assert out["workers"]["shipped"] == shipped
-
-
+@pytest.mark.spark
+@pytest.mark.slow
 def test_missing_dependencies_raise_a_clear_error(tmp_path: Path) -> None:
     # The issue's set-up: no PYSPARK_PYTHON, and the python3 first on PATH has none of
     # pqindex's dependencies (a fresh venv stands in for a system interpreter).
@@ -86,7 +52,7 @@ def test_shipped_zip_decodes_without_the_c_extension(
     names = __import__("zipfile").ZipFile(z).namelist()
     assert "pqindex/format/thrift.py" in names and not any(n.endswith(".so") for n in names)
     assert package_zip(str(tmp_path)) == z  # same package, same name
-    paths = [str(written_files[w]) for w in ("pyarrow_bloom", "duckdb", "datafusion", "spark")]
+    paths = [str(written_files[w]) for w in ("pyarrow_bloom", "duckdb", "datafusion", "polars")]
     script = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import pqindex\n"
         "from pqindex.format import thrift\n"
@@ -114,5 +80,49 @@ def test_shipped_zip_decodes_without_the_c_extension(
         pytest.skip("the C decoder is not built here; only the zip side was checked")
 
 
-def test_is_connect_on_the_classic_session(spark: Any) -> None:
-    assert is_connect(spark) is False
+def _run_probe(python: str, want: str, path: list[str], pythonpath: str) -> list[str]:
+    """The workers' probe, run by ``python`` as a worker would, with ``path`` first."""
+    script = (
+        "import json, sys; sys.path[1:1] = json.loads(sys.argv[1])\n"
+        f"exec(sys.stdin.read(), ns := {{'__name__': 'probe', 'WANT': {want!r},"
+        f" 'MODULES': {workers._PROBE_MODULES!r}}})\n"
+        "print(ns['probe'](0))\n"
+    )
+    r = subprocess.run(
+        [python, "-c", script, json.dumps(path)],
+        input=workers._PROBE_SOURCE.encode(),
+        capture_output=True,
+        check=True,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            "PYTHONPATH": pythonpath,
+        },
+    )
+    return r.stdout.decode().rstrip("\n").split("\t")
+
+
+def test_probe_tells_missing_stale_and_shipped(tmp_path: Path, python_without_pqindex: str) -> None:
+    want = workers.fingerprint()
+    status, module, python, *_ = _run_probe(python_without_pqindex, want, [], "")
+    assert (status, module, python) == ("missing", "pqindex", python_without_pqindex)
+    # Another version first on the path (an older install, say): a copy with one change.
+    other = tmp_path / "other"
+    shutil.copytree(Path(pqindex.__file__).parent, other / "pqindex")
+    with open(other / "pqindex" / "errors.py", "a", encoding="utf-8") as f:
+        f.write("\n# another version\n")
+    status, _, _, where, digest, _ = _run_probe(python_without_pqindex, want, [], str(other))
+    assert status == "stale" and where == str(other / "pqindex") and digest != want
+    # Shipped, the zip comes first (Spark inserts it at sys.path[1]) and wins.
+    z = package_zip(str(tmp_path))
+    status, _, _, where, digest, detail = _run_probe(python_without_pqindex, want, [z], str(other))
+    assert (status, digest) == ("ok", want), detail
+    assert where.startswith(z)
+
+
+@pytest.mark.spark
+def test_check_on_a_session_whose_workers_have_pqindex(spark: Any) -> None:
+    check = workers.ensure_workers(spark)
+    assert check.shipped is None and check.connect is False and not is_connect(spark)
+    assert check.locations == (str(Path(pqindex.__file__).parent),)
+    assert check.parallelism == spark.sparkContext.defaultParallelism
+    assert workers.ensure_workers(spark) is check  # once per session

@@ -16,7 +16,6 @@ Works with classic and Spark Connect sessions: no ``sparkContext`` and no
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tempfile
@@ -32,6 +31,7 @@ __all__ = [
     "SparkWorkerError",
     "WorkerCheck",
     "ensure_workers",
+    "fingerprint",
     "is_connect",
     "package_zip",
     "probe_workers",
@@ -49,23 +49,80 @@ _PROBE_MODULES = (
     "pqindex.spark.indexing",
 )
 
-# Built with exec so that cloudpickle ships the function by value: pickled by
-# reference, it would need pqindex on the worker to be unpickled.
-_PROBE_SOURCE = f"""
-def probe(_partition, _memo={{}}):
+# Run by exec, here and on the workers: cloudpickle ships functions of a module
+# that is not in sys.modules by value (by reference, unpickling them would need
+# pqindex). ``fingerprint`` names a package's content; the probe compares the
+# workers' pqindex with the driver's without importing it, so that a worker
+# never keeps a stale pqindex imported.
+_PROBE_SOURCE = """
+import hashlib, importlib, importlib.util, os, re, sys
+
+def package_files(root):
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+        for fn in sorted(filenames):
+            if fn.endswith((".py", ".typed")):
+                out.append(os.path.join(dirpath, fn))
+    return out
+
+def fingerprint(root):
+    if not os.path.isdir(root):  # shipped: the zip is named after the fingerprint
+        m = re.search(r"pqindex-([0-9a-f]{16})[.]zip", root)
+        return m.group(1) if m else ""
+    h = hashlib.sha256()
+    parent = os.path.dirname(os.path.abspath(root))
+    for f in package_files(root):
+        h.update(os.path.relpath(f, parent).replace(os.sep, "/").encode() + b"\\0")
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
+
+def probe(_partition, _memo={}):
     if "r" not in _memo:
-        import importlib, sys
+        def answer(status, module, where, digest, detail):
+            return "\\t".join((status, module, sys.executable, where, digest, detail))
         try:
-            for name in {_PROBE_MODULES!r}:
-                importlib.import_module(name)
-            import pqindex
-            _memo["r"] = "\\t".join(("ok", "", sys.executable, pqindex.__file__ or ""))
+            spec = importlib.util.find_spec("pqindex")
+            if spec is None or not spec.submodule_search_locations:
+                r = answer("missing", "pqindex", "", "", "No module named 'pqindex'")
+            else:
+                root = list(spec.submodule_search_locations)[0]
+                digest = fingerprint(root)
+                if WANT and digest != WANT:
+                    r = answer("stale", "", root, digest, "another version of pqindex")
+                else:
+                    for name in MODULES:
+                        importlib.import_module(name)
+                    r = answer("ok", "", root, digest, "")
         except ImportError as e:
-            _memo["r"] = "\\t".join(("missing", e.name or "", sys.executable, str(e)))
+            r = answer("missing", e.name or "", "", "", str(e))
         except Exception as e:
-            _memo["r"] = "\\t".join(("error", "", sys.executable, f"{{type(e).__name__}}: {{e}}"))
+            r = answer("error", "", "", "", f"{type(e).__name__}: {e}")
+        _memo["r"] = r
     return _memo["r"]
 """
+
+
+def _probe_namespace(want: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {
+        "__name__": "pqindex_worker_probe",
+        "WANT": want,
+        "MODULES": _PROBE_MODULES,
+    }
+    exec(_PROBE_SOURCE, namespace)
+    return namespace
+
+
+def _package_root() -> str:
+    import pqindex
+
+    return str(Path(pqindex.__file__).resolve().parent)
+
+
+def fingerprint() -> str:
+    """A name for the content of the pqindex package this process imported."""
+    return str(_probe_namespace("")["fingerprint"](_package_root()))
 
 
 class SparkWorkerError(PqIndexError):
@@ -85,9 +142,11 @@ class WorkerCheck:
 
 @dataclass(frozen=True)
 class _Probe:
-    status: str  # ok / missing / error
+    status: str  # ok / missing / stale / error
     module: str
     python: str
+    location: str
+    digest: str
     detail: str
 
 
@@ -107,17 +166,11 @@ _checked: dict[tuple[str, str], WorkerCheck] = {}
 _lock = threading.Lock()
 
 
-def _probe_function() -> Any:
-    namespace: dict[str, Any] = {"__name__": "pqindex_worker_probe"}
-    exec(_PROBE_SOURCE, namespace)
-    return namespace["probe"]
-
-
 def probe_workers(spark: Any) -> tuple[list[_Probe], int]:
     """Run the import probe on the workers: the distinct answers and the parallelism."""
     from pyspark.sql import functions as F
 
-    probe = F.udf(_probe_function(), "string", useArrow=False)
+    probe = F.udf(_probe_namespace(fingerprint())["probe"], "string", useArrow=False)
     rows = (
         spark.range(0, _PROBE_ROWS)
         .select(F.spark_partition_id().alias("p"))
@@ -128,48 +181,34 @@ def probe_workers(spark: Any) -> tuple[list[_Probe], int]:
     )
     answers = []
     for row in rows:
-        status, module, python, detail = [*str(row["r"]).split("\t", 3), "", "", ""][:4]
-        answers.append(_Probe(status, module, python, detail))
+        fields = [*str(row["r"]).split("\t", 5), "", "", "", "", ""][:6]
+        answers.append(_Probe(*fields))
     parallelism = 1 + max((int(row["top"]) for row in rows), default=0)
     return sorted(answers, key=lambda a: (a.status, a.python)), parallelism
-
-
-def _files(root: Path) -> list[Path]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-        for fn in sorted(filenames):
-            # Compiled extensions cannot be imported from a zip; the pure path stands in.
-            if fn.endswith((".py", ".typed")):
-                out.append(Path(dirpath) / fn)
-    return out
 
 
 def package_zip(directory: str | None = None) -> str:
     """A zip of the pqindex package this process imported (Python files only).
 
-    Named after its content, so shipping it twice to one session is harmless and
-    a changed package gets a new name.
+    Named after its content (:func:`fingerprint`), so shipping it twice to one
+    session is harmless, a changed package gets a new name, and a worker can
+    tell which version it imported.
     """
-    import pqindex
-
-    root = Path(pqindex.__file__).resolve().parent
-    files = _files(root)
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.relative_to(root.parent).as_posix().encode() + b"\0")
-        digest.update(f.read_bytes())
+    ns = _probe_namespace("")
+    root = _package_root()
     out_dir = Path(directory or os.path.join(tempfile.gettempdir(), f"pqindex-ship-{os.getuid()}"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"pqindex-{digest.hexdigest()[:16]}.zip"
+    target = out_dir / f"pqindex-{ns['fingerprint'](root)}.zip"
     if not target.exists():
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for f in files:
+            for f in ns["package_files"](root):
+                name = os.path.relpath(f, os.path.dirname(root)).replace(os.sep, "/")
                 # A fixed timestamp: the same package gives the same bytes.
-                info = zipfile.ZipInfo(f.relative_to(root.parent).as_posix(), (1980, 1, 1, 0, 0, 0))
+                info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
-                z.writestr(info, f.read_bytes())
+                with open(f, "rb") as fh:
+                    z.writestr(info, fh.read())
         os.replace(tmp, target)
     return str(target)
 
@@ -183,6 +222,13 @@ def _ship(spark: Any, zip_path: str) -> None:
 
 def _advice(problem: _Probe, connect: bool) -> str:
     where = "the Spark Connect server's" if connect else "Spark's"
+    if problem.status == "stale":
+        return (
+            f"{where} Python workers ({problem.python}) import another version of pqindex "
+            f"({problem.location}) than this driver ({_package_root()}), even after it was "
+            f"shipped to them; run them with this driver's interpreter (PYSPARK_PYTHON="
+            f"{sys.executable}) or install the same pqindex there"
+        )
     return (
         f"{where} Python workers ({problem.python or 'unknown interpreter'}) cannot run "
         f"pqindex: {problem.detail}. Run them with an interpreter that has pqindex's "
@@ -194,8 +240,11 @@ def _advice(problem: _Probe, connect: bool) -> str:
     )
 
 
-def _pqindex_missing(p: _Probe) -> bool:
-    return p.status == "missing" and (p.module == "pqindex" or p.module.startswith("pqindex."))
+def _shippable(p: _Probe) -> bool:
+    """The worker lacks pqindex, or has another version of it: the zip fixes that."""
+    return p.status == "stale" or (
+        p.status == "missing" and (p.module == "pqindex" or p.module.startswith("pqindex."))
+    )
 
 
 def _probe_or_explain(spark: Any, connect: bool) -> tuple[list[_Probe], int]:
@@ -204,7 +253,7 @@ def _probe_or_explain(spark: Any, connect: bool) -> tuple[list[_Probe], int]:
     except Exception as e:  # the worker died before the probe could answer
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SparkWorkerError(
-            _advice(_Probe("error", "", "", f"a probe job failed: {first[:300]}"), connect)
+            _advice(_Probe("error", "", "", "", "", f"a probe job failed: {first[:300]}"), connect)
         ) from e
 
 
@@ -222,8 +271,8 @@ def ensure_workers(spark: Any) -> WorkerCheck:
         connect = is_connect(spark)
         answers, parallelism = _probe_or_explain(spark, connect)
         shipped = None
-        if any(_pqindex_missing(a) for a in answers) and all(
-            a.status == "ok" or _pqindex_missing(a) for a in answers
+        if any(_shippable(a) for a in answers) and all(
+            a.status == "ok" or _shippable(a) for a in answers
         ):
             shipped = package_zip()
             _ship(spark, shipped)
@@ -233,7 +282,7 @@ def ensure_workers(spark: Any) -> WorkerCheck:
             raise SparkWorkerError(_advice(bad[0], connect))
         check = WorkerCheck(
             tuple(sorted({a.python for a in answers})),
-            tuple(sorted({a.detail for a in answers})),
+            tuple(sorted({a.location for a in answers})),
             shipped,
             parallelism,
             connect,
