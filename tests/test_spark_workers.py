@@ -126,3 +126,16 @@ def test_check_on_a_session_whose_workers_have_pqindex(spark: Any) -> None:
     assert check.locations == (str(Path(pqindex.__file__).parent),)
     assert check.parallelism == spark.sparkContext.defaultParallelism
     assert workers.ensure_workers(spark) is check  # once per session
+
+
+@pytest.mark.spark
+def test_plan_size_is_sparks_estimate(spark: Any) -> None:
+    """Task sizing reads Spark's plan statistics from explain, which Connect has too;
+    the classic session's JVM gives the exact figure to compare with."""
+    from pqindex.spark.pipeline import plan_size
+
+    for n in (10, 5000, 200_000):
+        df = spark.range(n).selectExpr("id", "cast(id as string) as s", "id * 0.5 as x")
+        exact = int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+        got = plan_size(df)
+        assert got is not None and abs(got - exact) <= 0.05 * exact, (n, got, exact)
