@@ -195,11 +195,18 @@ def connect_server(tmp: Path, python: str, master: str = "local[2]") -> Iterator
                 "spark.sql.shuffle.partitions=2",
                 "--conf",
                 "spark.sql.session.timeZone=UTC",
+                # On a standalone cluster: one small executor per worker.
+                "--conf",
+                "spark.executor.memory=512m",
+                "--conf",
+                "spark.executor.cores=1",
+                "--conf",
+                "spark.cores.max=2",
             ],
             env,
             tmp / "connect.log",
         )
-        procs.wait_for(lambda: _listening(port), "Spark Connect server")
+        procs.wait_for(lambda: _listening(port), "Spark Connect server", timeout=240)
         yield f"sc://127.0.0.1:{port}"
     finally:
         procs.stop()

@@ -64,9 +64,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def connect(tmp_path_factory: pytest.TempPathFactory, python_without_pqindex: str) -> Iterator[str]:
-    """A Spark Connect server whose Python workers lack pqindex: its ``sc://`` URL."""
-    with connect_server(tmp_path_factory.mktemp("connect"), python_without_pqindex) as url:
+def connect(
+    tmp_path_factory: pytest.TempPathFactory, python_without_pqindex: str, cluster: str
+) -> Iterator[str]:
+    """A Spark Connect server running its jobs on the cluster, whose Python workers lack
+    pqindex: its ``sc://`` URL."""
+    tmp = tmp_path_factory.mktemp("connect")
+    with connect_server(tmp, python_without_pqindex, master=cluster) as url:
         yield url
 
 
@@ -91,3 +95,5 @@ def test_pipeline_on_connect(tmp_path: Path, connect: str, python_without_pqinde
     assert out["connect"] is True, err[-2000:]
     # The server's workers lacked pqindex: it went over as a session artifact.
     check_pipeline(out, tmp_path / "lake", python_without_pqindex)
+    jvms = {j["pid"] for j in out["jvms"] if j["executor"]}
+    assert len(jvms) == 2 and all(j["executor"] for j in out["jvms"]), out["jvms"]
