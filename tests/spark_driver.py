@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--remote")
     ap.add_argument("--conf", action="append", default=[])
     ap.add_argument("--steps", default="pipeline")
-    ap.add_argument("--predicates", type=int, default=5)
+    ap.add_argument("--predicates", type=int, default=4)
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     warnings.simplefilter("ignore")
