@@ -495,6 +495,7 @@ def main() -> None:
 
     from pqindex.spark.pipeline import _partitions
     from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
+    from pqindex.spark.workers import ensure_workers
 
     spark = spark_session()
     try:
@@ -503,7 +504,8 @@ def main() -> None:
         if not r.startswith(str(snap)):
             raise SystemExit(f"Spark's workers import pqindex from {r}, not the snapshot")
         df = spark.read.parquet(str(src))
-        n = args.partitions or _partitions(df, DEFAULT_TARGET_FILE_BYTES)
+        n = args.partitions or _partitions(
+            df, DEFAULT_TARGET_FILE_BYTES, ensure_workers(spark).parallelism)
         rows = pq.ParquetFile(src).metadata.num_rows
         log(f"sf {args.scale:g}: {rows:,} rows, n = {n}, load {load0}")
         args.out.mkdir(parents=True, exist_ok=True)

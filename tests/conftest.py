@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +26,8 @@ def _spark_session() -> Any:
         pytest.importorskip("pyspark")
         from pyspark.sql import SparkSession
 
+        # Spark's Python workers run this interpreter (they must import pqindex's deps).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         with warnings.catch_warnings():  # pyspark frets about the pandas version
             warnings.simplefilter("ignore", FutureWarning)
             _spark = (
@@ -52,6 +55,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _spark is not None:
         _spark.stop()
         _spark = None
+
+
+@pytest.fixture(scope="session")
+def python_without_pqindex(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter with this environment's packages but not pqindex (spark_servers.py)."""
+    import spark_servers
+
+    return spark_servers.python_without_pqindex(tmp_path_factory.mktemp("venv-nopq"))
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,11 @@
 """pqindex on Spark: write indexed datasets with Spark, and let Spark queries use them.
 
 Importing this package needs neither pyspark nor Java; each function imports
-pyspark when called. Spark's Python workers must be able to import pqindex: a
-session created by the caller should run them with this interpreter
-(``PYSPARK_PYTHON``).
+pyspark when called. Works with classic and Spark Connect sessions. Before a
+job runs pqindex on Spark's Python workers, a probe checks that they can import
+it; when they cannot, a zip of this package is shipped to them, or, when their
+interpreter lacks pqindex's dependencies, a ``SparkWorkerError`` says what to
+set (``PYSPARK_PYTHON``, ``spark.archives``). See :mod:`pqindex.spark.workers`.
 
 * :func:`write` — distribute, sort or Z-order, write through the ``"pqindex"``
   data source with a staging/commit protocol and a manifest;
@@ -22,7 +24,7 @@ __all__ = ["add_indexes", "explain", "read", "register", "write"]
 
 
 def register(spark: Any) -> None:
-    """Register the ``"pqindex"`` data source in ``spark``'s session."""
+    """Register the ``"pqindex"`` data source in ``spark``'s session (after the worker check)."""
     from pqindex.spark.pipeline import register as _register
 
     _register(spark)

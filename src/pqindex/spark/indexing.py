@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable
@@ -32,6 +33,22 @@ def _index_one(item: tuple[str, str], options: dict[str, Any]) -> dict[str, Any]
     return r.to_dict()
 
 
+class _IndexJob:
+    """The UDF of the job: row ``i`` indexes file ``i``; the result as JSON.
+
+    A ``spark.range`` with ``n`` partitions spreads the files over ``n`` tasks
+    without a shuffle (a shuffle of a few rows would be coalesced into one
+    task), and works the same on classic and Spark Connect sessions.
+    """
+
+    def __init__(self, items: list[tuple[str, str]], options: dict[str, Any]) -> None:
+        self.items = items
+        self.options = options
+
+    def __call__(self, i: int) -> str:
+        return json.dumps(_index_one(self.items[i], self.options), default=str)
+
+
 def add_indexes(
     spark: Any,
     path: str | os.PathLike[str] | list[str],
@@ -52,9 +69,10 @@ def add_indexes(
     ``output``). A file that fails is reported in ``errors`` and the others go
     on. A pqindex manifest in a directory given is refreshed to the new sizes.
     """
-    from functools import partial
+    from pyspark.sql import functions as F
 
     from pqindex.spark.commit import load_manifest, manifest_status, write_manifest
+    from pqindex.spark.workers import ensure_workers
     from pqindex.write.add_indexes import index_targets
 
     t0 = time.perf_counter()
@@ -67,12 +85,14 @@ def add_indexes(
     }
     options: dict[str, Any] = {**kinds, "truncate": truncate, "page_index": page_index}
     items = [(t.source, t.output) for t in targets]
-    sc = spark.sparkContext
-    n = max(1, min(len(items), num_tasks or sc.defaultParallelism))
+    check = ensure_workers(spark)
+    n = max(1, min(len(items), num_tasks or check.parallelism))
     # Before the job: a manifest that is current now is refreshed after it.
     dirs = [] if isinstance(path, list) or output is not None else [os.fspath(path)]
     current = {d: m for d in dirs if (m := load_manifest(d)) and manifest_status(d, m) == "current"}
-    rows = sc.parallelize(items, n).map(partial(_index_one, options=options)).collect()
+    job = F.udf(_IndexJob(items, options), "string", useArrow=False)
+    out = spark.range(0, len(items), 1, n).select(job("id").alias("r")).collect() if items else []
+    rows = [json.loads(r["r"]) for r in out]
     done = [r for r in rows if "error" not in r]
     errors = [r for r in rows if "error" in r]
     for d, m in current.items():

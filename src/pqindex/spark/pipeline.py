@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
-import sys
+import re
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,6 +19,7 @@ import pyarrow as pa
 from pqindex.errors import UserInputError
 from pqindex.spark.commit import data_files, load_manifest
 from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
+from pqindex.spark.workers import WorkerCheck, ensure_workers
 from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
 
 __all__ = ["ZKEY", "register", "write", "zorder"]
@@ -29,11 +32,18 @@ _UNKNOWN_SIZE = 1 << 62
 SortSpec = str | Sequence[str | tuple[str, str]] | None
 
 
-def register(spark: Any) -> None:
-    """Make ``df.write.format("pqindex")`` available in this session."""
+def register(spark: Any) -> WorkerCheck:
+    """Make ``df.write.format("pqindex")`` available in this session.
+
+    First makes sure Spark's Python workers import pqindex (see
+    :func:`pqindex.spark.workers.ensure_workers`): the registration carries the
+    files shipped to them so far, so it must come after any shipping.
+    """
     from pqindex.spark.source import PqIndexDataSource
 
+    check = ensure_workers(spark)
     spark.dataSource.register(PqIndexDataSource)
+    return check
 
 
 def _sort_spec(sort_by: SortSpec) -> list[tuple[str, str]]:
@@ -127,19 +137,39 @@ def zorder(df: Any, columns: Sequence[str], *, bits: int = ZORDER_BITS) -> Any:
     return tmp.mapInArrow(add_key, out_schema)
 
 
-def _partitions(df: Any, target_file_bytes: int) -> int:
-    """Enough tasks that each writes about one target-size file (a task rolls over anyway)."""
+_SIZE = re.compile(r"sizeInBytes=([0-9.]+)\s*([KMGTPE]i)?B")
+_UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50}
+
+
+def plan_size(df: Any) -> int | None:
+    """Spark's estimate of ``df``'s size in bytes (its optimized plan's statistics).
+
+    Read from ``explain(mode="cost")``, which classic and Connect sessions both
+    print; None when Spark gives no usable figure.
+    """
+    out = io.StringIO()
     try:
-        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+        with contextlib.redirect_stdout(out):
+            df.explain(mode="cost")
     except Exception:
-        size = _UNKNOWN_SIZE
-    if size >= _UNKNOWN_SIZE:
+        return None
+    m = _SIZE.search(out.getvalue())
+    if m is None or m.group(2) == "Ei":
+        return None  # Spark says 8.0 EiB when it does not know
+    size = int(float(m.group(1)) * _UNITS[m.group(2)])
+    return size if size < _UNKNOWN_SIZE else None
+
+
+def _partitions(df: Any, target_file_bytes: int, parallelism: int) -> int:
+    """Enough tasks that each writes about one target-size file (a task rolls over anyway)."""
+    size = plan_size(df)
+    if size is None:
         sample = df.limit(10_000).toArrow()
         width = sample.nbytes / max(1, sample.num_rows)
         size = int(df.count() * width)
     n = math.ceil(size / target_file_bytes)
     if n > 1:  # more than one file anyway: use every core
-        n = max(n, int(df.sparkSession.sparkContext.defaultParallelism))
+        n = max(n, parallelism)
     return max(1, min(10_000, n))
 
 
@@ -188,10 +218,8 @@ def write(
     if mode == "error" and data_files(dest):
         raise UserInputError("the destination already holds data (mode='error')", path=dest)
     spark = df.sparkSession
-    register(spark)
-    if "PYSPARK_PYTHON" not in os.environ:
-        os.environ["PYSPARK_PYTHON"] = sys.executable  # for sessions created after this
-    n = num_partitions or _partitions(df, target_file_bytes)
+    check = register(spark)
+    n = num_partitions or _partitions(df, target_file_bytes, check.parallelism)
 
     def order(name: str, how: str) -> Any:
         return F.col(name).desc() if how == "descending" else F.col(name).asc()
@@ -242,5 +270,6 @@ def write(
         "index_bytes": last["index_bytes"],
         "region_bytes": last["region_bytes"],
         "tasks": n,
+        "shipped": check.shipped,
         "seconds": time.perf_counter() - t0,
     }

@@ -1,0 +1,220 @@
+"""A Spark driver program the cluster and worker tests run in a subprocess.
+
+pyspark allows one kind of session per process (a Connect session switches the
+whole process to Connect mode) and one SparkContext, so sessions other than the
+suite's shared ``local[1]`` run here. pqindex is imported from ``--src``, added
+to ``sys.path`` by hand so that Spark's workers do not inherit it through
+``PYTHONPATH``. Prints one JSON object (the last line of stdout).
+
+Steps: ``raw`` registers the data source without pqindex's worker check and
+writes (the unguarded path of the issue); ``pipeline`` writes with
+``pqindex.spark.write``, then compares ``pqindex.spark.read`` with Spark's own
+read on random predicates, runs ``add_indexes`` and compares again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import random
+import sys
+import time
+import traceback
+import warnings
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+N = 3000
+DAY0 = datetime.date(2024, 1, 1)
+
+
+def table(n: int = N, seed: int = 11) -> pa.Table:
+    """The rows every driver writes (the test rebuilds them as its reference)."""
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(n), pa.int64()),
+            "k": pa.array(rng.integers(0, n // 4, n), pa.int64()),
+            "s": pa.array([f"s{v:02d}" for v in rng.integers(0, 30, n)]),
+            "x": pa.array(rng.normal(0, 10, n).round(2), mask=rng.random(n) < 0.05),
+            "d": pa.array([DAY0 + datetime.timedelta(days=int(v)) for v in rng.integers(0, 40, n)]),
+            "p": pa.array(rng.integers(0, 3, n), pa.int64()),
+        }
+    )
+
+
+def predicates(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    out = ["k < 20", "s = 's99'", "p = 1 AND k >= 700"]
+    while len(out) < count:
+        kind = rng.choice(["k", "s", "x", "d", "p", "or"])
+        if kind == "k":
+            a = rng.randint(-5, N // 4 + 5)
+            out.append(f"k BETWEEN {a} AND {a + rng.randint(0, 60)}")
+        elif kind == "s":
+            out.append(f"s IN ('s{rng.randint(0, 40):02d}', 's{rng.randint(0, 40):02d}')")
+        elif kind == "x":
+            out.append(f"x {rng.choice(['<', '>'])} {rng.uniform(-30, 30):.1f} OR x IS NULL")
+        elif kind == "d":
+            day = DAY0 + datetime.timedelta(days=rng.randint(-2, 42))
+            out.append(f"d {rng.choice(['<', '>=', '='])} DATE '{day.isoformat()}'")
+        elif kind == "p":
+            out.append(f"p != {rng.randint(0, 3)} AND k < {rng.randint(0, N // 4)}")
+        else:
+            out.append(f"k = {rng.randint(0, N // 4)} OR s = 's{rng.randint(0, 30):02d}'")
+    return out
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def _executor_jvms(spark: Any) -> list[dict[str, Any]]:
+    """For each task's Python worker, the JVM above it (pid and whether it is an executor)."""
+    from pyspark.sql import functions as F
+
+    def jvm(_: int) -> str:
+        pid = os.getpid()
+        for _step in range(6):
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if "java" in cmd.split(" ", 1)[0]:
+                return json.dumps([pid, "CoarseGrainedExecutorBackend" in cmd])
+        return json.dumps([None, False])
+
+    udf = F.udf(jvm, "string", useArrow=False)
+    rows = spark.range(0, 64, 1, 4).select(udf("id").alias("j")).distinct().collect()
+    return [dict(zip(("pid", "executor"), json.loads(r["j"]), strict=True)) for r in rows]
+
+
+def _session(args: argparse.Namespace) -> Any:
+    from pyspark.sql import SparkSession
+
+    if args.remote:
+        return SparkSession.builder.remote(args.remote).getOrCreate()
+    b = (
+        SparkSession.builder.master(args.master)
+        .appName("pqindex-driver")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if args.master.startswith("spark://"):
+        b = (
+            b.config("spark.executor.memory", "512m")
+            .config("spark.executor.cores", "1")
+            .config("spark.cores.max", "2")
+            # Wait for both executors before the first job.
+            .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+            .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "120s")
+        )
+    for kv in args.conf:
+        k, v = kv.split("=", 1)
+        b = b.config(k, v)
+    return b.getOrCreate()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--master", default="local[1]")
+    ap.add_argument("--remote")
+    ap.add_argument("--conf", action="append", default=[])
+    ap.add_argument("--steps", default="pipeline")
+    ap.add_argument("--predicates", type=int, default=4)
+    args = ap.parse_args()
+    sys.path.insert(0, args.src)
+    warnings.simplefilter("ignore")
+
+    import pqindex.spark
+    from pqindex.errors import PqIndexError
+    from pqindex.spark.workers import ensure_workers, is_connect
+
+    t0 = time.perf_counter()
+    spark = _session(args)
+    out: dict[str, Any] = {"connect": is_connect(spark), "pqindex": pqindex.__file__}
+    seconds: dict[str, float] = {"session": time.perf_counter() - t0}
+    out["seconds"] = seconds
+
+    def lap(name: str) -> None:
+        seconds[name] = round(time.perf_counter() - t0 - sum(seconds.values()), 2)
+
+    try:
+        if not out["connect"]:
+            spark.sparkContext.setLogLevel("ERROR")
+        sdf = spark.createDataFrame(table())
+        dest = os.path.join(args.out, "lake")
+        steps = args.steps.split(",")
+        if "raw" in steps:
+            from pqindex.spark.source import PqIndexDataSource
+
+            spark.dataSource.register(PqIndexDataSource)  # no worker check
+            try:
+                sdf.write.format("pqindex").option("sort_by", "k").mode("append").save(
+                    os.path.join(args.out, "raw")
+                )
+                out["raw_error"] = None
+            except Exception as e:
+                out["raw_error"] = f"{type(e).__name__}: {e}"
+        if "pipeline" in steps:
+            try:
+                r = pqindex.spark.write(
+                    sdf,
+                    dest,
+                    sort_by="k",
+                    partition_by="p",
+                    bloom=["s"],
+                    indexes={"distinct": ["s"]},
+                    page_rows=100,
+                    target_file_bytes=40_000,
+                )
+            except PqIndexError as e:
+                out["error"] = {"type": type(e).__name__, "message": str(e)}
+                return
+            lap("write")
+            out["write"] = {k: r[k] for k in ("files", "rows", "tasks", "shipped")}
+            out["workers"] = dataclasses.asdict(ensure_workers(spark))
+            mismatches, pruned = [], 0
+            base = spark.read.parquet(dest)
+            for w in predicates(7, args.predicates):
+                got = pqindex.spark.read(spark, dest, where=w)
+                if got.schema != base.schema or _rows(got) != _rows(base.where(w)):
+                    mismatches.append(w)
+                pruned += pqindex.spark.explain(spark, dest, w)["files_pruned"]
+            cols = pqindex.spark.read(spark, dest, where="k < 50", columns=["id", "s"])
+            if _rows(cols) != _rows(base.where("k < 50").select("id", "s")):
+                mismatches.append("k < 50 [id, s]")
+            out["read"] = {"mismatches": mismatches, "files_pruned": pruned}
+            lap("read")
+            a = pqindex.spark.add_indexes(spark, dest, zone_maps=["x"], distinct=["d"])
+            out["add_indexes"] = {k: a[k] for k in ("files", "tasks", "region_bytes")}
+            out["add_indexes"]["errors"] = [e["error"] for e in a["errors"]]
+            lap("add_indexes")
+            e = pqindex.spark.explain(spark, dest, "d = DATE '2023-06-01'")
+            out["after_add"] = {"kept": e["files_kept"], "manifest": e["manifest"]}
+            out["after_add_rows_equal"] = _rows(
+                pqindex.spark.read(spark, dest, where="x > 5")
+            ) == _rows(spark.read.parquet(dest).where("x > 5"))
+            out["jvms"] = _executor_jvms(spark)
+            lap("rest")
+    except Exception:
+        out["crash"] = traceback.format_exc()
+    finally:
+        spark.stop()
+        print(json.dumps(out, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
