@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import urllib.parse
 import uuid
@@ -74,9 +75,13 @@ class _Proxy:
         self.upstream = upstream
         self.log = log
         self.delay = 0.0
+        self.fail_next = 0  # answer this many next requests with 503 SlowDown
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
+        self.clients: set[asyncio.StreamWriter] = set()
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self.thread.start()
@@ -94,6 +99,7 @@ class _Proxy:
         self.loop.run_forever()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.clients.add(writer)
         try:
             while True:
                 head = await _read_head(reader)
@@ -108,14 +114,24 @@ class _Proxy:
                     self.log.requests.append(
                         LoggedRequest(method, url.path, url.query, _get(headers, "range"))
                     )
-                if self.delay:
-                    await asyncio.sleep(self.delay)
-                response = await self._forward(method, head, headers, body)
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                try:
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    if self.fail_next > 0:
+                        self.fail_next -= 1
+                        response = _SLOW_DOWN
+                    else:
+                        response = await self._forward(method, head, headers, body)
+                finally:
+                    self.in_flight -= 1
                 writer.write(response)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            self.clients.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -150,10 +166,28 @@ class _Proxy:
         async def close() -> None:
             if self.server is not None:
                 self.server.close()
+            for _ in range(40):  # a request still sleeping through its delay
+                if not self.in_flight:
+                    break
+                await asyncio.sleep(0.05)
+            for w in list(self.clients):
+                w.close()
+            await asyncio.sleep(0.05)  # let the handlers see EOF and finish
 
         asyncio.run_coroutine_threadsafe(close(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+_SLOW_DOWN_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
+_SLOW_DOWN = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
+    + f"Content-Length: {len(_SLOW_DOWN_BODY)}\r\n\r\n".encode()
+    + _SLOW_DOWN_BODY
+)
 
 
 def _dechunk(data: bytes) -> bytes:
@@ -174,6 +208,7 @@ class S3Endpoint:
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()
         host, port = self._moto.get_host_and_port()
@@ -194,6 +229,20 @@ class S3Endpoint:
         self._proxy.delay = seconds
 
     @property
+    def fail_next(self) -> int:
+        """The proxy answers this many next requests with 503 SlowDown (throttling)."""
+        return self._proxy.fail_next
+
+    @fail_next.setter
+    def fail_next(self, n: int) -> None:
+        self._proxy.fail_next = n
+
+    @property
+    def max_in_flight(self) -> int:
+        """Most requests the proxy held at once since the last :meth:`reset_log`."""
+        return self._proxy.max_in_flight
+
+    @property
     def requests(self) -> list[LoggedRequest]:
         """Requests forwarded since the last :meth:`reset_log`."""
         with self._log.lock:
@@ -202,6 +251,7 @@ class S3Endpoint:
     def reset_log(self) -> None:
         with self._log.lock:
             self._log.requests.clear()
+        self._proxy.max_in_flight = 0
 
     # -------------------------------------------------------------- clients
 

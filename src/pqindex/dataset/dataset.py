@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +23,7 @@ from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
-from pqindex.format.file import DEFAULT_TAIL_BYTES, ParquetFile
+from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, Repetition, Schema
 from pqindex.format.structs import (
@@ -128,12 +128,16 @@ class Dataset:
         self,
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
-        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        tail_bytes: int | None = None,
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        # tail_bytes None: the store's default (64 KiB local, 512 KiB remote).
+        # storage_options: credentials, endpoint, ... of the store (see pqindex.io.objstore).
         self._source = source
+        self.storage_options = dict(storage_options or {})
         self._discovery: Discovery | None = None
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
@@ -147,7 +151,7 @@ class Dataset:
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source)
+            self._discovery = discover(self._source, self.storage_options)
         return self._discovery
 
     @property
@@ -160,7 +164,8 @@ class Dataset:
         if of is not None:
             return of
         stats = IOStats()
-        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes)
+        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
+                              storage_options=self.storage_options, info=df.info)
         of = _OpenFile(df, pf, stats)
         with self._lock:
             self._open.setdefault(df.path, of)

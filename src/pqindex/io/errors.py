@@ -26,9 +26,11 @@ class StorageError(PqIndexError):
     """A request to a store failed; ``path`` is the URL, ``operation`` what was tried."""
 
     operation: str = ""
+    detail: str = ""
 
     def __init__(self, message: str, *, path: str, operation: str) -> None:
         self.operation = operation
+        self.detail = message
         super().__init__(f"{operation} failed: {message}", path=path)
 
 

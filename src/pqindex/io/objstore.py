@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pqindex.errors import CorruptFileError, UserInputError
-from pqindex.io.errors import ObjectChangedError, StorageConfigError, translate
+from pqindex.io.errors import ObjectChangedError, StorageConfigError, StorageError, translate
 from pqindex.io.source import (
     DEFAULT_MAX_IN_FLIGHT,
     REMOTE_MAX_GAP,
@@ -162,7 +162,11 @@ def _configure(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
         elif bare in ("init_backoff", "max_backoff"):
             retry.setdefault("backoff", {})[bare] = _seconds(bare, value)
         elif bare in _CLIENT_KEYS:
-            client[bare] = _as_bool(bare, value) if bare in _BOOL_KEYS else value
+            if bare in _BOOL_KEYS:
+                value = _as_bool(bare, value)
+            elif bare.endswith("timeout") and not isinstance(value, timedelta):
+                value = _seconds(bare, value)  # plain numbers are seconds
+            client[bare] = value
         else:
             config[key] = _as_bool(key, value) if bare in _BOOL_KEYS else value
     return config, client, retry, in_flight
@@ -190,8 +194,8 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
         )
     except Exception as e:
         err = translate(e, url, "configure the store")
-        if type(err).__name__ == "StorageError":
-            raise StorageConfigError(err.reason, path=url, operation="configure the store") \
+        if type(err) is StorageError:
+            raise StorageConfigError(err.detail, path=url, operation="configure the store") \
                 from None
         raise err from None
     handle = StoreHandle(store, root, in_flight)
