@@ -27,6 +27,7 @@ from conftest import CORPUS
 from pqindex.dataset.discovery import discover
 from pqindex.errors import PqIndexError
 from pqindex.format.file import ParquetFile
+from pqindex.io.cache import metadata_cache
 from pqindex.io.errors import (
     ObjectChangedError,
     ObjectNotFoundError,
@@ -467,3 +468,46 @@ def test_environment_configures_the_store(
     got = pqindex.dataset(_url(bucket, key)).to_table()
     assert _same(got, pq.read_table(path))
     assert os.environ["AWS_ENDPOINT_URL"] == s3.url
+
+
+def test_footers_of_many_files_in_one_wave(
+    s3: S3Endpoint, sorted_dataset: tuple[str, pa.Table]  # noqa: F811
+) -> None:
+    url, _ = sorted_dataset
+    metadata_cache().clear()
+    s3.reset_log()
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    scan = ds.scan(where="id = 9001")
+    assert scan.to_table().column("id").to_pylist() == [9001]
+    tails = [r for r in s3.requests if r.range == f"bytes=-{REMOTE_TAIL_BYTES}"]
+    # the first file's footer (for the schema), then the five others together
+    assert len(tails) == 6
+    assert s3.requests[0].query.startswith("list-type=2")
+    rep = scan.report.to_dict()
+    assert rep["requests"] == len(s3.requests) - 1  # all but the LIST
+    # warm: a new dataset over the same unchanged objects reads no tail again
+    s3.reset_log()
+    again = pqindex.dataset(url, storage_options=s3.storage_options()).scan(where="id = 9001")
+    assert again.to_table().num_rows == 1
+    assert not [r for r in s3.requests if r.range == f"bytes=-{REMOTE_TAIL_BYTES}"]
+
+
+def test_cli_query_with_storage_options(
+    s3: S3Endpoint, sorted_dataset: tuple[str, pa.Table]  # noqa: F811
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from pqindex.cli import cli
+
+    url, _ = sorted_dataset
+    opts = [a for k, v in s3.storage_options().items() for a in ("--storage-option", f"{k}={v}")]
+    res = CliRunner().invoke(cli, ["query", url, "--where", "id = 77", "--format", "json",
+                                   "--no-report", *opts])
+    assert res.exit_code == 0, res.output
+    assert [json.loads(line)["id"] for line in res.output.splitlines()] == [77]
+    bad = CliRunner().invoke(cli, ["query", url + "-absent/x.parquet", *opts])
+    assert bad.exit_code == 2
+    assert "pqindex: error:" in bad.output and "-absent/x.parquet" in bad.output
+    assert "Traceback" not in bad.output

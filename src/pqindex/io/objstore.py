@@ -409,3 +409,57 @@ class ObjectStoreSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def prefetch_tails(
+    files: Sequence[tuple[str, ObjectInfo | None, IOStats | None]],
+    storage_options: Mapping[str, Any] | None = None,
+    tail_bytes: int | None = None,
+) -> int:
+    """Read the tails of many object-store files in one wave, into the metadata cache.
+
+    ``files`` are (URL, listing info, the file's IOStats). Only files whose listing
+    gave size and ETag/mtime take part (their cache key is known before the
+    request) and whose tail is not cached yet; opening them afterwards costs no
+    request. Each file's stats count its tail as one request and one round trip
+    (they all share the same wave). Failures are left for the open to report.
+    Returns how many tails were fetched.
+    """
+    from pqindex.io.cache import metadata_cache
+    from pqindex.io.source import is_object_store_url
+
+    cache = metadata_cache()
+    todo: list[ObjectStoreSource] = []
+    for url, info, stats in files:
+        if info is None or not is_object_store_url(url):
+            continue
+        src = ObjectStoreSource(url, stats, storage_options, info)
+        key = src.cache_key()
+        if key is not None and cache.get(key) is None:
+            todo.append(src)
+    if not todo:
+        return 0
+    limit = todo[0].max_in_flight
+
+    async def wave() -> list[Any]:
+        sem = asyncio.Semaphore(limit)
+
+        async def one(src: ObjectStoreSource) -> tuple[bytes, int, int]:
+            n = tail_bytes or src.default_tail_bytes
+            async with sem:
+                return await src._get({"range": {"suffix": n}, **src._conditions()},
+                                      "GET (tail)")
+
+        return await asyncio.gather(*(one(s) for s in todo), return_exceptions=True)
+
+    got = run(wave())
+    fetched = 0
+    for src, res in zip(todo, got, strict=True):
+        if isinstance(res, BaseException):
+            continue
+        data, start, end = res
+        src.stats.record(start, end - start)
+        src.stats.record_wave()
+        cache.put(src.cache_key(), [(start, data)])
+        fetched += 1
+    return fetched
