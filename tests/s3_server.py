@@ -41,6 +41,8 @@ class LoggedRequest:
 @dataclass
 class _Log:
     requests: list[LoggedRequest] = field(default_factory=list)
+    body_bytes: int = 0  # response bodies sent to clients
+    waves: int = 0  # requests that arrived while none was in flight
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -114,6 +116,9 @@ class _Proxy:
                     self.log.requests.append(
                         LoggedRequest(method, url.path, url.query, _get(headers, "range"))
                     )
+                if self.in_flight == 0:
+                    with self.log.lock:
+                        self.log.waves += 1
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 try:
@@ -126,6 +131,8 @@ class _Proxy:
                         response = await self._forward(method, head, headers, body)
                 finally:
                     self.in_flight -= 1
+                with self.log.lock:
+                    self.log.body_bytes += len(response) - response.index(b"\r\n\r\n") - 4
                 writer.write(response)
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -248,9 +255,22 @@ class S3Endpoint:
         with self._log.lock:
             return list(self._log.requests)
 
+    @property
+    def waves(self) -> int:
+        """Sequential round trips as the server saw them: requests that arrived while
+        no other request was in flight, since the last :meth:`reset_log`."""
+        return self._log.waves
+
+    @property
+    def body_bytes(self) -> int:
+        """Response body bytes sent to clients since the last :meth:`reset_log`."""
+        return self._log.body_bytes
+
     def reset_log(self) -> None:
         with self._log.lock:
             self._log.requests.clear()
+            self._log.body_bytes = 0
+            self._log.waves = 0
         self._proxy.max_in_flight = 0
 
     # -------------------------------------------------------------- clients
