@@ -128,7 +128,10 @@ class _Proxy:
                         self.fail_next -= 1
                         response = _SLOW_DOWN
                     else:
-                        response = await self._forward(method, head, headers, body)
+                        try:
+                            response = await self._forward(method, head, headers, body)
+                        except (OSError, AssertionError, asyncio.IncompleteReadError):
+                            response = _BAD_GATEWAY  # moto dropped it: a retryable 502
                 finally:
                     self.in_flight -= 1
                 with self.log.lock:
@@ -195,6 +198,9 @@ _SLOW_DOWN = (
     + f"Content-Length: {len(_SLOW_DOWN_BODY)}\r\n\r\n".encode()
     + _SLOW_DOWN_BODY
 )
+
+
+_BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"
 
 
 def _dechunk(data: bytes) -> bytes:

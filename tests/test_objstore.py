@@ -511,3 +511,18 @@ def test_cli_query_with_storage_options(
     assert bad.exit_code == 2
     assert "pqindex: error:" in bad.output and "-absent/x.parquet" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_http_urls(s3: S3Endpoint, bucket: str, tmp_path: Path) -> None:  # noqa: F811
+    """A public object read over plain HTTP (obstore's HTTP store, no signing)."""
+    path = _written(tmp_path, rows=5000)
+    key = f"http/{uuid.uuid4().hex}.parquet"
+    s3.boto3().put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ACL="public-read")
+    url = f"{s3.url}/{bucket}/{key}"
+    s3.reset_log()
+    got = pqindex.dataset(url).scan(where="id BETWEEN 10 AND 19").to_table()
+    assert got.column("id").to_pylist() == list(range(10, 20))
+    assert [r.method for r in s3.requests] == ["GET"]  # the whole file was in the tail
+    with pytest.raises(ObjectNotFoundError) as exc:
+        pqindex.dataset(url + ".absent.parquet").to_table()
+    assert url + ".absent.parquet" in str(exc.value)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pqindex.errors import UserInputError
+from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_objects, probe_object
 from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 
@@ -115,7 +116,7 @@ def _discover_remote(
         if info is not None:
             return [DataFile(url, (), info)]
         if scheme in ("http", "https"):  # plain HTTP servers cannot list
-            raise UserInputError("no such file", path=url)
+            raise ObjectNotFoundError("no such object", path=url, operation="GET (tail)")
     listed = list_objects(url, storage_options, stats)
     if listed:
         return _walk_remote(url, listed)

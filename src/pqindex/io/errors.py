@@ -89,11 +89,17 @@ def translate(exc: BaseException, url: str, operation: str) -> PqIndexError:
     """The :class:`PqIndexError` to raise for ``exc``, a failure of ``operation`` on ``url``."""
     if isinstance(exc, PqIndexError):
         return exc
-    text = str(exc)
-    code = _s3_code(text)
-    detail = f"{code}: {_first_line(text)}" if code else _first_line(text)
+    full = str(exc)
+    code = _s3_code(full)
+    detail = f"{code}: {_first_line(full)}" if code else _first_line(full)
     name = type(exc).__name__
+    # Classify on the message, not on obstore's debug dump (it names every setting).
+    text = full.split("\n\nDebug source", 1)[0]
     lower = text.lower()
+    if "builder error" in lower and url.startswith("http://"):
+        return StorageConfigError(
+            "plain http:// needs the storage option allow_http=true", path=url,
+            operation=operation)
     if code in ("NoSuchBucket", "NoSuchContainer", "ContainerNotFound"):
         return ObjectNotFoundError(f"the bucket does not exist ({detail})", path=url,
                                    operation=operation)
@@ -122,7 +128,8 @@ def translate(exc: BaseException, url: str, operation: str) -> PqIndexError:
     ):
         return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
                               operation=operation)
-    if isinstance(exc, TimeoutError) or "timed out" in lower or "timeout" in lower:
+    full_lower = full.lower()
+    if isinstance(exc, TimeoutError) or "timed out" in full_lower or "timedout" in full_lower:
         return StorageTimeoutError(f"timed out ({detail})", path=url, operation=operation)
     if name == "UnknownConfigurationKeyError" or (
         isinstance(exc, ValueError) and "config" in lower

@@ -185,6 +185,8 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
     from obstore.store import from_url
 
     config, client, retry, in_flight = _configure(opts)
+    if root.startswith("http://"):
+        client.setdefault("allow_http", True)  # the URL itself asks for plain HTTP
     try:
         store = from_url(
             root,
