@@ -526,3 +526,46 @@ def test_http_urls(s3: S3Endpoint, bucket: str, tmp_path: Path) -> None:  # noqa
     with pytest.raises(ObjectNotFoundError) as exc:
         pqindex.dataset(url + ".absent.parquet").to_table()
     assert url + ".absent.parquet" in str(exc.value)
+
+
+def test_in_flight_bound_is_configurable(
+    s3: S3Endpoint, bucket: str, tmp_path: Path  # noqa: F811
+) -> None:
+    path = _written(tmp_path)
+    key = f"bound/{uuid.uuid4().hex}.parquet"
+    s3.put(bucket, key, path.read_bytes())
+    size = path.stat().st_size
+    ranges = [(i * 1000, 500) for i in range(8)]
+    stats = IOStats()
+    src = ObjectStoreSource(_url(bucket, key), stats, s3.storage_options(max_in_flight="2"),
+                            ObjectInfo(size=size))
+    s3.reset_log()
+    s3.delay = 0.1
+    try:
+        got = src.read_ranges(ranges)
+    finally:
+        s3.delay = 0.0
+    assert got == [path.read_bytes()[o : o + n] for o, n in ranges]
+    assert s3.max_in_flight <= 2
+    assert (stats.requests, stats.round_trips) == (8, 1)
+
+
+def test_fsspec_wave_counts_one_round_trip(tmp_path: Path) -> None:
+    import fsspec
+
+    from pqindex.io.source import open_source
+
+    path = _written(tmp_path, rows=3000)
+    url = f"memory:///pqindex-wave-{uuid.uuid4().hex}/f.parquet"
+    fs = fsspec.filesystem("memory")
+    fs.pipe(url[len("memory://"):], path.read_bytes())
+    try:
+        stats = IOStats()
+        src = open_source(url, stats)
+        ranges = [(0, 4), (100, 50), (1000, 10)]
+        assert src.read_ranges(ranges) == [path.read_bytes()[o : o + n] for o, n in ranges]
+        assert (stats.requests, stats.round_trips) == (3, 1)
+        assert src.tail(8)[-4:] == b"PAR1"
+        assert stats.round_trips == 2
+    finally:
+        fs.rm(url[len("memory://"):])
