@@ -90,6 +90,29 @@ def cli() -> None:
     """Selective reads of Parquet through the Page Index, Bloom filters and embedded indexes."""
 
 
+def _storage_options(values: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs of --storage-option as a mapping."""
+    from pqindex.errors import UserInputError
+
+    out = {}
+    for v in values:
+        key, eq, value = v.partition("=")
+        if not eq or not key.strip():
+            raise UserInputError(f"--storage-option wants KEY=VALUE, got {v!r}")
+        out[key.strip()] = value
+    return out
+
+
+_storage_option = click.option(
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Object store setting (endpoint, access_key_id, region, allow_http, ...); repeatable. "
+    "Without them the standard environment variables (AWS_ENDPOINT_URL, ...) apply.",
+)
+
+
 @cli.command()
 @click.argument("file", type=str)
 @click.option("--row-group", "row_group", type=int, default=None, help="Only this row group.")
@@ -98,15 +121,21 @@ def cli() -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the report as JSON (docs/inspect-json.md)."
 )
+@_storage_option
 @_fail_cleanly
 def inspect(
-    file: str, row_group: int | None, column: str | None, pages: bool, as_json: bool
+    file: str,
+    row_group: int | None,
+    column: str | None,
+    pages: bool,
+    as_json: bool,
+    storage_option: tuple[str, ...] = (),
 ) -> None:
     """Show what a Parquet file records about its layout and indexes."""
     from pqindex.format.file import ParquetFile
     from pqindex.inspect import inspect_file
 
-    with ParquetFile.open(file) as pf:
+    with ParquetFile.open(file, storage_options=_storage_options(storage_option)) as pf:
         report = inspect_file(pf, row_group=row_group, column=column, pages=pages)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -313,14 +342,19 @@ def _columns(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--where", "where", default=None, help='SQL WHERE text, e.g. "id BETWEEN 1 AND 9".')
 @click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_storage_option
 @_fail_cleanly
 def explain(
-    path: tuple[str, ...], where: str | None, columns: tuple[str, ...], as_json: bool
+    path: tuple[str, ...],
+    where: str | None,
+    columns: tuple[str, ...],
+    as_json: bool,
+    storage_option: tuple[str, ...] = (),
 ) -> None:
     """Show how a query would read PATH (files, row groups, pages) without reading data."""
     import pqindex
 
-    with pqindex.dataset(list(path)) as ds:
+    with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
         click.echo(
             ds.explain(columns=_columns(columns), where=where, format="json" if as_json else "text")
         )
@@ -350,6 +384,7 @@ def explain(
     show_default=True,
     help="Print what was read and skipped to standard error.",
 )
+@_storage_option
 @_fail_cleanly
 def query(
     path: tuple[str, ...],
@@ -359,6 +394,7 @@ def query(
     fmt: str,
     output: str | None,
     report: bool,
+    storage_option: tuple[str, ...] = (),
 ) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
     import pyarrow as pa
@@ -369,7 +405,7 @@ def query(
         raise pqindex.UserInputError("--limit must be at least 0")
     if fmt == "parquet" and output is None:
         raise pqindex.UserInputError("--format parquet needs --output FILE")
-    with pqindex.dataset(list(path)) as ds:
+    with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
         scan = ds.scan(columns=_columns(columns), where=where)
         batches = []
         rows = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +23,7 @@ from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
-from pqindex.format.file import DEFAULT_TAIL_BYTES, ParquetFile
+from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, Repetition, Schema
 from pqindex.format.structs import (
@@ -34,6 +34,7 @@ from pqindex.format.structs import (
     TypeDefinedOrder,
 )
 from pqindex.indexes.evidence import ConstantEvidence
+from pqindex.io.objstore import prefetch_tails
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
 from pqindex.scan.executor import (
@@ -128,12 +129,17 @@ class Dataset:
         self,
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
-        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        tail_bytes: int | None = None,
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        # tail_bytes None: the store's default (64 KiB local, 512 KiB remote).
+        # storage_options: credentials, endpoint, ... of the store (see pqindex.io.objstore).
         self._source = source
+        self.storage_options = dict(storage_options or {})
+        self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
         self._discovery: Discovery | None = None
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
@@ -147,7 +153,7 @@ class Dataset:
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source)
+            self._discovery = discover(self._source, self.storage_options)
         return self._discovery
 
     @property
@@ -159,12 +165,28 @@ class Dataset:
             of = self._open.get(df.path)
         if of is not None:
             return of
-        stats = IOStats()
-        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes)
+        with self._lock:
+            stats = self._ahead.pop(df.path, None) or IOStats()
+        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
+                              storage_options=self.storage_options, info=df.info)
         of = _OpenFile(df, pf, stats)
         with self._lock:
             self._open.setdefault(df.path, of)
             return self._open[df.path]
+
+    def _read_ahead(self, files: Sequence[DataFile]) -> None:
+        """Remote tails of the files not open yet, in one concurrent wave (each file's
+        IOStats counts its own tail request)."""
+        with self._lock:
+            todo = [df for df in files if df.info is not None
+                    and df.path not in self._open and df.path not in self._ahead]
+        if len(todo) < 2:
+            return
+        ahead = {df.path: (df.info, IOStats()) for df in todo}
+        prefetch_tails([(p, i, s) for p, (i, s) in ahead.items()], self.storage_options,
+                       self.tail_bytes)
+        with self._lock:
+            self._ahead.update({p: s for p, (_, s) in ahead.items()})
 
     def close(self) -> None:
         with self._lock:
@@ -215,6 +237,8 @@ class Dataset:
         t0 = time.perf_counter()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
+        if not disc.partition_columns:
+            self._read_ahead(disc.files)  # nothing to prune before the footers
         first = self._file(disc.files[0])
         schema = self.schema
         names = [f.name for f in schema]
@@ -264,6 +288,7 @@ class Dataset:
             )
             return df, of, plan, bound, warnings
 
+        self._read_ahead([df for df in disc.files if not prune_by_partition(df)])
         if len(disc.files) == 1:
             results = [plan_one(disc.files[0])]
         else:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pqindex.errors import UserInputError
+from pqindex.io.errors import ObjectNotFoundError
+from pqindex.io.listing import list_objects, probe_object
+from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 
 __all__ = ["DataFile", "Discovery", "discover"]
 
@@ -25,6 +28,7 @@ class DataFile:
 
     path: str
     partition: tuple[tuple[str, str], ...] = ()  # raw (key, value) from the path
+    info: ObjectInfo | None = None  # size and ETag/mtime from the listing (no HEAD later)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,7 @@ class Discovery:
     files: tuple[DataFile, ...]
     partition_columns: tuple[str, ...] = ()
     partition_types: dict[str, str] = field(default_factory=dict)  # "int64" or "string"
+    io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
 
     def partition_values(self, f: DataFile) -> dict[str, Any]:
         """Typed partition values of one file (None for the hive null marker)."""
@@ -75,18 +80,55 @@ def _walk_local(root: str) -> list[DataFile]:
     return out
 
 
-def _walk_fsspec(url: str) -> list[DataFile]:
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(url)
-    proto = url.split("://", 1)[0]
+def _walk_remote(url: str, listed: list[tuple[str, ObjectInfo]]) -> list[DataFile]:
+    base = url.rstrip("/")
     out = []
-    for p in sorted(fs.find(root)):
-        rel = p[len(root) :].strip("/").split("/")
+    for full, info in listed:
+        rel = full[len(base) :].strip("/").split("/")
         if not all(_is_data_name(x) for x in rel):
             continue
-        out.append(DataFile(f"{proto}://{p}", _hive_parts(rel[:-1])))
+        out.append(DataFile(full, _hive_parts(rel[:-1]), info))
     return out
+
+
+# Names that are most likely one file: probed with a tail GET before any LIST.
+_FILE_SUFFIXES = (".parquet", ".parq", ".pq")
+
+
+def _discover_remote(
+    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool
+) -> list[DataFile]:
+    """A file or a prefix of a store: one request in the common cases.
+
+    A name ending in ``.parquet`` is probed first (the tail GET also fills the
+    metadata cache, so opening it costs nothing more); anything else, or a probe
+    that finds no object (Spark's ``table.parquet/`` directories), is LISTed.
+    Among many paths (``probe`` false), such names are taken as files unread, so a
+    list of 1,000 URLs costs no request here.
+    """
+    object_store = is_object_store_url(url)
+    scheme = url.split("://", 1)[0].lower()
+    named_file = url.lower().endswith(_FILE_SUFFIXES)
+    if object_store and (named_file or scheme in ("http", "https")):
+        if not probe:
+            return [DataFile(url)]  # one of many paths: opening it says if it is absent
+        info = probe_object(url, storage_options, stats)
+        if info is not None:
+            return [DataFile(url, (), info)]
+        if scheme in ("http", "https"):  # plain HTTP servers cannot list
+            raise ObjectNotFoundError("no such object", path=url, operation="GET (tail)")
+    listed = list_objects(url, storage_options, stats)
+    if listed:
+        return _walk_remote(url, listed)
+    if object_store and not url.endswith("/"):
+        return [DataFile(url)]  # a single object; opening it says if it is absent
+    if not object_store:
+        import fsspec
+
+        fs, fp = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        if fs.exists(fp):
+            return [DataFile(url)]
+    raise UserInputError("no such file or directory", path=url)
 
 
 def _infer_type(values: Iterable[str]) -> str:
@@ -102,24 +144,20 @@ def _infer_type(values: Iterable[str]) -> str:
     return "int64" if seen else "string"
 
 
-def discover(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> Discovery:
-    """The files of a file, a directory tree, or a list of either."""
+def discover(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    storage_options: Mapping[str, Any] | None = None,
+) -> Discovery:
+    """The files of a file, a directory tree, or a list of either (local paths or URLs)."""
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not items:
         raise UserInputError("no paths given")
     files: list[DataFile] = []
+    stats = IOStats()
     for item in items:
         p = os.fspath(item)
         if "://" in p and not p.startswith("file://"):
-            import fsspec
-
-            fs, fp = fsspec.core.url_to_fs(p)
-            if fs.isdir(fp):
-                files += _walk_fsspec(p)
-            elif fs.exists(fp):
-                files.append(DataFile(p))
-            else:
-                raise UserInputError("no such file or directory", path=p)
+            files += _discover_remote(p, storage_options, stats, probe=len(items) == 1)
             continue
         if p.startswith("file://"):
             p = p[len("file://") :]
@@ -137,4 +175,4 @@ def discover(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
             if k not in keys:
                 keys.append(k)
     types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
-    return Discovery(tuple(files), tuple(keys), types)
+    return Discovery(tuple(files), tuple(keys), types, stats)

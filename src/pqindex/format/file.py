@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,8 @@ from pqindex.format.structs import (
     RowGroup,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode
-from pqindex.io.source import ByteSource, IOStats, coalesce, open_source
+from pqindex.io.cache import metadata_cache
+from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
 
 __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile"]
 
@@ -61,7 +62,7 @@ class DictionaryPage:
 class ParquetFile:
     """Metadata of one Parquet file, read through a counting :class:`ByteSource`."""
 
-    def __init__(self, source: ByteSource, *, tail_bytes: int = DEFAULT_TAIL_BYTES) -> None:
+    def __init__(self, source: ByteSource, *, tail_bytes: int | None = None) -> None:
         self.source = source
         self.path = source.path
         self._lock = threading.Lock()
@@ -85,10 +86,16 @@ class ParquetFile:
         path: str | os.PathLike[str],
         *,
         stats: IOStats | None = None,
-        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        tail_bytes: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        info: ObjectInfo | None = None,
     ) -> ParquetFile:
-        """Open a local path or fsspec URL and read its footer."""
-        return cls(open_source(path, stats), tail_bytes=tail_bytes)
+        """Open a local path or a URL (object store or fsspec) and read its footer.
+
+        ``tail_bytes`` defaults to the source's ``default_tail_bytes``; ``info`` is
+        what a listing said (size, ETag), so a cached tail needs no request.
+        """
+        return cls(open_source(path, stats, storage_options, info), tail_bytes=tail_bytes)
 
     def close(self) -> None:
         self.source.close()
@@ -101,15 +108,25 @@ class ParquetFile:
 
     # ------------------------------------------------------------ footer
 
-    def _read_footer(self, tail_bytes: int) -> None:
-        size = self.source.size()
+    def _read_footer(self, tail_bytes: int | None) -> None:
+        src = self.source
+        cache = metadata_cache()
+        cached = cache.get(src.cache_key())
+        if cached is not None:
+            # An unchanged object (same URL, size and ETag/mtime): no request.
+            tail_start, tail = cached[-1]
+            self._buffers.extend(cached[:-1])
+            size = tail_start + len(tail)
+        else:
+            want = max(src.default_tail_bytes if tail_bytes is None else tail_bytes, 8)
+            tail = src.tail(want)
+            size = src.size()
+            tail_start = size - len(tail)
         self.file_size = size
         if size < 12:
             raise CorruptFileError(
                 f"file is {size} bytes, too small to be Parquet (at least 12)", path=self.path
             )
-        want = min(size, max(tail_bytes, 8))
-        tail = self.source.read(size - want, want)
         magic = tail[-4:]
         if magic == MAGIC_ENCRYPTED:
             raise UnsupportedError(
@@ -129,11 +146,13 @@ class ParquetFile:
                 offset=size - 8,
             )
         footer_start = size - 8 - footer_len
-        if footer_len + 8 > len(tail):
-            tail = self.source.read(footer_start, footer_len + 8)
+        if footer_start < tail_start:
+            # The footer begins before the tail: fetch exactly the missing part.
+            head = src.read(footer_start, tail_start - footer_start)
+            tail = head + tail
             tail_start = footer_start
-        else:
-            tail_start = size - len(tail)
+        if cached is None:
+            cache.put(src.cache_key(), [(tail_start, tail)])
         self._buffers.append((tail_start, tail))
         self.footer_offset = footer_start
         self.footer_length = footer_len

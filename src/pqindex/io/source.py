@@ -1,99 +1,207 @@
 """Byte-range sources: the only way pqindex reads a file, so every read is counted.
 
-A source answers ``read(offset, length)`` and ``read_ranges([...])`` and records
-each request in an :class:`IOStats` (requests, bytes, and the trace of ranges),
-which tests assert instead of timings.
+The contract the planner and executor rely on:
+
+* ``read(offset, length)`` is one request and one round trip.
+* ``read_ranges(ranges)`` is one *wave*: every range goes out at once (on remote
+  stores concurrently, at most ``max_in_flight`` in flight, default
+  :data:`DEFAULT_MAX_IN_FLIGHT`), the bytes come back in the order given. It counts
+  one request per range (a very large remote range is split into parallel parts of
+  at least :data:`SPLIT_PART_BYTES`, each part a request) and one round trip per
+  call. Callers hand it all the ranges that do not depend on each other.
+* ``coalesce(ranges)`` merges ranges when fetching the gap costs less than one
+  more request: a gap of at most :data:`LOCAL_MAX_GAP` on local files, at most
+  :data:`REMOTE_MAX_GAP` on remote stores. It only merges; splitting happens
+  inside ``read_ranges``.
+* ``tail(length)`` is the last ``length`` bytes (fewer if the file is shorter) in
+  ONE request; on object stores a suffix-range GET with no HEAD, the size, ETag
+  and version come back with the response, so ``size()`` afterwards costs nothing.
+* ``default_tail_bytes`` is how much a footer read should fetch: 512 KiB on remote
+  stores (footer, page index and embedded directory in one request), 64 KiB locally.
+* ``etag`` / ``version`` identify the object's content when the store says
+  (None otherwise); later range reads of an object store are conditional on them,
+  so an object that changes during a scan raises
+  :class:`~pqindex.io.errors.ObjectChangedError` instead of mixing versions.
+
+Every request is recorded in an :class:`IOStats` (requests, bytes, round trips
+and the trace of ranges), which tests assert instead of timings.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
 
 __all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "LOCAL_MAX_GAP",
+    "LOCAL_TAIL_BYTES",
+    "REMOTE_MAX_GAP",
+    "REMOTE_TAIL_BYTES",
+    "SPLIT_PART_BYTES",
     "ByteSource",
     "BytesSource",
     "FsspecSource",
     "IOStats",
     "LocalFileSource",
+    "ObjectInfo",
     "coalesce",
     "open_source",
 ]
 
+LOCAL_TAIL_BYTES = 64 * 1024
+REMOTE_TAIL_BYTES = 512 * 1024
+# A local request costs about as much as reading 8 KiB; a remote one (10-100 ms to
+# the first byte) as much as ~1 MiB.
+LOCAL_MAX_GAP = 8 * 1024
+REMOTE_MAX_GAP = 1024 * 1024
+# Remote ranges larger than two parts are fetched as parallel parts of this size or more.
+SPLIT_PART_BYTES = 8 * 1024 * 1024
+# Requests in flight per wave on a remote store (``max_in_flight`` storage option).
+DEFAULT_MAX_IN_FLIGHT = 64
+
 
 @dataclass
 class IOStats:
-    """Counts of what a source read. ``trace`` lists ``(offset, length)`` per request."""
+    """Counts of what a source read.
+
+    ``requests`` and ``bytes_read`` count requests; ``round_trips`` counts the
+    sequential waves the caller waited for (a ``read`` or a ``read_ranges`` call);
+    ``trace`` lists ``(offset, length)`` per request.
+    """
 
     requests: int = 0
     bytes_read: int = 0
+    round_trips: int = 0
     trace: list[tuple[int, int]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self, offset: int, length: int) -> None:
+        """One request of ``length`` bytes at ``offset``."""
         with self._lock:
             self.requests += 1
             self.bytes_read += length
             self.trace.append((offset, length))
 
+    def record_wave(self) -> None:
+        """One round trip: a batch of concurrent requests the caller waited for."""
+        with self._lock:
+            self.round_trips += 1
+
     def reset(self) -> None:
         with self._lock:
             self.requests = 0
             self.bytes_read = 0
+            self.round_trips = 0
             self.trace.clear()
 
     def to_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "bytes_read": self.bytes_read}
+        return {
+            "requests": self.requests,
+            "bytes_read": self.bytes_read,
+            "round_trips": self.round_trips,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a listing says about an object, so opening it needs no HEAD.
+
+    ``etag`` or ``mtime`` (ns since the epoch) tell versions of the same URL apart
+    (the metadata cache's key).
+    """
+
+    size: int
+    etag: str | None = None
+    version: str | None = None
+    mtime: int | None = None
 
 
 @runtime_checkable
 class ByteSource(Protocol):
-    """Random access to one file's bytes."""
+    """Random access to one file's bytes (see the module docstring for the contract)."""
 
     path: str
     stats: IOStats
 
+    @property
+    def default_tail_bytes(self) -> int:
+        """How many bytes a footer read should fetch from this kind of store."""
+        ...
+
+    @property
+    def etag(self) -> str | None:
+        """The object's ETag when the store gives one (known after the first response)."""
+        ...
+
+    @property
+    def version(self) -> str | None:
+        """The object's version id when the store gives one."""
+        ...
+
     def size(self) -> int:
-        """The file's length in bytes."""
+        """The file's length in bytes (a HEAD on a remote store unless already known)."""
         ...
 
     def read(self, offset: int, length: int) -> bytes:
-        """Exactly ``length`` bytes at ``offset``, or CorruptFileError if the file is shorter."""
+        """Exactly ``length`` bytes at ``offset``, or CorruptFileError if the file is
+        shorter. One request, one round trip."""
         ...
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each ``(offset, length)``; one counted request per range."""
+        """The bytes of each ``(offset, length)``, in order, fetched concurrently.
+
+        One request per range (more when a large remote range is split), one round
+        trip per call.
+        """
+        ...
+
+    def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Sorted, non-overlapping ranges covering ``ranges``, merged where the gap
+        costs less than one more request on this store."""
+        ...
+
+    def tail(self, length: int) -> bytes:
+        """The last ``length`` bytes (the whole file if shorter) in one request."""
+        ...
+
+    def cache_key(self) -> tuple[str, int, str] | None:
+        """(URL, size, ETag or mtime) when known without a request and the store is
+        worth caching metadata for; None otherwise."""
         ...
 
     def close(self) -> None: ...
 
 
 class _BaseSource:
+    """Shared checks and counting; subclasses implement ``_read`` and ``_size``."""
+
     path: str
     stats: IOStats
     _size: int
+    default_tail_bytes: int = LOCAL_TAIL_BYTES
+    max_gap: int = LOCAL_MAX_GAP
+    etag: str | None = None
+    version: str | None = None
 
     def size(self) -> int:
         return self._size
 
     def _check(self, offset: int, length: int) -> None:
-        if offset < 0 or length < 0 or offset + length > self._size:
+        if offset < 0 or length < 0 or offset + length > self.size():
             raise CorruptFileError(
                 f"read of {length} bytes at offset {offset} is outside the file "
-                f"({self._size} bytes)",
+                f"({self.size()} bytes)",
                 path=self.path,
                 offset=offset,
             )
 
-    def read(self, offset: int, length: int) -> bytes:
-        self._check(offset, length)
-        data = self._read(offset, length)
-        self.stats.record(offset, length)
+    def _checked(self, offset: int, length: int, data: bytes) -> bytes:
         if len(data) != length:
             raise CorruptFileError(
                 f"short read: wanted {length} bytes, got {len(data)} (file changed?)",
@@ -102,8 +210,35 @@ class _BaseSource:
             )
         return data
 
+    def read(self, offset: int, length: int) -> bytes:
+        self._check(offset, length)
+        data = self._read(offset, length)
+        self.stats.record(offset, length)
+        self.stats.record_wave()
+        return self._checked(offset, length, data)
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return [self.read(o, n) for o, n in ranges]
+        if not ranges:
+            return []
+        out = []
+        for o, n in ranges:
+            self._check(o, n)
+            data = self._read(o, n)
+            self.stats.record(o, n)
+            out.append(self._checked(o, n, data))
+        self.stats.record_wave()
+        return out
+
+    def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        return coalesce(ranges, self.max_gap)
+
+    def tail(self, length: int) -> bytes:
+        size = self.size()
+        n = min(size, max(length, 0))
+        return self.read(size - n, n)
+
+    def cache_key(self) -> tuple[str, int, str] | None:
+        return None
 
     def _read(self, offset: int, length: int) -> bytes:
         raise NotImplementedError
@@ -119,7 +254,11 @@ class _BaseSource:
 
 
 class LocalFileSource(_BaseSource):
-    """A local file read with ``os.pread`` (thread-safe, releases the GIL)."""
+    """A local file read with ``os.pread`` (thread-safe, releases the GIL).
+
+    Local tails are not put in the metadata cache: the OS page cache already
+    serves them, and a request here costs microseconds.
+    """
 
     def __init__(self, path: str | os.PathLike[str], stats: IOStats | None = None) -> None:
         self._fd: int | None = None
@@ -135,14 +274,21 @@ class LocalFileSource(_BaseSource):
             raise PqIndexError("is a directory, not a file", path=self.path) from None
         except OSError as e:
             raise PqIndexError(f"cannot open: {e.strerror}", path=self.path) from None
-        self._size = os.fstat(self._fd).st_size
+        st = os.fstat(self._fd)
+        self._size = st.st_size
+        self.mtime_ns = st.st_mtime_ns
 
     def _read(self, offset: int, length: int) -> bytes:
         assert self._fd is not None, "source is closed"
         chunks = []
         got = 0
         while got < length:
-            b = os.pread(self._fd, length - got, offset + got)
+            try:
+                b = os.pread(self._fd, length - got, offset + got)
+            except OSError as e:
+                raise PqIndexError(
+                    f"read failed: {e.strerror}", path=self.path, offset=offset + got
+                ) from None
             if not b:
                 break
             chunks.append(b)
@@ -171,35 +317,130 @@ class BytesSource(_BaseSource):
         return self._data[offset : offset + length]
 
 
-class FsspecSource(_BaseSource):
-    """Any fsspec filesystem (s3://, gs://, memory://, ...)."""
+# fsspec protocols whose requests are cheap (no network in between).
+_FSSPEC_LOCAL = frozenset({"memory", "file", "local"})
 
-    def __init__(self, url: str, stats: IOStats | None = None, **storage_options: Any) -> None:
+
+class FsspecSource(_BaseSource):
+    """Any fsspec filesystem not served by obstore (hdfs, memory://, custom ones).
+
+    ``read_ranges`` hands the whole wave to ``fs.cat_ranges`` (concurrent on async
+    filesystems). The size comes from ``info`` at open unless a listing gave it.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        stats: IOStats | None = None,
+        info: ObjectInfo | None = None,
+        **storage_options: Any,
+    ) -> None:
         import fsspec
+
+        from pqindex.io.errors import translate
 
         self.path = url
         self.stats = stats if stats is not None else IOStats()
-        fs, fpath = fsspec.core.url_to_fs(url, **storage_options)
+        try:
+            fs, fpath = fsspec.core.url_to_fs(url, **storage_options)
+        except (ValueError, ImportError) as e:
+            raise PqIndexError(f"cannot open: {e}", path=url) from None
         self._fs = fs
         self._fpath = fpath
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        if protocol not in _FSSPEC_LOCAL:
+            self.default_tail_bytes = REMOTE_TAIL_BYTES
+            self.max_gap = REMOTE_MAX_GAP
+        self._mtime: str | None = None
+        if info is not None:
+            self._size = info.size
+            self.etag = info.etag
+            self._mtime = None if info.mtime is None else str(info.mtime)
+            return
         try:
-            info = fs.info(fpath)
+            meta = fs.info(fpath)
         except FileNotFoundError:
             raise PqIndexError("no such file", path=url) from None
-        if info.get("type") == "directory":
+        except Exception as e:
+            raise translate(e, url, "stat") from None
+        if meta.get("type") == "directory":
             raise PqIndexError("is a directory, not a file", path=url)
-        self._size = int(info["size"])
+        self._size = int(meta["size"])
+        etag = meta.get("ETag") or meta.get("etag")
+        self.etag = str(etag) if etag else None
+        mtime = meta.get("mtime") or meta.get("LastModified") or meta.get("created")
+        self._mtime = str(mtime) if mtime is not None else None
 
     def _read(self, offset: int, length: int) -> bytes:
-        data: bytes = self._fs.cat_file(self._fpath, start=offset, end=offset + length)
+        from pqindex.io.errors import translate
+
+        try:
+            data: bytes = self._fs.cat_file(self._fpath, start=offset, end=offset + length)
+        except Exception as e:
+            raise translate(e, self.path, "read") from None
         return data
 
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        from pqindex.io.errors import translate
 
-def open_source(path: str | os.PathLike[str], stats: IOStats | None = None) -> ByteSource:
-    """A source for a local path or an fsspec URL (``scheme://...``)."""
+        if len(ranges) <= 1:
+            return super().read_ranges(ranges)
+        for o, n in ranges:
+            self._check(o, n)
+        try:
+            got = self._fs.cat_ranges(
+                [self._fpath] * len(ranges), [o for o, _ in ranges], [o + n for o, n in ranges]
+            )
+        except Exception as e:
+            raise translate(e, self.path, "read") from None
+        out = []
+        for (o, n), data in zip(ranges, got, strict=True):
+            if isinstance(data, BaseException):
+                raise translate(data, self.path, "read")
+            self.stats.record(o, n)
+            out.append(self._checked(o, n, bytes(data)))
+        self.stats.record_wave()
+        return out
+
+    def cache_key(self) -> tuple[str, int, str] | None:
+        if self.default_tail_bytes != REMOTE_TAIL_BYTES:
+            return None
+        version = self.etag or self._mtime
+        return None if version is None else (self.path, self._size, version)
+
+
+_OBJECT_STORE_SCHEMES = frozenset(
+    {"s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https"}
+)
+
+
+def is_object_store_url(url: str) -> bool:
+    """Whether obstore serves this URL (the cloud schemes and http(s))."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    return scheme in _OBJECT_STORE_SCHEMES
+
+
+def open_source(
+    path: str | os.PathLike[str],
+    stats: IOStats | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    info: ObjectInfo | None = None,
+) -> ByteSource:
+    """A source for a local path, ``file://``, a cloud or http(s) URL (obstore), or
+    any other fsspec URL.
+
+    ``storage_options`` configure the store (credentials, endpoint, ...); without
+    them the standard environment variables do. ``info`` is what a listing said
+    about the object (size, ETag), so no request is needed before the first read.
+    No request is made here for object stores.
+    """
     p = os.fspath(path)
+    if is_object_store_url(p):
+        from pqindex.io.objstore import ObjectStoreSource
+
+        return ObjectStoreSource(p, stats, storage_options, info)
     if "://" in p and not p.startswith("file://"):
-        return FsspecSource(p, stats)
+        return FsspecSource(p, stats, info, **dict(storage_options or {}))
     if p.startswith("file://"):
         p = p[len("file://") :]
     return LocalFileSource(p, stats)

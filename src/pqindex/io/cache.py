@@ -1,0 +1,113 @@
+"""The process-wide metadata cache: file tails (footer, page index, embedded directory).
+
+Keyed by (URL, size, ETag or mtime), so an object that changed is a different
+key: its old bytes are never served for it, and they are dropped when the new
+version is stored. Bounded in bytes (least recently used first out), shared by
+every dataset of the process, thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+__all__ = ["DEFAULT_CACHE_BYTES", "MetadataCache", "metadata_cache"]
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+Key = tuple[str, int, str]
+Buffers = tuple[tuple[int, bytes], ...]
+
+
+class MetadataCache:
+    """An LRU map from (URL, size, version) to the ``(offset, bytes)`` buffers read
+    at a file's tail."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self._max = max_bytes
+        self._entries: OrderedDict[Key, Buffers] = OrderedDict()
+        self._by_url: dict[str, Key] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max
+
+    @max_bytes.setter
+    def max_bytes(self, n: int) -> None:
+        with self._lock:
+            self._max = max(0, n)
+            self._evict()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held now."""
+        return self._bytes
+
+    def get(self, key: Key | None) -> Buffers | None:
+        """The buffers stored for exactly this version of the object, or None."""
+        if key is None:
+            return None
+        with self._lock:
+            bufs = self._entries.get(key)
+            if bufs is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return bufs
+
+    def put(self, key: Key | None, buffers: Sequence[tuple[int, bytes]]) -> None:
+        """Store the buffers of this object version (replacing any older version)."""
+        if key is None:
+            return
+        bufs = tuple((int(o), bytes(b)) for o, b in buffers)
+        n = sum(len(b) for _, b in bufs)
+        with self._lock:
+            old = self._by_url.get(key[0])
+            if old is not None:
+                self._drop(old)
+            if n > self._max:
+                return
+            self._entries[key] = bufs
+            self._by_url[key[0]] = key
+            self._bytes += n
+            self._evict()
+
+    def invalidate(self, url: str) -> None:
+        """Forget every version of ``url``."""
+        with self._lock:
+            old = self._by_url.get(url)
+            if old is not None:
+                self._drop(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._by_url.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    def _drop(self, key: Key) -> None:
+        bufs = self._entries.pop(key, None)
+        if bufs is not None:
+            self._bytes -= sum(len(b) for _, b in bufs)
+        if self._by_url.get(key[0]) == key:
+            del self._by_url[key[0]]
+
+    def _evict(self) -> None:
+        while self._bytes > self._max and self._entries:
+            key = next(iter(self._entries))
+            self._drop(key)
+
+
+_CACHE = MetadataCache()
+
+
+def metadata_cache() -> MetadataCache:
+    """The cache shared by the whole process (``metadata_cache().max_bytes = n`` resizes it)."""
+    return _CACHE

@@ -1,0 +1,127 @@
+"""Listing objects under a prefix, with what a later open needs (size, ETag, mtime).
+
+One paginated LIST per prefix on object stores (obstore ``list``), ``fs.find``
+with details on fsspec filesystems. Object stores answer a LIST page with up to
+1,000 keys; the requests are counted that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pqindex.io.errors import ObjectNotFoundError, translate
+from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
+
+__all__ = ["list_objects", "probe_object"]
+
+_LIST_PAGE = 1000
+
+
+def _info(meta: Mapping[str, Any]) -> ObjectInfo:
+    lm = meta.get("last_modified")
+    return ObjectInfo(
+        size=int(meta["size"]),
+        etag=meta.get("e_tag"),
+        version=meta.get("version"),
+        mtime=None if lm is None else int(lm.timestamp() * 1_000_000_000),
+    )
+
+
+def list_objects(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    stats: IOStats | None = None,
+) -> list[tuple[str, ObjectInfo]]:
+    """Every object below the "directory" ``url`` (recursively), sorted by URL.
+
+    An absent prefix lists nothing; an absent bucket raises ObjectNotFoundError.
+    """
+    if is_object_store_url(url):
+        return _list_obstore(url, storage_options, stats)
+    return _list_fsspec(url, storage_options, stats)
+
+
+def _list_obstore(
+    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats | None
+) -> list[tuple[str, ObjectInfo]]:
+    import obstore as obs
+
+    from pqindex.io.objstore import get_store, run
+
+    handle, key = get_store(url, storage_options)
+    prefix = key.rstrip("/") or None
+
+    async def collect() -> list[Any]:
+        out: list[Any] = []
+        async for chunk in obs.list(handle.store, prefix, chunk_size=_LIST_PAGE):
+            out.extend(chunk)
+        return out
+
+    try:
+        metas = run(collect())
+    except Exception as e:
+        raise translate(e, url, "LIST") from None
+    if stats is not None:
+        for _ in range(max(1, -(-len(metas) // _LIST_PAGE))):
+            stats.record(0, 0)
+            stats.record_wave()
+    root = handle.url.rstrip("/")
+    return sorted((f"{root}/{m['path']}", _info(m)) for m in metas)
+
+
+def _list_fsspec(
+    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats | None
+) -> list[tuple[str, ObjectInfo]]:
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        if not fs.isdir(root):
+            return []
+        found = fs.find(root, detail=True)
+    except Exception as e:
+        raise translate(e, url, "LIST") from None
+    if stats is not None:
+        stats.record(0, 0)
+        stats.record_wave()
+    proto = url.split("://", 1)[0]
+    out = []
+    for p, meta in found.items():
+        if meta.get("type") == "directory":
+            continue
+        etag = meta.get("ETag") or meta.get("etag")
+        mtime = meta.get("mtime") or meta.get("LastModified")
+        mt = None
+        if isinstance(mtime, (int, float)):
+            mt = int(mtime * 1_000_000_000)
+        elif mtime is not None and hasattr(mtime, "timestamp"):
+            mt = int(mtime.timestamp() * 1_000_000_000)
+        out.append((f"{proto}://{p}",
+                    ObjectInfo(int(meta.get("size") or 0), str(etag) if etag else None,
+                               mtime=mt)))
+    return sorted(out)
+
+
+def probe_object(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    stats: IOStats | None = None,
+    tail_bytes: int | None = None,
+) -> ObjectInfo | None:
+    """Whether ``url`` is an object, by reading its tail (one suffix GET, no HEAD).
+
+    The tail goes into the metadata cache, so opening the file next costs no
+    request. None when there is no such object.
+    """
+    from pqindex.io.cache import metadata_cache
+    from pqindex.io.objstore import ObjectStoreSource
+
+    src = ObjectStoreSource(url, stats, storage_options)
+    try:
+        tail = src.tail(tail_bytes or src.default_tail_bytes)
+    except ObjectNotFoundError:
+        return None
+    size = src.size()
+    metadata_cache().put(src.cache_key(), [(size - len(tail), tail)])
+    return ObjectInfo(size, src.etag, src.version, src._mtime)

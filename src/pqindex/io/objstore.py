@@ -1,0 +1,467 @@
+"""Cloud object stores (S3, GCS, Azure, HTTP) through obstore.
+
+One obstore client per (store URL, options), shared by every file of every
+dataset of the process. Requests of a wave are issued concurrently on one
+background asyncio loop (obstore's async API runs them on its Rust runtime) and
+bounded by ``max_in_flight``. Every store exception is translated by
+:func:`pqindex.io.errors.translate`.
+
+Storage options are obstore's configuration keys (``endpoint``,
+``access_key_id``, ``secret_access_key``, ``region``, ``skip_signature``, ...,
+for GCS ``service_account_key`` etc., for Azure ``account_name``,
+``account_key`` etc.), with the ``aws_``/``google_``/``azure_`` prefixes
+accepted, plus client options (``allow_http``, ``timeout``,
+``connect_timeout``, ...), retry options (``max_retries``, ``retry_timeout``
+in seconds) and ``max_in_flight``. Without options the standard environment
+variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_REGION``, ``AWS_ALLOW_HTTP``, ``GOOGLE_SERVICE_ACCOUNT``,
+``AZURE_STORAGE_ACCOUNT_NAME``, ...) configure the store; obstore reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import urllib.parse
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pqindex.errors import CorruptFileError, UserInputError
+from pqindex.io.errors import ObjectChangedError, StorageConfigError, StorageError, translate
+from pqindex.io.source import (
+    DEFAULT_MAX_IN_FLIGHT,
+    REMOTE_MAX_GAP,
+    REMOTE_TAIL_BYTES,
+    SPLIT_PART_BYTES,
+    IOStats,
+    ObjectInfo,
+    coalesce,
+)
+
+__all__ = ["ObjectStoreSource", "StoreHandle", "get_store", "run"]
+
+T = TypeVar("T")
+
+# ------------------------------------------------------------------ event loop
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name="pqindex-io", daemon=True
+            ).start()
+            _loop = loop
+        return _loop
+
+
+def run(coro: Awaitable[T]) -> T:
+    """Run ``coro`` on the I/O loop and wait for it (callable from any thread)."""
+
+    async def wrap() -> T:
+        return await coro
+
+    return asyncio.run_coroutine_threadsafe(wrap(), _background_loop()).result()
+
+
+# ------------------------------------------------------------------ stores
+
+_CLIENT_KEYS = frozenset({
+    "allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
+    "default_headers", "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url",
+    "proxy_ca_certificate", "proxy_excludes", "randomize_addresses", "read_timeout",
+    "timeout", "user_agent", "http1_only", "http2_only",
+})
+_BOOL_KEYS = frozenset({
+    "allow_http", "allow_invalid_certificates", "randomize_addresses", "skip_signature",
+    "virtual_hosted_style_request", "unsigned_payload", "disable_tagging", "http1_only",
+    "http2_only", "use_emulator", "use_fabric_endpoint", "use_azure_cli",
+})
+_ALIASES = {
+    "endpoint_url": "endpoint",
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+    "token": "session_token",
+    "anon": "skip_signature",
+    "region_name": "region",
+}
+
+
+@dataclass(frozen=True)
+class StoreHandle:
+    """A configured obstore client and what pqindex adds to it."""
+
+    store: Any
+    url: str  # the store's root, e.g. s3://bucket
+    max_in_flight: int
+
+
+_stores: dict[tuple[str, str], StoreHandle] = {}
+_stores_lock = threading.Lock()
+
+
+def _as_bool(key: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise UserInputError(f"storage option {key}={v!r} is not a boolean")
+
+
+def _seconds(key: str, v: Any) -> timedelta:
+    try:
+        return timedelta(seconds=float(str(v).rstrip("s")))
+    except ValueError:
+        raise UserInputError(f"storage option {key}={v!r} is not a number of seconds") from None
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(store root URL, object key) of an object-store URL."""
+    u = urllib.parse.urlsplit(url)
+    scheme = u.scheme.lower()
+    if not u.netloc:
+        raise UserInputError("URL names no bucket or host", path=url)
+    key = urllib.parse.unquote(u.path.lstrip("/"))
+    if scheme in ("az", "azure", "adl") and "@" not in u.netloc and "." not in u.netloc:
+        # az://container/key: the account comes from the options or environment.
+        return f"{scheme}://{u.netloc}", key
+    return f"{scheme}://{u.netloc}", key
+
+
+def _configure(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any],
+                                                     dict[str, Any], int]:
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    in_flight = DEFAULT_MAX_IN_FLIGHT
+    for raw, value in options.items():
+        key = str(raw).lower()
+        key = _ALIASES.get(key, key)
+        bare = key
+        for prefix in ("aws_", "google_", "azure_"):
+            if key.startswith(prefix) and key[len(prefix):] in _CLIENT_KEYS:
+                bare = key[len(prefix):]
+        if bare == "max_in_flight":
+            in_flight = int(value)
+            if in_flight < 1:
+                raise UserInputError(f"storage option max_in_flight={value!r} must be >= 1")
+        elif bare == "max_retries":
+            retry["max_retries"] = int(value)
+        elif bare == "retry_timeout":
+            retry["retry_timeout"] = _seconds(bare, value)
+        elif bare in ("init_backoff", "max_backoff"):
+            retry.setdefault("backoff", {})[bare] = _seconds(bare, value)
+        elif bare in _CLIENT_KEYS:
+            if bare in _BOOL_KEYS:
+                value = _as_bool(bare, value)
+            elif bare.endswith("timeout") and not isinstance(value, timedelta):
+                value = _seconds(bare, value)  # plain numbers are seconds
+            client[bare] = value
+        else:
+            config[key] = _as_bool(key, value) if bare in _BOOL_KEYS else value
+    return config, client, retry, in_flight
+
+
+def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[StoreHandle,
+                                                                                   str]:
+    """The shared client for ``url``'s store and the object key inside it."""
+    root, key = split_url(url)
+    opts = dict(storage_options or {})
+    cache_key = (root, repr(sorted((str(k), repr(v)) for k, v in opts.items())))
+    with _stores_lock:
+        handle = _stores.get(cache_key)
+    if handle is not None:
+        return handle, key
+    from obstore.store import from_url
+
+    config, client, retry, in_flight = _configure(opts)
+    if root.startswith("http://"):
+        client.setdefault("allow_http", True)  # the URL itself asks for plain HTTP
+    try:
+        store = from_url(
+            root,
+            config=config or None,  # type: ignore[arg-type]
+            client_options=client or None,  # type: ignore[arg-type]
+            retry_config=retry or None,  # type: ignore[arg-type]
+        )
+    except Exception as e:
+        err = translate(e, url, "configure the store")
+        if type(err) is StorageError:
+            raise StorageConfigError(err.detail, path=url, operation="configure the store") \
+                from None
+        raise err from None
+    handle = StoreHandle(store, root, in_flight)
+    with _stores_lock:
+        return _stores.setdefault(cache_key, handle), key
+
+
+def clear_stores() -> None:
+    """Forget every cached client (tests that change the environment)."""
+    with _stores_lock:
+        _stores.clear()
+
+
+# ------------------------------------------------------------------ source
+
+
+def _split(offset: int, length: int) -> list[tuple[int, int]]:
+    """A large range as parallel parts of at least SPLIT_PART_BYTES."""
+    parts = length // SPLIT_PART_BYTES
+    if parts < 2:
+        return [(offset, length)]
+    step = -(-length // parts)
+    return [(o, min(step, offset + length - o)) for o in range(offset, offset + length, step)]
+
+
+class ObjectStoreSource:
+    """One object of a cloud store or HTTP server, read with range GETs.
+
+    Opening makes no request. ``tail`` is a suffix-range GET (no HEAD); after the
+    first response ``size``, ``etag`` and ``version`` are known, and every later
+    GET is conditional on them (``If-Match``, the version id) and checked against
+    the response, so a changed object raises :class:`ObjectChangedError`.
+    A HEAD (only when ``size()`` is asked before any read) shows as ``(0, 0)`` in
+    the trace.
+    """
+
+    default_tail_bytes = REMOTE_TAIL_BYTES
+    max_gap = REMOTE_MAX_GAP
+
+    def __init__(
+        self,
+        url: str,
+        stats: IOStats | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        info: ObjectInfo | None = None,
+    ) -> None:
+        self.path = url
+        self.stats = stats if stats is not None else IOStats()
+        self._handle, self._key = get_store(url, storage_options)
+        if not self._key:
+            raise UserInputError("URL names a bucket, not an object", path=url)
+        self.max_in_flight = self._handle.max_in_flight
+        self._size: int | None = None
+        self.etag: str | None = None
+        self.version: str | None = None
+        self._mtime: int | None = None
+        if info is not None:
+            self._size = info.size
+            self.etag = info.etag
+            self.version = info.version
+            self._mtime = info.mtime
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ metadata
+
+    def _learn(self, meta: Mapping[str, Any], operation: str) -> None:
+        """Take size/ETag/version from a response; a different ETag means a new object."""
+        etag = meta.get("e_tag")
+        version = meta.get("version")
+        with self._lock:
+            if (self.etag and etag and etag != self.etag) or (
+                self.version and version and version != self.version
+            ):
+                raise ObjectChangedError(
+                    f"the object changed while it was read (ETag {self.etag} became {etag})",
+                    path=self.path,
+                    operation=operation,
+                )
+            size = meta.get("size")
+            if size is not None:
+                if self._size is not None and etag is None and size != self._size:
+                    raise ObjectChangedError(
+                        f"the object changed while it was read (size {self._size} became "
+                        f"{size})",
+                        path=self.path,
+                        operation=operation,
+                    )
+                self._size = int(size)
+            self.etag = self.etag or etag
+            self.version = self.version or version
+            lm = meta.get("last_modified")
+            if lm is not None and self._mtime is None:
+                self._mtime = int(lm.timestamp() * 1_000_000_000)
+
+    def size(self) -> int:
+        if self._size is None:
+            import obstore as obs
+
+            try:
+                meta = run(obs.head_async(self._handle.store, self._key))
+            except Exception as e:
+                raise translate(e, self.path, "HEAD") from None
+            self.stats.record(0, 0)
+            self.stats.record_wave()
+            self._learn(meta, "HEAD")
+        assert self._size is not None
+        return self._size
+
+    def cache_key(self) -> tuple[str, int, str] | None:
+        version = self.etag or self.version or (
+            None if self._mtime is None else str(self._mtime))
+        if self._size is None or version is None:
+            return None
+        return (self.path, self._size, version)
+
+    # ------------------------------------------------------------ reads
+
+    def _conditions(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {}
+        if self.etag:
+            opts["if_match"] = self.etag
+        if self.version:
+            opts["version"] = self.version
+        return opts
+
+    async def _get(self, options: dict[str, Any], operation: str) -> tuple[bytes, int, int]:
+        import obstore as obs
+
+        res = await obs.get_async(self._handle.store, self._key, options=options)  # type: ignore[arg-type]
+        data = await res.bytes_async()
+        self._learn(res.meta, operation)
+        start, end = res.range
+        return bytes(data), start, end
+
+    def tail(self, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        if self._size == 0:
+            return b""
+        options = {"range": {"suffix": length}, **self._conditions()}
+        try:
+            data, start, end = run(self._get(options, "GET (tail)"))
+        except Exception as e:
+            err = translate(e, self.path, "GET (tail)")
+            unsatisfiable = "416" in str(e) or "range not satisfiable" in str(e).lower()
+            if unsatisfiable and self.size() == 0:
+                return b""  # an empty object has no suffix to give
+            raise err from None
+        self.stats.record(start, end - start)
+        self.stats.record_wave()
+        return data
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        if not ranges:
+            return []
+        for o, n in ranges:
+            if o < 0 or n < 0 or (self._size is not None and o + n > self._size):
+                raise CorruptFileError(
+                    f"read of {n} bytes at offset {o} is outside the file "
+                    f"({self._size} bytes)",
+                    path=self.path,
+                    offset=o,
+                )
+        parts = [_split(o, n) for o, n in ranges]
+        flat = [p for ps in parts for p in ps if p[1] > 0]
+        cond = self._conditions()
+        limit = self.max_in_flight
+
+        async def wave() -> list[tuple[bytes, int, int]]:
+            sem = asyncio.Semaphore(limit)
+
+            async def one(o: int, n: int) -> tuple[bytes, int, int]:
+                async with sem:
+                    return await self._get({"range": (o, o + n), **cond}, "GET")
+
+            return await asyncio.gather(*(one(o, n) for o, n in flat))
+
+        try:
+            got = run(wave()) if flat else []
+        except Exception as e:
+            raise translate(e, self.path, "GET") from None
+        by_part = {}
+        for (o, n), (data, start, end) in zip(flat, got, strict=True):
+            self.stats.record(start, end - start)
+            by_part[(o, n)] = data
+        self.stats.record_wave()
+        out = []
+        for (o, n), ps in zip(ranges, parts, strict=True):
+            data = b"".join(by_part.get(p, b"") for p in ps) if len(ps) > 1 else \
+                by_part.get(ps[0], b"")
+            if len(data) != n:
+                raise CorruptFileError(
+                    f"short read: wanted {n} bytes, got {len(data)} (object changed?)",
+                    path=self.path,
+                    offset=o,
+                )
+            out.append(data)
+        return out
+
+    def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        return coalesce(ranges, self.max_gap)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> ObjectStoreSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prefetch_tails(
+    files: Sequence[tuple[str, ObjectInfo | None, IOStats | None]],
+    storage_options: Mapping[str, Any] | None = None,
+    tail_bytes: int | None = None,
+) -> int:
+    """Read the tails of many object-store files in one wave, into the metadata cache.
+
+    ``files`` are (URL, listing info, the file's IOStats). Only files whose listing
+    gave size and ETag/mtime take part (their cache key is known before the
+    request) and whose tail is not cached yet; opening them afterwards costs no
+    request. Each file's stats count its tail as one request and one round trip
+    (they all share the same wave). Failures are left for the open to report.
+    Returns how many tails were fetched.
+    """
+    from pqindex.io.cache import metadata_cache
+    from pqindex.io.source import is_object_store_url
+
+    cache = metadata_cache()
+    todo: list[ObjectStoreSource] = []
+    for url, info, stats in files:
+        if info is None or not is_object_store_url(url):
+            continue
+        src = ObjectStoreSource(url, stats, storage_options, info)
+        key = src.cache_key()
+        if key is not None and cache.get(key) is None:
+            todo.append(src)
+    if not todo:
+        return 0
+    limit = todo[0].max_in_flight
+
+    async def wave() -> list[Any]:
+        sem = asyncio.Semaphore(limit)
+
+        async def one(src: ObjectStoreSource) -> tuple[bytes, int, int]:
+            n = tail_bytes or src.default_tail_bytes
+            async with sem:
+                return await src._get({"range": {"suffix": n}, **src._conditions()},
+                                      "GET (tail)")
+
+        return await asyncio.gather(*(one(s) for s in todo), return_exceptions=True)
+
+    got = run(wave())
+    fetched = 0
+    for src, res in zip(todo, got, strict=True):
+        if isinstance(res, BaseException):
+            continue
+        data, start, end = res
+        src.stats.record(start, end - start)
+        src.stats.record_wave()
+        cache.put(src.cache_key(), [(start, data)])
+        fetched += 1
+    return fetched
