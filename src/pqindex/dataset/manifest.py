@@ -61,6 +61,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "ManifestView",
+    "annotate",
     "build_manifest",
     "file_entry",
     "load_view",
@@ -258,6 +259,40 @@ def build_manifest(
         "rows": sum(int(e["rows"]) for e in entries),
         "bytes": sum(int(e["bytes"]) for e in entries),
     }
+
+
+def annotate(root: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` (a local dataset's, with ``files`` entries naming ``path``) with
+    each file's statistics, listing info and summaries added to its entry and the
+    ``schemas`` list set; other keys are kept. A file that cannot be read keeps
+    its entry as it was (no statistics: the planner reads its footer)."""
+    out = dict(manifest)
+    schemas: list[str] = []
+    index: dict[str, int] = {}
+    files = []
+    for e in manifest.get("files") or []:
+        rel = e["path"]
+        full = os.path.join(root, *rel.split("/"))
+        info = _local_info(full)
+        try:
+            with ParquetFile.open(full) as pf:
+                stub = _b64(schema_stub(pf))
+                assert stub is not None
+                if stub not in index:
+                    index[stub] = len(schemas)
+                    schemas.append(stub)
+                fresh = file_entry(pf, rel, info, index[stub])
+        except PqIndexError as err:
+            log.warning("%s", f"{full}: no manifest statistics: {err.reason}")
+            files.append(dict(e))
+            continue
+        if info is None or _local_info(full) != info:
+            files.append(dict(e))  # changed while read
+            continue
+        files.append({**e, **fresh})
+    out["schemas"] = schemas
+    out["files"] = files
+    return out
 
 
 _ENTRY_KEYS = frozenset({"path", "bytes", "rows", "row_groups", "schema", "etag", "mtime",

@@ -511,7 +511,8 @@ def add_indexes(
     ``progress(done, total, result)`` is called after each file.
 
     Files are processed in order; the first error stops the run (files already
-    done stay done) and raises a PqIndexError naming the file.
+    done stay done) and raises a PqIndexError naming the file. A directory given
+    alone then gets its dataset manifest (``_pqindex_manifest.json``) written anew.
     """
     targets = index_targets(paths, output)
     results = []
@@ -531,4 +532,16 @@ def add_indexes(
         )
         if progress is not None:
             progress(len(results), len(targets), results[-1])
+    _refresh_manifest(paths, output)
     return results
+
+
+def _refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None) -> None:
+    """A directory indexed as a whole gets its dataset manifest rewritten: its entries
+    (sizes, mtimes, embedded summaries) would no longer match the files otherwise."""
+    if not isinstance(paths, (str, os.PathLike)) or not os.path.isdir(paths):
+        return
+    # The one upward import: the manifest is a dataset-level index (dataset layer).
+    from pqindex.dataset.manifest import write_manifest
+
+    write_manifest(os.fspath(paths) if output is None else os.fspath(output))
