@@ -322,6 +322,47 @@ def test_cli_writes_and_refreshes(lake: tuple[Path, pa.Table], tmp_path: Path) -
     assert bad.exit_code != 0 and "Traceback" not in bad.output
 
 
+def test_hive_partitioned_lake_same_rows(tmp_path: Path) -> None:
+    root = scan_fixtures.write_hive_tree(tmp_path / "hive", rows_per_file=200)
+    m = write_manifest(str(root))
+    assert all("=" in f["path"] for f in m["files"])
+    files = pqindex.dataset(str(root)).files
+    table = scan_fixtures.hive_table_with_partitions(root, files)
+    case = diff.Case(root, table, [*PRED_COLUMNS, "year", "month", "region"])
+    rng = random.Random(11)
+    gen = diff.Generator(case.columns, rng)
+    pruned = 0
+    for _ in range(24):
+        pred = gen.tree()
+        expected = table.take(pa.array(case.expected_rows(pred), pa.int64()))
+        scan = pqindex.dataset(str(root)).scan(where=pred.pq())
+        diff.assert_same_rows(scan.to_table(), expected, f"where {pred.pq()}")
+        pruned += scan.report.files_skipped.get("manifest", 0)
+    scan = pqindex.dataset(str(root)).scan(where="id = 5 AND year >= 2000")
+    assert scan.to_table()["id"].to_pylist() == [5]
+    assert scan.report.files_skipped["manifest"] + scan.report.files_skipped["partition"] == (
+        len(files) - 1)
+
+
+def test_put_object_create_and_overwrite(
+    s3: S3Endpoint, tmp_path: Path  # noqa: F811
+) -> None:
+    from pqindex.io.errors import StorageError
+    from pqindex.io.objects import get_object, put_object
+
+    bucket = s3.new_bucket("put")
+    opts = s3.storage_options()
+    for url in (str(tmp_path / "obj.json"), f"s3://{bucket}/a/obj.json"):
+        assert get_object(url, opts) is None
+        put_object(url, b"one", opts, mode="create")
+        with pytest.raises(StorageError):
+            put_object(url, b"two", opts, mode="create")
+        assert get_object(url, opts) == b"one"
+        put_object(url, b"three", opts)
+        assert get_object(url, opts) == b"three"
+    assert [p.name for p in tmp_path.iterdir()] == ["obj.json"]  # no temporary left
+
+
 # ------------------------------------------------------------------ S3
 
 
@@ -336,7 +377,6 @@ def _upload(ep: S3Endpoint, bucket: str, prefix: str, root: Path) -> str:
 def s3_lake(s3: S3Endpoint, lake: tuple[Path, pa.Table],  # noqa: F811
             tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """The lake on S3 twice: with a manifest written there by pqindex, and without."""
-    root, _ = lake
     plain = _copy(lake, tmp_path_factory.mktemp("s3plain") / "lake", manifest=False)
     bucket = s3.new_bucket("manifest")
     with_m = _upload(s3, bucket, "with", plain)
@@ -389,7 +429,7 @@ def test_s3_stale_and_concurrent_rewrite(
     assert got["id"].to_pylist() == [70003]
     # concurrent: the manifest is replaced by a corrupt one after the listing
     ds = pqindex.dataset(url, storage_options=opts)
-    ds.discovery
+    assert ds.discovery.manifest is not None  # listed now, with the manifest
     s3.put(bucket, f"t/{MANIFEST_NAME}", b'{"version": 1, "files": [')
     scan = ds.scan(where="id = 70003 OR id = 5")
     assert sorted(scan.to_table()["id"].to_pylist()) == [5, 70003]

@@ -289,11 +289,16 @@ class Dataset:
 
             return evaluate(first_bound, leaf) == Match.NONE
 
+        stand_in_bound: dict[int, BoundExpr | None] = {}
+
         def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
-            try:
-                return bind(expr, self._bound_schema(pf))
-            except PqIndexError:
-                return None  # the footer path reports it
+            # Files share a few schemas: bound once per manifest schema.
+            if id(pf) not in stand_in_bound:
+                try:
+                    stand_in_bound[id(pf)] = bind(expr, self._bound_schema(pf))
+                except PqIndexError:
+                    stand_in_bound[id(pf)] = None  # the footer path reports it
+            return stand_in_bound[id(pf)]
 
         manifest_skips: dict[str, str | None] = {}
         if view is not None and not isinstance(first_bound, BoundTrue):

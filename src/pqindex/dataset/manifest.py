@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pqindex.dataset.discovery import MANIFEST_NAME
-from pqindex.errors import PqIndexError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.expr.bind import BoundExpr, BoundPredicate
 from pqindex.format.file import MAGIC, ParquetFile
 from pqindex.format.match import Match
-from pqindex.format.schema import LeafColumn
+from pqindex.format.schema import LeafColumn, PhysicalType
 from pqindex.format.structs import FileMetaData, KeyValue, Statistics
 from pqindex.format.thrift import encode
 from pqindex.format.values import Comparison, Kind, bound_order, statistics_bounds
@@ -149,7 +149,7 @@ def _column_stats(pf: ParquetFile, leaf: LeafColumn, cap: int) -> Statistics | N
         lo_exact, hi_exact = lo[2], hi[2]
         vt = order.value_type
         if source == "min_value/max_value" and cmp == Comparison.BYTES and vt.kind in (
-                Kind.STRING, Kind.BINARY) and vt.physical == 6:
+                Kind.STRING, Kind.BINARY) and vt.physical == PhysicalType.BYTE_ARRAY:
             # Shortened like the ColumnIndex: min rounded down, max rounded up.
             text = vt.kind == Kind.STRING
             short_lo = lower_bound(lo_raw, cap, text=text)
@@ -349,11 +349,18 @@ def write_manifest(
     for e in old.get("files") or []:
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
+    if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
+        raise UserInputError("a manifest describes a directory of files, not one file",
+                             path=root)
     ds._read_ahead(disc.files)
     triples = []
     for df in disc.files:
         info = df.info if df.info is not None else _local_info(df.path)
-        of = ds._file(df)
+        try:
+            of = ds._file(df)
+        except PqIndexError as e:  # no entry: a scan reads the footer and says what is wrong
+            log.warning("%s", f"{df.path}: not in the manifest: {e.reason}")
+            continue
         if df.info is None and info is not None:
             after = _local_info(df.path)
             if after != info or of.pf.file_size != info.size:
@@ -522,8 +529,8 @@ def parse_manifest(data: bytes, url: str) -> Manifest:
             except PqIndexError as e:
                 raise _fail(f"schema {i}: {e.reason}") from None
         entries: dict[str, FileEntry] = {}
-        for e in files:
-            fe = _parse_entry(e, len(schemas), lambda i: len(schemas[i].schema.leaves))
+        for raw in files:
+            fe = _parse_entry(raw, len(schemas), lambda i: len(schemas[i].schema.leaves))
             if fe.path in entries:
                 raise _fail(f"entry {fe.path!r} appears twice")
             entries[fe.path] = fe
@@ -608,11 +615,11 @@ class ManifestView:
         if hit is None:
             return None
         entry, stand_in = hit
-        if entry.rows == 0:
-            return "the manifest says the file has no rows"
         expr = bound(stand_in)
         if expr is None:
             return None
+        if entry.rows == 0:
+            return "manifest: the file has no rows"
         s = self._files.get(df.path)
         if s is None:
             s = self._files[df.path] = _Summaries(entry, stand_in)
@@ -672,9 +679,9 @@ def load_view(
     infos = _listing_infos(disc.files)
     unmatched = 0
     for df in disc.files:
-        e = manifest.entries.get(_rel(root, df.path))
-        if e is not None and e.schema is not None and _matches(e, infos[df.path]):
-            matched[df.path] = (e, manifest.schemas[e.schema])
+        entry = manifest.entries.get(_rel(root, df.path))
+        if entry is not None and entry.schema is not None and _matches(entry, infos[df.path]):
+            matched[df.path] = (entry, manifest.schemas[entry.schema])
         else:
             unmatched += 1
     return ManifestView(manifest, root, matched, unmatched, stats=stats)

@@ -99,8 +99,12 @@ def put_object(
         from pqindex.io.objstore import get_store, run
 
         handle, key = get_store(url, storage_options)
+
+        async def put() -> None:
+            await obs.put_async(handle.store, key, data, mode=mode)
+
         try:
-            run(obs.put_async(handle.store, key, data, mode=mode))
+            run(put())
         except Exception as e:
             if type(e).__name__ == "AlreadyExistsError":
                 raise StorageError("the object already exists", path=url,
