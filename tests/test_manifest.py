@@ -363,6 +363,27 @@ def test_put_object_create_and_overwrite(
     assert [p.name for p in tmp_path.iterdir()] == ["obj.json"]  # no temporary left
 
 
+def test_spark_commit_writes_a_manifest_the_planner_uses(tmp_path: Path) -> None:
+    from pqindex.spark.commit import commit_job, job_dir, load_manifest
+
+    dest = tmp_path / "out"
+    staged = Path(job_dir(str(dest), "job1"))
+    staged.mkdir(parents=True)
+    files = []
+    for k in range(4):
+        p = staged / f"part-{k}.parquet"
+        pq.write_table(pa.table({"id": pa.array(np.arange(k * 100, k * 100 + 100))}), p)
+        files.append({"staged": str(p), "path": f"part-{k}.parquet", "rows": 100,
+                      "bytes": p.stat().st_size, "key_range": {"id": [k * 100, k * 100 + 99]}})
+    commit_job(str(dest), "job1", files, mode="error", info={"sort_by": ["id"]})
+    m = load_manifest(str(dest))
+    assert m is not None and m["sort_by"] == ["id"] and m["rows"] == 400
+    assert all(f["key_range"] and f["columns"][0]["min"] for f in m["files"])
+    scan = pqindex.dataset(str(dest)).scan(where="id = 250")
+    assert scan.to_table()["id"].to_pylist() == [250]
+    assert scan.report.files_skipped["manifest"] == 3
+
+
 # ------------------------------------------------------------------ S3
 
 
