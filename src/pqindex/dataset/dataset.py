@@ -335,11 +335,15 @@ class Dataset:
 
         self._read_ahead([df for df in disc.files if not prune_by_partition(df)
                           and manifest_skips.get(df.path) is None])
-        if len(disc.files) == 1:
-            results = [plan_one(disc.files[0])]
+        # Files the manifest ruled out are decided already: only the others go to the pool.
+        opened = [df for df in disc.files if manifest_skips.get(df.path) is None]
+        if len(opened) <= 1:
+            results = [plan_one(df) for df in disc.files]
         else:
             with ThreadPoolExecutor(self.max_workers) as pool:
-                results = list(pool.map(plan_one, disc.files))
+                done = dict(zip([df.path for df in opened], pool.map(plan_one, opened),
+                                strict=True))
+            results = [done.get(df.path) or plan_one(df) for df in disc.files]
         files = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:

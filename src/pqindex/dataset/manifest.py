@@ -376,7 +376,7 @@ def write_manifest(
                                                        "rows", "bytes")}
     manifest = build_manifest(triples, {**top, **dict(extra or {})}, keep=keep)
     ds.close()
-    put_object(url, json.dumps(manifest, indent=1, default=str).encode("utf-8"),
+    put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
     return manifest
 
