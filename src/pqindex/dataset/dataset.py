@@ -336,12 +336,12 @@ class Dataset:
         self._read_ahead([df for df in disc.files if not prune_by_partition(df)
                           and manifest_skips.get(df.path) is None])
         # Files the manifest ruled out are decided already: only the others go to the pool.
-        opened = [df for df in disc.files if manifest_skips.get(df.path) is None]
-        if len(opened) <= 1:
+        to_open = [df for df in disc.files if manifest_skips.get(df.path) is None]
+        if len(to_open) <= 1:
             results = [plan_one(df) for df in disc.files]
         else:
             with ThreadPoolExecutor(self.max_workers) as pool:
-                done = dict(zip([df.path for df in opened], pool.map(plan_one, opened),
+                done = dict(zip([df.path for df in to_open], pool.map(plan_one, to_open),
                                 strict=True))
             results = [done.get(df.path) or plan_one(df) for df in disc.files]
         files = []
