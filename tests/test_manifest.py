@@ -189,6 +189,8 @@ def test_pruned_files_are_never_opened(lake: tuple[Path, pa.Table]) -> None:
     assert scan.to_table()["id"].to_pylist() == [1234]
     assert scan.report.files_skipped["manifest"] == FILES - 1
     assert list(ds._open) == [str(root / "part-006.parquet")]
+    text = pqindex.dataset(str(root)).explain(where="id = 1234")
+    assert text.count("skipped by manifest") == FILES - 1
     # file-level distinct summaries prune too: category holds one value per file
     ds = pqindex.dataset(str(root))
     scan = ds.scan(where="category IN ('cat-3', 'nope')")
