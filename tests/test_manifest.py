@@ -322,6 +322,18 @@ def test_cli_writes_and_refreshes(lake: tuple[Path, pa.Table], tmp_path: Path) -
     assert scan.report.files_skipped["manifest"] == FILES - 1
     bad = CliRunner().invoke(cli, ["manifest", str(tmp_path / "absent")])
     assert bad.exit_code != 0 and "Traceback" not in bad.output
+    one = CliRunner().invoke(cli, ["manifest", str(root / "part-000.parquet")])
+    assert one.exit_code != 0 and "not one file" in one.output
+    # pqindex index on the directory rewrites the files and refreshes the manifest
+    res = CliRunner().invoke(cli, ["index", str(root), "--distinct", "i16"])
+    assert res.exit_code == 0, res.output
+    m = json.loads((root / MANIFEST_NAME).read_text())
+    assert all(f["bytes"] == os.path.getsize(root / f["path"]) for f in m["files"])
+    assert {(s["kind"], s["column"]) for f in m["files"] for s in f["summaries"]} == {
+        ("distinct", "i16")}
+    scan = pqindex.dataset(str(root)).scan(where="id = 5")
+    assert scan.to_table()["id"].to_pylist() == [5]
+    assert scan.report.files_skipped["manifest"] == FILES - 1
 
 
 def test_hive_partitioned_lake_same_rows(tmp_path: Path) -> None:

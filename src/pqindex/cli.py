@@ -517,7 +517,12 @@ def index_command(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from pqindex.write.add_indexes import IndexResult, index_file, index_targets
+    from pqindex.write.add_indexes import (
+        IndexResult,
+        index_file,
+        index_targets,
+        refresh_manifest,
+    )
 
     options: dict[str, Any] = {
         "distinct": _columns(distinct) or (),
@@ -554,6 +559,8 @@ def index_command(
                     break
             finally:
                 bar.advance(task)
+    if len(path) == 1:
+        refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:
         click.echo(
             json.dumps(

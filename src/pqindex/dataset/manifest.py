@@ -334,6 +334,9 @@ def write_manifest(
         root = root[len("file://"):]
     ds = pqindex.dataset(root, storage_options=storage_options)
     disc = ds.discovery
+    if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
+        raise UserInputError("a manifest describes a directory of files, not one file",
+                             path=root)
     base = root.rstrip("/").rstrip(os.sep)
     url = _join(base, MANIFEST_NAME)
     old: dict[str, Any] = {}
@@ -349,9 +352,6 @@ def write_manifest(
     for e in old.get("files") or []:
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
-    if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
-        raise UserInputError("a manifest describes a directory of files, not one file",
-                             path=root)
     ds._read_ahead(disc.files)
     triples = []
     for df in disc.files:

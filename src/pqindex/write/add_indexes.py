@@ -57,7 +57,8 @@ from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 
-__all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets"]
+__all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets",
+           "refresh_manifest"]
 
 PageIndexMode = Literal["keep", "add"]
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -532,13 +533,14 @@ def add_indexes(
         )
         if progress is not None:
             progress(len(results), len(targets), results[-1])
-    _refresh_manifest(paths, output)
+    refresh_manifest(paths, output)
     return results
 
 
-def _refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None) -> None:
+def refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None = None) -> None:
     """A directory indexed as a whole gets its dataset manifest rewritten: its entries
-    (sizes, mtimes, embedded summaries) would no longer match the files otherwise."""
+    (sizes, mtimes, embedded summaries) would no longer match the files otherwise.
+    Nothing happens for files or lists of paths."""
     if not isinstance(paths, (str, os.PathLike)) or not os.path.isdir(paths):
         return
     # The one upward import: the manifest is a dataset-level index (dataset layer).
