@@ -33,7 +33,7 @@ import json
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -326,14 +326,13 @@ def write_manifest(
     manifest that pqindex does not compute (Spark's key ranges) are kept for
     files that did not change. Returns the manifest.
     """
-    import pqindex
+    from pqindex.dataset.discovery import discover
     from pqindex.io.objects import get_object, put_object
 
     root = os.fspath(path)
     if root.startswith("file://"):
         root = root[len("file://"):]
-    ds = pqindex.dataset(root, storage_options=storage_options)
-    disc = ds.discovery
+    disc = discover(root, storage_options)
     if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
         raise UserInputError("a manifest describes a directory of files, not one file",
                              path=root)
@@ -352,33 +351,49 @@ def write_manifest(
     for e in old.get("files") or []:
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
-    ds._read_ahead(disc.files)
-    triples = []
-    for df in disc.files:
-        info = df.info if df.info is not None else _local_info(df.path)
-        try:
-            of = ds._file(df)
-        except PqIndexError as e:  # no entry: a scan reads the footer and says what is wrong
-            log.warning("%s", f"{df.path}: not in the manifest: {e.reason}")
-            continue
-        if df.info is None and info is not None:
-            after = _local_info(df.path)
-            if after != info or of.pf.file_size != info.size:
-                info = None  # changed while read: an entry nothing will match
-        rel = _rel(base, df.path)
-        k = keep.get(rel)
-        if k is not None and info is not None and k.get("bytes") != info.size:
-            keep.pop(rel)  # a rewritten file: its old figures no longer hold
-        if info is None:
-            continue  # changed while read: no entry, the planner reads its footer
-        triples.append((rel, of.pf, info))
+    opened = _open_files(disc.files, base, storage_options, keep)
     top = {k: v for k, v in old.items() if k not in ("version", "format", "schemas", "files",
                                                        "rows", "bytes")}
-    manifest = build_manifest(triples, {**top, **dict(extra or {})}, keep=keep)
-    ds.close()
+    manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
     put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
     return manifest
+
+
+# Footers read per wave while writing a manifest: tails of a batch are held at once.
+_WRITE_BATCH = 256
+
+
+def _open_files(
+    files: Sequence[DataFile], base: str, storage_options: Mapping[str, Any] | None,
+    keep: dict[str, Mapping[str, Any]],
+) -> Iterator[tuple[str, ParquetFile, ObjectInfo]]:
+    """Each readable data file, opened (remote tails a batch at a time, in one wave)
+    and closed once its entry is built; ``keep`` loses the entries of changed files."""
+    from pqindex.io.objstore import prefetch_tails
+
+    for i in range(0, len(files), _WRITE_BATCH):
+        batch = files[i : i + _WRITE_BATCH]
+        prefetch_tails([(df.path, df.info, None) for df in batch], storage_options)
+        for df in batch:
+            info = df.info if df.info is not None else _local_info(df.path)
+            try:
+                pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
+            except PqIndexError as e:  # no entry: a scan reads the footer and says why
+                log.warning("%s", f"{df.path}: not in the manifest: {e.reason}")
+                continue
+            try:
+                if df.info is None and (_local_info(df.path) != info
+                                        or info is None or pf.file_size != info.size):
+                    continue  # changed while read: no entry, the planner reads its footer
+                assert info is not None
+                rel = _rel(base, df.path)
+                k = keep.get(rel)
+                if k is not None and k.get("bytes") != info.size:
+                    keep.pop(rel)  # a rewritten file: its old figures no longer hold
+                yield rel, pf, info
+            finally:
+                pf.close()
 
 
 def _join(root: str, name: str) -> str:
