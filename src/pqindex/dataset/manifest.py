@@ -29,6 +29,7 @@ The format is described in docs/manifest.md.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import logging
 import os
@@ -432,8 +433,8 @@ def _opt_bytes(e: Mapping[str, Any], key: str, what: str) -> bytes | None:
     if not isinstance(v, str):
         raise _fail(f"{what}: {key} is not base64 text")
     try:
-        return base64.b64decode(v, validate=True)
-    except ValueError:
+        return binascii.a2b_base64(v, strict_mode=True)
+    except (ValueError, binascii.Error):
         raise _fail(f"{what}: {key} is not base64") from None
 
 
