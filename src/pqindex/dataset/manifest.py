@@ -18,10 +18,11 @@ Trust rules:
   their footers, so a stale, partial or concurrently rewritten manifest gives
   the same rows as none.
 * Bounds are judged by the same code as footer statistics
-  (:func:`~pqindex.format.values.statistics_bounds`): the entry holds a
-  ``Statistics`` struct's bytes and the file's schema, so INT96, unknown column
-  orders, NaN and legacy min/max are refused exactly as in the footer. Only a
-  "no row can match" answer is used.
+  (:func:`~pqindex.format.values.statistics_bounds`): an entry keeps the
+  footer's bound bytes, the field they came from and counts, and the manifest
+  keeps the file's schema and column orders, so INT96, unknown column orders,
+  NaN and legacy min/max are refused exactly as in the footer. Only a "no row
+  can match" answer is used.
 
 The format is described in docs/manifest.md.
 """
@@ -608,8 +609,7 @@ class ManifestView:
     manifest: Manifest
     root: str
     matched: dict[str, tuple[FileEntry, ParquetFile]]  # data file path -> (entry, stand-in)
-    unmatched: int
-    warnings: list[str] = field(default_factory=list)
+    unmatched: int  # listed data files planned from their footers
     stats: IOStats = field(default_factory=IOStats)
     _files: dict[str, _Summaries] = field(default_factory=dict)
 
