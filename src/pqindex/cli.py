@@ -332,6 +332,22 @@ def check(files: tuple[str, ...], no_decode: bool) -> None:
         click.echo(f"{f}: ok")
 
 
+@cli.command(name="manifest")
+@click.argument("path", type=str)
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest written.")
+@_storage_option
+@_fail_cleanly
+def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = ()) -> None:
+    """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH."""
+    from pqindex.dataset.manifest import write_manifest
+
+    m = write_manifest(path, _storage_options(storage_option))
+    if as_json:
+        click.echo(json.dumps(m, indent=1, default=str))
+    else:
+        click.echo(f"{path}: manifest of {len(m['files'])} file(s), {m['rows']:,} rows")
+
+
 def _columns(values: tuple[str, ...]) -> list[str] | None:
     out = [c.strip() for v in values for c in v.split(",") if c.strip()]
     return out or None
@@ -510,7 +526,12 @@ def index_command(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from pqindex.write.add_indexes import IndexResult, index_file, index_targets
+    from pqindex.write.add_indexes import (
+        IndexResult,
+        index_file,
+        index_targets,
+        refresh_manifest,
+    )
 
     options: dict[str, Any] = {
         "distinct": _columns(distinct) or (),
@@ -547,6 +568,8 @@ def index_command(
                     break
             finally:
                 bar.advance(task)
+    if len(path) == 1:
+        refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:
         click.echo(
             json.dumps(

@@ -141,6 +141,8 @@ class Dataset:
         self.storage_options = dict(storage_options or {})
         self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
         self._discovery: Discovery | None = None
+        self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
+        self._stand_in: _OpenFile | None = None
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
@@ -200,10 +202,30 @@ class Dataset:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def manifest_view(self, warnings: list[str] | None = None) -> Any:
+        """The dataset manifest matched against the listing (see dataset/manifest.py),
+        or None; loaded once per dataset, like the listing."""
+        if self._manifest is None:
+            from pqindex.dataset.manifest import load_view
+
+            view = load_view(self._source, self.discovery, self.storage_options, warnings)
+            self._manifest = view if view is not None else False
+        return self._manifest or None
+
+    def _first(self) -> _OpenFile:
+        """The first file, or a footer-only stand-in from the manifest (no request)."""
+        df = self.discovery.files[0]
+        view = self.manifest_view()
+        if self._stand_in is None and view is not None and df.path not in self._open:
+            pf = view.stand_in(df)
+            if pf is not None:
+                self._stand_in = _OpenFile(df, pf, IOStats())
+        return self._stand_in or self._file(df)
+
     @property
     def schema(self) -> pa.Schema:
         """The Arrow schema of the first file plus the partition columns."""
-        first = self._file(self.discovery.files[0])
+        first = self._first()
         fields = list(first.arrow)
         for k in self.discovery.partition_columns:
             fields.append(pa.field(k, self._partition_type(k)))
@@ -237,9 +259,10 @@ class Dataset:
         t0 = time.perf_counter()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
-        if not disc.partition_columns:
+        view = self.manifest_view(report.warnings)
+        if not disc.partition_columns and view is None:
             self._read_ahead(disc.files)  # nothing to prune before the footers
-        first = self._file(disc.files[0])
+        first = self._first()
         schema = self.schema
         names = [f.name for f in schema]
         if columns is None:
@@ -266,11 +289,33 @@ class Dataset:
 
             return evaluate(first_bound, leaf) == Match.NONE
 
+        stand_in_bound: dict[int, BoundExpr | None] = {}
+
+        def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
+            # Files share a few schemas: bound once per manifest schema.
+            if id(pf) not in stand_in_bound:
+                try:
+                    stand_in_bound[id(pf)] = bind(expr, self._bound_schema(pf))
+                except PqIndexError:
+                    stand_in_bound[id(pf)] = None  # the footer path reports it
+            return stand_in_bound[id(pf)]
+
+        manifest_skips: dict[str, str | None] = {}
+        if view is not None and not isinstance(first_bound, BoundTrue):
+            for df in disc.files:
+                if not prune_by_partition(df):
+                    manifest_skips[df.path] = view.prune(
+                        df, bind_stand_in, disc.partition_values(df))
+
         def plan_one(
             df: DataFile,
         ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             if prune_by_partition(df):
                 return df, None, None, None, []
+            why = manifest_skips.get(df.path)
+            if why is not None:
+                part = disc.partition_values(df)
+                return df, None, FilePlan(df.path, 0, (), "manifest", why, part), None, []
             of = self._file(df)
             try:
                 bound = first_bound if of is first else bind(expr, self._bound_schema(of.pf))
@@ -288,18 +333,23 @@ class Dataset:
             )
             return df, of, plan, bound, warnings
 
-        self._read_ahead([df for df in disc.files if not prune_by_partition(df)])
-        if len(disc.files) == 1:
-            results = [plan_one(disc.files[0])]
+        self._read_ahead([df for df in disc.files if not prune_by_partition(df)
+                          and manifest_skips.get(df.path) is None])
+        # Files the manifest ruled out are decided already: only the others go to the pool.
+        to_open = [df for df in disc.files if manifest_skips.get(df.path) is None]
+        if len(to_open) <= 1:
+            results = [plan_one(df) for df in disc.files]
         else:
             with ThreadPoolExecutor(self.max_workers) as pool:
-                results = list(pool.map(plan_one, disc.files))
+                done = dict(zip([df.path for df in to_open], pool.map(plan_one, to_open),
+                                strict=True))
+            results = [done.get(df.path) or plan_one(df) for df in disc.files]
         files = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:
             report.warnings += [f"{df.path}: {w}" for w in warnings]
             if plan is None or of is None:
-                report.files_skipped["partition"] += 1
+                report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
                 files.append((df, of, plan, bound))
                 continue
             report.row_groups_total += len(plan.row_groups)

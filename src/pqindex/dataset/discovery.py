@@ -19,7 +19,9 @@ from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_objects, probe_object
 from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 
-__all__ = ["DataFile", "Discovery", "discover"]
+__all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover"]
+
+MANIFEST_NAME = "_pqindex_manifest.json"  # see pqindex.dataset.manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,8 @@ class Discovery:
     partition_columns: tuple[str, ...] = ()
     partition_types: dict[str, str] = field(default_factory=dict)  # "int64" or "string"
     io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
+    # The dataset manifest beside the files of a one-directory dataset (URL, listing info).
+    manifest: tuple[str, ObjectInfo | None] | None = None
 
     def partition_values(self, f: DataFile) -> dict[str, Any]:
         """Typed partition values of one file (None for the hive null marker)."""
@@ -96,7 +100,8 @@ _FILE_SUFFIXES = (".parquet", ".parq", ".pq")
 
 
 def _discover_remote(
-    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool
+    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool,
+    found: dict[str, ObjectInfo] | None = None,
 ) -> list[DataFile]:
     """A file or a prefix of a store: one request in the common cases.
 
@@ -118,6 +123,9 @@ def _discover_remote(
         if scheme in ("http", "https"):  # plain HTTP servers cannot list
             raise ObjectNotFoundError("no such object", path=url, operation="GET (tail)")
     listed = list_objects(url, storage_options, stats)
+    if found is not None:  # the manifest, seen in the same LIST
+        at = f"{url.rstrip('/')}/{MANIFEST_NAME}"
+        found.update((u, i) for u, i in listed if u == at)
     if listed:
         return _walk_remote(url, listed)
     if object_store and not url.endswith("/"):
@@ -154,15 +162,20 @@ def discover(
         raise UserInputError("no paths given")
     files: list[DataFile] = []
     stats = IOStats()
+    found: dict[str, ObjectInfo] = {}
     for item in items:
         p = os.fspath(item)
         if "://" in p and not p.startswith("file://"):
-            files += _discover_remote(p, storage_options, stats, probe=len(items) == 1)
+            files += _discover_remote(p, storage_options, stats, probe=len(items) == 1,
+                                      found=found if len(items) == 1 else None)
             continue
         if p.startswith("file://"):
             p = p[len("file://") :]
         if os.path.isdir(p):
             files += _walk_local(p)
+            at = os.path.join(p, MANIFEST_NAME)
+            if len(items) == 1 and os.path.isfile(at):
+                found[at] = ObjectInfo(os.path.getsize(at))
         elif os.path.exists(p):
             files.append(DataFile(p))
         else:
@@ -175,4 +188,4 @@ def discover(
             if k not in keys:
                 keys.append(k)
     types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
-    return Discovery(tuple(files), tuple(keys), types, stats)
+    return Discovery(tuple(files), tuple(keys), types, stats, next(iter(found.items()), None))

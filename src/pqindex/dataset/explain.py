@@ -145,6 +145,7 @@ def explain_json(
                 "partition": plan.partition,
                 "predicate": str(bound),
                 "skipped": plan.skipped,
+                **({"skipped_by": plan.skipped_by} if plan.skipped_by is not None else {}),
                 "row_groups": [_rg_json(rg, maps) for rg in plan.row_groups],
                 "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
             }
@@ -176,6 +177,9 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
         if plan is None:
             parts = ", ".join(f"{k}={v}" for k, v in df.partition)
             lines.append(f"├─ {df.path}: skipped by partition ({parts})")
+            continue
+        if plan.skipped_by is not None:  # decided before the file was opened
+            lines.append(f"├─ {df.path}: skipped by {plan.skipped_by} — {plan.reason}")
             continue
         kept = [rg for rg in plan.row_groups if not rg.skipped]
         maps = page_maps(of, plan, bound)

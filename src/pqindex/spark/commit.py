@@ -198,6 +198,9 @@ def commit_job(
         "index_summary": _index_summary(entries.values(), info),
         "last_commit": summary,
     }
+    from pqindex.dataset.manifest import annotate
+
+    manifest = annotate(dest, manifest)  # per-file statistics: the dataset-level index
     summary["commit_seconds"] = time.perf_counter() - t0
     write_manifest(dest, manifest)
     with open(os.path.join(dest, SUCCESS), "wb"):

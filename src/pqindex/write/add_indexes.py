@@ -57,7 +57,8 @@ from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 
-__all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets"]
+__all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets",
+           "refresh_manifest"]
 
 PageIndexMode = Literal["keep", "add"]
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -511,7 +512,8 @@ def add_indexes(
     ``progress(done, total, result)`` is called after each file.
 
     Files are processed in order; the first error stops the run (files already
-    done stay done) and raises a PqIndexError naming the file.
+    done stay done) and raises a PqIndexError naming the file. A directory given
+    alone then gets its dataset manifest (``_pqindex_manifest.json``) written anew.
     """
     targets = index_targets(paths, output)
     results = []
@@ -531,4 +533,17 @@ def add_indexes(
         )
         if progress is not None:
             progress(len(results), len(targets), results[-1])
+    refresh_manifest(paths, output)
     return results
+
+
+def refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None = None) -> None:
+    """A directory indexed as a whole gets its dataset manifest rewritten: its entries
+    (sizes, mtimes, embedded summaries) would no longer match the files otherwise.
+    Nothing happens for files or lists of paths."""
+    if not isinstance(paths, (str, os.PathLike)) or not os.path.isdir(paths):
+        return
+    # The one upward import: the manifest is a dataset-level index (dataset layer).
+    from pqindex.dataset.manifest import write_manifest
+
+    write_manifest(os.fspath(paths) if output is None else os.fspath(output))

@@ -1,0 +1,147 @@
+"""Whole small objects: read one (a manifest) or write one atomically.
+
+``get_object`` and ``put_object`` work on local paths, ``file://``, object-store
+URLs (obstore) and other fsspec URLs. Local writes go to a temporary name in
+the same directory and are renamed into place, so a reader sees the old or the
+new object, never a part of one. Object-store PUTs are atomic by themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pqindex.io.errors import ObjectNotFoundError, StorageError, translate
+from pqindex.io.source import IOStats, is_object_store_url
+
+__all__ = ["get_object", "put_object"]
+
+PutMode = Literal["overwrite", "create"]
+
+
+def _local(url: str) -> str | None:
+    if url.startswith("file://"):
+        return url[len("file://"):]
+    return None if "://" in url else url
+
+
+def get_object(
+    url: str, storage_options: Mapping[str, Any] | None = None, stats: IOStats | None = None
+) -> bytes | None:
+    """The whole object at ``url`` in one request, or None when there is none."""
+    path = _local(url)
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise translate(e, url, "read") from None
+    elif is_object_store_url(url):
+        import obstore as obs
+
+        from pqindex.io.objstore import get_store, run
+
+        handle, key = get_store(url, storage_options)
+
+        async def fetch() -> bytes:
+            res = await obs.get_async(handle.store, key)
+            return bytes(await res.bytes_async())
+
+        try:
+            data = run(fetch())
+        except Exception as e:
+            err = translate(e, url, "GET")
+            if isinstance(err, ObjectNotFoundError):
+                return None
+            raise err from None
+    else:
+        import fsspec
+
+        try:
+            fs, fp = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+            data = fs.cat_file(fp)
+        except FileNotFoundError:
+            return None
+        except Exception as e:
+            raise translate(e, url, "GET") from None
+    if stats is not None:
+        stats.record(0, len(data))
+        stats.record_wave()
+    return data
+
+
+def put_object(
+    url: str,
+    data: bytes,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    mode: PutMode = "overwrite",
+) -> None:
+    """Write ``data`` as the whole object ``url``, atomically.
+
+    ``mode="create"`` fails with :class:`StorageError` when the object exists
+    (a conditional PUT on object stores, a hard link on local disks).
+    """
+    if mode not in ("overwrite", "create"):
+        raise ValueError(f"unknown put mode {mode!r}")
+    path = _local(url)
+    if path is not None:
+        _put_local(path, data, mode)
+        return
+    if is_object_store_url(url):
+        import obstore as obs
+
+        from pqindex.io.objstore import get_store, run
+
+        handle, key = get_store(url, storage_options)
+
+        async def put() -> None:
+            await obs.put_async(handle.store, key, data, mode=mode)
+
+        try:
+            run(put())
+        except Exception as e:
+            if type(e).__name__ == "AlreadyExistsError":
+                raise StorageError("the object already exists", path=url,
+                                   operation="PUT (create)") from None
+            raise translate(e, url, "PUT") from None
+        return
+    import fsspec
+
+    try:
+        fs, fp = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        if mode == "create" and fs.exists(fp):
+            raise StorageError("the object already exists", path=url, operation="PUT (create)")
+        fs.pipe_file(fp, data)
+    except StorageError:
+        raise
+    except Exception as e:
+        raise translate(e, url, "PUT") from None
+
+
+def _put_local(path: str, data: bytes, mode: PutMode) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode == "create":
+            try:
+                os.link(tmp, path)  # fails if the name exists: an atomic create
+            except FileExistsError:
+                raise StorageError("the file already exists", path=path,
+                                   operation="write (create)") from None
+        else:
+            os.replace(tmp, path)
+    except OSError as e:
+        raise translate(e, path, "write") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
