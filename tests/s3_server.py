@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -273,6 +274,11 @@ class S3Endpoint:
         return self._log.body_bytes
 
     def reset_log(self) -> None:
+        """Forget the requests so far, once none is in flight (a client that gave up
+        on a delayed request leaves it running at the proxy for a while)."""
+        deadline = time.monotonic() + 5
+        while self._proxy.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
         with self._log.lock:
             self._log.requests.clear()
             self._log.body_bytes = 0

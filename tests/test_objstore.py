@@ -546,8 +546,8 @@ def test_in_flight_bound_is_configurable(
     finally:
         s3.delay = 0.0
     assert got == [path.read_bytes()[o : o + n] for o, n in ranges]
-    assert s3.max_in_flight <= 2
-    assert (stats.requests, stats.round_trips) == (8, 1)
+    assert s3.max_in_flight <= 2, s3.max_in_flight
+    assert (stats.requests, stats.round_trips) == (8, 1), stats
 
 
 def test_fsspec_wave_counts_one_round_trip(tmp_path: Path) -> None:
@@ -569,3 +569,28 @@ def test_fsspec_wave_counts_one_round_trip(tmp_path: Path) -> None:
         assert stats.round_trips == 2
     finally:
         fs.rm(url[len("memory://"):])
+
+
+def test_size_before_any_read_is_one_head(s3: S3Endpoint, bucket: str) -> None:  # noqa: F811
+    key = f"head/{uuid.uuid4().hex}.bin"
+    s3.put(bucket, key, b"x" * 1234)
+    stats = IOStats()
+    src = ObjectStoreSource(_url(bucket, key), stats, s3.storage_options())
+    s3.reset_log()
+    assert src.size() == 1234 and src.etag
+    assert [r.method for r in s3.requests] == ["HEAD"]
+    assert (stats.requests, stats.round_trips) == (1, 1)
+    assert src.read(1000, 10) == b"x" * 10
+
+
+@pytest.mark.parametrize("body", [b"", b"PAR1", b"not parquet at all, but long enough"])
+def test_tiny_or_foreign_objects_are_corrupt_files(
+    s3: S3Endpoint, bucket: str, body: bytes  # noqa: F811
+) -> None:
+    from pqindex.errors import CorruptFileError
+
+    key = f"tiny/{uuid.uuid4().hex}.parquet"
+    s3.put(bucket, key, body)
+    with pytest.raises(CorruptFileError) as exc:
+        ParquetFile.open(_url(bucket, key), storage_options=s3.storage_options())
+    assert _url(bucket, key) in str(exc.value)

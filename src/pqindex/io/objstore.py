@@ -296,8 +296,12 @@ class ObjectStoreSource:
         if self._size is None:
             import obstore as obs
 
+            async def head() -> Any:
+                # obstore's coroutines must be created on the running loop
+                return await obs.head_async(self._handle.store, self._key)
+
             try:
-                meta = run(obs.head_async(self._handle.store, self._key))
+                meta = run(head())
             except Exception as e:
                 raise translate(e, self.path, "HEAD") from None
             self.stats.record(0, 0)
@@ -342,7 +346,8 @@ class ObjectStoreSource:
             data, start, end = run(self._get(options, "GET (tail)"))
         except Exception as e:
             err = translate(e, self.path, "GET (tail)")
-            unsatisfiable = "416" in str(e) or "range not satisfiable" in str(e).lower()
+            text = str(e).lower()
+            unsatisfiable = "range not satisfiable" in text or "non-partial response" in text
             if unsatisfiable and self.size() == 0:
                 return b""  # an empty object has no suffix to give
             raise err from None
