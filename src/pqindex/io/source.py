@@ -32,6 +32,7 @@ class IOStats:
 
     requests: int = 0
     bytes_read: int = 0
+    round_trips: int = 0  # sequential waves: a read() or a read_ranges() call is one
     trace: list[tuple[int, int]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -41,14 +42,24 @@ class IOStats:
             self.bytes_read += length
             self.trace.append((offset, length))
 
+    def record_round_trip(self) -> None:
+        """One more wave of requests the caller waited for."""
+        with self._lock:
+            self.round_trips += 1
+
     def reset(self) -> None:
         with self._lock:
             self.requests = 0
             self.bytes_read = 0
+            self.round_trips = 0
             self.trace.clear()
 
     def to_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "bytes_read": self.bytes_read}
+        return {
+            "requests": self.requests,
+            "bytes_read": self.bytes_read,
+            "round_trips": self.round_trips,
+        }
 
 
 @runtime_checkable
@@ -67,16 +78,27 @@ class ByteSource(Protocol):
         ...
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each ``(offset, length)``; one counted request per range."""
+        """The bytes of each ``(offset, length)``; one counted request per range, one
+        round trip for the call (remote sources issue the ranges concurrently)."""
+        ...
+
+    def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The store's merge policy: ranges whose gap costs less than a request merged."""
         ...
 
     def close(self) -> None: ...
+
+
+# Merge two ranges when reading the gap costs less than one more request.
+LOCAL_GAP = 8 * 1024
+REMOTE_GAP = 1024 * 1024
 
 
 class _BaseSource:
     path: str
     stats: IOStats
     _size: int
+    gap: int = LOCAL_GAP
 
     def size(self) -> int:
         return self._size
@@ -91,6 +113,11 @@ class _BaseSource:
             )
 
     def read(self, offset: int, length: int) -> bytes:
+        data = self._counted_read(offset, length)
+        self.stats.record_round_trip()
+        return data
+
+    def _counted_read(self, offset: int, length: int) -> bytes:
         self._check(offset, length)
         data = self._read(offset, length)
         self.stats.record(offset, length)
@@ -103,7 +130,13 @@ class _BaseSource:
         return data
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        return [self.read(o, n) for o, n in ranges]
+        out = [self._counted_read(o, n) for o, n in ranges]
+        if out:
+            self.stats.record_round_trip()
+        return out
+
+    def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        return coalesce(ranges, self.gap)
 
     def _read(self, offset: int, length: int) -> bytes:
         raise NotImplementedError
@@ -173,6 +206,8 @@ class BytesSource(_BaseSource):
 
 class FsspecSource(_BaseSource):
     """Any fsspec filesystem (s3://, gs://, memory://, ...)."""
+
+    gap = REMOTE_GAP
 
     def __init__(self, url: str, stats: IOStats | None = None, **storage_options: Any) -> None:
         import fsspec
