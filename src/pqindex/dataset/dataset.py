@@ -35,13 +35,20 @@ from pqindex.format.structs import (
 )
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
-from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
+from pqindex.plan.planner import (
+    FilePlan,
+    PlanOptions,
+    RowGroupPlan,
+    evaluate,
+    leaves,
+    plan_file,
+)
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
     pyarrow_opens_free,
-    read_row_group,
     read_whole_row_groups,
+    scan_file,
 )
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -68,24 +75,20 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     return out
 
 
-def _whole_runs(work: list[Any], fields: Sequence[str]) -> list[Any]:
-    """Work items with each run of a file's row groups where every row matches merged
-    into one item (its row-group list), which pyarrow then reads like ``read_table``."""
-    out: list[Any] = []
-    for item in work:
-        of, plan, bound, rgp = item
-        whole = (
-            rgp.num_rows > 0
-            and rgp.all.count() == rgp.num_rows
-            and any(c.path[0] in fields for c in of.pf.schema.leaves)
-            and pyarrow_opens_free(of.pf)
-        )
-        if not whole:
-            out.append(item)
-        elif out and out[-1][0] is of and isinstance(out[-1][3], list):
-            out[-1][3].append(rgp.index)
+def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
+              whole_runs: bool) -> list[tuple[bool, list[RowGroupPlan]]]:
+    """A file's planned row groups as consecutive segments: ``(True, run)`` for a run of
+    row groups where every row matches (pyarrow reads it like ``read_table``, when
+    ``whole_runs``), ``(False, group)`` for the others (read in waves)."""
+    out: list[tuple[bool, list[RowGroupPlan]]] = []
+    free = whole_runs and any(c.path[0] in fields for c in of.pf.schema.leaves) and (
+        pyarrow_opens_free(of.pf))
+    for rgp in rgps:
+        whole = free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows
+        if out and out[-1][0] == whole:
+            out[-1][1].append(rgp)
         else:
-            out.append((of, plan, bound, [rgp.index]))
+            out.append((whole, [rgp]))
     return out
 
 
@@ -215,7 +218,13 @@ class Dataset:
         t0 = time.perf_counter()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
+        with self._lock:
+            waves0 = {p: of.stats.round_trips for p, of in self._open.items()}
         first = self._file(disc.files[0])
+        # The first file is opened before the others (its schema binds the predicate).
+        first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
+        with self._lock:
+            waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         schema = self.schema
         names = [f.name for f in schema]
         if columns is None:
@@ -242,12 +251,22 @@ class Dataset:
 
             return evaluate(first_bound, leaf) == Match.NONE
 
+        waves: dict[str, int] = {}
+
         def plan_one(
             df: DataFile,
         ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             if prune_by_partition(df):
                 return df, None, None, None, []
             of = self._file(df)
+            try:
+                return plan_opened(df, of)
+            finally:
+                waves[df.path] = of.stats.round_trips - waves_start.get(df.path, 0)
+
+        def plan_opened(
+            df: DataFile, of: _OpenFile
+        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             try:
                 bound = first_bound if of is first else bind(expr, self._bound_schema(of.pf))
             except UserInputError as e:
@@ -291,6 +310,8 @@ class Dataset:
                 report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))
         report.pages_total = _count_pages(page_units)
+        # Files are opened and planned concurrently: the slowest one sets the path.
+        report.round_trips = first_waves + max(waves.values(), default=0)
         report.plan_seconds = time.perf_counter() - t0
         with self._lock:
             opened = list(self._open.values())
@@ -447,35 +468,61 @@ class Scan:
         self.schema = plans.schema
         ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
         work = [
-            (of, plan, bound, rgp)
+            (of, plan, bound, [rgp for rgp in plan.row_groups if not rgp.skipped])
             for _df, of, plan, bound in plans.files
             if plan is not None and of is not None and bound is not None and not plan.skipped
-            for rgp in plan.row_groups
-            if not rgp.skipped
         ]
         opts = self._ds.scan_options
+        plan_waves = self.report.round_trips
+        waves_before = {of.pf.path: of.stats.round_trips for of, _, _, _ in work}
 
-        def run(item: Any) -> tuple[list[pa.Table], ScanStats, str]:
-            of, plan, bound, rgp = item
-            stats = ScanStats()
-            if isinstance(rgp, list):  # whole row groups of one file
-                t = read_whole_row_groups(of.pf, rgp, plans.fields, plan.partition, ptypes, stats)
-                return [t], stats, of.pf.path
-            t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
-            return ([] if t is None else [t]), stats, of.pf.path
+        def run(item: Any, map_fn: Any = map) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
+            """One file: its row groups in waves (or pyarrow for runs of whole ones)."""
+            of, plan, bound, rgps = item
+            for whole, group in _segments(of, rgps, plans.fields, parallel):
+                stats = ScanStats()
+                if whole:
+                    t = read_whole_row_groups(of.pf, [r.index for r in group], plans.fields,
+                                              plan.partition, ptypes, stats, opts)
+                    yield [t], stats, of.pf.path
+                    continue
+                tables = scan_file(of.pf, plan, group, bound, plans.fields, of.arrow, ptypes,
+                                   opts, stats, map_fn)
+                if parallel:
+                    yield list(tables), stats, of.pf.path
+                else:
+                    for t in tables:  # streaming: stats are added once the file is done
+                        yield [t], ScanStats(), of.pf.path
+                    yield [], stats, of.pf.path
+
+        def data_waves(combine: Any) -> int:
+            deltas = [of.stats.round_trips - waves_before.get(of.pf.path, 0)
+                      for of, _, _, _ in work]
+            return int(combine(deltas)) if deltas else 0
 
         try:
             if len(work) <= 1 or not parallel:
-                for item in work:
-                    tables, stats, path = run(item)
-                    self._add(stats, path)
-                    yield from tables
+                # One file, or streaming: files one after another (their waves add up);
+                # one file's row groups decode on the pool.
+                pool = ThreadPoolExecutor(self._ds.max_workers) if parallel else None
+                try:
+                    for item in work:
+                        for tables, stats, path in run(item, pool.map if pool else map):
+                            self._add(stats, path)
+                            yield from tables
+                finally:
+                    if pool is not None:
+                        pool.shutdown()
+                self.report.round_trips = plan_waves + data_waves(sum)
             else:
-                # Row groups of every file on the pool; results in file and row-group order.
+                # Files on the pool, each in its own waves: the waves of different files
+                # overlap, so the critical path is the file with the most.
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for tables, stats, path in pool.map(run, _whole_runs(work, plans.fields)):
-                        self._add(stats, path)
-                        yield from tables
+                    for results in pool.map(lambda item: list(run(item)), work):
+                        for tables, stats, path in results:
+                            self._add(stats, path)
+                            yield from tables
+                self.report.round_trips = plan_waves + data_waves(max)
         finally:
             self._finish(before, t0)
 
