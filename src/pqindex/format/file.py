@@ -31,9 +31,6 @@ from pqindex.format.structs import (
     BloomFilterCompression,
     BloomFilterHash,
     BloomFilterHeader,
-    SplitBlockAlgorithm,
-    Uncompressed,
-    XxHash,
     ColumnChunk,
     ColumnIndex,
     ColumnMetaData,
@@ -41,6 +38,9 @@ from pqindex.format.structs import (
     OffsetIndex,
     PageHeader,
     RowGroup,
+    SplitBlockAlgorithm,
+    Uncompressed,
+    XxHash,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 from pqindex.io.source import ByteSource, IOStats, coalesce, open_source
@@ -606,10 +606,10 @@ class ParquetFile:
             found = None
             for hlen in range(15, 20):  # 14 fixed bytes + a 1..5-byte varint
                 nbytes = total - hlen
-                if nbytes >= BLOCK_BYTES and not nbytes % BLOCK_BYTES:
-                    if len(encode(_usual_bloom_header(nbytes))) == hlen:
-                        found = hlen
-                        break
+                if (nbytes >= BLOCK_BYTES and not nbytes % BLOCK_BYTES
+                        and len(encode(_usual_bloom_header(nbytes))) == hlen):
+                    found = hlen
+                    break
             self.derived[key] = found
         result: int | None = self.derived[key]
         return result

@@ -451,7 +451,7 @@ def plan_file(
     if options.dictionary:
         # = and IN against a dictionary decide a row group for the price of a page the
         # scan would read anyway.
-        for i, (rg, ev, m, by, why) in enumerate(pending):
+        for i, (rg, ev, m, _by, _why) in enumerate(pending):
             if m == Match.SOME:
                 stages = _early_stages(ev, options, on_partition, region is not None)
                 stages.append(("dictionary", ev.dictionary_for_equality))

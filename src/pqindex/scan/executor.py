@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +62,9 @@ __all__ = [
     "scan_file",
     "scan_row_group",
 ]
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -688,14 +691,87 @@ def _batches(rgps: Sequence[RowGroupPlan], limit: int) -> Iterator[list[RowGroup
         yield batch
 
 
-def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with errors naming file and row group."""
+def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` with errors naming file and row group."""
     try:
-        return fn()
+        return fn(*args)
     except PqIndexError as e:
         raise e.located(path=pf.path, row_group=rg) from None
     except (pa.ArrowException, ValueError) as e:
         raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rg) from e
+
+
+class _Batch:
+    """Row groups of one file read together: one wave per step, not one per row group."""
+
+    def __init__(
+        self,
+        pf: ParquetFile,
+        plan: FilePlan,
+        batch: Sequence[RowGroupPlan],
+        expr: BoundExpr,
+        fields: Sequence[str],
+        schema: pa.Schema,
+        partition_types: dict[str, pa.DataType],
+        options: ScanOptions,
+        stats: ScanStats,
+    ) -> None:
+        self.pf = pf
+        self.expr = expr
+        self.fields = fields
+        self.partition = plan.partition
+        self.partition_types = partition_types
+        self.options = options
+        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.stats = [ScanStats() for _ in batch]  # one per row group: decoded in parallel
+        self.readers = [
+            _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
+            for rgp, st in zip(batch, self.stats, strict=True)
+        ]
+        self.pred_cols = _predicate_leaves(pf, expr)
+        self.file_fields = [f for f in fields if f not in partition_types]
+        self.exact: list[RowRanges] = []
+
+    def _predicate_ranges(self, rd: _RowGroupReader) -> list[tuple[int, int]]:
+        rows = _uncertain(rd.plan, self.expr)
+        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows)]
+
+    def _field_ranges(self, rd: _RowGroupReader, rows: RowRanges) -> list[tuple[int, int]]:
+        return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
+
+    def _fetch(self, wave: list[tuple[int, int]]) -> None:
+        _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
+
+    def predicate_wave(self) -> None:
+        """The predicate columns' pages of every row group (and, when cheap enough, the
+        other columns' pages of every row that may match)."""
+        pf = self.pf
+        wave = [r for rd in self.readers
+                for r in _at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
+        budget = _speculation_budget(pf, self.options) if wave else 0
+        if budget:
+            maybe = [r for rd in self.readers
+                     for r in _at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
+            if sum(n for _, n in maybe) <= budget:
+                wave += maybe
+        self._fetch(wave)
+
+    def exact_rows(self, i: int) -> RowRanges:
+        rd = self.readers[i]
+        return _at_row_group(self.pf, rd.rg, _exact_rows, rd, self.expr, self.partition,
+                             self.partition_types, self.stats[i])
+
+    def projection_wave(self) -> None:
+        """The projected columns' pages holding the matching rows of every row group."""
+        self._fetch([
+            r for rd, rows in zip(self.readers, self.exact, strict=True)
+            for r in _at_row_group(self.pf, rd.rg, self._field_ranges, rd, rows)
+        ])
+
+    def project(self, i: int) -> pa.Table | None:
+        rd = self.readers[i]
+        return _at_row_group(self.pf, rd.rg, _project, rd, self.exact[i], self.fields,
+                             self.partition, self.partition_types, self.stats[i])
 
 
 def scan_file(
@@ -718,64 +794,13 @@ def scan_file(
     pool's ``map`` decodes row groups in parallel). Tables stream batch by batch.
     """
     rgps = [r for r in row_groups if not r.maybe.is_empty]
-    partition = plan.partition
-    for batch in _batches(rgps, options.read_ahead_bytes):
-        buffers = _Buffers(pf, stats, options.coalesce_gap)
-        own = [ScanStats() for _ in batch]
-        readers = [
-            _RowGroupReader(pf, rgp, schema, st, options, buffers)
-            for rgp, st in zip(batch, own, strict=True)
-        ]
-        pred_cols = _predicate_leaves(pf, expr)
-
-        def predicate_ranges(rd: _RowGroupReader) -> list[tuple[int, int]]:
-            rows = _uncertain(rd.plan, expr)
-            return [r for c in pred_cols for r in rd.leaf_ranges(c, rows)]
-
-        wave = [
-            r for rd in readers for r in _at_row_group(pf, rd.rg, lambda rd=rd: predicate_ranges(rd))
-        ]
-        file_fields = [f for f in fields if f not in partition_types]
-        budget = _speculation_budget(pf, options) if wave else 0
-        if budget:
-            maybe = [
-                r for rd in readers for f in file_fields
-                for r in _at_row_group(pf, rd.rg,
-                                       lambda rd=rd, f=f: rd.field_ranges(f, rd.plan.maybe))
-            ]
-            if sum(n for _, n in maybe) <= budget:
-                wave += maybe
-        _at_row_group(pf, batch[0].index, lambda wave=wave: buffers.fetch(wave))
-
-        def exact_of(i: int) -> RowRanges:
-            rd = readers[i]
-            result: RowRanges = _at_row_group(
-                pf, rd.rg,
-                lambda: _exact_rows(rd, expr, partition, partition_types, own[i]),
-            )
-            return result
-
-        exacts = list(map_fn(exact_of, range(len(readers))))
-
-        def projection_ranges(i: int) -> list[tuple[int, int]]:
-            return [r for f in file_fields for r in readers[i].field_ranges(f, exacts[i])]
-
-        wave = [
-            r for i in range(len(readers))
-            for r in _at_row_group(pf, readers[i].rg, lambda i=i: projection_ranges(i))
-        ]
-        _at_row_group(pf, batch[0].index, lambda wave=wave: buffers.fetch(wave))
-
-        def project(i: int) -> pa.Table | None:
-            rd = readers[i]
-            table: pa.Table | None = _at_row_group(
-                pf, rd.rg,
-                lambda: _project(rd, exacts[i], fields, partition, partition_types, own[i]),
-            )
-            return table
-
-        tables = list(map_fn(project, range(len(readers))))
-        for st in own:
+    for rows in _batches(rgps, options.read_ahead_bytes):
+        batch = _Batch(pf, plan, rows, expr, fields, schema, partition_types, options, stats)
+        batch.predicate_wave()
+        batch.exact = list(map_fn(batch.exact_rows, range(len(rows))))
+        batch.projection_wave()
+        tables = list(map_fn(batch.project, range(len(rows))))
+        for st in batch.stats:
             _merge_stats(stats, st)
         for t in tables:
             if t is not None:
