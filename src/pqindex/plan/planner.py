@@ -49,11 +49,20 @@ from pqindex.indexes.evidence import (
 )
 from pqindex.indexes.region import Region, read_region
 
-__all__ = ["ColumnRead", "FilePlan", "PlanOptions", "RowGroupPlan", "plan_file"]
+__all__ = [
+    "ColumnRead",
+    "FilePlan",
+    "PlanOptions",
+    "RowGroupPlan",
+    "plan_file",
+    "round_trip_bytes",
+]
 
 # A dictionary larger than this is not worth reading to prune one row group.
 MAX_DICTIONARY_BYTES = 1 << 20
 MAX_DICTIONARY_VALUES = 100_000
+# Bytes worth reading on an object store to save a round trip (10-100 ms each).
+ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -442,18 +451,44 @@ def plan_file(
         wave += pf.page_index_ranges(
             undecided, [c for c in read_cols if c not in pred_cols], column_index=False
         )
+    # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
+    # dictionaries it covers wait for its answer unless reading them now costs less
+    # than a round trip.
+    bloomed: dict[int, frozenset[int]] = {}
+    deferred: dict[int, list[tuple[int, int]]] = {}
     for rg in undecided:
-        if options.dictionary:
-            wave += _dictionary_ranges(pf, rg, file_preds, equality_only=True)
         if options.bloom:
-            wave += _bloom_ranges(pf, rg, file_preds, predictable_only=True)
+            cols = _predictable_blooms(pf, rg, file_preds)
+            bloomed[rg] = cols
+            wave += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
+                                  predictable_only=True)
+        if options.dictionary:
+            for col, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=True):
+                if col in bloomed.get(rg, ()):
+                    deferred.setdefault(rg, []).append(ext)
+                else:
+                    wave.append(ext)
+    if sum(n for exts in deferred.values() for _, n in exts) <= round_trip_bytes(pf):
+        wave += [ext for exts in deferred.values() for ext in exts]
     pf.prefetch(wave)
+    if options.dictionary or options.bloom:
+        for i, (rg, ev, m, _by, _why) in enumerate(pending):
+            if m != Match.SOME or not bloomed.get(rg):
+                continue
+            stages = _early_stages(ev, options, on_partition, region is not None)
+            stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
+            pending[i] = (rg, ev, *_staged_match(expr, stages))
+        # Dictionaries the Bloom filters did not make useless, in one more wave.
+        pf.prefetch([ext for rg, _, m, _, _ in pending if m == Match.SOME
+                     for ext in deferred.get(rg, [])])
     if options.dictionary:
         # = and IN against a dictionary decide a row group for the price of a page the
         # scan would read anyway.
         for i, (rg, ev, m, _by, _why) in enumerate(pending):
             if m == Match.SOME:
                 stages = _early_stages(ev, options, on_partition, region is not None)
+                if bloomed.get(rg):
+                    stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
                 stages.append(("dictionary", ev.dictionary_for_equality))
                 pending[i] = (rg, ev, *_staged_match(expr, stages))
     # Page level, then (wave 2, only for row groups still undecided) the remaining
@@ -468,10 +503,18 @@ def plan_file(
         sels.append((sel, by, why))
         if _wants_late(m, sel, n, options):
             if options.dictionary:
-                late_wave += _dictionary_ranges(pf, rg, file_preds, equality_only=False)
+                late_wave += [ext for _, ext in
+                              _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
             if options.bloom:
                 late_wave += _bloom_ranges(pf, rg, file_preds, predictable_only=False)
     pf.prefetch(late_wave)
+    if options.bloom:
+        # Filters whose header had to be read first: their blocks in one more wave.
+        pf.prefetch([
+            r for (rg, _, m, _, _), (sel, _, _) in zip(pending, sels, strict=True)
+            if _wants_late(m, sel, pf.row_group_rows(rg), options)
+            for r in _bloom_block_ranges(pf, rg, file_preds)
+        ])
     for (rg, ev, m, by, why), (sel, by1, why1) in zip(pending, sels, strict=True):
         n = pf.row_group_rows(rg)
         by, why = by1, why1
@@ -506,6 +549,27 @@ def plan_file(
     return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)
 
 
+def _bloom_block_ranges(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate]
+) -> list[tuple[int, int]]:
+    """Blocks of the filters whose layout could not be predicted (header read already)."""
+    out = []
+    for p in preds:
+        hs = bloom_hashes(p)
+        col = p.leaf.index
+        if hs is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+            continue
+        try:
+            if pf.bloom_header_length(rg, col) is not None:
+                continue
+            probe = pf.bloom_probe(rg, col)
+        except PqIndexError:
+            continue  # reported when the level reads it
+        if probe is not None and probe.num_blocks:
+            out += [probe.block_range(h) for h in hs]
+    return out
+
+
 def _early_stages(
     ev: _RowGroupEvidence, options: PlanOptions, on_partition: bool, has_region: bool
 ) -> list[tuple[str, Callable[[BoundPredicate], Evidence | None]]]:
@@ -530,11 +594,46 @@ def _wants_late(m: Match, sel: Selection, n: int, options: PlanOptions) -> bool:
     )
 
 
+def round_trip_bytes(pf: ParquetFile) -> int:
+    """How many bytes are worth reading to save one round trip on this file's store:
+    0 on local files (bytes first), a few MiB where the store's merge policy says a
+    request costs more than reading 256 KiB."""
+    remote = len(pf.source.coalesce([(0, 1), (256 * 1024, 1)])) == 1
+    return ROUND_TRIP_BYTES_REMOTE if remote else 0
+
+
+def _only(
+    source: Callable[[BoundPredicate], Evidence | None], cols: frozenset[int]
+) -> Callable[[BoundPredicate], Evidence | None]:
+    """``source`` for the leaves of ``cols`` only."""
+    def answer(pred: BoundPredicate) -> Evidence | None:
+        return source(pred) if pred.leaf.index in cols else None
+    return answer
+
+
+def _predictable_blooms(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate]
+) -> frozenset[int]:
+    """Leaves of = / IN predicates whose Bloom header and blocks can be read in one wave."""
+    out = set()
+    for p in preds:
+        col = p.leaf.index
+        if bloom_hashes(p) is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+            continue
+        try:
+            if pf.bloom_header_length(rg, col) is not None:
+                out.add(col)
+        except PqIndexError:
+            continue
+    return frozenset(out)
+
+
 def _dictionary_ranges(
     pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate], *, equality_only: bool
-) -> list[tuple[int, int]]:
-    """Dictionary pages the dictionary level of this row group will read, where their
-    place is known without reading (the footer or a loaded offset index)."""
+) -> list[tuple[int, tuple[int, int]]]:
+    """``(column, range)`` of the dictionary pages the dictionary level of this row
+    group will read, where their place is known without reading (the footer or a
+    loaded offset index)."""
     out = []
     for col in sorted({p.leaf.index for p in preds
                        if not equality_only or p.op in (LeafOp.EQ, LeafOp.IN)}):
@@ -543,7 +642,7 @@ def _dictionary_ranges(
             continue
         ext = pf.dictionary_extent(rg, col)
         if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
-            out.append(ext)
+            out.append((col, ext))
     return out
 
 

@@ -44,7 +44,7 @@ from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import coalesce
-from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
+from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
@@ -78,8 +78,8 @@ class ScanOptions:
     ``speculative_bytes``: when the other columns' pages for every row that *may*
     match add at most this much, they join the predicate columns' wave (one round
     trip instead of two; a page the predicate then rules out is read for nothing).
-    None: 0 on local files (bytes first), ``SPECULATIVE_REMOTE_BYTES`` on stores whose
-    merge policy says a request costs more than 256 KiB of transfer.
+    None: the store's price of a round trip (``plan.planner.round_trip_bytes``: 0 on
+    local files, bytes first; a few MiB on object stores).
     """
 
     coalesce_gap: int | None = None
@@ -87,16 +87,10 @@ class ScanOptions:
     speculative_bytes: int | None = None
 
 
-SPECULATIVE_REMOTE_BYTES = 4 * 1024 * 1024
-
-
 def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     if options.speculative_bytes is not None:
         return options.speculative_bytes
-    # The store's merge policy prices a request: a gap of 256 KiB worth merging means
-    # a round trip costs more than reading a few pages too many.
-    remote = len(pf.source.coalesce([(0, 1), (256 * 1024, 1)])) == 1
-    return SPECULATIVE_REMOTE_BYTES if remote else 0
+    return round_trip_bytes(pf)
 
 
 @dataclass
