@@ -424,17 +424,25 @@ class ParquetFile:
             self._index_regions(row_groups, columns, column_index, offset_index), max_gap
         )
 
-    def prefetch(self, ranges: Sequence[tuple[int, int]], max_gap: int | None = None) -> None:
+    def prefetch(
+        self,
+        ranges: Sequence[tuple[int, int]],
+        max_gap: int | None = None,
+        *,
+        exact: Sequence[tuple[int, int]] = (),
+    ) -> None:
         """Read and keep the ranges not held yet, in one wave (one ``read_ranges`` call),
-        merged by the source's policy (or ``max_gap``). Later reads of them are free."""
+        merged by the source's policy (or ``max_gap``); ``exact`` ranges go out as they
+        are (Bloom blocks: 32 bytes far apart). Later reads of them are free."""
         missing = [r for r in ranges if r[1] > 0 and not self._buffered(*r)]
-        if not missing:
-            return
         merged = (
             self.source.coalesce(missing) if max_gap is None else coalesce(missing, max_gap)
-        )
+        ) if missing else []
+        merged += sorted({r for r in exact if r[1] > 0 and not self._buffered(*r)})
         # Parts already held (the tail) are not read again.
         merged = [t for t in (self._trim(o, n) for o, n in merged) if t[1] > 0]
+        if not merged:
+            return
         for (off, _), buf in zip(merged, self.source.read_ranges(merged), strict=True):
             with self._lock:
                 self._buffers.append((off, buf))

@@ -455,22 +455,31 @@ def plan_file(
     # dictionaries it covers wait for its answer unless reading them now costs less
     # than a round trip.
     bloomed: dict[int, frozenset[int]] = {}
+    blooms: list[tuple[int, int]] = []
     deferred: dict[int, list[tuple[int, int]]] = {}
     for rg in undecided:
         if options.bloom:
             cols = _predictable_blooms(pf, rg, file_preds)
             bloomed[rg] = cols
-            wave += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
-                                  predictable_only=True)
+            blooms += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
+                                    predictable_only=True)
         if options.dictionary:
             for col, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=True):
                 if col in bloomed.get(rg, ()):
                     deferred.setdefault(rg, []).append(ext)
                 else:
                     wave.append(ext)
-    if sum(n for exts in deferred.values() for _, n in exts) <= round_trip_bytes(pf):
+    budget = round_trip_bytes(pf)
+    if sum(n for exts in deferred.values() for _, n in exts) <= budget:
         wave += [ext for exts in deferred.values() for ext in exts]
-    pf.prefetch(wave)
+    if budget and options.dictionary:
+        # The other comparisons' dictionaries are read after the page level; on a store
+        # where a round trip costs more, with this wave when they are small enough.
+        other = [ext for rg in undecided
+                 for _, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
+        if sum(n for _, n in other) <= budget:
+            wave += other
+    pf.prefetch(wave, exact=blooms)
     if options.dictionary or options.bloom:
         for i, (rg, ev, m, _by, _why) in enumerate(pending):
             if m != Match.SOME or not bloomed.get(rg):
@@ -495,6 +504,7 @@ def plan_file(
     # dictionaries and Bloom filters of all of them at once.
     sels: list[tuple[Selection, str, str]] = []
     late_wave: list[tuple[int, int]] = []
+    late_blooms: list[tuple[int, int]] = []
     for rg, ev, m, by, why in pending:
         n = pf.row_group_rows(rg)
         sel = _selection_of(m, n)
@@ -506,11 +516,11 @@ def plan_file(
                 late_wave += [ext for _, ext in
                               _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
             if options.bloom:
-                late_wave += _bloom_ranges(pf, rg, file_preds, predictable_only=False)
-    pf.prefetch(late_wave)
+                late_blooms += _bloom_ranges(pf, rg, file_preds, predictable_only=False)
+    pf.prefetch(late_wave, exact=late_blooms)
     if options.bloom:
         # Filters whose header had to be read first: their blocks in one more wave.
-        pf.prefetch([
+        pf.prefetch([], exact=[
             r for (rg, _, m, _, _), (sel, _, _) in zip(pending, sels, strict=True)
             if _wants_late(m, sel, pf.row_group_rows(rg), options)
             for r in _bloom_block_ranges(pf, rg, file_preds)
