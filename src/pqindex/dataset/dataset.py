@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,11 +220,31 @@ class Dataset:
         report = ScanReport(files_total=len(disc.files))
         with self._lock:
             waves0 = {p: of.stats.round_trips for p, of in self._open.items()}
-        first = self._file(disc.files[0])
-        # The first file is opened before the others (its schema binds the predicate).
-        first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
-        with self._lock:
-            waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
+        pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
+        try:
+            return self._plan_files(columns, expr, t0, report, waves0, pool)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _plan_files(self, columns: Sequence[str] | None, expr: Expr, t0: float,
+                    report: ScanReport, waves0: dict[str, int],
+                    pool: ThreadPoolExecutor | None) -> _Plans:
+        disc = self.discovery
+        opening: dict[str, Future[_OpenFile]] = {}
+        if pool is not None and not disc.partition_columns:
+            # Every file will be opened: all tails at once, the first file's among them.
+            opening = {df.path: pool.submit(self._file, df) for df in disc.files}
+        first = opening[disc.files[0].path].result() if opening else self._file(disc.files[0])
+        if opening:
+            first_waves = 0
+            waves_start = waves0
+        else:
+            # The first file is opened before the others (its schema binds the predicate
+            # and prunes hive partitions before their files are opened).
+            first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
+            with self._lock:
+                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         schema = self.schema
         names = [f.name for f in schema]
         if columns is None:
@@ -258,7 +278,9 @@ class Dataset:
         ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             if prune_by_partition(df):
                 return df, None, None, None, []
-            of = self._file(df)
+            # Opening tasks were queued before any planning task: waiting on one never
+            # waits on a task stuck behind this one.
+            of = opening[df.path].result() if df.path in opening else self._file(df)
             try:
                 return plan_opened(df, of)
             finally:
@@ -283,11 +305,10 @@ class Dataset:
             )
             return df, of, plan, bound, warnings
 
-        if len(disc.files) == 1:
+        if pool is None:
             results = [plan_one(disc.files[0])]
         else:
-            with ThreadPoolExecutor(self.max_workers) as pool:
-                results = list(pool.map(plan_one, disc.files))
+            results = list(pool.map(plan_one, disc.files))
         files = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:

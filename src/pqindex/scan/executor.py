@@ -56,6 +56,7 @@ from pqindex.scan.page_decode import (
 __all__ = [
     "ScanOptions",
     "ScanStats",
+    "planned_data_waves",
     "pyarrow_opens_free",
     "read_row_group",
     "read_whole_row_groups",
@@ -664,6 +665,17 @@ def scan_row_group(
     reader = _RowGroupReader(pf, plan, schema, stats, options)
     exact = _exact_rows(reader, expr, partition, partition_types, stats)
     return _project(reader, exact, fields, partition, partition_types, stats)
+
+
+def planned_data_waves(plan: FilePlan, expr: BoundExpr) -> int:
+    """Waves of data requests :func:`scan_file` plans for a file on a local store (within
+    one read-ahead), at most: one for the predicate columns when some rows need the
+    exact check, one for the projected columns (none when the check finds no row). An
+    object store may merge the two."""
+    kept = [rg for rg in plan.row_groups if not rg.skipped]
+    if not kept:
+        return 0
+    return 2 if any(not _uncertain(rg, expr).is_empty for rg in kept) else 1
 
 
 def _planned_bytes(rgp: RowGroupPlan) -> int:
