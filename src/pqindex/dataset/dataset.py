@@ -20,6 +20,7 @@ import pyarrow as pa
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
+from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
@@ -232,8 +233,9 @@ class Dataset:
                     pool: ThreadPoolExecutor | None) -> _Plans:
         disc = self.discovery
         opening: dict[str, Future[_OpenFile]] = {}
-        if pool is not None and not disc.partition_columns:
-            # Every file will be opened: all tails at once, the first file's among them.
+        if pool is not None and not set(disc.partition_columns) & set(columns_of(expr)):
+            # Every file will be opened (no partition value can rule one out): all tails
+            # at once, the first file's among them.
             opening = {df.path: pool.submit(self._file, df) for df in disc.files}
         first = opening[disc.files[0].path].result() if opening else self._file(disc.files[0])
         if opening:
