@@ -439,3 +439,50 @@ def test_explain_json_shows_the_planned_waves(io_file: Path, where: str | None) 
         assert scan.report.round_trips == planned
     else:
         assert planned - 1 <= scan.report.round_trips <= planned
+
+
+def with_bloom_lengths(src: Path, dst: Path, change: Any) -> Path:
+    """A copy of ``src`` whose footer declares ``change(length)`` as every chunk's
+    ``bloom_filter_length`` (None: not declared). Nothing else moves."""
+    from pqindex.format.structs import FileMetaData
+    from pqindex.format.thrift import encode
+
+    with ParquetFile.open(src) as pf:
+        body = src.read_bytes()[: pf.footer_offset]
+        md, _ = decode(FileMetaData, pf.footer_bytes)
+    for rg in md.row_groups or []:
+        for cc in rg.columns or []:
+            cmd = cc.meta_data
+            if cmd is not None and cmd.bloom_filter_offset is not None:
+                cmd.bloom_filter_length = change(cmd.bloom_filter_length)
+    footer = encode(md)
+    dst.write_bytes(body + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+    return dst
+
+
+@pytest.mark.parametrize("layout", ["undeclared", "wrong-length"])
+def test_bloom_probe_without_a_predictable_header(bloom_file: Path, tmp_path: Path,
+                                                   layout: str) -> None:
+    """Without a declared length the header is read first (a 64-byte over-read, all
+    row groups in one wave), then the blocks (one more wave); a declared length that
+    disagrees with the header is noticed, never trusted. Rows are right either way."""
+    change = (lambda n: None) if layout == "undeclared" else (lambda n: n + 32)
+    path = with_bloom_lengths(bloom_file, tmp_path / "b.parquet", change)
+    t = pq.read_table(path)
+    keys = set(t.column("k").to_pylist())
+    absent = [k for k in range(200_000, 400_000) if k not in keys][:2]
+    present = t.column("k")[61_234].as_py()
+    for values in (absent, [present, absent[0]]):
+        where = f"k IN ({', '.join(map(str, values))})"
+        table, log, pf = run_file(path, where, ["k", "v"])
+        assert sorted(table.column("k").to_pylist()) == sorted(k for k in values if k in keys)
+        if layout == "undeclared" and values == absent:
+            assert len(log.waves) == 3  # tail, headers, blocks
+            with ParquetFile.open(bloom_file) as probe:
+                regions = bloom_regions(probe)
+            for off, length, _hlen in regions:
+                got = sum(min(o + m, off + length) - max(o, off) for w in log.waves[1:]
+                          for o, m in w if o < off + length and off < o + m)
+                assert got <= 64 + 32 * len(values), (off, got)
+        whole = plan_file(pf, bind(parse_where(where), pf.schema), [0, 1])
+        assert sum(not rg.skipped for rg in whole.row_groups) == (0 if values == absent else 1)
