@@ -57,6 +57,15 @@ from pqindex.scan.report import ScanReport
 __all__ = ["Dataset", "Scan", "dataset"]
 
 Where = str | Expr | None
+# Threads (files in flight) for a dataset on an object store.
+REMOTE_WORKERS = 32
+
+
+def _remote(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether the dataset lives behind a URL other than ``file://``."""
+    first = source if isinstance(source, (str, os.PathLike)) else next(iter(source), "")
+    p = os.fspath(first)
+    return "://" in p and not p.startswith("file://")
 
 
 def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
@@ -96,6 +105,24 @@ def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str]
 def _count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
     """Data pages of the involved chunks, as far as the metadata read so far tells."""
     return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
+
+
+class _WaveClock:
+    """Waves of requests per pool thread. A thread waits for its waves one after
+    another; threads wait side by side: the busiest thread is the critical path."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waves: dict[int, int] = {}
+
+    def add(self, waves: int) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            self._waves[me] = self._waves.get(me, 0) + waves
+
+    def critical(self) -> int:
+        with self._lock:
+            return max(self._waves.values(), default=0)
 
 
 class _OpenFile:
@@ -142,7 +169,9 @@ class Dataset:
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
-        self.max_workers = max_workers or min(8, (os.cpu_count() or 2) * 2)
+        # Files in flight: on object stores a file waits on round trips, not on the CPU.
+        self.max_workers = max_workers or (
+            REMOTE_WORKERS if _remote(source) else min(8, (os.cpu_count() or 2) * 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
 
@@ -233,14 +262,22 @@ class Dataset:
                     pool: ThreadPoolExecutor | None) -> _Plans:
         disc = self.discovery
         opening: dict[str, Future[_OpenFile]] = {}
+        open_clock, plan_clock = _WaveClock(), _WaveClock()
+
+        def open_counted(df: DataFile) -> _OpenFile:
+            of = self._file(df)
+            open_clock.add(of.stats.round_trips - waves0.get(df.path, 0))
+            return of
+
         if pool is not None and not set(disc.partition_columns) & set(columns_of(expr)):
             # Every file will be opened (no partition value can rule one out): all tails
             # at once, the first file's among them.
-            opening = {df.path: pool.submit(self._file, df) for df in disc.files}
+            opening = {df.path: pool.submit(open_counted, df) for df in disc.files}
         first = opening[disc.files[0].path].result() if opening else self._file(disc.files[0])
         if opening:
             first_waves = 0
-            waves_start = waves0
+            with self._lock:
+                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         else:
             # The first file is opened before the others (its schema binds the predicate
             # and prunes hive partitions before their files are opened).
@@ -273,8 +310,6 @@ class Dataset:
 
             return evaluate(first_bound, leaf) == Match.NONE
 
-        waves: dict[str, int] = {}
-
         def plan_one(
             df: DataFile,
         ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
@@ -282,11 +317,16 @@ class Dataset:
                 return df, None, None, None, []
             # Opening tasks were queued before any planning task: waiting on one never
             # waits on a task stuck behind this one.
-            of = opening[df.path].result() if df.path in opening else self._file(df)
+            if df.path in opening:
+                of = opening[df.path].result()
+                before = of.stats.round_trips
+            else:
+                of = self._file(df)
+                before = waves_start.get(df.path, 0)  # its opening counts here
             try:
                 return plan_opened(df, of)
             finally:
-                waves[df.path] = of.stats.round_trips - waves_start.get(df.path, 0)
+                plan_clock.add(of.stats.round_trips - before)
 
         def plan_opened(
             df: DataFile, of: _OpenFile
@@ -333,8 +373,9 @@ class Dataset:
                 report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))
         report.pages_total = _count_pages(page_units)
-        # Files are opened and planned concurrently: the slowest one sets the path.
-        report.round_trips = first_waves + max(waves.values(), default=0)
+        # Files are opened, then planned, concurrently: per phase, the pool thread that
+        # waited for the most waves sets the path.
+        report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
         report.plan_seconds = time.perf_counter() - t0
         with self._lock:
             opened = list(self._open.values())
@@ -499,6 +540,16 @@ class Scan:
         plan_waves = self.report.round_trips
         waves_before = {of.pf.path: of.stats.round_trips for of, _, _, _ in work}
 
+        data_clock = _WaveClock()
+
+        def run_counted(item: Any) -> list[tuple[list[pa.Table], ScanStats, str]]:
+            of = item[0]
+            before = of.stats.round_trips
+            try:
+                return list(run(item))
+            finally:
+                data_clock.add(of.stats.round_trips - before)
+
         def run(item: Any, map_fn: Any = map) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
             """One file: its row groups in waves (or pyarrow for runs of whole ones)."""
             of, plan, bound, rgps = item
@@ -518,10 +569,9 @@ class Scan:
                         yield [t], ScanStats(), of.pf.path
                     yield [], stats, of.pf.path
 
-        def data_waves(combine: Any) -> int:
-            deltas = [of.stats.round_trips - waves_before.get(of.pf.path, 0)
-                      for of, _, _, _ in work]
-            return int(combine(deltas)) if deltas else 0
+        def data_waves() -> int:
+            return sum(of.stats.round_trips - waves_before.get(of.pf.path, 0)
+                       for of, _, _, _ in work)
 
         try:
             if len(work) <= 1 or not parallel:
@@ -536,16 +586,16 @@ class Scan:
                 finally:
                     if pool is not None:
                         pool.shutdown()
-                self.report.round_trips = plan_waves + data_waves(sum)
+                self.report.round_trips = plan_waves + data_waves()
             else:
                 # Files on the pool, each in its own waves: the waves of different files
                 # overlap, so the critical path is the file with the most.
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for results in pool.map(lambda item: list(run(item)), work):
+                    for results in pool.map(run_counted, work):
                         for tables, stats, path in results:
                             self._add(stats, path)
                             yield from tables
-                self.report.round_trips = plan_waves + data_waves(max)
+                self.report.round_trips = plan_waves + data_clock.critical()
         finally:
             self._finish(before, t0)
 
