@@ -803,9 +803,10 @@ def scan_file(
     for rows in _batches(rgps, options.read_ahead_bytes):
         batch = _Batch(pf, plan, rows, expr, fields, schema, partition_types, options, stats)
         batch.predicate_wave()
-        batch.exact = list(map_fn(batch.exact_rows, range(len(rows))))
+        each = map_fn if len(rows) > 1 else map  # one row group: no thread hand-off
+        batch.exact = list(each(batch.exact_rows, range(len(rows))))
         batch.projection_wave()
-        tables = list(map_fn(batch.project, range(len(rows))))
+        tables = list(each(batch.project, range(len(rows))))
         for st in batch.stats:
             _merge_stats(stats, st)
         for t in tables:
