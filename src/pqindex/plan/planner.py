@@ -429,11 +429,9 @@ def plan_file(
     read_cols = sorted(set(columns) | set(pred_cols))
     plans: list[RowGroupPlan] = []
     pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
-    evs: list[_RowGroupEvidence] = []
     for rg in range(pf.num_row_groups):
         n = pf.row_group_rows(rg)
         ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options, region)
-        evs.append(ev)
         stages = _early_stages(ev, options, on_partition, region is not None)
         if n == 0:
             m, by, why = Match.NONE, "statistics", "row group has no rows"
