@@ -42,7 +42,7 @@ class IOStats:
             self.bytes_read += length
             self.trace.append((offset, length))
 
-    def record_round_trip(self) -> None:
+    def record_wave(self) -> None:
         """One more wave of requests the caller waited for."""
         with self._lock:
             self.round_trips += 1
@@ -90,15 +90,15 @@ class ByteSource(Protocol):
 
 
 # Merge two ranges when reading the gap costs less than one more request.
-LOCAL_GAP = 8 * 1024
-REMOTE_GAP = 1024 * 1024
+LOCAL_MAX_GAP = 8 * 1024
+REMOTE_MAX_GAP = 1024 * 1024
 
 
 class _BaseSource:
     path: str
     stats: IOStats
     _size: int
-    gap: int = LOCAL_GAP
+    max_gap: int = LOCAL_MAX_GAP
 
     def size(self) -> int:
         return self._size
@@ -114,7 +114,7 @@ class _BaseSource:
 
     def read(self, offset: int, length: int) -> bytes:
         data = self._counted_read(offset, length)
-        self.stats.record_round_trip()
+        self.stats.record_wave()
         return data
 
     def _counted_read(self, offset: int, length: int) -> bytes:
@@ -132,11 +132,11 @@ class _BaseSource:
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         out = [self._counted_read(o, n) for o, n in ranges]
         if out:
-            self.stats.record_round_trip()
+            self.stats.record_wave()
         return out
 
     def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        return coalesce(ranges, self.gap)
+        return coalesce(ranges, self.max_gap)
 
     def _read(self, offset: int, length: int) -> bytes:
         raise NotImplementedError
@@ -207,7 +207,7 @@ class BytesSource(_BaseSource):
 class FsspecSource(_BaseSource):
     """Any fsspec filesystem (s3://, gs://, memory://, ...)."""
 
-    gap = REMOTE_GAP
+    max_gap = REMOTE_MAX_GAP
 
     def __init__(self, url: str, stats: IOStats | None = None, **storage_options: Any) -> None:
         import fsspec
