@@ -586,16 +586,18 @@ def _uncertain(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
 def _exact_rows(
     reader: _RowGroupReader,
     expr: BoundExpr,
+    fields: Sequence[str],
     partition: dict[str, Any],
     partition_types: dict[str, pa.DataType],
     stats: ScanStats,
 ) -> RowRanges:
     """The rows of the row group where ``expr`` holds: ``all`` plus the rows of
-    ``maybe - all`` where the exact check passes."""
-    plan = reader.plan
+    ``maybe - all`` where the exact check passes. ``fields`` are the projected ones
+    (a predicate column among them is decoded once, for both)."""
+    pf, plan = reader.pf, reader.plan
     exact = plan.all
     uncertain = plan.maybe - plan.all
-    n_leaves = len(reader.pf.schema.leaves)
+    n_leaves = len(pf.schema.leaves)
     if not uncertain.is_empty and not isinstance(expr, BoundTrue):
         preds = leaves(expr)
         cols: dict[str, Any] = {}
@@ -663,7 +665,7 @@ def scan_row_group(
     if plan.maybe.is_empty:
         return None
     reader = _RowGroupReader(pf, plan, schema, stats, options)
-    exact = _exact_rows(reader, expr, partition, partition_types, stats)
+    exact = _exact_rows(reader, expr, fields, partition, partition_types, stats)
     return _project(reader, exact, fields, partition, partition_types, stats)
 
 
@@ -764,8 +766,8 @@ class _Batch:
 
     def exact_rows(self, i: int) -> RowRanges:
         rd = self.readers[i]
-        return _at_row_group(self.pf, rd.rg, _exact_rows, rd, self.expr, self.partition,
-                             self.partition_types, self.stats[i])
+        return _at_row_group(self.pf, rd.rg, _exact_rows, rd, self.expr, self.fields,
+                             self.partition, self.partition_types, self.stats[i])
 
     def projection_wave(self) -> None:
         """The projected columns' pages holding the matching rows of every row group."""
