@@ -560,3 +560,19 @@ def test_report_pages_read_never_exceed_pages_total(written_files: writers.FileC
         scan.to_table()
         assert scan.report.pages_read <= scan.report.pages_total, (columns, where,
                                                                    str(scan.report))
+
+
+# ------------------------------------------------------------------ round trips
+
+
+@pytest.mark.parametrize("target_id", [24_680, 250_002])
+def test_point_lookup_round_trips(io_file: Path, fmap: FileMap, target_id: int) -> None:
+    """Footer, the page-index entries of the one kept row group, the id page, the
+    other columns' pages: four waves, each counted once by the source and the report."""
+    ds = open_ds(io_file, fmap)
+    scan = ds.scan(columns=["id", "ts", "payload"], where=f"id = {target_id}")
+    assert scan.to_table().column("id").to_pylist() == [target_id]
+    stats = ds._open[str(io_file)].stats
+    assert scan.report.round_trips == stats.round_trips == 4
+    assert scan.report.to_dict()["round_trips"] == 4
+    assert stats.requests == len(stats.trace) >= 4

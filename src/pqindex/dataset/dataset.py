@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import pyarrow as pa
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
+from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
@@ -36,13 +37,20 @@ from pqindex.format.structs import (
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.objstore import prefetch_tails
 from pqindex.io.source import IOStats
-from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
+from pqindex.plan.planner import (
+    FilePlan,
+    PlanOptions,
+    RowGroupPlan,
+    evaluate,
+    leaves,
+    plan_file,
+)
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
     pyarrow_opens_free,
-    read_row_group,
     read_whole_row_groups,
+    scan_file,
 )
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -50,6 +58,15 @@ from pqindex.scan.report import ScanReport
 __all__ = ["Dataset", "Scan", "dataset"]
 
 Where = str | Expr | None
+# Threads (files in flight) for a dataset on an object store.
+REMOTE_WORKERS = 32
+
+
+def _remote(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether the dataset lives behind a URL other than ``file://``."""
+    first = source if isinstance(source, (str, os.PathLike)) else next(iter(source), "")
+    p = os.fspath(first)
+    return "://" in p and not p.startswith("file://")
 
 
 def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
@@ -69,30 +86,44 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     return out
 
 
-def _whole_runs(work: list[Any], fields: Sequence[str]) -> list[Any]:
-    """Work items with each run of a file's row groups where every row matches merged
-    into one item (its row-group list), which pyarrow then reads like ``read_table``."""
-    out: list[Any] = []
-    for item in work:
-        of, plan, bound, rgp = item
-        whole = (
-            rgp.num_rows > 0
-            and rgp.all.count() == rgp.num_rows
-            and any(c.path[0] in fields for c in of.pf.schema.leaves)
-            and pyarrow_opens_free(of.pf)
-        )
-        if not whole:
-            out.append(item)
-        elif out and out[-1][0] is of and isinstance(out[-1][3], list):
-            out[-1][3].append(rgp.index)
+def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
+              whole_runs: bool) -> list[tuple[bool, list[RowGroupPlan]]]:
+    """A file's planned row groups as consecutive segments: ``(True, run)`` for a run of
+    row groups where every row matches (pyarrow reads it like ``read_table``, when
+    ``whole_runs``), ``(False, group)`` for the others (read in waves)."""
+    out: list[tuple[bool, list[RowGroupPlan]]] = []
+    free = whole_runs and any(c.path[0] in fields for c in of.pf.schema.leaves) and (
+        pyarrow_opens_free(of.pf))
+    for rgp in rgps:
+        whole = free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows
+        if out and out[-1][0] == whole:
+            out[-1][1].append(rgp)
         else:
-            out.append((of, plan, bound, [rgp.index]))
+            out.append((whole, [rgp]))
     return out
 
 
 def _count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
     """Data pages of the involved chunks, as far as the metadata read so far tells."""
     return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
+
+
+class _WaveClock:
+    """Waves of requests per pool thread. A thread waits for its waves one after
+    another; threads wait side by side: the busiest thread is the critical path."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waves: dict[int, int] = {}
+
+    def add(self, waves: int) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            self._waves[me] = self._waves.get(me, 0) + waves
+
+    def critical(self) -> int:
+        with self._lock:
+            return max(self._waves.values(), default=0)
 
 
 class _OpenFile:
@@ -146,7 +177,9 @@ class Dataset:
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
-        self.max_workers = max_workers or min(8, (os.cpu_count() or 2) * 2)
+        # Files in flight: on object stores a file waits on round trips, not on the CPU.
+        self.max_workers = max_workers or (
+            REMOTE_WORKERS if _remote(source) else min(8, (os.cpu_count() or 2) * 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
 
@@ -176,19 +209,20 @@ class Dataset:
             self._open.setdefault(df.path, of)
             return self._open[df.path]
 
-    def _read_ahead(self, files: Sequence[DataFile]) -> None:
+    def _read_ahead(self, files: Sequence[DataFile]) -> int:
         """Remote tails of the files not open yet, in one concurrent wave (each file's
-        IOStats counts its own tail request)."""
+        IOStats counts its own tail request); the number of waves taken (0 or 1)."""
         with self._lock:
             todo = [df for df in files if df.info is not None
                     and df.path not in self._open and df.path not in self._ahead]
         if len(todo) < 2:
-            return
+            return 0
         ahead = {df.path: (df.info, IOStats()) for df in todo}
         prefetch_tails([(p, i, s) for p, (i, s) in ahead.items()], self.storage_options,
                        self.tail_bytes)
         with self._lock:
             self._ahead.update({p: s for p, (_, s) in ahead.items()})
+        return 1
 
     def close(self) -> None:
         with self._lock:
@@ -260,9 +294,49 @@ class Dataset:
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
         view = self.manifest_view(report.warnings)
+        ahead = 0
         if not disc.partition_columns and view is None:
-            self._read_ahead(disc.files)  # nothing to prune before the footers
-        first = self._first()
+            ahead = self._read_ahead(disc.files)  # nothing to prune before the footers
+        with self._lock:
+            waves0 = {p: of.stats.round_trips for p, of in self._open.items()}
+            waves0.update({p: st.round_trips for p, st in self._ahead.items()})
+        pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
+        try:
+            plans = self._plan_files(columns, expr, t0, report, waves0, pool, view)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        plans.report.round_trips += ahead
+        return plans
+
+    def _plan_files(self, columns: Sequence[str] | None, expr: Expr, t0: float,
+                    report: ScanReport, waves0: dict[str, int],
+                    pool: ThreadPoolExecutor | None, view: Any) -> _Plans:
+        disc = self.discovery
+        opening: dict[str, Future[_OpenFile]] = {}
+        open_clock, plan_clock = _WaveClock(), _WaveClock()
+
+        def open_counted(df: DataFile) -> _OpenFile:
+            of = self._file(df)
+            open_clock.add(of.stats.round_trips - waves0.get(df.path, 0))
+            return of
+
+        if (pool is not None and view is None
+                and not set(disc.partition_columns) & set(columns_of(expr))):
+            # Every file will be opened (no partition value or manifest can rule one
+            # out): all at once, the first file's among them.
+            opening = {df.path: pool.submit(open_counted, df) for df in disc.files}
+        first = opening[disc.files[0].path].result() if opening else self._first()
+        if opening:
+            first_waves = 0
+            with self._lock:
+                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
+        else:
+            # The first file (or the manifest's stand-in for it) is opened before the
+            # others: its schema binds the predicate and prunes partitions first.
+            first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
+            with self._lock:
+                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         schema = self.schema
         names = [f.name for f in schema]
         if columns is None:
@@ -316,7 +390,22 @@ class Dataset:
             if why is not None:
                 part = disc.partition_values(df)
                 return df, None, FilePlan(df.path, 0, (), "manifest", why, part), None, []
-            of = self._file(df)
+            # Opening tasks were queued before any planning task: waiting on one never
+            # waits on a task stuck behind this one.
+            if df.path in opening:
+                of = opening[df.path].result()
+                before = of.stats.round_trips
+            else:
+                of = self._file(df)
+                before = waves_start.get(df.path, 0)  # its opening counts here
+            try:
+                return plan_opened(df, of)
+            finally:
+                plan_clock.add(of.stats.round_trips - before)
+
+        def plan_opened(
+            df: DataFile, of: _OpenFile
+        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             try:
                 bound = first_bound if of is first else bind(expr, self._bound_schema(of.pf))
             except UserInputError as e:
@@ -333,17 +422,18 @@ class Dataset:
             )
             return df, of, plan, bound, warnings
 
-        self._read_ahead([df for df in disc.files if not prune_by_partition(df)
-                          and manifest_skips.get(df.path) is None])
-        # Files the manifest ruled out are decided already: only the others go to the pool.
-        to_open = [df for df in disc.files if manifest_skips.get(df.path) is None]
-        if len(to_open) <= 1:
-            results = [plan_one(df) for df in disc.files]
+        # Tails of the files still in play, in one wave (counted here, not per file).
+        if not opening and self._read_ahead(
+            [df for df in disc.files
+             if not prune_by_partition(df) and manifest_skips.get(df.path) is None]
+        ):
+            first_waves += 1
+            with self._lock:
+                waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
+        if pool is None:
+            results = [plan_one(disc.files[0])]
         else:
-            with ThreadPoolExecutor(self.max_workers) as pool:
-                done = dict(zip([df.path for df in to_open], pool.map(plan_one, to_open),
-                                strict=True))
-            results = [done.get(df.path) or plan_one(df) for df in disc.files]
+            results = list(pool.map(plan_one, disc.files))
         files = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:
@@ -366,6 +456,9 @@ class Dataset:
                 report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))
         report.pages_total = _count_pages(page_units)
+        # Files are opened, then planned, concurrently: per phase, the pool thread that
+        # waited for the most waves sets the path.
+        report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
         report.plan_seconds = time.perf_counter() - t0
         with self._lock:
             opened = list(self._open.values())
@@ -545,35 +638,70 @@ class Scan:
         self.schema = plans.schema
         ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
         work = [
-            (of, plan, bound, rgp)
+            (of, plan, bound, [rgp for rgp in plan.row_groups if not rgp.skipped])
             for _df, of, plan, bound in plans.files
             if plan is not None and of is not None and bound is not None and not plan.skipped
-            for rgp in plan.row_groups
-            if not rgp.skipped
         ]
         opts = self._ds.scan_options
+        plan_waves = self.report.round_trips
+        waves_before = {of.pf.path: of.stats.round_trips for of, _, _, _ in work}
 
-        def run(item: Any) -> tuple[list[pa.Table], ScanStats, str]:
-            of, plan, bound, rgp = item
-            stats = ScanStats()
-            if isinstance(rgp, list):  # whole row groups of one file
-                t = read_whole_row_groups(of.pf, rgp, plans.fields, plan.partition, ptypes, stats)
-                return [t], stats, of.pf.path
-            t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
-            return ([] if t is None else [t]), stats, of.pf.path
+        data_clock = _WaveClock()
+
+        def run_counted(item: Any) -> list[tuple[list[pa.Table], ScanStats, str]]:
+            of = item[0]
+            before = of.stats.round_trips
+            try:
+                return list(run(item))
+            finally:
+                data_clock.add(of.stats.round_trips - before)
+
+        def run(item: Any, map_fn: Any = map) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
+            """One file: its row groups in waves (or pyarrow for runs of whole ones)."""
+            of, plan, bound, rgps = item
+            for whole, group in _segments(of, rgps, plans.fields, parallel):
+                stats = ScanStats()
+                if whole:
+                    t = read_whole_row_groups(of.pf, [r.index for r in group], plans.fields,
+                                              plan.partition, ptypes, stats, opts)
+                    yield [t], stats, of.pf.path
+                    continue
+                tables = scan_file(of.pf, plan, group, bound, plans.fields, of.arrow, ptypes,
+                                   opts, stats, map_fn)
+                if parallel:
+                    yield list(tables), stats, of.pf.path
+                else:
+                    for t in tables:  # streaming: stats are added once the file is done
+                        yield [t], ScanStats(), of.pf.path
+                    yield [], stats, of.pf.path
+
+        def data_waves() -> int:
+            return sum(of.stats.round_trips - waves_before.get(of.pf.path, 0)
+                       for of, _, _, _ in work)
 
         try:
             if len(work) <= 1 or not parallel:
-                for item in work:
-                    tables, stats, path = run(item)
-                    self._add(stats, path)
-                    yield from tables
+                # One file, or streaming: files one after another (their waves add up);
+                # one file's row groups decode on the pool.
+                pool = ThreadPoolExecutor(self._ds.max_workers) if parallel else None
+                try:
+                    for item in work:
+                        for tables, stats, path in run(item, pool.map if pool else map):
+                            self._add(stats, path)
+                            yield from tables
+                finally:
+                    if pool is not None:
+                        pool.shutdown()
+                self.report.round_trips = plan_waves + data_waves()
             else:
-                # Row groups of every file on the pool; results in file and row-group order.
+                # Files on the pool, each in its own waves: the waves of different files
+                # overlap, so the critical path is the file with the most.
                 with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for tables, stats, path in pool.map(run, _whole_runs(work, plans.fields)):
-                        self._add(stats, path)
-                        yield from tables
+                    for results in pool.map(run_counted, work):
+                        for tables, stats, path in results:
+                            self._add(stats, path)
+                            yield from tables
+                self.report.round_trips = plan_waves + data_clock.critical()
         finally:
             self._finish(before, t0)
 

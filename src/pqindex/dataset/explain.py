@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan, plan_file
+from pqindex.scan.executor import planned_data_waves
 from pqindex.scan.report import ScanReport
 
 __all__ = ["PAGE_MAP_LEGEND", "explain_json", "explain_text", "page_maps"]
@@ -148,9 +149,13 @@ def explain_json(
                 **({"skipped_by": plan.skipped_by} if plan.skipped_by is not None else {}),
                 "row_groups": [_rg_json(rg, maps) for rg in plan.row_groups],
                 "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
+                "data_waves": planned_data_waves(plan, bound),
             }
         )
-    return {"files": out, "summary": report.to_dict()}
+    summary = report.to_dict()
+    # Metadata waves already taken, then the files' data waves side by side.
+    summary["data_waves"] = max((f.get("data_waves", 0) for f in out), default=0)
+    return {"files": out, "summary": summary}
 
 
 def _skip_key(rg: RowGroupPlan) -> tuple[str, str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +11,15 @@ import xxhash
 
 from pqindex.format.structs import BloomFilterHeader
 
-__all__ = ["BLOCK_BYTES", "MAX_BLOOM_BYTES", "BloomFilter", "plain_bytes", "xxhash64"]
+__all__ = [
+    "BLOCK_BYTES",
+    "MAX_BLOOM_BYTES",
+    "BloomFilter",
+    "BloomProbe",
+    "block_index",
+    "plain_bytes",
+    "xxhash64",
+]
 
 BLOCK_BYTES = 32
 # parquet-java and arrow cap a filter at 128 MiB; anything larger is a damaged length.
@@ -63,6 +72,53 @@ def plain_bytes(value: object, physical: str) -> bytes:
     return packer.pack(value)
 
 
+def block_index(h: int, num_blocks: int) -> int:
+    """The block a hash selects: the top 32 bits scaled to the number of blocks."""
+    return ((h >> 32) * num_blocks) >> 32
+
+
+def _block_has(block: bytes | memoryview, h: int, base: int = 0) -> bool:
+    key = h & 0xFFFFFFFF
+    for i in range(8):
+        bit = ((key * _SALT_INTS[i]) & 0xFFFFFFFF) >> 27
+        word = int.from_bytes(block[base + 4 * i : base + 4 * i + 4], "little")
+        if not (word >> bit) & 1:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class BloomProbe:
+    """A split-block Bloom filter looked up one 32-byte block at a time.
+
+    A lookup reads only the block its hash selects (``read(offset, 32)``), so a
+    probe costs the header and one block per value, not the whole bitset.
+    """
+
+    header: BloomFilterHeader
+    bitset_offset: int  # absolute file offset of the first block
+    num_bytes: int
+    read: Callable[[int, int], bytes]
+
+    @property
+    def num_blocks(self) -> int:
+        return self.num_bytes // BLOCK_BYTES
+
+    def block_range(self, h: int) -> tuple[int, int]:
+        """``(offset, length)`` in the file of the block hash ``h`` selects."""
+        return self.bitset_offset + block_index(h, self.num_blocks) * BLOCK_BYTES, BLOCK_BYTES
+
+    def might_contain_hash(self, h: int) -> bool:
+        """False only when the value whose hash is ``h`` is certainly absent."""
+        if self.num_blocks == 0:
+            return True
+        return _block_has(self.read(*self.block_range(h)), h)
+
+    def might_contain(self, plain: bytes) -> bool:
+        """False only when the value whose PLAIN encoding is ``plain`` is certainly absent."""
+        return self.might_contain_hash(xxhash64(plain))
+
+
 @dataclass(frozen=True)
 class BloomFilter:
     """A split-block Bloom filter's bitset, as 32-byte blocks of eight 32-bit words."""
@@ -82,16 +138,7 @@ class BloomFilter:
         nb = self.num_blocks
         if nb == 0:
             return True
-        block = ((h >> 32) * nb) >> 32
-        key = h & 0xFFFFFFFF
-        base = block * BLOCK_BYTES
-        bits = self.bitset
-        for i in range(8):
-            bit = ((key * _SALT_INTS[i]) & 0xFFFFFFFF) >> 27
-            word = int.from_bytes(bits[base + 4 * i : base + 4 * i + 4], "little")
-            if not (word >> bit) & 1:
-                return False
-        return True
+        return _block_has(self.bitset, h, block_index(h, nb) * BLOCK_BYTES)
 
     def might_contain(self, plain: bytes) -> bool:
         """False only when the value whose PLAIN encoding is ``plain`` is certainly absent."""

@@ -18,9 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError
-from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
+from pqindex.format.bloom import (
+    BLOCK_BYTES,
+    MAX_BLOOM_BYTES,
+    BloomFilter,
+    BloomProbe,
+    block_index,
+)
 from pqindex.format.schema import Encoding, LeafColumn, PageType, Schema
 from pqindex.format.structs import (
+    BloomFilterAlgorithm,
+    BloomFilterCompression,
+    BloomFilterHash,
     BloomFilterHeader,
     ColumnChunk,
     ColumnIndex,
@@ -29,8 +38,11 @@ from pqindex.format.structs import (
     OffsetIndex,
     PageHeader,
     RowGroup,
+    SplitBlockAlgorithm,
+    Uncompressed,
+    XxHash,
 )
-from pqindex.format.thrift import ThriftError, ThriftStruct, decode
+from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 from pqindex.io.cache import metadata_cache
 from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
 
@@ -42,6 +54,8 @@ MAGIC = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 # A page header is small; this much is read first and grown only if needed.
 _PAGE_HEADER_PROBE = 256
+# A Bloom filter header is about 17 bytes; this much is read when its length is unknown.
+_BLOOM_HEADER_PROBE = 64
 _DICTIONARY_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 
 
@@ -404,6 +418,17 @@ class ParquetFile:
                         regions.append(r)
         return regions
 
+    def page_index_ranges(
+        self,
+        row_groups: Iterable[int],
+        columns: Iterable[int],
+        *,
+        column_index: bool = True,
+        offset_index: bool = True,
+    ) -> list[tuple[int, int]]:
+        """``(offset, length)`` of the page-index entries of these chunks not decoded yet."""
+        return self._index_regions(row_groups, columns, column_index, offset_index)
+
     def prefetch_page_index(
         self,
         row_groups: Iterable[int],
@@ -411,15 +436,69 @@ class ParquetFile:
         *,
         column_index: bool = True,
         offset_index: bool = True,
-        max_gap: int = 4096,
+        max_gap: int | None = None,
     ) -> None:
-        """Read the page-index entries of these chunks in as few requests as possible."""
-        regions = self._index_regions(row_groups, columns, column_index, offset_index)
-        missing = [r for r in regions if not self._buffered(*r)]
-        for off, n in coalesce(missing, max_gap):
-            buf = self.source.read(off, n)
+        """Read the page-index entries of these chunks in one wave of requests."""
+        self.prefetch(
+            self._index_regions(row_groups, columns, column_index, offset_index), max_gap
+        )
+
+    def prefetch(
+        self,
+        ranges: Sequence[tuple[int, int]],
+        max_gap: int | None = None,
+        *,
+        exact: Sequence[tuple[int, int]] = (),
+    ) -> None:
+        """Read and keep the ranges not held yet, in one wave (one ``read_ranges`` call),
+        merged by the source's policy (or ``max_gap``); ``exact`` ranges go out as they
+        are (Bloom blocks: 32 bytes far apart). Later reads of them are free."""
+        missing = [r for r in ranges if r[1] > 0 and not self._buffered(*r)]
+        merged = (
+            self.source.coalesce(missing) if max_gap is None else coalesce(missing, max_gap)
+        ) if missing else []
+        merged += sorted({r for r in exact if r[1] > 0 and not self._buffered(*r)})
+        # Parts already held (the tail) are not read again.
+        merged = [t for t in (self._trim(o, n) for o, n in merged) if t[1] > 0]
+        if not merged:
+            return
+        for (off, _), buf in zip(merged, self.source.read_ranges(merged), strict=True):
             with self._lock:
                 self._buffers.append((off, buf))
+
+    def _trim(self, offset: int, length: int) -> tuple[int, int]:
+        """The part of a range not held by one earlier read at either end."""
+        end = offset + length
+        for start, buf in self._buffers:
+            stop = start + len(buf)
+            if start <= offset < stop:
+                offset = min(stop, end)
+            if start < end <= stop:
+                end = max(start, offset)
+        return offset, max(0, end - offset)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each range (not kept): from earlier reads where they hold them,
+        the rest in one wave of requests."""
+        plan: list[tuple[int, int, int, int]] = []  # (offset, length, missing off, n)
+        need: list[tuple[int, int]] = []
+        for off, n in ranges:
+            mo, mn = self._trim(off, n) if not self._buffered(off, n) else (off, 0)
+            plan.append((off, n, mo, mn))
+            if mn:
+                need.append((mo, mn))
+        got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
+        out = []
+        for off, n, mo, mn in plan:
+            if not mn:
+                out.append(self.read_bytes(off, n))
+            elif (mo, mn) == (off, n):
+                out.append(got[(mo, mn)])
+            else:
+                head = self.read_bytes(off, mo - off) if mo > off else b""
+                tail = self.read_bytes(mo + mn, off + n - mo - mn) if mo + mn < off + n else b""
+                out.append(head + got[(mo, mn)] + tail)
+        return out
 
     def _buffered(self, offset: int, length: int) -> bool:
         return any(s <= offset and offset + length <= s + len(b) for s, b in self._buffers)
@@ -525,35 +604,105 @@ class ParquetFile:
 
     # ------------------------------------------------------------ bloom filters
 
-    def bloom_filter(self, rg: int, col: int) -> BloomFilter | None:
-        """The chunk's split-block Bloom filter, or None if it has none."""
-        cmd = self.column_meta(rg, col)
-        off = cmd.bloom_filter_offset
+    def _bloom_start(self, rg: int, col: int) -> int | None:
+        off = self.column_meta(rg, col).bloom_filter_offset
         if off is None:
             return None
-        name = self.schema.leaves[col].name
         limit = self.footer_offset
         if off < 4 or off >= limit:
             raise CorruptFileError(
                 f"Bloom filter offset {off} is outside the data region [4, {limit})",
                 path=self.path,
                 row_group=rg,
-                column=name,
+                column=self.schema.leaves[col].name,
                 offset=off,
             )
-        declared = cmd.bloom_filter_length
-        probe = declared if declared and 0 < declared <= limit - off else min(64, limit - off)
-        raw = self.read_bytes(off, probe)
-        try:
-            header, hlen = decode(BloomFilterHeader, raw)
-        except ThriftError as e:
+        return off
+
+    def bloom_header_length(self, rg: int, col: int) -> int | None:
+        """The header length the usual layout gives for the declared
+        ``bloom_filter_length`` (numBytes, BLOCK, XXHASH, UNCOMPRESSED), so header and
+        blocks can be read in one wave; None when the length is not declared or fits
+        no such header. Checked against the header when it is read."""
+        cmd = self.column_meta(rg, col)
+        total, off = cmd.bloom_filter_length, cmd.bloom_filter_offset
+        if not total or off is None or total > self.footer_offset - off:
+            return None
+        key = ("bloom_header_length", rg, col)
+        if key not in self.derived:
+            found = None
+            for hlen in range(15, 20):  # 14 fixed bytes + a 1..5-byte varint
+                nbytes = total - hlen
+                if (nbytes >= BLOCK_BYTES and not nbytes % BLOCK_BYTES
+                        and len(encode(_usual_bloom_header(nbytes))) == hlen):
+                    found = hlen
+                    break
+            self.derived[key] = found
+        result: int | None = self.derived[key]
+        return result
+
+    def bloom_probe_ranges(
+        self, rg: int, col: int, hashes: Iterable[int]
+    ) -> list[tuple[int, int]]:
+        """What :meth:`bloom_probe` lookups of ``hashes`` read: the header and the block
+        of each hash when the layout is predictable, else a small over-read of the header."""
+        off = self._bloom_start(rg, col)
+        if off is None:
+            return []
+        hlen = self.bloom_header_length(rg, col)
+        if hlen is None:
+            return [(off, min(_BLOOM_HEADER_PROBE, self.footer_offset - off))]
+        total = self.column_meta(rg, col).bloom_filter_length or 0
+        nblocks = (total - hlen) // BLOCK_BYTES
+        base = off + hlen
+        blocks = {base + block_index(h, nblocks) * BLOCK_BYTES for h in hashes}
+        return [(off, hlen)] + [(b, BLOCK_BYTES) for b in sorted(blocks)]
+
+    def _bloom_header(
+        self, rg: int, col: int, *, whole: bool = False
+    ) -> tuple[int, BloomFilterHeader, int, bytes] | None:
+        """Offset, header, header length and the bytes read with it. ``whole`` reads the
+        declared length at once (header and bitset in one request)."""
+        off = self._bloom_start(rg, col)
+        if off is None:
+            return None
+        name = self.schema.leaves[col].name
+        limit = self.footer_offset
+        declared = self.column_meta(rg, col).bloom_filter_length
+        predicted = self.bloom_header_length(rg, col)
+        first = declared if whole and declared and 0 < declared <= limit - off else predicted
+        # Reads to try, shortest first: the predicted header is checked against the
+        # declared length; a header longer than the probe is read again, longer.
+        tries = [first] if first else []
+        tries += [min(_BLOOM_HEADER_PROBE, limit - off), min(4096, limit - off)]
+        header: BloomFilterHeader | None = None
+        hlen = 0
+        raw = b""
+        error: ThriftError | None = None
+        for n in tries:
+            raw = self.read_bytes(off, n)
+            try:
+                header, hlen = decode(BloomFilterHeader, raw)
+            except ThriftError as e:
+                error, header = e, None
+                if n == first or e.offset >= n - 16:
+                    continue  # cut short: try a longer read
+                break
+            if n == predicted and n != declared and (
+                    hlen != predicted or header.numBytes != (declared or 0) - predicted):
+                header = None  # not the usual layout: read the header as if unknown
+                continue
+            break
+        if header is None:
+            assert error is not None
             raise CorruptFileError(
-                f"corrupt Bloom filter header: {e.reason}",
+                f"corrupt Bloom filter header: {error.reason}",
                 path=self.path,
                 row_group=rg,
                 column=name,
-                offset=off + e.offset,
+                offset=off + error.offset,
             ) from None
+        assert header is not None
         nbytes = header.numBytes
         if (
             nbytes is None
@@ -583,11 +732,29 @@ class ParquetFile:
                 column=name,
                 offset=off,
             )
+        return off, header, hlen, raw
+
+    def bloom_filter(self, rg: int, col: int) -> BloomFilter | None:
+        """The chunk's whole split-block Bloom filter, or None if it has none."""
+        found = self._bloom_header(rg, col, whole=True)
+        if found is None:
+            return None
+        off, header, hlen, raw = found
+        nbytes = header.numBytes or 0
         if hlen + nbytes <= len(raw):
             bitset = raw[hlen : hlen + nbytes]
         else:
             bitset = self.read_bytes(off + hlen, nbytes)
         return BloomFilter(header, bitset)
+
+    def bloom_probe(self, rg: int, col: int) -> BloomProbe | None:
+        """The chunk's Bloom filter for lookups that read one 32-byte block each (from
+        :meth:`prefetch` when :meth:`bloom_probe_ranges` was read), or None."""
+        found = self._bloom_header(rg, col)
+        if found is None:
+            return None
+        off, header, hlen, _ = found
+        return BloomProbe(header, off + hlen, header.numBytes or 0, self.read_bytes)
 
     # ------------------------------------------------------------ pages
 
@@ -711,6 +878,16 @@ class ParquetFile:
             if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
         ]
         return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
+
+
+def _usual_bloom_header(num_bytes: int) -> BloomFilterHeader:
+    """The header every known writer writes: split blocks, XXH64, uncompressed."""
+    return BloomFilterHeader(
+        numBytes=num_bytes,
+        algorithm=BloomFilterAlgorithm(BLOCK=SplitBlockAlgorithm()),
+        hash=BloomFilterHash(XXHASH=XxHash()),
+        compression=BloomFilterCompression(UNCOMPRESSED=Uncompressed()),
+    )
 
 
 def chunk_range(cmd: ColumnMetaData) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.format.bloom import BloomFilter
+from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import encode_plain
@@ -27,6 +27,7 @@ __all__ = [
     "DictionaryEvidence",
     "Evidence",
     "StatisticsEvidence",
+    "bloom_hashes",
     "float_key",
     "value_key",
 ]
@@ -334,23 +335,36 @@ class DictionaryEvidence:
 class BloomEvidence:
     """A split-block Bloom filter: can only say NONE, for = and IN."""
 
-    bloom: BloomFilter
+    bloom: BloomFilter | BloomProbe
 
     def match(self, pred: BoundPredicate) -> Match:
-        if pred.op not in (LeafOp.EQ, LeafOp.IN):
+        hashes = bloom_hashes(pred)
+        if hashes is None:
             return Match.SOME
-        if pred.leaf.max_repetition_level > 0:
-            return Match.SOME
-        vt = pred.value_type
-        for v in pred.values:
-            raw = encode_plain(vt, v)
-            if raw is None:
-                return Match.SOME
-            if vt.kind in _FLOATS and isinstance(v, float) and v == 0.0:
-                return Match.SOME  # -0.0 and +0.0 hash differently but compare equal
-            if self.bloom.might_contain(raw):
+        for h in hashes:
+            if self.bloom.might_contain_hash(h):
                 return Match.SOME
         return Match.NONE
+
+
+def bloom_hashes(pred: BoundPredicate) -> list[int] | None:
+    """The Bloom-filter hashes of an ``=``/``IN`` leaf's values; None when a Bloom
+    filter cannot answer it (another operator, repeated leaf, a value without a
+    PLAIN encoding, a float zero)."""
+    if pred.op not in (LeafOp.EQ, LeafOp.IN):
+        return None
+    if pred.leaf.max_repetition_level > 0:
+        return None
+    vt = pred.value_type
+    out = []
+    for v in pred.values:
+        raw = encode_plain(vt, v)
+        if raw is None:
+            return None
+        if vt.kind in _FLOATS and isinstance(v, float) and v == 0.0:
+            return None  # -0.0 and +0.0 hash differently but compare equal
+        out.append(xxhash64(raw))
+    return out
 
 
 def dictionary_keys(vt: ValueType, raw_values: Sequence[bytes]) -> tuple[frozenset[Any], bool]:

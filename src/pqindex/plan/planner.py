@@ -45,14 +45,24 @@ from pqindex.indexes.evidence import (
     DictionaryEvidence,
     Evidence,
     StatisticsEvidence,
+    bloom_hashes,
 )
 from pqindex.indexes.region import Region, read_region
 
-__all__ = ["ColumnRead", "FilePlan", "PlanOptions", "RowGroupPlan", "plan_file"]
+__all__ = [
+    "ColumnRead",
+    "FilePlan",
+    "PlanOptions",
+    "RowGroupPlan",
+    "plan_file",
+    "round_trip_bytes",
+]
 
 # A dictionary larger than this is not worth reading to prune one row group.
 MAX_DICTIONARY_BYTES = 1 << 20
 MAX_DICTIONARY_VALUES = 100_000
+# Bytes worth reading on an object store to save a round trip (10-100 ms each).
+ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -295,7 +305,8 @@ class _RowGroupEvidence:
         if col not in self._blooms:
             ev: Evidence | None = None
             try:
-                bf = self.pf.bloom_filter(self.rg, col)
+                # One 32-byte block per value, not the whole bitset.
+                bf = self.pf.bloom_probe(self.rg, col)
                 ev = BloomEvidence(bf) if bf is not None else None
             except PqIndexError as e:
                 self.warnings.append(f"Bloom filter of {pred.leaf.name!r} not used: {e}")
@@ -421,34 +432,100 @@ def plan_file(
     for rg in range(pf.num_row_groups):
         n = pf.row_group_rows(rg)
         ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options, region)
-        stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = (
-            [("partition", ev.constant)] if on_partition else []
-        )
-        if options.statistics:
-            stages.append(("statistics", ev.statistics))
-        if region is not None:
-            stages.append(("embedded index", ev.embedded))
-        if options.dictionary:
-            # = and IN against a dictionary decide a row group for the price of a page
-            # the scan would read anyway; before any page-index entry is fetched.
-            stages.append(("dictionary", ev.dictionary_for_equality))
+        stages = _early_stages(ev, options, on_partition, region is not None)
         if n == 0:
             m, by, why = Match.NONE, "statistics", "row group has no rows"
         else:
             m, by, why = _staged_match(expr, stages)
         pending.append((rg, ev, m, by, why))
-    # Page index entries of every surviving row group in as few requests as possible.
-    page_level = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
-    if options.page_index and page_level and pred_cols:
-        pf.prefetch_page_index(page_level, pred_cols)
-        pf.prefetch_page_index(
-            page_level, [c for c in read_cols if c not in pred_cols], column_index=False
+    # Wave 1 after the tail, for every row group the footer left undecided: page-index
+    # entries, dictionaries for = and IN, Bloom header + blocks (when their place is
+    # known without reading). A round trip costs more than these few bytes.
+    undecided = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
+    file_preds = [p for p in preds if p.leaf.index < n_leaves]
+    wave: list[tuple[int, int]] = []
+    if options.page_index and undecided and pred_cols:
+        wave += pf.page_index_ranges(undecided, pred_cols)
+        wave += pf.page_index_ranges(
+            undecided, [c for c in read_cols if c not in pred_cols], column_index=False
         )
+    # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
+    # dictionaries it covers wait for its answer unless reading them now costs less
+    # than a round trip.
+    bloomed: dict[int, frozenset[int]] = {}
+    blooms: list[tuple[int, int]] = []
+    deferred: dict[int, list[tuple[int, int]]] = {}
+    for rg in undecided:
+        if options.bloom:
+            cols = _predictable_blooms(pf, rg, file_preds)
+            bloomed[rg] = cols
+            blooms += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
+                                    predictable_only=True)
+        if options.dictionary:
+            for col, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=True):
+                if col in bloomed.get(rg, ()):
+                    deferred.setdefault(rg, []).append(ext)
+                else:
+                    wave.append(ext)
+    budget = round_trip_bytes(pf)
+    if sum(n for exts in deferred.values() for _, n in exts) <= budget:
+        wave += [ext for exts in deferred.values() for ext in exts]
+    if budget and options.dictionary:
+        # The other comparisons' dictionaries are read after the page level; on a store
+        # where a round trip costs more, with this wave when they are small enough.
+        other = [ext for rg in undecided
+                 for _, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
+        if sum(n for _, n in other) <= budget:
+            wave += other
+    pf.prefetch(wave, exact=blooms)
+    if options.dictionary or options.bloom:
+        for i, (rg, ev, m, _by, _why) in enumerate(pending):
+            if m != Match.SOME or not bloomed.get(rg):
+                continue
+            stages = _early_stages(ev, options, on_partition, region is not None)
+            stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
+            pending[i] = (rg, ev, *_staged_match(expr, stages))
+        # Dictionaries the Bloom filters did not make useless, in one more wave.
+        pf.prefetch([ext for rg, _, m, _, _ in pending if m == Match.SOME
+                     for ext in deferred.get(rg, [])])
+    if options.dictionary:
+        # = and IN against a dictionary decide a row group for the price of a page the
+        # scan would read anyway.
+        for i, (rg, ev, m, _by, _why) in enumerate(pending):
+            if m == Match.SOME:
+                stages = _early_stages(ev, options, on_partition, region is not None)
+                if bloomed.get(rg):
+                    stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
+                stages.append(("dictionary", ev.dictionary_for_equality))
+                pending[i] = (rg, ev, *_staged_match(expr, stages))
+    # Page level, then (wave 2, only for row groups still undecided) the remaining
+    # dictionaries and Bloom filters of all of them at once.
+    sels: list[tuple[Selection, str, str]] = []
+    late_wave: list[tuple[int, int]] = []
+    late_blooms: list[tuple[int, int]] = []
     for rg, ev, m, by, why in pending:
         n = pf.row_group_rows(rg)
         sel = _selection_of(m, n)
         if m == Match.SOME and options.page_index and preds:
             sel, by, why = _page_level(pf, rg, expr, ev, n, by, why)
+        sels.append((sel, by, why))
+        if _wants_late(m, sel, n, options):
+            if options.dictionary:
+                late_wave += [ext for _, ext in
+                              _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
+            if options.bloom:
+                late_blooms += _bloom_ranges(pf, rg, file_preds, predictable_only=False)
+    pf.prefetch(late_wave, exact=late_blooms)
+    if options.bloom:
+        # Filters whose header had to be read first: their blocks in one more wave.
+        pf.prefetch([], exact=[
+            r for (rg, _, m, _, _), (sel, _, _) in zip(pending, sels, strict=True)
+            if _wants_late(m, sel, pf.row_group_rows(rg), options)
+            for r in _bloom_block_ranges(pf, rg, file_preds)
+        ])
+    for (rg, ev, m, by, why), (sel, by1, why1) in zip(pending, sels, strict=True):
+        n = pf.row_group_rows(rg)
+        by, why = by1, why1
         # Dictionaries and Bloom filters cost a read each: only for row groups the
         # statistics and the page index left undecided.
         late: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = [
@@ -460,7 +537,7 @@ def plan_file(
             late.append(("dictionary", ev.dictionary))
         if options.bloom:
             late.append(("bloom filter", ev.bloom))
-        if m == Match.SOME and not sel.maybe.is_empty and sel.all.count() < n and len(late) > 3:
+        if _wants_late(m, sel, n, options):
             m2, by2, why2 = _staged_match(expr, late)
             if m2 == Match.NONE:
                 sel, by, why = Selection.none(), by2, why2
@@ -478,6 +555,123 @@ def plan_file(
     if warnings is not None and region is not None:
         warnings += region.warnings[seen:]  # blobs refused while planning this file
     return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)
+
+
+def _bloom_block_ranges(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate]
+) -> list[tuple[int, int]]:
+    """Blocks of the filters whose layout could not be predicted (header read already)."""
+    out = []
+    for p in preds:
+        hs = bloom_hashes(p)
+        col = p.leaf.index
+        if hs is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+            continue
+        try:
+            if pf.bloom_header_length(rg, col) is not None:
+                continue
+            probe = pf.bloom_probe(rg, col)
+        except PqIndexError:
+            continue  # reported when the level reads it
+        if probe is not None and probe.num_blocks:
+            out += [probe.block_range(h) for h in hs]
+    return out
+
+
+def _early_stages(
+    ev: _RowGroupEvidence, options: PlanOptions, on_partition: bool, has_region: bool
+) -> list[tuple[str, Callable[[BoundPredicate], Evidence | None]]]:
+    """The levels that need nothing but the footer (and the embedded region)."""
+    stages: list[tuple[str, Callable[[BoundPredicate], Evidence | None]]] = (
+        [("partition", ev.constant)] if on_partition else []
+    )
+    if options.statistics:
+        stages.append(("statistics", ev.statistics))
+    if has_region:
+        stages.append(("embedded index", ev.embedded))
+    return stages
+
+
+def _wants_late(m: Match, sel: Selection, n: int, options: PlanOptions) -> bool:
+    """Whether the dictionary/Bloom levels are consulted after the page level."""
+    return (
+        m == Match.SOME
+        and not sel.maybe.is_empty
+        and sel.all.count() < n
+        and (options.dictionary or options.bloom)
+    )
+
+
+def round_trip_bytes(pf: ParquetFile) -> int:
+    """How many bytes are worth reading to save one round trip on this file's store:
+    0 on local files (bytes first), a few MiB where the store's merge policy says a
+    request costs more than reading 256 KiB."""
+    remote = len(pf.source.coalesce([(0, 1), (256 * 1024, 1)])) == 1
+    return ROUND_TRIP_BYTES_REMOTE if remote else 0
+
+
+def _only(
+    source: Callable[[BoundPredicate], Evidence | None], cols: frozenset[int]
+) -> Callable[[BoundPredicate], Evidence | None]:
+    """``source`` for the leaves of ``cols`` only."""
+    def answer(pred: BoundPredicate) -> Evidence | None:
+        return source(pred) if pred.leaf.index in cols else None
+    return answer
+
+
+def _predictable_blooms(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate]
+) -> frozenset[int]:
+    """Leaves of = / IN predicates whose Bloom header and blocks can be read in one wave."""
+    out = set()
+    for p in preds:
+        col = p.leaf.index
+        if bloom_hashes(p) is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+            continue
+        try:
+            if pf.bloom_header_length(rg, col) is not None:
+                out.add(col)
+        except PqIndexError:
+            continue
+    return frozenset(out)
+
+
+def _dictionary_ranges(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate], *, equality_only: bool
+) -> list[tuple[int, tuple[int, int]]]:
+    """``(column, range)`` of the dictionary pages the dictionary level of this row
+    group will read, where their place is known without reading (the footer or a
+    loaded offset index)."""
+    out = []
+    for col in sorted({p.leaf.index for p in preds
+                       if not equality_only or p.op in (LeafOp.EQ, LeafOp.IN)}):
+        leaf = pf.leaf(col)
+        if leaf.max_repetition_level or not pf.all_dictionary_encoded(rg, col):
+            continue
+        ext = pf.dictionary_extent(rg, col)
+        if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
+            out.append((col, ext))
+    return out
+
+
+def _bloom_ranges(
+    pf: ParquetFile, rg: int, preds: Sequence[BoundPredicate], *, predictable_only: bool
+) -> list[tuple[int, int]]:
+    """Header and blocks the Bloom level of this row group reads for its = / IN leaves."""
+    hashes: dict[int, list[int]] = {}
+    for p in preds:
+        hs = bloom_hashes(p)
+        if hs is not None:
+            hashes.setdefault(p.leaf.index, []).extend(hs)
+    out = []
+    for col, hs in sorted(hashes.items()):
+        try:
+            if predictable_only and pf.bloom_header_length(rg, col) is None:
+                continue
+            out += pf.bloom_probe_ranges(rg, col, hs)
+        except PqIndexError:
+            continue  # reported when the level reads it
+    return out
 
 
 def _page_level(

@@ -10,8 +10,16 @@ Per row group that may match:
    decoded and cut to the matching rows.
 
 Byte ranges are computed first (a pure function of the plan and the offset
-index), then coalesced and read — one counted request per coalesced range.
-A column without an offset index is read as a whole chunk through pyarrow.
+index), then coalesced by the source's policy and read — one counted request per
+coalesced range. A column without an offset index is read as a whole chunk
+through pyarrow.
+
+:func:`scan_file` runs the row groups of one file in *waves*: the predicate
+columns' pages of every row group are fetched in one ``read_ranges`` call, then
+the other columns' pages of the matching rows of every row group in one more,
+as far as ``ScanOptions.read_ahead_bytes`` allows (beyond it, the row groups are
+taken in batches). On object stores a wave costs one round trip however many
+ranges it holds.
 """
 
 from __future__ import annotations
@@ -19,10 +27,11 @@ from __future__ import annotations
 import bisect
 import io
 import struct
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +44,7 @@ from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import coalesce
-from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves
+from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
@@ -47,18 +56,42 @@ from pqindex.scan.page_decode import (
 __all__ = [
     "ScanOptions",
     "ScanStats",
+    "planned_data_waves",
     "pyarrow_opens_free",
     "read_row_group",
     "read_whole_row_groups",
+    "scan_file",
     "scan_row_group",
 ]
 
 
+_T = TypeVar("_T")
+
+
 @dataclass(frozen=True)
 class ScanOptions:
-    """How the scanner reads: the gap under which byte ranges are merged."""
+    """How the scanner reads.
 
-    coalesce_gap: int = 64 * 1024
+    ``coalesce_gap``: merge byte ranges whose gap is at most this many bytes; None
+    uses the store's policy (a few KiB on local files, up to 1 MiB remote).
+    ``read_ahead_bytes``: at most this much planned data is fetched in one wave for a
+    file's row groups; beyond it the row groups go in batches.
+    ``speculative_bytes``: when the other columns' pages for every row that *may*
+    match add at most this much, they join the predicate columns' wave (one round
+    trip instead of two; a page the predicate then rules out is read for nothing).
+    None: the store's price of a round trip (``plan.planner.round_trip_bytes``: 0 on
+    local files, bytes first; a few MiB on object stores).
+    """
+
+    coalesce_gap: int | None = None
+    read_ahead_bytes: int = 256 * 1024 * 1024
+    speculative_bytes: int | None = None
+
+
+def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
+    if options.speculative_bytes is not None:
+        return options.speculative_bytes
+    return round_trip_bytes(pf)
 
 
 @dataclass
@@ -75,16 +108,18 @@ class ScanStats:
 
 
 class _Buffers:
-    """Fetched byte ranges of one row group, served to the page decoder."""
+    """Fetched byte ranges of one or more row groups of a file, served to the page
+    decoder. Each :meth:`fetch` is one wave: one ``read_ranges`` call."""
 
-    def __init__(self, pf: ParquetFile, stats: ScanStats, gap: int) -> None:
+    def __init__(self, pf: ParquetFile, stats: ScanStats, gap: int | None) -> None:
         self.pf = pf
         self.stats = stats
         self.gap = gap
         self._starts: list[int] = []
         self._bufs: list[bytes] = []
+        self._lock = threading.Lock()
 
-    def fetch(self, ranges: Sequence[tuple[int, int]]) -> None:
+    def fetch(self, ranges: Iterable[tuple[int, int]]) -> None:
         missing = [
             (o, n)
             for o, n in ranges
@@ -93,13 +128,18 @@ class _Buffers:
         if not missing:
             return
         t0 = time.perf_counter()
-        for off, n in coalesce(missing, self.gap):
-            buf = self.pf.read_bytes(off, n)  # parts read while planning aren't read again
-            self.stats.data_bytes += n
-            i = bisect.bisect(self._starts, off)
-            self._starts.insert(i, off)
-            self._bufs.insert(i, buf)
-        self.stats.fetch_seconds += time.perf_counter() - t0
+        merged = (
+            self.pf.source.coalesce(missing) if self.gap is None else coalesce(missing, self.gap)
+        )
+        # Parts read while planning (tail, dictionaries) aren't read again.
+        bufs = self.pf.read_ranges(merged)
+        with self._lock:
+            for (off, n), buf in zip(merged, bufs, strict=True):
+                self.stats.data_bytes += n
+                i = bisect.bisect(self._starts, off)
+                self._starts.insert(i, off)
+                self._bufs.insert(i, buf)
+            self.stats.fetch_seconds += time.perf_counter() - t0
 
     def _find(self, offset: int, length: int) -> bytes | None:
         view = self.view(offset, length)
@@ -107,14 +147,15 @@ class _Buffers:
 
     def view(self, offset: int, length: int) -> memoryview | None:
         """The fetched bytes at ``offset`` without a copy, if one fetch holds them all."""
-        i = bisect.bisect(self._starts, offset) - 1
-        while i >= 0:
-            s, b = self._starts[i], self._bufs[i]
-            if s <= offset and offset + length <= s + len(b):
-                return memoryview(b)[offset - s : offset - s + length]
-            if s + len(b) < offset:
-                break
-            i -= 1
+        with self._lock:
+            i = bisect.bisect(self._starts, offset) - 1
+            while i >= 0:
+                s, b = self._starts[i], self._bufs[i]
+                if s <= offset and offset + length <= s + len(b):
+                    return memoryview(b)[offset - s : offset - s + length]
+                if s + len(b) < offset:
+                    break
+                i -= 1
         return None
 
     def _covered(self, offset: int, length: int) -> bool:
@@ -123,8 +164,29 @@ class _Buffers:
     def __call__(self, offset: int, length: int) -> bytes:
         b = self._find(offset, length)
         if b is None:
-            b = self.pf.read_bytes(offset, length)
+            b = self._assemble(offset, length)
         return b
+
+    def _assemble(self, offset: int, length: int) -> bytes:
+        """Bytes spanning adjacent fetches (a reader merged ranges we fetched apart);
+        what no fetch holds comes from the file (the tail, else one more request)."""
+        out: list[bytes | memoryview] = []
+        pos, end = offset, offset + length
+        while pos < end:
+            with self._lock:
+                i = bisect.bisect(self._starts, pos) - 1
+                hit = None
+                if i >= 0 and self._starts[i] + len(self._bufs[i]) > pos:
+                    hit = (self._starts[i], self._bufs[i])
+            if hit is None:
+                break
+            s, b = hit
+            stop = min(end, s + len(b))
+            out.append(memoryview(b)[pos - s : stop - s])
+            pos = stop
+        if pos < end:
+            out.append(self.pf.read_bytes(pos, end - pos))
+        return b"".join(out)
 
 
 class _SourceFile(io.RawIOBase):
@@ -234,13 +296,14 @@ class _RowGroupReader:
         schema: pa.Schema,
         stats: ScanStats,
         options: ScanOptions,
+        buffers: _Buffers | None = None,
     ) -> None:
         self.pf = pf
         self.rg = plan.index
         self.plan = plan
         self.schema = schema
         self.stats = stats
-        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.buffers = buffers or _Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
@@ -446,6 +509,50 @@ class _RowGroupReader:
         return _leaf_array(arr, leaf.path)
 
 
+    # Byte ranges the methods above will fetch, computed ahead so that the row groups
+    # of a file can be fetched together in one wave. They mirror the methods' choices;
+    # anything missed is still fetched on demand (one more wave, never a wrong row).
+
+    def _whole_ranges(self, field_name: str) -> list[tuple[int, int]]:
+        return [
+            chunk_range(self.pf.column_meta(self.rg, c.index))
+            for c in self.pf.schema.leaves
+            if c.path[0] == field_name
+        ]
+
+    def field_ranges(self, field_name: str, rows: RowRanges) -> list[tuple[int, int]]:
+        """What :meth:`field` (and :meth:`flat_fields`) fetch for ``rows``."""
+        if rows.is_empty:
+            return []
+        leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
+        if rows.count() == self.n or field_name in self._whole_cache or not leaf_cols:
+            return self._whole_ranges(field_name)
+        if len(leaf_cols) == 1:
+            found = self._pages_for(leaf_cols[0], rows)
+            if found is not None:
+                return page_byte_ranges(self.pf, self.rg, leaf_cols[0], found[0])
+            return self._whole_ranges(field_name)
+        ois = [self.pf.offset_index(self.rg, c) for c in leaf_cols]
+        if all(oi is not None for oi in ois):
+            return field_byte_ranges(
+                self.pf, self.rg, leaf_cols,
+                [list(range(len(oi.page_locations or []))) for oi in ois if oi is not None],
+            )
+        return self._whole_ranges(field_name)
+
+    def leaf_ranges(self, col: int, rows: RowRanges) -> list[tuple[int, int]]:
+        """What :meth:`leaf_values` fetches for ``rows``."""
+        if rows.is_empty:
+            return []
+        leaf = self.pf.leaf(col)
+        if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            return self._whole_ranges(leaf.path[0])
+        found = self._pages_for(col, rows)
+        if found is not None:
+            return page_byte_ranges(self.pf, self.rg, col, found[0])
+        return self.field_ranges(leaf.path[0], rows)
+
+
 def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
     """Row numbers of the given positions within the concatenation of ``ranges``."""
     lengths = ranges.ends - ranges.starts
@@ -463,21 +570,31 @@ def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
     return RowRanges(starts, ends)
 
 
-def scan_row_group(
-    pf: ParquetFile,
-    plan: RowGroupPlan,
+def _predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
+    """File leaf columns the exact predicate check reads."""
+    n_leaves = len(pf.schema.leaves)
+    return sorted({p.leaf.index for p in leaves(expr) if p.leaf.index < n_leaves})
+
+
+def _uncertain(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
+    """Rows whose predicate must be evaluated (none for a predicate-free scan)."""
+    if plan.maybe.is_empty or isinstance(expr, BoundTrue):
+        return RowRanges.empty()
+    return plan.maybe - plan.all
+
+
+def _exact_rows(
+    reader: _RowGroupReader,
     expr: BoundExpr,
     fields: Sequence[str],
-    schema: pa.Schema,
     partition: dict[str, Any],
     partition_types: dict[str, pa.DataType],
     stats: ScanStats,
-    options: ScanOptions,
-) -> pa.Table | None:
-    """The matching rows of one row group, projected to ``fields``; None if none match."""
-    if plan.maybe.is_empty:
-        return None
-    reader = _RowGroupReader(pf, plan, schema, stats, options)
+) -> RowRanges:
+    """The rows of the row group where ``expr`` holds: ``all`` plus the rows of
+    ``maybe - all`` where the exact check passes. ``fields`` are the projected ones
+    (a predicate column among them is decoded once, for both)."""
+    pf, plan = reader.pf, reader.plan
     exact = plan.all
     uncertain = plan.maybe - plan.all
     n_leaves = len(pf.schema.leaves)
@@ -502,10 +619,21 @@ def scan_row_group(
         exact = exact | _ranges_from_indices(idx)
     elif not uncertain.is_empty:
         exact = plan.maybe
-    if exact.is_empty:
-        stats.row_groups_read += 1
-        return None
+    return exact
+
+
+def _project(
+    reader: _RowGroupReader,
+    exact: RowRanges,
+    fields: Sequence[str],
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    stats: ScanStats,
+) -> pa.Table | None:
+    """The projected ``fields`` at the rows ``exact``; None when there are none."""
     stats.row_groups_read += 1
+    if exact.is_empty:
+        return None
     out: dict[str, Any] = {}
     count = exact.count()
     out.update(reader.flat_fields([f for f in fields if f not in partition_types], exact))
@@ -520,6 +648,182 @@ def scan_row_group(
     if not out:
         return _empty_columns_table(count)
     return pa.table(out)
+
+
+def scan_row_group(
+    pf: ParquetFile,
+    plan: RowGroupPlan,
+    expr: BoundExpr,
+    fields: Sequence[str],
+    schema: pa.Schema,
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    stats: ScanStats,
+    options: ScanOptions,
+) -> pa.Table | None:
+    """The matching rows of one row group, projected to ``fields``; None if none match."""
+    if plan.maybe.is_empty:
+        return None
+    reader = _RowGroupReader(pf, plan, schema, stats, options)
+    exact = _exact_rows(reader, expr, fields, partition, partition_types, stats)
+    return _project(reader, exact, fields, partition, partition_types, stats)
+
+
+def planned_data_waves(plan: FilePlan, expr: BoundExpr) -> int:
+    """Waves of data requests :func:`scan_file` plans for a file on a local store (within
+    one read-ahead), at most: one for the predicate columns when some rows need the
+    exact check, one for the projected columns (none when the check finds no row). An
+    object store may merge the two."""
+    kept = [rg for rg in plan.row_groups if not rg.skipped]
+    if not kept:
+        return 0
+    return 2 if any(not _uncertain(rg, expr).is_empty for rg in kept) else 1
+
+
+def _planned_bytes(rgp: RowGroupPlan) -> int:
+    return sum(r.bytes for r in rgp.reads)
+
+
+def _batches(rgps: Sequence[RowGroupPlan], limit: int) -> Iterator[list[RowGroupPlan]]:
+    """Consecutive row groups whose planned reads fit in ``limit`` bytes (at least one)."""
+    batch: list[RowGroupPlan] = []
+    size = 0
+    for rgp in rgps:
+        n = _planned_bytes(rgp)
+        if batch and size + n > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(rgp)
+        size += n
+    if batch:
+        yield batch
+
+
+def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` with errors naming file and row group."""
+    try:
+        return fn(*args)
+    except PqIndexError as e:
+        raise e.located(path=pf.path, row_group=rg) from None
+    except (pa.ArrowException, ValueError) as e:
+        raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rg) from e
+
+
+class _Batch:
+    """Row groups of one file read together: one wave per step, not one per row group."""
+
+    def __init__(
+        self,
+        pf: ParquetFile,
+        plan: FilePlan,
+        batch: Sequence[RowGroupPlan],
+        expr: BoundExpr,
+        fields: Sequence[str],
+        schema: pa.Schema,
+        partition_types: dict[str, pa.DataType],
+        options: ScanOptions,
+        stats: ScanStats,
+    ) -> None:
+        self.pf = pf
+        self.expr = expr
+        self.fields = fields
+        self.partition = plan.partition
+        self.partition_types = partition_types
+        self.options = options
+        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.stats = [ScanStats() for _ in batch]  # one per row group: decoded in parallel
+        self.readers = [
+            _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
+            for rgp, st in zip(batch, self.stats, strict=True)
+        ]
+        self.pred_cols = _predicate_leaves(pf, expr)
+        self.file_fields = [f for f in fields if f not in partition_types]
+        self.exact: list[RowRanges] = []
+
+    def _predicate_ranges(self, rd: _RowGroupReader) -> list[tuple[int, int]]:
+        rows = _uncertain(rd.plan, self.expr)
+        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows)]
+
+    def _field_ranges(self, rd: _RowGroupReader, rows: RowRanges) -> list[tuple[int, int]]:
+        return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
+
+    def _fetch(self, wave: list[tuple[int, int]]) -> None:
+        _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
+
+    def predicate_wave(self) -> None:
+        """The predicate columns' pages of every row group (and, when cheap enough, the
+        other columns' pages of every row that may match)."""
+        pf = self.pf
+        wave = [r for rd in self.readers
+                for r in _at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
+        budget = _speculation_budget(pf, self.options) if wave else 0
+        if budget:
+            maybe = [r for rd in self.readers
+                     for r in _at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
+            if sum(n for _, n in maybe) <= budget:
+                wave += maybe
+        self._fetch(wave)
+
+    def exact_rows(self, i: int) -> RowRanges:
+        rd = self.readers[i]
+        return _at_row_group(self.pf, rd.rg, _exact_rows, rd, self.expr, self.fields,
+                             self.partition, self.partition_types, self.stats[i])
+
+    def projection_wave(self) -> None:
+        """The projected columns' pages holding the matching rows of every row group."""
+        self._fetch([
+            r for rd, rows in zip(self.readers, self.exact, strict=True)
+            for r in _at_row_group(self.pf, rd.rg, self._field_ranges, rd, rows)
+        ])
+
+    def project(self, i: int) -> pa.Table | None:
+        rd = self.readers[i]
+        return _at_row_group(self.pf, rd.rg, _project, rd, self.exact[i], self.fields,
+                             self.partition, self.partition_types, self.stats[i])
+
+
+def scan_file(
+    pf: ParquetFile,
+    plan: FilePlan,
+    row_groups: Sequence[RowGroupPlan],
+    expr: BoundExpr,
+    fields: Sequence[str],
+    schema: pa.Schema,
+    partition_types: dict[str, pa.DataType],
+    options: ScanOptions,
+    stats: ScanStats,
+    map_fn: Callable[..., Iterable[Any]] = map,
+) -> Iterator[pa.Table]:
+    """The matching rows of planned row groups of one file, in row-group order.
+
+    Per batch of row groups (bounded by ``options.read_ahead_bytes``): one wave for
+    the predicate columns' pages of all of them, one for the projected columns' pages
+    of their matching rows. ``map_fn`` runs the per-row-group decoding (a thread
+    pool's ``map`` decodes row groups in parallel). Tables stream batch by batch.
+    """
+    rgps = [r for r in row_groups if not r.maybe.is_empty]
+    for rows in _batches(rgps, options.read_ahead_bytes):
+        batch = _Batch(pf, plan, rows, expr, fields, schema, partition_types, options, stats)
+        batch.predicate_wave()
+        each = map_fn if len(rows) > 1 else map  # one row group: no thread hand-off
+        batch.exact = list(each(batch.exact_rows, range(len(rows))))
+        batch.projection_wave()
+        tables = list(each(batch.project, range(len(rows))))
+        for st in batch.stats:
+            _merge_stats(stats, st)
+        for t in tables:
+            if t is not None:
+                yield t
+
+
+def _merge_stats(into: ScanStats, st: ScanStats) -> None:
+    into.row_groups_read += st.row_groups_read
+    into.pages_read += st.pages_read
+    into.rows_out += st.rows_out
+    into.fetch_seconds += st.fetch_seconds
+    into.decode_seconds += st.decode_seconds
+    into.data_bytes += st.data_bytes
+    into.warnings += st.warnings
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
@@ -568,33 +872,54 @@ def read_whole_row_groups(
     partition: dict[str, Any],
     partition_types: dict[str, pa.DataType],
     stats: ScanStats,
+    options: ScanOptions | None = None,
 ) -> pa.Table:
     """Row groups where every row is wanted, read by pyarrow's own scanner.
 
-    Nothing to prune inside them, so pyarrow reads them as ``read_table`` would,
-    decoding row groups in parallel; its reads go through the counting source (the
-    footer comes from the tail already read) and it reads no index bytes.
+    Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would,
+    row groups in parallel. Their chunks are fetched first, in one wave per
+    ``options.read_ahead_bytes`` of them; pyarrow then reads from memory (its footer
+    comes from the tail already read) and reads no index bytes.
     """
+    options = options or ScanOptions()
     file_fields = [f for f in fields if f not in partition_types]
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
-    fragment = pads.ParquetFileFormat().make_fragment(
-        _SourceFile(pf), row_groups=list(row_groups)
-    )
-    t0 = time.perf_counter()
-    try:
-        t = fragment.to_table(columns=file_fields, use_threads=True)
-    except PqIndexError as e:
-        raise e.located(path=pf.path) from None
-    except (pa.ArrowException, ValueError) as e:
-        raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+
+    def chunks(rg: int) -> list[tuple[int, int]]:
+        return [chunk_range(pf.column_meta(rg, c)) for c in leaves]
+
+    batches: list[list[int]] = []
+    size = 0
+    for rg in row_groups:
+        n = sum(length for _, length in chunks(rg))
+        if batches and size + n <= options.read_ahead_bytes:
+            batches[-1].append(rg)
+            size += n
+        else:
+            batches.append([rg])
+            size = n
+    parts = []
+    for batch in batches:
+        buffers = _Buffers(pf, stats, options.coalesce_gap)
+        try:
+            buffers.fetch([r for rg in batch for r in chunks(rg)])
+            fragment = pads.ParquetFileFormat().make_fragment(
+                _SourceFile(pf, buffers), row_groups=batch
+            )
+            t0 = time.perf_counter()
+            parts.append(fragment.to_table(columns=file_fields, use_threads=True))
+        except PqIndexError as e:
+            raise e.located(path=pf.path) from None
+        except (pa.ArrowException, ValueError) as e:
+            raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+        stats.decode_seconds += time.perf_counter() - t0
+    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     for name in fields:
         if name in partition_types:
             value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
             t = t.append_column(name, value)
-    stats.decode_seconds += time.perf_counter() - t0
     stats.rows_out += t.num_rows
     stats.row_groups_read += len(row_groups)
     for rg in row_groups:
         stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
-        stats.data_bytes += sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
     return t.select(list(fields))

@@ -16,7 +16,10 @@ class ScanReport:
     ``pages_total`` counts the data pages of the columns the scan involves in every
     row group of every opened file, skipped ones included (from the offset index when
     it was read, else the footer's encoding stats, else one per chunk);
-    ``bytes_read`` and ``requests`` are every read of every file, footers included.
+    ``bytes_read`` and ``requests`` are every read of every file, footers included;
+    ``round_trips`` is the number of sequential waves of requests the scan waited
+    for: per file, a wave is one batch of ranges issued together; files planned or
+    read concurrently count as their slowest one (the critical path).
     """
 
     files_total: int = 0
@@ -31,6 +34,7 @@ class ScanReport:
     rows_matched: int = 0
     bytes_read: int = 0
     requests: int = 0
+    round_trips: int = 0
     data_bytes: int = 0
     plan_seconds: float = 0.0
     fetch_seconds: float = 0.0
@@ -52,6 +56,7 @@ class ScanReport:
             "rows_matched": self.rows_matched,
             "bytes_read": self.bytes_read,
             "requests": self.requests,
+            "round_trips": self.round_trips,
             "data_bytes": self.data_bytes,
             "plan_seconds": round(self.plan_seconds, 6),
             "fetch_seconds": round(self.fetch_seconds, 6),
@@ -67,5 +72,6 @@ class ScanReport:
             f"files {d['files_read']}/{d['files_total']} read, "
             f"row groups {d['row_groups_read']}/{d['row_groups_total']} read "
             f"(skipped by {skipped_rg}), pages {d['pages_read']}/{d['pages_total']} read, "
-            f"{d['rows_matched']:,} rows, {d['bytes_read']:,} bytes in {d['requests']} requests"
+            f"{d['rows_matched']:,} rows, {d['bytes_read']:,} bytes in {d['requests']} requests, "
+            f"{d['round_trips']} round trips"
         )
