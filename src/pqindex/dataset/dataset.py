@@ -667,7 +667,7 @@ class Scan:
                     yield [t], stats, of.pf.path
                     continue
                 tables = scan_file(of.pf, plan, group, bound, plans.fields, of.arrow, ptypes,
-                                   opts, stats, map_fn)
+                                   opts, stats, map_fn, stream=not parallel)
                 if parallel:
                     yield list(tables), stats, of.pf.path
                 else:

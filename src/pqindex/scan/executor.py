@@ -308,6 +308,11 @@ class _RowGroupReader:
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
 
+    def release(self) -> None:
+        """Drop the decoded pages kept for reuse (the row group is done)."""
+        self._decoded.clear()
+        self._whole_cache.clear()
+
     def _pages_for(
         self, col: int, rows: RowRanges
     ) -> tuple[list[int], np.ndarray, np.ndarray] | None:
@@ -778,8 +783,11 @@ class _Batch:
 
     def project(self, i: int) -> pa.Table | None:
         rd = self.readers[i]
-        return _at_row_group(self.pf, rd.rg, _project, rd, self.exact[i], self.fields,
-                             self.partition, self.partition_types, self.stats[i])
+        try:
+            return _at_row_group(self.pf, rd.rg, _project, rd, self.exact[i], self.fields,
+                                 self.partition, self.partition_types, self.stats[i])
+        finally:
+            rd.release()  # its decoded pages are in the table now (or no longer needed)
 
 
 def scan_file(
@@ -793,13 +801,16 @@ def scan_file(
     options: ScanOptions,
     stats: ScanStats,
     map_fn: Callable[..., Iterable[Any]] = map,
+    stream: bool = False,
 ) -> Iterator[pa.Table]:
     """The matching rows of planned row groups of one file, in row-group order.
 
     Per batch of row groups (bounded by ``options.read_ahead_bytes``): one wave for
     the predicate columns' pages of all of them, one for the projected columns' pages
     of their matching rows. ``map_fn`` runs the per-row-group decoding (a thread
-    pool's ``map`` decodes row groups in parallel). Tables stream batch by batch.
+    pool's ``map`` decodes row groups in parallel). ``stream``: the projected tables
+    are decoded one at a time as they are consumed, so memory holds the batch's
+    fetched bytes (at most the read-ahead) and one decoded row group.
     """
     rgps = [r for r in row_groups if not r.maybe.is_empty]
     for rows in _batches(rgps, options.read_ahead_bytes):
@@ -808,12 +819,15 @@ def scan_file(
         each = map_fn if len(rows) > 1 else map  # one row group: no thread hand-off
         batch.exact = list(each(batch.exact_rows, range(len(rows))))
         batch.projection_wave()
-        tables = list(each(batch.project, range(len(rows))))
-        for st in batch.stats:
-            _merge_stats(stats, st)
+        tables: Iterable[pa.Table | None] = (
+            map(batch.project, range(len(rows))) if stream
+            else list(each(batch.project, range(len(rows))))
+        )
         for t in tables:
             if t is not None:
                 yield t
+        for st in batch.stats:
+            _merge_stats(stats, st)
 
 
 def _merge_stats(into: ScanStats, st: ScanStats) -> None:
