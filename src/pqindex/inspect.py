@@ -12,7 +12,7 @@ import math
 import uuid
 from typing import Any
 
-from pqindex.errors import PqIndexError
+from pqindex.errors import PqIndexError, public_api
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import (
     BoundaryOrder,
@@ -232,6 +232,7 @@ def _embedded_indexes(
     return out
 
 
+@public_api
 def inspect_file(
     pf: ParquetFile,
     *,

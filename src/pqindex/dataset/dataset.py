@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -133,6 +133,14 @@ class Dataset:
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
     ) -> None:
+        if not isinstance(source, (str, os.PathLike)) and not (
+            isinstance(source, Sequence)
+            and all(isinstance(s, (str, os.PathLike)) for s in source)
+        ):
+            raise UserInputError(
+                "a dataset is a path, a URL or a list of them, "
+                f"not {type(source).__name__}"
+            )
         self._source = source
         self._discovery: Discovery | None = None
         self._open: dict[str, _OpenFile] = {}
@@ -151,6 +159,7 @@ class Dataset:
         return self._discovery
 
     @property
+    @public_api
     def files(self) -> list[str]:
         return [f.path for f in self.discovery.files]
 
@@ -179,6 +188,7 @@ class Dataset:
         self.close()
 
     @property
+    @public_api
     def schema(self) -> pa.Schema:
         """The Arrow schema of the first file plus the partition columns."""
         first = self._file(self.discovery.files[0])
@@ -301,6 +311,7 @@ class Dataset:
 
     # ------------------------------------------------------------ public
 
+    @public_api
     def scan(
         self,
         columns: Sequence[str] | None = None,
@@ -314,11 +325,13 @@ class Dataset:
             raise UserInputError("batch_size must be positive")
         return Scan(self, columns, _where(where, filters), batch_size)
 
+    @public_api
     def to_table(
         self, columns: Sequence[str] | None = None, where: Where = None, **kw: Any
     ) -> pa.Table:
         return self.scan(columns, where, **kw).to_table()
 
+    @public_api
     def aggregate(
         self,
         aggregates: Sequence[str],
@@ -338,6 +351,7 @@ class Dataset:
         self.last_aggregate_report = report
         return result
 
+    @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
         """Per column: rows, nulls and, where embedded HyperLogLog sketches exist, an
         estimate of the distinct values over the whole dataset.
@@ -390,6 +404,7 @@ class Dataset:
                 out[name]["distinct_estimate"] = round(sketch.estimate())
         return out
 
+    @public_api
     def explain(
         self,
         columns: Sequence[str] | None = None,
@@ -497,12 +512,14 @@ class Scan:
             return t
         return t.select(self.schema.names).cast(self.schema)
 
+    @public_api
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Matching rows as record batches of at most ``batch_size`` rows, streaming."""
         # Sequential: memory stays bounded by one row group's selected data.
         for t in self._tables(parallel=False):
             yield from self._cast(t).to_batches(max_chunksize=self.batch_size)
 
+    @public_api
     def to_table(self) -> pa.Table:
         """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
         tables = [self._cast(t) for t in self._tables(parallel=True)]
@@ -514,6 +531,7 @@ class Scan:
             return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
         return pa.concat_tables(tables)
 
+    @public_api
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_table().to_pandas(**kwargs)
 
@@ -522,7 +540,4 @@ def dataset(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **kwargs: Any
 ) -> Dataset:
     """A lazy dataset over a file, a directory (hive ``key=value/`` partitions), or a list."""
-    try:
-        return Dataset(source, **kwargs)
-    except PqIndexError:
-        raise
+    return Dataset(source, **kwargs)

@@ -17,7 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError
+from pqindex.errors import (
+    CorruptFileError,
+    PqIndexError,
+    UnsupportedError,
+    UserInputError,
+    located,
+)
 from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
 from pqindex.format.schema import Encoding, LeafColumn, PageType, Schema
 from pqindex.format.structs import (
@@ -74,7 +80,9 @@ class ParquetFile:
         # kept as long as the file is.
         self.derived: dict[Any, Any] = {}
         try:
-            self._read_footer(tail_bytes)
+            with located(default=CorruptFileError, what="cannot read the footer",
+                         path=self.path):
+                self._read_footer(tail_bytes)
         except BaseException:
             source.close()
             raise
@@ -88,7 +96,9 @@ class ParquetFile:
         tail_bytes: int = DEFAULT_TAIL_BYTES,
     ) -> ParquetFile:
         """Open a local path or fsspec URL and read its footer."""
-        return cls(open_source(path, stats), tail_bytes=tail_bytes)
+        with located(default=UserInputError,
+                     path=os.fspath(path) if isinstance(path, (str, os.PathLike)) else None):
+            return cls(open_source(path, stats), tail_bytes=tail_bytes)
 
     def close(self) -> None:
         self.source.close()

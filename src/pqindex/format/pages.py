@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pqindex.errors import CorruptFileError, UnsupportedError
+from pqindex.errors import CorruptFileError, UnsupportedError, public_api
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
@@ -124,6 +124,7 @@ def _check_chunk(pf: ParquetFile, rg: int, col: int) -> None:
             )
 
 
+@public_api
 def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
     """Raise a PqIndexError for the first problem found in the file.
 

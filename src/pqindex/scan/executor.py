@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
@@ -545,8 +545,9 @@ def read_row_group(
         )
     except PqIndexError as e:
         raise e.located(path=pf.path, row_group=rgp.index) from None
-    except (pa.ArrowException, ValueError) as e:
-        raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
+                        row_group=rgp.index) from e
 
 
 # Arrow C++ reads this much from the end of a file to find the footer.
@@ -585,8 +586,12 @@ def read_whole_row_groups(
         t = fragment.to_table(columns=file_fields, use_threads=True)
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
-    except (pa.ArrowException, ValueError) as e:
-        raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        one = row_groups[0] if len(row_groups) == 1 else None
+        what = "cannot decode" if one is not None else (
+            f"cannot decode row groups {', '.join(map(str, row_groups))}")
+        raise translate(e, default=CorruptFileError, what=what, path=pf.path,
+                        row_group=one) from e
     for name in fields:
         if name in partition_types:
             value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])

@@ -43,7 +43,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import (
+    CorruptFileError,
+    PqIndexError,
+    UnsupportedError,
+    UserInputError,
+    located,
+    public_api,
+)
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
@@ -114,6 +121,7 @@ def _walk(root: str) -> list[str]:
     return out
 
 
+@public_api
 def index_targets(paths: Paths, output: str | os.PathLike[str] | None = None) -> list[IndexTarget]:
     """The files ``paths`` name: files as given, directories walked recursively
     (names starting with ``_`` or ``.`` skipped). With ``output``, each result goes
@@ -336,6 +344,7 @@ def _cap(truncate: bool | int) -> int | None:
     return truncate
 
 
+@public_api
 def index_file(
     source: str | os.PathLike[str],
     *,
@@ -370,9 +379,11 @@ def index_file(
         )
     cap = _cap(truncate)
     try:
-        return _index_file(src, dst, kinds, cap, page_index, drop, t0)
+        # What fails while reading the file's pages is the file's damage.
+        with located(default=CorruptFileError, path=src):
+            return _index_file(src, dst, kinds, cap, page_index, drop, t0)
     except PqIndexError as e:
-        raise e.located(path=src) from None
+        raise e.located(path=src) from e.__cause__
 
 
 def _index_file(
@@ -484,6 +495,7 @@ def _page_index(
 # ---------------------------------------------------------------- many files
 
 
+@public_api
 def add_indexes(
     paths: Paths,
     *,

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import BoundaryOrder
 from pqindex.format.structs import ColumnIndex
@@ -212,6 +212,7 @@ def _tmp_name(path: str) -> str:
     return os.path.join(d, f".{name}.pqindex-write-{secrets.token_hex(4)}")
 
 
+@public_api
 def write_table(
     data: Any,
     path: str | os.PathLike[str],
@@ -239,6 +240,9 @@ def write_table(
     (None keeps pyarrow's full bounds).
     """
     t0 = time.perf_counter()
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(directory):
+        raise UserInputError(f"the directory {directory} does not exist", path=os.fspath(path))
     table = to_table(data)
     if row_group_rows <= 0 or page_rows <= 0:
         raise UserInputError("row_group_rows and page_rows must be positive")
@@ -382,6 +386,7 @@ class Writer:
     buffered whole), unless ``presorted``.
     """
 
+    @public_api
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -402,6 +407,7 @@ class Writer:
         if self._directory:
             os.makedirs(self.path, exist_ok=True)
 
+    @public_api
     def write(self, data: Any) -> None:
         if self._closed:
             raise UserInputError("the writer is closed")
@@ -436,6 +442,7 @@ class Writer:
         self._buffered = 0
         self.results.append(write_table(table, self._next_path(), **self.options))
 
+    @public_api
     def close(self) -> list[WriteResult]:
         if not self._closed:
             self._flush()
