@@ -213,3 +213,120 @@ def test_cli_internal_error_says_bug_exit_1_traceback_only_with_debug(
     res = _run("--debug", "check", str(path))
     assert res.exit_code == 1
     assert "Traceback" in res.stderr and "bug" in res.stderr
+
+
+# ---------------------------------------------------------------- 2. wide trees, bounds
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _small(tmp_path_factory.mktemp("small") / "s.parquet", rows=3_000)
+
+
+def _expected(path: Path, keep: Any) -> int:
+    ids = pq.read_table(path, columns=["id"]).column("id").to_pylist()
+    return sum(1 for i in ids if keep(i))
+
+
+@pytest.mark.parametrize("terms", [1_000, 10_000])
+def test_wide_or_and_and_plan_evaluate_and_explain(small_file: Path, terms: int) -> None:
+    ds = pqindex.dataset(small_file)
+    wanted = set(range(0, terms * 3, 7))
+    where = " OR ".join(f"id = {i}" for i in sorted(wanted)[:terms])
+    assert ds.to_table(where=where).num_rows == _expected(small_file, lambda i: i in wanted)
+    assert "id" in ds.explain(where=where)
+    assert ds.aggregate(["count(*)"], where=where)["count(*)"] == _expected(
+        small_file, lambda i: i in wanted)
+    where = " AND ".join(f"id != {i}" for i in range(terms))
+    assert ds.to_table(where=where).num_rows == _expected(small_file, lambda i: i >= terms)
+
+
+def test_1000_dnf_groups_and_a_deep_alternating_expression(small_file: Path) -> None:
+    ds = pqindex.dataset(small_file)
+    groups = [[("id", "=", i), ("s", "!=", "zzz")] for i in range(0, 3_000, 3)]
+    assert ds.to_table(filters=groups).num_rows == 1_000
+    # ((((id = 0 AND ...) OR ...) AND ...) ...: depth 3,000, built through the API.
+    x = pqindex.col("id") == 0
+    keep = {0}
+    for i in range(1, 3_000):
+        if i % 2:
+            x = x | (pqindex.col("id") == i)
+            keep.add(i)
+        else:
+            x = x & (pqindex.col("id") != i)
+            keep.discard(i)
+    assert ds.to_table(where=x).num_rows == len(keep)
+
+
+def test_fold_bound_short_circuits_like_the_recursive_form(small_file: Path) -> None:
+    from pqindex.expr.bind import bind
+    from pqindex.expr.sql import parse_where
+    from pqindex.format.match import Match
+    from pqindex.plan.planner import evaluate
+
+    with ParquetFile.open(small_file) as pf:
+        expr = parse_where("id = 1 AND (id = 2 OR id = 3) AND id = 4")
+        bound = bind(expr, pf.schema)
+    seen: list[int] = []
+
+    def leaf(pred: Any) -> Match:
+        v = pred.values[0]
+        seen.append(v)
+        return Match.NONE if v == 3 else Match.SOME if v != 2 else Match.ALL
+
+    assert evaluate(bound, leaf) == Match.SOME
+    assert seen == [1, 2, 4]  # OR stopped at ALL (3 never asked)
+    seen.clear()
+
+    def none_at_1(pred: Any) -> Match:
+        seen.append(pred.values[0])
+        return Match.NONE
+
+    assert evaluate(bound, none_at_1) == Match.NONE
+    assert seen == [1]
+
+
+def test_literal_size_and_in_list_bounds(small_file: Path) -> None:
+    from pqindex.expr.nodes import MAX_IN_VALUES
+
+    ds = pqindex.dataset(small_file)
+    for where in ("id = " + "9" * 5_000, "id = 1." + "9" * 5_000):
+        with pytest.raises(UserInputError, match="too"):
+            ds.to_table(where=where)
+    with pytest.raises(UserInputError, match="too large"):
+        ds.to_table(where=pqindex.col("id") == 10 ** 5_000)
+    # Checked by len() or by counting, never materialized.
+    with pytest.raises(UserInputError, match="IN list longer"):
+        ds.to_table(filters=[("id", "in", range(10 ** 9))])
+    with pytest.raises(UserInputError, match="IN list longer"):
+        ds.to_table(filters=[("id", "in", (i for i in iter(int, 1)))])  # endless
+    with pytest.raises(UserInputError, match="IN list longer"):
+        pqindex.col("id").isin(range(10 ** 30))
+    rows = ds.to_table(filters=[("id", "in", range(MAX_IN_VALUES))]).num_rows
+    assert rows == 3_000
+
+
+def test_lone_surrogate_is_a_user_input_error(small_file: Path) -> None:
+    ds = pqindex.dataset(small_file)
+    with pytest.raises(UserInputError, match="surrogate"):
+        ds.to_table(where="s = '\ud800'")
+    with pytest.raises(UserInputError, match="surrogate"):
+        ds.to_table(where=pqindex.col("s").isin(["ok", "\udfff"]))
+    res = _run("query", str(small_file), "--where", "s = '\ud800'")
+    assert res.exit_code == 2 and "surrogate" in res.stderr
+
+
+def test_aggregate_type_errors_are_clear(small_file: Path, tmp_path: Path) -> None:
+    ds = pqindex.dataset(small_file)
+    with pytest.raises(UserInputError, match="sum needs a numeric column"):
+        ds.aggregate(["sum(s)"])
+    with pytest.raises(UserInputError, match="ordered values"):
+        ds.aggregate(["max(tags)"])
+    # Struct fields by dotted path (was a KeyError from pyarrow).
+    path = tmp_path / "st.parquet"
+    t = pa.table({"id": list(range(100)),
+                  "p": [None if i % 7 == 0 else {"a": i} for i in range(100)]})
+    pq.write_table(t, path)
+    got = pqindex.dataset(path).aggregate(["sum(p.a)", "count(p.a)"], where="id > 10")
+    keep = [i for i in range(11, 100) if i % 7]
+    assert got == {"sum(p.a)": sum(keep), "count(p.a)": len(keep)}

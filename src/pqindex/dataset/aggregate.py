@@ -156,10 +156,25 @@ class _Acc:
             self.value = v
 
 
+def _rows_column(table: pa.Table, column: str) -> Any:
+    """A top-level column, or a struct field by dotted path (a NULL parent gives NULL)."""
+    if column in table.column_names:
+        return table.column(column)
+    parts = column.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:split])
+        if head in table.column_names:
+            arr: Any = table.column(head)
+            for name in parts[split:]:
+                arr = pc.struct_field(arr, name)
+            return arr
+    raise UserInputError(f"no column {column!r}", column=column)
+
+
 def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
     if agg.column is None:
         return table.num_rows
-    col = table.column(agg.column)
+    col = _rows_column(table, agg.column)
     if agg.func == "count":
         return len(col) - col.null_count
     if len(col) - col.null_count == 0:
@@ -489,6 +504,41 @@ def _aggregate_row_group(ds: Dataset, of: _OpenFile, plan: FilePlan, bound: Boun
     return did_read
 
 
+def _field_type(schema: pa.Schema, column: str) -> pa.DataType | None:
+    """The Arrow type of a top-level or dotted struct column, None when unknown."""
+    parts = column.split(".")
+    for split in range(len(parts), 0, -1):
+        head = ".".join(parts[:split])
+        if head not in schema.names:
+            continue
+        t: pa.DataType = schema.field(head).type
+        for name in parts[split:]:
+            if not pa.types.is_struct(t) or t.get_field_index(name) < 0:
+                return None
+            t = t.field(name).type
+        return t
+    return None
+
+
+def _check_types(aggs: Sequence[Aggregation], schema: pa.Schema) -> None:
+    """UserInputError for an aggregate the column's type has no meaning for."""
+    for a in aggs:
+        if a.column is None or a.func == "count":
+            continue
+        t = _field_type(schema, a.column)
+        if t is None:
+            continue
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if a.func == "sum" and not (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                    or pa.types.is_decimal(t)):
+            raise UserInputError(f"{a.text}: sum needs a numeric column; {a.column!r} is {t}",
+                                 column=a.column)
+        if a.func in ("min", "max") and pa.types.is_nested(t):
+            raise UserInputError(f"{a.text}: {a.func} needs a column of ordered values; "
+                                 f"{a.column!r} is {t}", column=a.column)
+
+
 def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
                   ) -> tuple[dict[str, Any], AggregateReport]:
     from pqindex.dataset.dataset import _where
@@ -496,6 +546,7 @@ def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
     aggs = parse_aggregations(specs)
     cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
     plans = ds._plan(cols, _where(where, filters))
+    _check_types(aggs, plans.schema)
     accs = [_Acc(a) for a in aggs]
     report = AggregateReport()
     ptypes = {k: ds._partition_type(k) for k in ds.discovery.partition_columns}

@@ -68,6 +68,63 @@ _KEYWORDS = frozenset({
 })
 
 
+# ---------------------------------------------------------------- limits
+
+# Far beyond any Parquet type (DECIMAL holds 38 digits at most, FLBA decimals a few
+# hundred); the cap keeps int/str conversions of absurd literals cheap.
+MAX_LITERAL_DIGITS = 1_000
+# An IN list longer than this is refused before it is materialized.
+MAX_IN_VALUES = 1_000_000
+_MAX_INT_BITS = int(MAX_LITERAL_DIGITS * 3.33) + 1
+
+
+def check_literal(value: object) -> None:
+    """UserInputError for a literal no column can hold or no file can encode:
+    a number of more than ``MAX_LITERAL_DIGITS`` digits, a string with a lone
+    surrogate (not UTF-8)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _MAX_INT_BITS:
+            raise UserInputError(
+                f"integer literal of {value.bit_length()} bits is too large "
+                f"(at most {MAX_LITERAL_DIGITS} digits)")
+    elif isinstance(value, Decimal):
+        if value.is_finite() and len(value.as_tuple().digits) > MAX_LITERAL_DIGITS:
+            raise UserInputError(
+                f"decimal literal of {len(value.as_tuple().digits)} digits is too large "
+                f"(at most {MAX_LITERAL_DIGITS})")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UserInputError(
+                f"string literal is not valid Unicode: lone surrogate "
+                f"{value[e.start]!r} at position {e.start}") from None
+
+
+def literal_list(values: Iterable[object], column: str | None = None) -> tuple[Literal, ...]:
+    """The values of an IN list as literals, refusing more than ``MAX_IN_VALUES``
+    before materializing them (``range(10**9)`` is refused by its length, an
+    endless generator after ``MAX_IN_VALUES + 1`` items)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise UserInputError(f"IN needs a list of values, not {values!r}", column=column)
+    try:
+        n = len(values)  # type: ignore[arg-type]
+    except (TypeError, OverflowError):  # no len(); or len() past sys.maxsize
+        n = None if not hasattr(values, "__len__") else MAX_IN_VALUES + 1
+    too_many = UserInputError(
+        f"IN list longer than {MAX_IN_VALUES:,} values "
+        f"(pqindex.expr.nodes.MAX_IN_VALUES); filter in pieces or use a range",
+        column=column)
+    if n is not None and n > MAX_IN_VALUES:
+        raise too_many
+    out = []
+    for v in values:
+        out.append(lit(v))
+        if len(out) > MAX_IN_VALUES:
+            raise too_many
+    return tuple(out)
+
+
 # ---------------------------------------------------------------- terms
 
 
@@ -195,8 +252,8 @@ class Column:
         return lit(other)
 
     def isin(self, values: Iterable[object]) -> In:
-        """``x IN (values)``."""
-        return In(self, tuple(lit(v) for v in values))
+        """``x IN (values)``; at most ``MAX_IN_VALUES`` of them."""
+        return In(self, literal_list(values, self.name))
 
     def is_null(self) -> IsNull:
         return IsNull(self)
@@ -225,6 +282,9 @@ class Literal:
     """A constant; equal only to a literal of the same Python type and value."""
 
     value: LiteralValue
+
+    def __post_init__(self) -> None:
+        check_literal(self.value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Literal):
@@ -344,6 +404,11 @@ class In(Expr):
     column: Column
     values: tuple[Literal, ...]
     negated: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.values) > MAX_IN_VALUES:
+            raise UserInputError(f"IN list longer than {MAX_IN_VALUES:,} values",
+                                 column=self.column.name)
 
     @property
     def leaf_op(self) -> LeafOp:
