@@ -107,6 +107,7 @@ def literal_list(values: Iterable[object], column: str | None = None) -> tuple[L
     endless generator after ``MAX_IN_VALUES + 1`` items)."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise UserInputError(f"IN needs a list of values, not {values!r}", column=column)
+    n: int | None
     try:
         n = len(values)  # type: ignore[arg-type]
     except (TypeError, OverflowError):  # no len(); or len() past sys.maxsize
