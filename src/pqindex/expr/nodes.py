@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, assert_never
 
 from pqindex.errors import UserInputError
 from pqindex.format.match import LeafOp
@@ -475,17 +475,21 @@ LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
 
 def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
     """The leaf predicate for ``op``; the inverse of each leaf's ``leaf_op``."""
-    if op in COMPARISON_OPS:
-        return Compare(op, column, values[0])
-    if op in (LeafOp.IN, LeafOp.NOT_IN):
-        return In(column, values, negated=op == LeafOp.NOT_IN)
-    if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
-        return IsNull(column, negated=op == LeafOp.IS_NOT_NULL)
-    if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
-        return IsNan(column, negated=op == LeafOp.IS_NOT_NAN)
-    prefix = values[0].value
-    assert isinstance(prefix, (str, bytes))
-    return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+    match op:
+        case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+            return Compare(op, column, values[0])
+        case LeafOp.IN | LeafOp.NOT_IN:
+            return In(column, values, negated=op == LeafOp.NOT_IN)
+        case LeafOp.IS_NULL | LeafOp.IS_NOT_NULL:
+            return IsNull(column, negated=op == LeafOp.IS_NOT_NULL)
+        case LeafOp.IS_NAN | LeafOp.IS_NOT_NAN:
+            return IsNan(column, negated=op == LeafOp.IS_NOT_NAN)
+        case LeafOp.STARTS_WITH | LeafOp.NOT_STARTS_WITH:
+            prefix = values[0].value
+            assert isinstance(prefix, (str, bytes))
+            return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+        case _:
+            assert_never(op)
 
 
 def and_(*exprs: Expr) -> Expr:
@@ -620,21 +624,27 @@ _OR, _AND, _NOT, _LEAF = 1, 2, 3, 4
 def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
     """SQL text of one leaf, from already-printed column and values."""
     vals = list(values)
-    if op in COMPARISON_OPS:
-        return f"{column} {op.value} {vals[0]}"
-    if op in (LeafOp.IN, LeafOp.NOT_IN):
-        word = "NOT IN" if op == LeafOp.NOT_IN else "IN"
-        return f"{column} {word} ({', '.join(vals)})"
-    if op == LeafOp.IS_NULL:
-        return f"{column} IS NULL"
-    if op == LeafOp.IS_NOT_NULL:
-        return f"{column} IS NOT NULL"
-    if op == LeafOp.IS_NAN:
-        return f"isnan({column})"
-    if op == LeafOp.IS_NOT_NAN:
-        return f"NOT isnan({column})"
-    word = "NOT LIKE" if op == LeafOp.NOT_STARTS_WITH else "LIKE"
-    return f"{column} {word} {vals[0]}"
+    match op:
+        case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+            return f"{column} {op.value} {vals[0]}"
+        case LeafOp.IN:
+            return f"{column} IN ({', '.join(vals)})"
+        case LeafOp.NOT_IN:
+            return f"{column} NOT IN ({', '.join(vals)})"
+        case LeafOp.IS_NULL:
+            return f"{column} IS NULL"
+        case LeafOp.IS_NOT_NULL:
+            return f"{column} IS NOT NULL"
+        case LeafOp.IS_NAN:
+            return f"isnan({column})"
+        case LeafOp.IS_NOT_NAN:
+            return f"NOT isnan({column})"
+        case LeafOp.STARTS_WITH:
+            return f"{column} LIKE {vals[0]}"
+        case LeafOp.NOT_STARTS_WITH:
+            return f"{column} NOT LIKE {vals[0]}"
+        case _:
+            assert_never(op)
 
 
 def starts_with_sql(column: str, prefix: str | bytes, negated: bool) -> str:
