@@ -437,3 +437,57 @@ def test_an_unknown_operator_fails_loudly_instead_of_matching_as_starts_with(
     bogus = dataclasses.replace(bound, op="bogus")  # type: ignore[type-var]
     with pytest.raises(AssertionError):
         to_arrow_mask(bogus, _OP_TABLE)
+
+
+# ---------------------------------------------------------------- 4. schemas across files
+
+
+def test_int32_and_int64_files_unify_to_int64(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"x": pa.array([1, 2, 3], pa.int32()), "s": ["a", "b", "c"]}),
+                   tmp_path / "1.parquet")
+    pq.write_table(pa.table({"x": pa.array([4, 2 ** 40], pa.int64()), "s": ["d", "e"]}),
+                   tmp_path / "2.parquet")
+    ds = pqindex.dataset(tmp_path)
+    assert ds.schema.field("x").type == pa.int64()
+    t = ds.to_table(where="x > 1")
+    ref = pa.unify_schemas([pq.read_schema(tmp_path / f"{i}.parquet") for i in (1, 2)],
+                           promote_options="permissive")
+    assert t.schema.field("x").type == ref.field("x").type
+    assert sorted(t.column("x").to_pylist()) == [2, 3, 4, 2 ** 40]
+    assert len(list(ds.scan(where="x >= 4").to_batches())) >= 1
+
+
+def test_irreconcilable_types_name_the_column_and_both_files(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"x": pa.array([1], pa.int64())}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"x": pa.array(["z"])}), tmp_path / "2.parquet")
+    with pytest.raises(UserInputError) as e:
+        pqindex.dataset(tmp_path).to_table()
+    msg = str(e.value)
+    assert "1.parquet" in msg and "2.parquet" in msg and "'x'" in msg
+    assert "int64" in msg and "string" in msg
+    with pytest.raises(UserInputError):
+        pqindex.dataset(tmp_path).schema  # noqa: B018
+
+
+def test_a_column_missing_from_some_files_is_null_there(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"x": [3], "y": ["new"]}), tmp_path / "2.parquet")
+    t = pqindex.dataset(tmp_path).to_table()
+    assert t.sort_by("x").to_pylist() == [{"x": 1, "y": None}, {"x": 2, "y": None},
+                                          {"x": 3, "y": "new"}]
+
+
+def test_hive_key_that_is_also_a_file_column_the_file_wins(tmp_path: Path) -> None:
+    # Before: KeyError. Rule (docs/semantics.md): the file's column wins, the
+    # directory value is ignored (not used to prune, not checked).
+    for part, ks in ((1, [10, 11]), (2, [20, 21])):
+        d = tmp_path / f"k={part}"
+        d.mkdir()
+        pq.write_table(pa.table({"k": ks, "v": [part, part]}), d / "f.parquet")
+    ds = pqindex.dataset(tmp_path)
+    t = ds.to_table()
+    assert t.schema.names == ["k", "v"]
+    assert sorted(t.column("k").to_pylist()) == [10, 11, 20, 21]
+    assert ds.to_table(where="k = 1").num_rows == 0
+    assert ds.to_table(where="k = 20").to_pylist() == [{"k": 20, "v": 2}]
+    assert ds.aggregate(["sum(k)"], where="v = 1") == {"sum(k)": 21}

@@ -549,7 +549,7 @@ def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
     _check_types(aggs, plans.schema)
     accs = [_Acc(a) for a in aggs]
     report = AggregateReport()
-    ptypes = {k: ds._partition_type(k) for k in ds.discovery.partition_columns}
+    ptypes = {k: ds._partition_type(k) for k in ds._partition_keys}
     for _df, of, plan, bound in plans.files:
         if plan is None or of is None or bound is None:
             continue

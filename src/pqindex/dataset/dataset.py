@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
+from pqindex.dataset.schema import conform, unify
 from pqindex.errors import UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.dnf import from_dnf
@@ -190,12 +191,28 @@ class Dataset:
     @property
     @public_api
     def schema(self) -> pa.Schema:
-        """The Arrow schema of the first file plus the partition columns."""
-        first = self._file(self.discovery.files[0])
-        fields = list(first.arrow)
-        for k in self.discovery.partition_columns:
-            fields.append(pa.field(k, self._partition_type(k)))
-        return pa.schema(fields)
+        """The Arrow schema of every file, unified (``dataset/schema.py``: int32 and
+        int64 give int64, ...), plus the partition columns. Reads every footer."""
+        return self._unified([self._file(df) for df in self.discovery.files])
+
+    def _first_schema(self) -> pa.Schema:
+        """The first file's Arrow schema plus the partition columns (no other footer)."""
+        return self._unified([self._file(self.discovery.files[0])])
+
+    def _unified(self, opened: Sequence[_OpenFile]) -> pa.Schema:
+        base = unify([(of.df.path, of.arrow) for of in opened])
+        return pa.schema([*base, *(pa.field(k, self._partition_type(k))
+                                   for k in self._partition_keys)])
+
+    @property
+    def _partition_keys(self) -> tuple[str, ...]:
+        """The hive keys that are partition columns: a key that is also a column of
+        the (first) file is not one; the file's column wins (docs/semantics.md)."""
+        keys = self.discovery.partition_columns
+        if not keys:
+            return keys
+        names = set(self._file(self.discovery.files[0]).arrow.names)
+        return tuple(k for k in keys if k not in names)
 
     def _partition_type(self, key: str) -> pa.DataType:
         return pa.int64() if self.discovery.partition_types.get(key) == "int64" else pa.string()
@@ -204,7 +221,7 @@ class Dataset:
         """The file's leaves plus one synthetic leaf per partition column."""
         extra = []
         n = len(pf.schema.leaves)
-        for i, k in enumerate(self.discovery.partition_columns):
+        for i, k in enumerate(self._partition_keys):
             if self.discovery.partition_types.get(k) == "int64":
                 el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
             else:
@@ -226,7 +243,7 @@ class Dataset:
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
         first = self._file(disc.files[0])
-        schema = self.schema
+        schema = self._first_schema()
         names = [f.name for f in schema]
         if columns is None:
             fields = names
@@ -263,7 +280,8 @@ class Dataset:
             except UserInputError as e:
                 raise e.located(path=df.path) from None
             warnings: list[str] = []
-            leaf_cols = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
+            leaf_cols = [c.index for c in of.pf.schema.leaves
+                         if columns is None or c.path[0] in fields]
             plan = plan_file(
                 of.pf,
                 bound,
@@ -289,7 +307,8 @@ class Dataset:
                 continue
             report.row_groups_total += len(plan.row_groups)
             report.rows_total += plan.num_rows
-            involved = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
+            involved = [c.index for c in of.pf.schema.leaves
+                        if columns is None or c.path[0] in fields]
             n_here = len(of.pf.schema.leaves)
             if bound is not None:
                 involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
@@ -306,6 +325,11 @@ class Dataset:
             opened = list(self._open.values())
         report.bytes_read = sum(of.stats.bytes_read for of in opened)
         report.requests = sum(of.stats.requests for of in opened)
+        # The files read decide the types: pyarrow's unification across them.
+        schema = self._unified([first, *(of for _df, of, _p, _b in files
+                                         if of is not None and of is not first)])
+        if columns is None:  # every column of the files read
+            fields = schema.names
         out_schema = pa.schema([schema.field(f) for f in fields])
         return _Plans(files, report, fields, out_schema, page_units)
 
@@ -460,7 +484,7 @@ class Scan:
         self._page_units = plans.page_units
         self.report = plans.report
         self.schema = plans.schema
-        ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
+        ptypes = {k: self._ds._partition_type(k) for k in self._ds._partition_keys}
         work = [
             (of, plan, bound, rgp)
             for _df, of, plan, bound in plans.files
@@ -473,10 +497,12 @@ class Scan:
         def run(item: Any) -> tuple[list[pa.Table], ScanStats, str]:
             of, plan, bound, rgp = item
             stats = ScanStats()
+            # A column other files have and this one lacks is NULL here (conform).
+            fields = [f for f in plans.fields if f in ptypes or f in of.arrow.names]
             if isinstance(rgp, list):  # whole row groups of one file
-                t = read_whole_row_groups(of.pf, rgp, plans.fields, plan.partition, ptypes, stats)
+                t = read_whole_row_groups(of.pf, rgp, fields, plan.partition, ptypes, stats)
                 return [t], stats, of.pf.path
-            t = read_row_group(of.pf, plan, rgp, bound, plans.fields, of.arrow, ptypes, opts, stats)
+            t = read_row_group(of.pf, plan, rgp, bound, fields, of.arrow, ptypes, opts, stats)
             return ([] if t is None else [t]), stats, of.pf.path
 
         try:
@@ -508,9 +534,7 @@ class Scan:
         rep.warnings += stats.warnings
 
     def _cast(self, t: pa.Table) -> pa.Table:
-        if t.schema.equals(self.schema):
-            return t
-        return t.select(self.schema.names).cast(self.schema)
+        return conform(t, self.schema)
 
     @public_api
     def to_batches(self) -> Iterator[pa.RecordBatch]:
