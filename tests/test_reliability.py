@@ -491,3 +491,57 @@ def test_hive_key_that_is_also_a_file_column_the_file_wins(tmp_path: Path) -> No
     assert ds.to_table(where="k = 1").num_rows == 0
     assert ds.to_table(where="k = 20").to_pylist() == [{"k": 20, "v": 2}]
     assert ds.aggregate(["sum(k)"], where="v = 1") == {"sum(k)": 21}
+
+
+# ---------------------------------------------------------------- 5. the CLI keeps the user's files
+
+
+def test_query_never_writes_over_its_input(tmp_path: Path) -> None:
+    path = _small(tmp_path / "self.parquet")
+    before = path.read_bytes()
+    for fmt in ("parquet", "csv", "json", "table"):
+        res = _run("query", str(path), "--format", fmt, "--output", str(path))
+        assert res.exit_code == 2, (fmt, res.output)
+        assert "overwrite the input" in res.stderr
+        assert path.read_bytes() == before
+    # Through another name: a symlink, and a directory input containing the output.
+    link = tmp_path / "link.parquet"
+    link.symlink_to(path)
+    res = _run("query", str(link), "--format", "parquet", "--output", str(path))
+    assert res.exit_code == 2 and path.read_bytes() == before
+    res = _run("query", str(tmp_path), "--format", "parquet", "--output", str(path))
+    assert res.exit_code == 2 and path.read_bytes() == before
+
+
+def test_query_output_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    path = _small(tmp_path / "d.parquet")
+    res = _run("query", str(path), "--format", "csv", "--output",
+               str(tmp_path / "missing" / "out.csv"))
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0]
+
+
+def test_query_output_is_written_whole_through_a_temporary(tmp_path: Path) -> None:
+    path = _small(tmp_path / "d.parquet")
+    out = tmp_path / "out.parquet"
+    res = _run("query", str(path), "--where", "id < 10", "--format", "parquet", "--output",
+               str(out), "--no-report")
+    assert res.exit_code == 0, res.output
+    assert pq.read_table(out).equals(pq.read_table(path).filter(pa.compute.less(
+        pq.read_table(path).column("id"), 10)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.parquet", "out.parquet"]
+
+
+def test_query_csv_with_a_list_column_writes_json_text(tmp_path: Path) -> None:
+    import csv
+    import io
+    import json
+
+    path = _small(tmp_path / "d.parquet")
+    res = _run("query", str(path), "--where", "id < 3", "--format", "csv", "--no-report")
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    ref = pq.read_table(path).slice(0, 3).to_pylist()
+    assert [json.loads(r["tags"]) for r in rows] == [r["tags"] for r in ref]
+    assert [int(r["id"]) for r in rows] == [0, 1, 2]
