@@ -3,6 +3,8 @@ lost, no silent wrong rows. One test (or more) per bullet of the issue."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -545,3 +547,141 @@ def test_query_csv_with_a_list_column_writes_json_text(tmp_path: Path) -> None:
     ref = pq.read_table(path).slice(0, 3).to_pylist()
     assert [json.loads(r["tags"]) for r in rows] == [r["tags"] for r in ref]
     assert [int(r["id"]) for r in rows] == [0, 1, 2]
+
+
+# ---------------------------------------------------------------- 6. add_indexes, check
+
+
+def _plain_file(path: Path, rows: int = 5_000) -> Path:
+    pq.write_table(pa.table({"id": list(range(rows)), "s": [f"k{i % 40}" for i in range(rows)]}),
+                   path, write_page_index=False, data_page_size=1_024)
+    return path
+
+
+def test_add_indexes_through_a_symlink_rewrites_the_target(tmp_path: Path) -> None:
+    real = _plain_file(tmp_path / "real.parquet")
+    link = tmp_path / "link.parquet"
+    link.symlink_to(real.name)
+    pqindex.add_indexes(link, page_index="add", distinct=["s"])
+    assert link.is_symlink() and os.readlink(link) == real.name
+    with ParquetFile.open(real) as pf:
+        assert pf.offset_index(0, 0) is not None
+        assert "pqindex.region" in pf.key_value_metadata
+    assert pq.read_table(real).equals(pq.read_table(link))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.parquet", "real.parquet"]
+
+
+def test_add_indexes_keeps_mode_and_owner(tmp_path: Path) -> None:
+    path = _plain_file(tmp_path / "m.parquet")
+    os.chmod(path, 0o640)
+    if os.geteuid() == 0:
+        os.chown(path, 4242, 4343)
+    pqindex.add_indexes(path, page_index="add")
+    st = os.stat(path)
+    assert st.st_mode & 0o7777 == 0o640
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (4242, 4343)
+    with ParquetFile.open(path) as pf:
+        assert pf.offset_index(0, 0) is not None
+
+
+def test_stale_staging_files_are_removed_live_ones_kept(tmp_path: Path) -> None:
+    import subprocess
+
+    from pqindex.write.add_indexes import STALE_SECONDS
+
+    path = _plain_file(tmp_path / "d.parquet")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".d.parquet.pqindex-index-{dead.pid}-0badcafe"
+    live = tmp_path / f".d.parquet.pqindex-index-{os.getppid()}-00c0ffee"
+    old = tmp_path / ".d.parquet.pqindex-index-deadbeef"
+    fresh = tmp_path / ".d.parquet.pqindex-index-feedf00d"
+    other = tmp_path / f".e.parquet.pqindex-index-{dead.pid}-0badcafe"
+    for p in (stale, live, old, fresh, other):
+        p.write_bytes(b"x" * 1000)
+    os.utime(old, (0, 0))
+    assert STALE_SECONDS < 10 ** 9
+    pqindex.add_indexes(path, distinct=["s"])
+    left = {p.name for p in tmp_path.iterdir()}
+    assert stale.name not in left and old.name not in left
+    assert {live.name, fresh.name, other.name} <= left
+
+
+def test_kill_9_during_add_indexes_leaves_nothing_for_the_next_run(tmp_path: Path) -> None:
+    import subprocess
+    import textwrap
+
+    path = _plain_file(tmp_path / "d.parquet")
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import os, signal
+        import pqindex.write.add_indexes as ai
+        real = ai.rewrite
+        def rewrite(src, tail, dst=None, **kw):
+            out = real(src, tail, dst, **kw)
+            if ".pqindex-index-" in str(dst):
+                os.kill(os.getpid(), signal.SIGKILL)  # staged file written, then killed
+            return out
+        ai.rewrite = rewrite
+        ai.add_indexes({str(path)!r}, page_index="add", distinct=["s"])
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, check=False)
+    assert proc.returncode == -9
+    litter = [p for p in tmp_path.iterdir() if p.name != "d.parquet"]
+    assert litter and all(".pqindex-index-" in p.name for p in litter)
+    assert path.read_bytes() == before  # nothing lost
+    pqindex.add_indexes(path, page_index="add", distinct=["s"])
+    assert [p.name for p in tmp_path.iterdir()] == ["d.parquet"]
+
+
+def _column_index_region(path: Path) -> tuple[int, int]:
+    with ParquetFile.open(path) as pf:
+        cc = pf.column_chunk(0, 0)
+        assert cc.column_index_offset is not None and cc.column_index_length
+        return cc.column_index_offset, cc.column_index_length
+
+
+def test_check_fails_on_a_column_index_that_does_not_decode(tmp_path: Path) -> None:
+    path = _small(tmp_path / "ci.parquet")
+    assert _run("check", str(path)).exit_code == 0
+    off, n = _column_index_region(path)
+    data = bytearray(path.read_bytes())
+    data[off:off + n] = b"\xff" * n
+    path.write_bytes(bytes(data))
+    inspect = _run("inspect", "--pages", "--json", str(path))
+    res = _run("check", str(path))
+    assert res.exit_code == 2, res.output  # was "ok" while inspect said corrupt
+    assert "column index" in res.stderr and "row group 0" in res.stderr
+    assert inspect.exit_code == 2
+
+
+def test_check_fails_on_a_damaged_bloom_filter_bitset(tmp_path: Path) -> None:
+    path = tmp_path / "b.parquet"
+    pqindex.write_table(pa.table({"id": list(range(3_000))}), path, bloom=["id"])
+    assert _run("check", str(path)).exit_code == 0
+    with ParquetFile.open(path) as pf:
+        cmd = pf.column_meta(0, 0)
+        off, n = cmd.bloom_filter_offset, cmd.bloom_filter_length
+    assert off is not None and n
+    data = bytearray(path.read_bytes())
+    data[off + n - 256:off + n] = bytes(256)  # the bitset's end zeroed: false negatives
+    path.write_bytes(bytes(data))
+    res = _run("check", str(path))
+    assert res.exit_code == 2 and "Bloom filter" in res.stderr
+
+
+def test_check_fails_on_a_damaged_embedded_region(tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    pqindex.write_table(pa.table({"s": [f"v{i % 30}" for i in range(3_000)]}), path,
+                        indexes={"distinct": ["s"]})
+    assert _run("check", str(path)).exit_code == 0
+    with ParquetFile.open(path) as pf:
+        off, n = map(int, pf.key_value_metadata["pqindex.region"].split(":"))
+    data = bytearray(path.read_bytes())
+    data[off + n // 3] ^= 0xFF  # inside the blobs
+    path.write_bytes(bytes(data))
+    res = _run("check", str(path))
+    assert res.exit_code == 2
+    assert "embedded" in res.stderr.lower() or "checksum" in res.stderr

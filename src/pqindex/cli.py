@@ -323,13 +323,21 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 @click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool) -> None:
-    """Check files end to end: footer, page headers, page index, and (by default) data."""
+    """Check files end to end: footer, page headers, page index (decoded and
+    validated), Bloom filters (decoded; by default every value looked up), the
+    embedded index region (directory, checksums, each blob decoded), and (by
+    default) the data."""
     from pqindex.format.file import ParquetFile
-    from pqindex.format.pages import check_file
+    from pqindex.format.pages import check_file, check_indexes
+    from pqindex.inspect import check_embedded
 
     for f in files:
         with ParquetFile.open(f) as pf:
             check_file(pf, decode=not no_decode)
+            warnings = check_indexes(pf, values=not no_decode)
+            check_embedded(pf)
+        for w in warnings:
+            click.echo(f"{f}: warning: {w}", err=True)
         click.echo(f"{f}: ok")
 
 

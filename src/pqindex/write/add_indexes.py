@@ -395,6 +395,7 @@ def _index_file(
     drop: bool,
     t0: float,
 ) -> IndexResult:
+    remove_stale_staging(dst)
     tail = Tail()
     with ParquetFile.open(src) as pf:
         result = IndexResult(
@@ -442,9 +443,55 @@ def _index_file(
     return result
 
 
+STAGING_MARKER = ".pqindex-index-"
+# A staging file without a pid in its name (older versions) is stale after this long.
+STALE_SECONDS = 3600
+
+
 def _staging_name(dst: str) -> str:
+    """``.NAME.pqindex-index-PID-TOKEN``: the pid lets a later run tell it is stale."""
     d, name = os.path.split(os.path.abspath(dst))
-    return os.path.join(d, f".{name}.pqindex-index-{secrets.token_hex(4)}")
+    return os.path.join(d, f".{name}{STAGING_MARKER}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_staging(dst: str) -> list[str]:
+    """Remove staging files of earlier runs on ``dst`` whose process is gone (a
+    kill -9 mid-run leaves one, as large as the file); return their paths.
+
+    A name carrying a pid is stale when no process has that pid (same machine:
+    the directory is local); one without a pid when older than ``STALE_SECONDS``.
+    A staging file of a live run is never touched.
+    """
+    import glob
+    import time as _time
+
+    d, name = os.path.split(os.path.abspath(dst))
+    removed = []
+    prefix = f".{name}{STAGING_MARKER}"
+    for path in glob.glob(os.path.join(glob.escape(d), glob.escape(prefix) + "*")):
+        rest = os.path.basename(path)[len(prefix):]
+        pid_text, sep, _token = rest.partition("-")
+        try:
+            if sep and pid_text.isdigit():
+                stale = int(pid_text) != os.getpid() and not _alive(int(pid_text))
+            else:
+                stale = _time.time() - os.stat(path).st_mtime > STALE_SECONDS
+            if stale:
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult) -> bytes:
