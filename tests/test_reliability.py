@@ -685,3 +685,117 @@ def test_check_fails_on_a_damaged_embedded_region(tmp_path: Path) -> None:
     res = _run("check", str(path))
     assert res.exit_code == 2
     assert "embedded" in res.stderr.lower() or "checksum" in res.stderr
+
+
+# ---------------------------------------------------------------- 7. the report equals the I/O trace
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_INT_COLS = ("n", "v", "w")
+
+
+@pytest.fixture(scope="module")
+def report_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    import numpy as np
+
+    d = tmp_path_factory.mktemp("report")
+    rng = np.random.default_rng(7)
+
+    def table(rows: int, seed: int) -> pa.Table:
+        r = np.random.default_rng(seed)
+        return pa.table({
+            "n": pa.array(np.arange(rows, 0, -1), mask=r.random(rows) < 0.02),
+            "v": pa.array(r.integers(0, 1_000, rows)),
+            "w": pa.array(np.arange(rows) // 7, mask=r.random(rows) < 0.3),
+            "s": [f"s{i % 37:02d}" for i in range(rows)],
+        })
+
+    # Sorted descending, dictionary pages ending inside the 64 KiB tail.
+    desc = d / "desc.parquet"
+    pq.write_table(table(60_000, 1), desc, row_group_size=25_000, data_page_size=2_048,
+                   write_page_index=True)
+    multi = []
+    for k, opts in enumerate(({"compression": "snappy"}, {"use_dictionary": False},
+                              {"data_page_version": "2.0", "compression": "zstd"})):
+        p = d / f"part{k}.parquet"
+        pq.write_table(table(8_000, 10 + k), p, row_group_size=3_000, data_page_size=1_024,
+                       write_page_index=True, **opts)
+        multi.append(p)
+    assert rng is not None
+    return {"desc": [desc], "multi": multi}
+
+
+def _leaf() -> st.SearchStrategy[tuple[str, Any]]:
+    ops = st.sampled_from(["<", "<=", ">", ">=", "=", "!=", "IS NULL", "IS NOT NULL"])
+    return st.tuples(st.sampled_from(_INT_COLS), ops, st.integers(-10, 61_000))
+
+
+_preds = st.recursive(
+    _leaf(),
+    lambda inner: st.tuples(st.sampled_from(["AND", "OR"]),
+                            st.lists(inner, min_size=2, max_size=4)),
+    max_leaves=10,
+)
+
+
+def _sql(p: Any) -> str:
+    if p[0] in ("AND", "OR"):
+        return "(" + f" {p[0]} ".join(_sql(c) for c in p[1]) + ")"
+    c, op, v = p
+    return f"{c} {op}" if "NULL" in op else f"{c} {op} {v}"
+
+
+def _truth(p: Any, row: dict[str, Any]) -> bool | None:
+    """SQL three-valued logic, in plain Python: the reference."""
+    if p[0] in ("AND", "OR"):
+        vals = [_truth(c, row) for c in p[1]]
+        if p[0] == "AND":
+            return False if False in vals else None if None in vals else True
+        return True if True in vals else None if None in vals else False
+    c, op, v = p
+    x = row[c]
+    if op == "IS NULL":
+        return x is None
+    if op == "IS NOT NULL":
+        return x is not None
+    if x is None:
+        return None
+    return {"<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v, "=": x == v, "!=": x != v}[op]
+
+
+_ROWS: dict[str, list[dict[str, Any]]] = {}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pred=_preds, which=st.sampled_from(["desc", "multi"]),
+       columns=st.sampled_from([None, ["s"], ["n", "w"]]))
+def test_report_counters_equal_the_io_trace_and_no_byte_is_read_twice(
+    report_files: dict[str, list[Path]], pred: Any, which: str, columns: Any
+) -> None:
+    from pqindex.scan.executor import ScanOptions
+
+    paths = report_files[which]
+    if which not in _ROWS:
+        _ROWS[which] = [r for p in paths for r in pq.read_table(p).to_pylist()]
+    # No coalescing across gaps: then any overlap of two requests is a real re-read.
+    ds = pqindex.dataset([str(p) for p in paths], scan_options=ScanOptions(coalesce_gap=0))
+    scan = ds.scan(columns=columns, where=_sql(pred))
+    got = scan.to_table()
+    want = [r for r in _ROWS[which] if _truth(pred, r) is True]
+    assert got.num_rows == len(want)
+    names = columns or ["n", "v", "w", "s"]
+    key = lambda r: tuple((r[c] is None, r[c] or 0) for c in names)  # noqa: E731
+    assert sorted(got.to_pylist(), key=key) == sorted(
+        ({c: r[c] for c in names} for r in want), key=key)
+    rep = scan.report
+    opened = ds._open.values()
+    # Every I/O counter is the trace's (the dataset was fresh: its trace is this scan's).
+    assert rep.requests == sum(len(of.stats.trace) for of in opened)
+    assert rep.bytes_read == sum(n for of in opened for _o, n in of.stats.trace)
+    assert 0 <= rep.pages_read <= rep.pages_total
+    assert rep.data_bytes <= rep.bytes_read
+    for of in opened:
+        trace = sorted(of.stats.trace)
+        for (a, n), (b, _m) in zip(trace, trace[1:], strict=False):
+            assert b >= a + n, f"{of.df.path}: bytes [{b}, {a + n}) read twice"

@@ -308,25 +308,40 @@ class ParquetFile:
         for start, buf in self._buffers:
             if start <= offset and end <= start + len(buf):
                 return buf[offset - start : offset - start + length]
-        for start, buf in self._buffers:
-            if offset < start < end <= start + len(buf):
-                # The end is already here (typically the tail read): fetch the rest only.
-                head = self.source.read(offset, start - offset)
-                return head + buf[: end - start]
-            if start <= offset < start + len(buf) < end:
-                # The beginning is here (a dictionary page read while planning).
-                have = buf[offset - start :]
-                return have + self.read_bytes(offset + len(have), length - len(have))
-        data = self.source.read(offset, length)
-        if keep and self._kept + length <= KEEP_LIMIT:
-            with self._lock:
-                self._buffers.append((offset, data))
-                self._kept += length
-        return data
+        # Pieces from earlier reads (the tail, dictionary pages read while planning),
+        # requests for the gaps only: no byte is read twice.
+        pieces: list[bytes] = []
+        pos = offset
+        while pos < end:
+            held = next(((s, b) for s, b in self._buffers if s <= pos < s + len(b)), None)
+            if held is not None:
+                s, b = held
+                piece = b[pos - s : min(end, s + len(b)) - s]
+            else:
+                nxt = min((s for s, _ in self._buffers if pos < s < end), default=end)
+                piece = self.source.read(pos, nxt - pos)
+                if keep and self._kept + len(piece) <= KEEP_LIMIT:
+                    with self._lock:
+                        self._buffers.append((pos, piece))
+                        self._kept += len(piece)
+            pieces.append(piece)
+            pos += len(piece)
+            if not piece:  # a short read: let the caller see it
+                break
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def has_bytes(self, offset: int, length: int) -> bool:
         """Whether ``read_bytes(offset, length)`` would be served without a request."""
-        return self._buffered(offset, length)
+        if self._buffered(offset, length):
+            return True
+        pos, end = offset, offset + length
+        while pos < end:
+            reach = max((s + len(b) for s, b in self._buffers if s <= pos < s + len(b)),
+                        default=None)
+            if reach is None:
+                return False
+            pos = reach
+        return True
 
     def _check_region(
         self, offset: int | None, length: int | None, what: str, rg: int, col: int

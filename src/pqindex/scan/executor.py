@@ -20,7 +20,7 @@ import bisect
 import io
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,6 +244,15 @@ class _RowGroupReader:
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
+        self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
+
+    def _count(self, col: int, pages: Iterable[int]) -> None:
+        """Count pages read once each, however many paths decode them (a page the
+        predicate pass decoded, then its whole chunk read for the output)."""
+        seen = self._counted.setdefault(col, set())
+        before = len(seen)
+        seen.update(pages)
+        self.stats.pages_read += len(seen) - before
 
     def _pages_for(
         self, col: int, rows: RowRanges
@@ -285,7 +294,8 @@ class _RowGroupReader:
                 self._whole_cache[n] = table.column(n).combine_chunks()
                 for leaf in self.pf.schema.leaves:
                     if leaf.path[0] == n:
-                        self.stats.pages_read += self.pf.data_page_count(self.rg, leaf.index)
+                        self._count(leaf.index,
+                                    range(self.pf.data_page_count(self.rg, leaf.index)))
             self.stats.decode_seconds += time.perf_counter() - t0
         return {n: self._whole_cache[n] for n in names}
 
@@ -326,7 +336,7 @@ class _RowGroupReader:
                 self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
                 as_dictionary=as_dictionary,
             )
-            self.stats.pages_read += len(missing)
+            self._count(col, missing)
             start = 0
             for p in missing:
                 cache[p] = arr.slice(start, int(counts[p]))
@@ -344,12 +354,20 @@ class _RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
+    def _partly_decoded(self, field_name: str) -> bool:
+        """Whether the predicate pass decoded pages of this field: then the rest of its
+        pages are decoded on their own, not the whole chunk fetched and read again."""
+        return any(self._decoded.get(c.index) for c in self.pf.schema.leaves
+                   if c.path[0] == field_name)
+
     def field(self, field_name: str, rows: RowRanges) -> pa.Array:
         """A top-level field's values at ``rows`` (sorted row numbers of this row group)."""
         leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
         target = self.schema.field(field_name).type
         whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-        if rows.count() == self.n or field_name in self._whole_cache:
+        if (rows.count() == self.n and not self._partly_decoded(field_name)) or (
+            field_name in self._whole_cache
+        ):
             return _cut(self._whole(field_name), *whole_rg, rows)
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
@@ -367,7 +385,8 @@ class _RowGroupReader:
             arr = decode_field_pages(
                 self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
             )
-            self.stats.pages_read += sum(len(p) for p in per_leaf)
+            for c, pages in zip(leaf_cols, per_leaf, strict=True):
+                self._count(c, pages)
             out = _cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
@@ -409,7 +428,7 @@ class _RowGroupReader:
             arrow_types=[self.schema.field(m[0]).type for m in members],
         )
         for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
-            self.stats.pages_read += len(pages)
+            self._count(col, pages)
             cache = self._decoded.setdefault(col, {})
             start = 0
             for p in pages:
@@ -421,7 +440,7 @@ class _RowGroupReader:
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
-            return {n: self._whole(n) for n in names}
+            return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
         out: dict[str, Any] = {}
         for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
