@@ -3,6 +3,7 @@ lost, no silent wrong rows. One test (or more) per bullet of the issue."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pqindex
 from pqindex.cli import cli
@@ -689,8 +692,6 @@ def test_check_fails_on_a_damaged_embedded_region(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- 7. the report equals the I/O trace
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _INT_COLS = ("n", "v", "w")
 
@@ -797,5 +798,5 @@ def test_report_counters_equal_the_io_trace_and_no_byte_is_read_twice(
     assert rep.data_bytes <= rep.bytes_read
     for of in opened:
         trace = sorted(of.stats.trace)
-        for (a, n), (b, _m) in zip(trace, trace[1:], strict=False):
+        for (a, n), (b, _m) in itertools.pairwise(trace):
             assert b >= a + n, f"{of.df.path}: bytes [{b}, {a + n}) read twice"
