@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.schema import conform, unify
-from pqindex.errors import UserInputError, public_api
+from pqindex.errors import CorruptFileError, UserInputError, located, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -282,14 +282,16 @@ class Dataset:
             warnings: list[str] = []
             leaf_cols = [c.index for c in of.pf.schema.leaves
                          if columns is None or c.path[0] in fields]
-            plan = plan_file(
-                of.pf,
-                bound,
-                leaf_cols,
-                partition=disc.partition_values(df),
-                options=self.plan_options,
-                warnings=warnings,
-            )
+            # The planner decodes index and dictionary bytes: their damage is the file's.
+            with located(default=CorruptFileError, what="planning", path=df.path):
+                plan = plan_file(
+                    of.pf,
+                    bound,
+                    leaf_cols,
+                    partition=disc.partition_values(df),
+                    options=self.plan_options,
+                    warnings=warnings,
+                )
             return df, of, plan, bound, warnings
 
         if len(disc.files) == 1:
