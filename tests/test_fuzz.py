@@ -130,50 +130,50 @@ def _first_int_column(path: Path) -> str | None:
     return None
 
 
-def test_fuzz_damaged_files(written_files: Any, tmp_path: Path) -> None:
+def _one_case(label: str, data: bytes, path: Path, copy: Path) -> None:
+    """Every operation on one damaged file."""
     from pqindex.format.file import ParquetFile
     from pqindex.format.pages import check_file, check_indexes
     from pqindex.inspect import check_embedded
 
+    path.write_bytes(data)
+    try:
+        reference: pa.Table | None = pq.read_table(path)
+    except Exception:
+        reference = None
+    kind, got = _outcome(lambda: pqindex.dataset(path).to_table(), f"{label}: read")
+    if kind == "ok" and reference is not None:
+        assert _same(got, reference), f"{label}: rows differ from pyarrow's"
+    column = _first_int_column(path)
+    where = f"{column} > 100" if column else None
+    _outcome(lambda: pqindex.dataset(path).to_table(where=where), f"{label}: read where")
+    _outcome(lambda: pqindex.dataset(path).explain(where=where), f"{label}: explain")
+    aggs = ["count(*)"] + ([f"sum({column})", f"max({column})"] if column else [])
+    _outcome(lambda: pqindex.dataset(path).aggregate(aggs, where=where), f"{label}: aggregate")
+
+    def check() -> None:
+        with ParquetFile.open(path) as pf:
+            check_file(pf)
+            check_indexes(pf)
+            check_embedded(pf)
+
+    _outcome(check, f"{label}: check")
+    shutil.copyfile(path, copy)
+    kind, _ = _outcome(lambda: pqindex.add_indexes(copy, page_index="add"),
+                       f"{label}: add_indexes")
+    if kind == "error":
+        assert copy.read_bytes() == data, f"{label}: add_indexes changed a file it refused"
+    litter = [p.name for p in path.parent.iterdir() if ".pqindex-" in p.name]
+    assert not litter, f"{label}: temporaries left: {litter}"
+    path.unlink()
+    copy.unlink()
+
+
+def test_fuzz_damaged_files(written_files: Any, tmp_path: Path) -> None:
     sources = _sources(written_files, tmp_path)
     rng = random.Random(SEED)
     for case in range(CASES):
         src = sources[case % len(sources)] if case < len(sources) else rng.choice(sources)
         data, how = _mutate(src.read_bytes(), rng)
-        path = tmp_path / f"case{case}.parquet"
-        path.write_bytes(data)
-        label = f"case {case} ({src.name}, {how})"
-
-        try:
-            reference: pa.Table | None = pq.read_table(path)
-        except Exception:
-            reference = None
-        kind, got = _outcome(lambda: pqindex.dataset(path).to_table(), f"{label}: read")
-        if kind == "ok" and reference is not None:
-            assert _same(got, reference), f"{label}: rows differ from pyarrow's"
-        column = _first_int_column(path)
-        where = f"{column} > 100" if column else None
-        kind, got = _outcome(lambda: pqindex.dataset(path).to_table(where=where),
-                             f"{label}: read where")
-        _outcome(lambda: pqindex.dataset(path).explain(where=where), f"{label}: explain")
-        aggs = ["count(*)"] + ([f"sum({column})", f"max({column})"] if column else [])
-        _outcome(lambda: pqindex.dataset(path).aggregate(aggs, where=where),
-                 f"{label}: aggregate")
-
-        def check() -> None:
-            with ParquetFile.open(path) as pf:
-                check_file(pf)
-                check_indexes(pf)
-                check_embedded(pf)
-
-        _outcome(check, f"{label}: check")
-        copy = tmp_path / f"copy{case}.parquet"
-        shutil.copyfile(path, copy)
-        kind, _ = _outcome(lambda: pqindex.add_indexes(copy, page_index="add"),
-                           f"{label}: add_indexes")
-        if kind == "error":
-            assert copy.read_bytes() == data, f"{label}: add_indexes changed a file it refused"
-        litter = [p.name for p in tmp_path.iterdir() if ".pqindex-" in p.name]
-        assert not litter, f"{label}: temporaries left: {litter}"
-        path.unlink()
-        copy.unlink()
+        _one_case(f"case {case} ({src.name}, {how})", data, tmp_path / f"case{case}.parquet",
+                  tmp_path / f"copy{case}.parquet")
