@@ -790,13 +790,54 @@ def test_report_counters_equal_the_io_trace_and_no_byte_is_read_twice(
     assert sorted(got.to_pylist(), key=key) == sorted(
         ({c: r[c] for c in names} for r in want), key=key)
     rep = scan.report
-    opened = ds._open.values()
+    opened = ds.io_stats()
     # Every I/O counter is the trace's (the dataset was fresh: its trace is this scan's).
-    assert rep.requests == sum(len(of.stats.trace) for of in opened)
-    assert rep.bytes_read == sum(n for of in opened for _o, n in of.stats.trace)
+    assert rep.requests == sum(len(s.trace) for s in opened.values())
+    assert rep.bytes_read == sum(n for s in opened.values() for _o, n in s.trace)
     assert 0 <= rep.pages_read <= rep.pages_total
     assert rep.data_bytes <= rep.bytes_read
-    for of in opened:
-        trace = sorted(of.stats.trace)
+    for path, stats in opened.items():
+        trace = sorted(stats.trace)
         for (a, n), (b, _m) in itertools.pairwise(trace):
-            assert b >= a + n, f"{of.df.path}: bytes [{b}, {a + n}) read twice"
+            assert b >= a + n, f"{path}: bytes [{b}, {a + n}) read twice"
+
+
+# ---------------------------------------------------------------- 9. the public plan
+
+
+def test_dataset_plan_is_public_and_typed(tmp_path: Path) -> None:
+    from pqindex.dataset.plan import DatasetPlan, FileEntry
+
+    for part in (1, 2):
+        d = tmp_path / f"p={part}"
+        d.mkdir()
+        pq.write_table(pa.table({"id": list(range(part * 1_000, part * 1_000 + 1_000))}),
+                       d / "f.parquet", row_group_size=250, write_page_index=True)
+    ds = pqindex.dataset(tmp_path)
+    plan = ds.plan(["id"], "p = 2 AND id < 2100")
+    assert isinstance(plan, DatasetPlan) and plan.fields == ("id",)
+    assert all(isinstance(f, FileEntry) for f in plan.files)
+    by_part = {f.partition["p"]: f for f in plan.files}
+    assert by_part[1].skipped_by == "partition" and by_part[1].file is None
+    kept = by_part[2]
+    assert kept.skipped_by is None and kept.row_groups_kept == [0]
+    assert kept.row_ranges[0].count() >= 100  # may keep too much, never too little
+    assert set(kept.reasons) == {0, 1, 2, 3}
+    assert plan.kept == [kept]
+    assert plan.partition_types == {"p": pa.int64()}
+    # The aggregate runs on the same public plan.
+    assert ds.aggregate(["count(*)", "max(id)"], where="p = 2 AND id < 2100") == {
+        "count(*)": 100, "max(id)": 2099}
+    assert str(tmp_path / "p=2" / "f.parquet") in ds.io_stats()
+
+
+def test_no_import_cycle_between_aggregate_and_dataset() -> None:
+    import ast
+    import importlib
+    import inspect
+
+    agg = importlib.import_module("pqindex.dataset.aggregate")
+
+    tree = ast.parse(inspect.getsource(agg))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "pqindex.dataset.dataset" not in imported

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
+from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.schema import conform, unify
 from pqindex.errors import CorruptFileError, UserInputError, located, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
@@ -133,6 +134,7 @@ class Dataset:
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        discovery: Discovery | None = None,
     ) -> None:
         if not isinstance(source, (str, os.PathLike)) and not (
             isinstance(source, Sequence)
@@ -143,7 +145,8 @@ class Dataset:
                 f"not {type(source).__name__}"
             )
         self._source = source
-        self._discovery: Discovery | None = None
+        # A discovery already made (Spark's manifest) saves walking the directory again.
+        self._discovery: Discovery | None = discovery
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
@@ -175,6 +178,11 @@ class Dataset:
         with self._lock:
             self._open.setdefault(df.path, of)
             return self._open[df.path]
+
+    def io_stats(self) -> dict[str, IOStats]:
+        """Per file opened so far, its I/O counters and request trace."""
+        with self._lock:
+            return {path: of.stats for path, of in self._open.items()}
 
     def close(self) -> None:
         with self._lock:
@@ -352,6 +360,38 @@ class Dataset:
         return Scan(self, columns, _where(where, filters), batch_size)
 
     @public_api
+    @public_api
+    def plan(
+        self,
+        columns: Sequence[str] | None = None,
+        where: Where = None,
+        *,
+        filters: Sequence[Any] | None = None,
+    ) -> DatasetPlan:
+        """The typed plan of a scan, without reading data pages (``dataset/plan.py``)."""
+        plans = self._plan(columns, _where(where, filters))
+        disc = self.discovery
+        entries = tuple(
+            FileEntry(
+                path=df.path,
+                partition={k: v for k, v in disc.partition_values(df).items()
+                           if k in self._partition_keys},
+                file=None if of is None else of.pf,
+                arrow_schema=None if of is None else of.arrow,
+                access=plan,
+                predicate=bound,
+            )
+            for df, of, plan, bound in plans.files
+        )
+        return DatasetPlan(
+            files=entries,
+            fields=tuple(plans.fields),
+            schema=plans.schema,
+            partition_types={k: self._partition_type(k) for k in self._partition_keys},
+            scan_options=self.scan_options,
+            report=plans.report,
+        )
+
     def to_table(
         self, columns: Sequence[str] | None = None, where: Where = None, **kw: Any
     ) -> pa.Table:
@@ -371,9 +411,11 @@ class Dataset:
         statistics; only row groups with some matching rows are read.
         ``self.last_aggregate_report`` says which was which.
         """
-        from pqindex.dataset.aggregate import run_aggregate
+        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
 
-        result, report = run_aggregate(self, aggregates, where, filters)
+        aggs = parse_aggregations(aggregates)
+        cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
+        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
         self.last_aggregate_report = report
         return result
 
