@@ -841,3 +841,27 @@ def test_no_import_cycle_between_aggregate_and_dataset() -> None:
     tree = ast.parse(inspect.getsource(agg))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "pqindex.dataset.dataset" not in imported
+
+
+def test_index_kinds_come_from_the_registry(tmp_path: Path) -> None:
+    from pqindex.indexes import REGISTRY
+    from pqindex.write.writer import INDEX_KINDS
+
+    assert set(INDEX_KINDS) == set(REGISTRY)
+    a = _plain_file(tmp_path / "a.parquet")
+    b = _plain_file(tmp_path / "b.parquet")
+    c = _plain_file(tmp_path / "c.parquet")
+    new = pqindex.add_indexes(a, indexes={"distinct": ["s"], "zone_maps": "id"})
+    old = pqindex.add_indexes(b, distinct=["s"], zone_maps=["id"])
+    assert new[0].indexes == old[0].indexes == {"distinct": ["s"], "zone_maps": ["id"]}
+    res = _run("index", "--index", "distinct=s", "--index", "zone_maps=id", "--json", str(c))
+    assert res.exit_code == 0, res.output
+    with ParquetFile.open(a) as pa_, ParquetFile.open(c) as pc_:
+        assert pa_.key_value_metadata.keys() == pc_.key_value_metadata.keys()
+    with pytest.raises(UserInputError, match="unknown index kind"):
+        pqindex.add_indexes(a, indexes={"nope": ["s"]})
+    assert _run("index", "--index", "distinct", str(c)).exit_code == 2
+    out = tmp_path / "w.parquet"
+    pqindex.write_table(pa.table({"s": ["x", "y"] * 100}), out, indexes={"distinct": "s"})
+    with ParquetFile.open(out) as pf:
+        assert "pqindex.region" in pf.key_value_metadata

@@ -525,6 +525,8 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
 @click.option("--bloom", multiple=True, help="Embedded Bloom filter on COL (repeatable).")
 @click.option("--zone-maps", "zone_maps", multiple=True, help="Zone maps on COL (repeatable).")
 @click.option("--hll", multiple=True, help="HyperLogLog sketch of COL (repeatable).")
+@click.option("--index", "index_specs", multiple=True, metavar="KIND=COL",
+              help="Embedded index of any registered KIND on COL (repeatable).")
 @click.option(
     "--page-index",
     "page_index",
@@ -549,6 +551,7 @@ def index_command(
     bloom: tuple[str, ...],
     zone_maps: tuple[str, ...],
     hll: tuple[str, ...],
+    index_specs: tuple[str, ...],
     page_index: str,
     no_truncate: bool,
     drop: bool,
@@ -573,6 +576,7 @@ def index_command(
         "truncate": not no_truncate,
         "page_index": page_index,
         "drop": drop,
+        "indexes": _index_specs(index_specs),
     }
     targets = index_targets(list(path), output)
     results: list[IndexResult] = []
@@ -617,6 +621,18 @@ def index_command(
         click.echo(f"pqindex: error: {message}", err=True)
     if errors:
         sys.exit(2)
+
+
+def _index_specs(specs: tuple[str, ...]) -> dict[str, list[str]]:
+    """``--index KIND=COL[,COL...]`` options as ``{kind: columns}``."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        kind, sep, cols = spec.partition("=")
+        names = [c.strip() for c in cols.split(",") if c.strip()]
+        if not sep or not kind.strip() or not names:
+            raise UserInputError(f"--index takes KIND=COL, not {spec!r}")
+        out.setdefault(kind.strip(), []).extend(names)
+    return out
 
 
 def _index_totals(results: list[Any]) -> dict[str, Any]:

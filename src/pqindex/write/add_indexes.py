@@ -35,7 +35,7 @@ import itertools
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +63,7 @@ from pqindex.indexes.region import encode_region
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
+from pqindex.write.writer import index_kinds
 
 __all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets"]
 
@@ -336,6 +337,18 @@ def _columns(values: str | Iterable[str]) -> list[str]:
     return [values] if isinstance(values, str) else list(values)
 
 
+def _kinds(indexes: Mapping[str, str | Sequence[str]] | None,
+           **named: str | Iterable[str]) -> dict[str, list[str]]:
+    """``indexes={kind: columns}`` (any registered kind) merged with the older
+    per-kind keywords (``distinct=``, ``bloom=``, ...)."""
+    out = index_kinds(indexes)
+    for kind, cols in named.items():
+        extra = [c for c in _columns(cols) if c not in out.get(kind, [])]
+        if extra:
+            out.setdefault(kind, []).extend(extra)
+    return out
+
+
 def _cap(truncate: bool | int) -> int | None:
     if isinstance(truncate, bool):
         return DEFAULT_CAP if truncate else None
@@ -356,21 +369,13 @@ def index_file(
     truncate: bool | int = True,
     page_index: PageIndexMode = "keep",
     drop: bool = False,
+    indexes: Mapping[str, str | Sequence[str]] | None = None,
 ) -> IndexResult:
     """Index one file (see :func:`add_indexes`); ``output`` is the new file's path."""
     t0 = time.perf_counter()
     src = os.fspath(source)
     dst = src if output is None else os.fspath(output)
-    kinds = {
-        k: cols
-        for k, cols in (
-            ("distinct", _columns(distinct)),
-            ("bloom", _columns(bloom)),
-            ("zone_maps", _columns(zone_maps)),
-            ("hll", _columns(hll)),
-        )
-        if cols
-    }
+    kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
     if drop and (kinds or page_index == "add"):
@@ -555,6 +560,7 @@ def add_indexes(
     output: str | os.PathLike[str] | None = None,
     drop: bool = False,
     progress: Progress | None = None,
+    indexes: Mapping[str, str | Sequence[str]] | None = None,
 ) -> list[IndexResult]:
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
@@ -567,7 +573,9 @@ def add_indexes(
     without one (see the module doc for what is skipped and why). ``output``
     writes each result under the directory instead, at its name relative to the
     directory given. ``drop=True`` removes the embedded region and nothing else.
-    ``progress(done, total, result)`` is called after each file.
+    ``progress(done, total, result)`` is called after each file. ``indexes``
+    maps any registered index kind to its columns (``{"distinct": ["country"]}``);
+    the per-kind keywords are the older spelling of the same.
 
     Files are processed in order; the first error stops the run (files already
     done stay done) and raises a PqIndexError naming the file.
@@ -586,6 +594,7 @@ def add_indexes(
                 truncate=truncate,
                 page_index=page_index,
                 drop=drop,
+                indexes=indexes,
             )
         )
         if progress is not None:

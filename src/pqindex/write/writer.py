@@ -45,6 +45,7 @@ from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import BoundaryOrder
 from pqindex.format.structs import ColumnIndex
+from pqindex.indexes import REGISTRY
 
 __all__ = ["WriteResult", "Writer", "normalize_sort", "to_table", "write_table"]
 
@@ -53,7 +54,8 @@ DEFAULT_ROW_GROUP_ROWS = 1_000_000
 DICTIONARY_MAX_RATIO = 0.10
 DICTIONARY_MAX_BYTES = 256 * 1024
 SAMPLE_ROWS = 16_384
-INDEX_KINDS = ("distinct", "bloom", "zone_maps", "hll")
+# The embedded index kinds: the registry's (importing pqindex.indexes registers them).
+INDEX_KINDS = tuple(REGISTRY)
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
 
 
@@ -166,13 +168,18 @@ def _bloom_options(
     return out
 
 
-def _indexes(indexes: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+def index_kinds(indexes: Mapping[str, str | Sequence[str]] | None) -> dict[str, list[str]]:
+    """``{kind: columns}`` checked against the registry (a kind registered later,
+    by a plugin, is accepted as well); a single column may be a string."""
     out: dict[str, list[str]] = {}
     for kind, cols in (indexes or {}).items():
-        if kind not in INDEX_KINDS:
-            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(INDEX_KINDS)})")
+        if kind not in REGISTRY:
+            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(REGISTRY)})")
         out[kind] = [cols] if isinstance(cols, str) else list(cols)
     return out
+
+
+_indexes = index_kinds
 
 
 def _check_presorted(table: pa.Table, sort: list[tuple[str, str]], path: str) -> None:
