@@ -865,3 +865,19 @@ def test_index_kinds_come_from_the_registry(tmp_path: Path) -> None:
     pqindex.write_table(pa.table({"s": ["x", "y"] * 100}), out, indexes={"distinct": "s"})
     with ParquetFile.open(out) as pf:
         assert "pqindex.region" in pf.key_value_metadata
+
+
+def test_deep_expressions_hash_and_compare_without_recursion() -> None:
+    import functools
+    import operator
+
+    def chain(n: int, last: int) -> Any:
+        return functools.reduce(operator.or_, [pqindex.col("id") == i for i in range(n - 1)]
+                                + [pqindex.col("id") == last])
+
+    a, b, c = chain(10_000, 9_999), chain(10_000, 9_999), chain(10_000, -1)
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a != c
+    deep = functools.reduce(lambda e, _: ~e, range(5_001), pqindex.col("id") == 1)
+    assert deep == functools.reduce(lambda e, _: ~e, range(5_001), pqindex.col("id") == 1)
+    assert isinstance(hash(deep), int)

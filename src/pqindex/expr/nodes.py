@@ -453,10 +453,40 @@ class StartsWith(Expr):
         return LeafOp.NOT_STARTS_WITH if self.negated else LeafOp.STARTS_WITH
 
 
+def _tree_eq(a: Expr, b: object) -> bool:
+    """Structural equality without recursion (a 10,000-term OR is 10,000 deep)."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, (And, Or)):
+            assert isinstance(y, (And, Or))
+            stack += [(x.right, y.right), (x.left, y.left)]
+        elif isinstance(x, Not):
+            assert isinstance(y, Not)
+            stack.append((x.child, y.child))
+        elif x != y:
+            return False
+    return True
+
+
+def _tree_hash(e: Expr) -> int:
+    return visit(e, _Hasher())
+
+
 @dataclass(frozen=True, slots=True, eq=True)
 class And(Expr):
     left: Expr
     right: Expr
+
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -464,10 +494,22 @@ class Or(Expr):
     left: Expr
     right: Expr
 
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
+
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Not(Expr):
     child: Expr
+
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
 
 
 LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
@@ -654,6 +696,26 @@ def starts_with_sql(column: str, prefix: str | bytes, negated: bool) -> str:
         return f"{column} {word} {_quote(prefix + '%', chr(39))}"
     call = f"starts_with({column}, {literal_sql(prefix)})"
     return f"NOT {call}" if negated else call
+
+
+class _Hasher(ExprVisitor[int]):
+    def visit_true(self) -> int:
+        return hash(True)
+
+    def visit_false(self) -> int:
+        return hash(False)
+
+    def visit_not(self, child: int) -> int:
+        return hash(("not", child))
+
+    def visit_and(self, left: int, right: int) -> int:
+        return hash(("and", left, right))
+
+    def visit_or(self, left: int, right: int) -> int:
+        return hash(("or", left, right))
+
+    def visit_leaf(self, node: LeafExpr) -> int:
+        return hash(node)
 
 
 class _SqlPrinter(ExprVisitor[tuple[str, int]]):
