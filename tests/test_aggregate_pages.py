@@ -250,7 +250,7 @@ def test_range_on_sort_key_reads_only_the_edge_pages(files: dict[str, Path]) -> 
         ds = open_footer_only(path)
         assert_like_duckdb(ds, path, IO_AGGS, where)
         rep = ds.last_aggregate_report
-        trace = list(ds._open[str(path)].stats.trace)
+        trace = list(ds.io_stats()[str(path)].trace)
         r0, r1 = matching_rows(lo, hi)
         read = touched(pages, trace)
         for col in ("id", "ts", "amount", "x", "score", "cat"):
@@ -280,7 +280,7 @@ def test_page_aligned_range_reads_no_data_page(files: dict[str, Path]) -> None:
     ds = open_footer_only(path)
     assert_like_duckdb(ds, path, IO_AGGS, f"id BETWEEN {lo} AND {hi}")
     rep = ds.last_aggregate_report
-    assert touched(file_pages(path), ds._open[str(path)].stats.trace) == set()
+    assert touched(file_pages(path), ds.io_stats()[str(path)].trace) == set()
     assert (rep.row_groups_read, rep.row_groups_from_metadata, rep.row_groups_skipped) == (0, 1, 3)
     assert rep.pages_from_metadata == 3 * 5  # amount, ts, x: five pages each
     assert rep.pages_read == 0 and rep.bytes_read == 0
@@ -293,12 +293,12 @@ def test_without_zone_maps_counts_come_from_the_column_index(files: dict[str, Pa
     r0, r1 = matching_rows(1_000, 70_000)
     ds = open_footer_only(path)
     assert_like_duckdb(ds, path, ["count(*)", "count(amount)", "count(x)", "count(ts)"], where)
-    read = touched(pages, ds._open[str(path)].stats.trace)
+    read = touched(pages, ds.io_stats()[str(path)].trace)
     assert read and all(is_edge(p, r0, r1) for p in read)
     # min / max / sum have no exact page values here: every page of `all` is read
     ds = open_footer_only(path)
     assert_like_duckdb(ds, path, ["sum(amount)", "min(ts)"], where)
-    read = touched(pages, ds._open[str(path)].stats.trace)
+    read = touched(pages, ds.io_stats()[str(path)].trace)
     inner = {p for p in read if p.column == "amount" and not is_edge(p, r0, r1)}
     assert len(inner) > 2
     rep = ds.last_aggregate_report
@@ -313,7 +313,7 @@ def test_nan_page_is_read_and_orders_last(files: dict[str, Path]) -> None:
     ds = open_footer_only(path)
     aggs = ["count(score)", "sum(score)", "min(score)", "max(score)"]
     got = ds.aggregate(aggs, where=f"id BETWEEN {lo} AND {hi}")
-    read = {(p.column, p.row_group, p.page) for p in touched(pages, ds._open[str(path)].stats.trace)}
+    read = {(p.column, p.row_group, p.page) for p in touched(pages, ds.io_stats()[str(path)].trace)}
     assert read == {("score", 1, 2)}  # the NaN page only; its neighbours from zone maps
     assert math.isnan(got["max(score)"]) and math.isnan(got["sum(score)"])
     assert not math.isnan(got["min(score)"])
@@ -338,7 +338,7 @@ def test_all_null_page_and_empty_results(files: dict[str, Path]) -> None:
     path = files["zone_maps"]
     ds = open_footer_only(path)
     ds.aggregate(aggs, where=f"id BETWEEN {3 * 4_500 + 7} AND {3 * 6_499 + 7}")
-    read = {(p.column, p.page) for p in touched(file_pages(path), ds._open[str(path)].stats.trace)}
+    read = {(p.column, p.page) for p in touched(file_pages(path), ds.io_stats()[str(path)].trace)}
     assert ("amount", 5) not in read and read <= {("id", 4), ("id", 6), ("amount", 4),
                                                    ("amount", 6)}
 

@@ -776,4 +776,4 @@ def test_malformed_hll_blob_statistics(damaged_dir: Path) -> None:
 def test_scan_without_predicate_reads_no_region(data_dir: Path) -> None:
     ds = pqindex.dataset(str(data_dir))
     ds.explain(columns=["id"])
-    assert sum(of.stats.requests for of in ds._open.values()) == FILES  # the tails only
+    assert sum(s.requests for s in ds.io_stats().values()) == FILES  # the tails only

@@ -938,7 +938,7 @@ def test_hive_partition_pruning_skips_files(hive_root: Path) -> None:
     assert rep["files_skipped"].get("partition") == 4, rep
     assert rep["files_read"] == 2, rep
     assert t.num_rows == 600
-    opened = {p for p, of in ds._open.items() if of.stats.requests}
+    opened = {p for p, s in ds.io_stats().items() if s.requests}
     assert all("year=2024/month=1/" in p for p in opened - {ds.files[0]}), opened
 
 

@@ -167,7 +167,7 @@ def open_ds(path: Path, fmap: FileMap, *, footer_only: bool = True, gap: int = 0
 
 
 def trace_of(ds: pqindex.Dataset, path: Path) -> list[tuple[int, int]]:
-    return list(ds._open[str(path)].stats.trace)
+    return list(ds.io_stats()[str(path)].trace)
 
 
 def row_of_id(id_: int) -> tuple[int, int]:
@@ -399,7 +399,7 @@ def test_report_agrees_with_the_trace(io_file: Path, fmap: FileMap, where: str |
     columns = ["id", "category", "amount"]
     ds = open_ds(io_file, fmap)
     for attempt in ("fresh", "cached footer"):
-        stats = ds._open[str(io_file)].stats if ds._open else None
+        stats = ds.io_stats().get(str(io_file))
         before = len(stats.trace) if stats is not None else 0
         scan = ds.scan(columns=columns, where=where)
         scan.to_table()

@@ -2,13 +2,17 @@
 
 Errors that pqindex raises on purpose (:class:`PqIndexError`) print one line
 naming the file and, where known, row group, column and offset, and exit with
-status 2; nothing prints a traceback for bad input.
+status 2; nothing prints a traceback for bad input. Anything else is a bug: one
+line saying so, exit status 1. ``--debug`` (or ``PQINDEX_DEBUG=1``) adds the
+traceback to either.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -17,7 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pqindex.errors import PqIndexError
+from pqindex.errors import InternalError, PqIndexError, UserInputError
 
 __all__ = ["main"]
 
@@ -25,16 +29,48 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DISPLAY_WIDTH = 32
 
 
+def _debug() -> bool:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    flag = bool(root is not None and isinstance(root.obj, dict) and root.obj.get("debug"))
+    return flag or os.environ.get("PQINDEX_DEBUG", "") not in ("", "0")
+
+
+def _report_bug(e: BaseException) -> None:
+    cause = e.__cause__ if isinstance(e, InternalError) and e.__cause__ is not None else e
+    click.echo(
+        f"pqindex: internal error (a bug in pqindex, please report it): "
+        f"{type(cause).__name__}: {cause}"
+        + ("" if _debug() else " (run with --debug for the traceback)"),
+        err=True,
+    )
+
+
 def _fail_cleanly(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except PqIndexError as e:
-            click.echo(f"pqindex: error: {e}", err=True)
-            sys.exit(2)
         except BrokenPipeError:
             sys.exit(0)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit,
+                KeyboardInterrupt):
+            raise
+        except InternalError as e:
+            if _debug():
+                traceback.print_exc()
+            _report_bug(e)
+            sys.exit(1)
+        except PqIndexError as e:
+            if _debug():
+                traceback.print_exc()
+            click.echo(f"pqindex: error: {e}", err=True)
+            sys.exit(2)
+        except Exception as e:
+            if _debug():
+                traceback.print_exc()
+            _report_bug(e)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -86,8 +122,11 @@ def _console() -> Console:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pqindex")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Print the traceback of an error.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Selective reads of Parquet through the Page Index, Bloom filters and embedded indexes."""
+    ctx.obj = {"debug": debug}
 
 
 def _storage_options(values: tuple[str, ...]) -> dict[str, str]:
@@ -322,13 +361,21 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 @click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool) -> None:
-    """Check files end to end: footer, page headers, page index, and (by default) data."""
+    """Check files end to end: footer, page headers, page index (decoded and
+    validated), Bloom filters (decoded; by default every value looked up), the
+    embedded index region (directory, checksums, each blob decoded), and (by
+    default) the data."""
     from pqindex.format.file import ParquetFile
-    from pqindex.format.pages import check_file
+    from pqindex.format.pages import check_file, check_indexes
+    from pqindex.inspect import check_embedded
 
     for f in files:
         with ParquetFile.open(f) as pf:
             check_file(pf, decode=not no_decode)
+            warnings = check_indexes(pf, values=not no_decode)
+            check_embedded(pf)
+        for w in warnings:
+            click.echo(f"{f}: warning: {w}", err=True)
         click.echo(f"{f}: ok")
 
 
@@ -422,6 +469,8 @@ def query(
     if fmt == "parquet" and output is None:
         raise pqindex.UserInputError("--format parquet needs --output FILE")
     with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
+        if output is not None:
+            _check_output(output, [*path, *ds.files])
         scan = ds.scan(columns=_columns(columns), where=where)
         batches = []
         rows = 0
@@ -438,7 +487,55 @@ def query(
         click.echo(f"pqindex: {scan.report}", err=True)
 
 
+def _check_output(output: str, inputs: list[str]) -> None:
+    """Refuse an --output that is one of the inputs or lies in a missing directory."""
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise UserInputError(f"the output's directory {directory} does not exist", path=output)
+    if os.path.isdir(output):
+        raise UserInputError("the output is a directory", path=output)
+    if not os.path.exists(output):
+        return
+    for p in inputs:
+        if "://" in p or not os.path.exists(p):
+            continue
+        if os.path.samefile(output, p) or (
+            os.path.isdir(p) and os.path.realpath(output).startswith(os.path.realpath(p) + os.sep)
+        ):
+            raise UserInputError(f"the output would overwrite the input {p}", path=output)
+
+
+def _csv_ready(table: Any) -> Any:
+    """Nested columns (lists, structs, maps) as JSON text: CSV has no nested values."""
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        if pa.types.is_nested(f.type):
+            text = [None if v is None else json.dumps(v, default=str)
+                    for v in table.column(i).to_pylist()]
+            table = table.set_column(i, pa.field(f.name, pa.string()), pa.array(text, pa.string()))
+    return table
+
+
 def _write_result(table: Any, fmt: str, output: str | None) -> None:
+    """The result on standard output, or into ``output`` through a temporary file
+    renamed into place (a failed write leaves no partial file)."""
+    if output is None:
+        _emit(table, fmt, None)
+        return
+    d, name = os.path.split(os.path.abspath(output))
+    tmp = os.path.join(d, f".{name}.pqindex-query-{os.getpid()}")
+    try:
+        _emit(table, fmt, tmp)
+        os.replace(tmp, output)
+    except OSError as e:
+        raise UserInputError(f"cannot write the output: {e.strerror or e}", path=output) from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _emit(table: Any, fmt: str, output: str | None) -> None:
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
@@ -446,6 +543,7 @@ def _write_result(table: Any, fmt: str, output: str | None) -> None:
         pq.write_table(table, output)
         return
     if fmt == "csv":
+        table = _csv_ready(table)
         if output:
             pcsv.write_csv(table, output)
         else:
@@ -488,6 +586,8 @@ def _write_result(table: Any, fmt: str, output: str | None) -> None:
 @click.option("--bloom", multiple=True, help="Embedded Bloom filter on COL (repeatable).")
 @click.option("--zone-maps", "zone_maps", multiple=True, help="Zone maps on COL (repeatable).")
 @click.option("--hll", multiple=True, help="HyperLogLog sketch of COL (repeatable).")
+@click.option("--index", "index_specs", multiple=True, metavar="KIND=COL",
+              help="Embedded index of any registered KIND on COL (repeatable).")
 @click.option(
     "--page-index",
     "page_index",
@@ -512,6 +612,7 @@ def index_command(
     bloom: tuple[str, ...],
     zone_maps: tuple[str, ...],
     hll: tuple[str, ...],
+    index_specs: tuple[str, ...],
     page_index: str,
     no_truncate: bool,
     drop: bool,
@@ -541,6 +642,7 @@ def index_command(
         "truncate": not no_truncate,
         "page_index": page_index,
         "drop": drop,
+        "indexes": _index_specs(index_specs),
     }
     targets = index_targets(list(path), output)
     results: list[IndexResult] = []
@@ -587,6 +689,18 @@ def index_command(
         click.echo(f"pqindex: error: {message}", err=True)
     if errors:
         sys.exit(2)
+
+
+def _index_specs(specs: tuple[str, ...]) -> dict[str, list[str]]:
+    """``--index KIND=COL[,COL...]`` options as ``{kind: columns}``."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        kind, sep, cols = spec.partition("=")
+        names = [c.strip() for c in cols.split(",") if c.strip()]
+        if not sep or not kind.strip() or not names:
+            raise UserInputError(f"--index takes KIND=COL, not {spec!r}")
+        out.setdefault(kind.strip(), []).extend(names)
+    return out
 
 
 def _index_totals(results: list[Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import math
 import uuid
 from typing import Any
 
-from pqindex.errors import PqIndexError
+from pqindex.errors import PqIndexError, public_api
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import (
     BoundaryOrder,
@@ -235,6 +235,7 @@ def _embedded_indexes(
     return out
 
 
+@public_api
 def inspect_file(
     pf: ParquetFile,
     *,
@@ -343,3 +344,39 @@ def inspect_file(
         "embedded_indexes": _embedded_indexes(pf, column, row_group),
         "io": {"requests": pf.source.stats.requests, "bytes_read": pf.source.stats.bytes_read},
     }
+
+
+@public_api
+def check_embedded(pf: ParquetFile) -> None:
+    """Raise a CorruptFileError for a damaged embedded index region: its footer key,
+    directory, any blob's checksum, or a blob its kind cannot decode."""
+    from pqindex.errors import CorruptFileError
+    from pqindex.indexes.base import REGISTRY
+    from pqindex.indexes.hll import estimate
+    from pqindex.indexes.region import read_region
+
+    region, warnings = read_region(pf)
+    if warnings:
+        raise CorruptFileError(f"embedded index region: {warnings[0]}", path=pf.path)
+    if region is None:
+        return
+    if region.warnings:
+        raise CorruptFileError(region.warnings[0], path=pf.path)
+    leaves = {leaf.name: leaf for leaf in pf.schema.leaves}
+    for entry in region.blobs:
+        blob = region.blob(entry)  # RegionError (a CorruptFileError) on a bad checksum
+        factory = REGISTRY.get(entry.kind)
+        leaf = leaves.get(entry.column)
+        if factory is None or leaf is None:
+            continue  # a newer writer's kind, or a column this file lacks: not ours to judge
+        try:
+            factory().evidence(leaf, blob)
+            if entry.kind == "hll":
+                estimate(blob)
+        except PqIndexError as e:
+            raise CorruptFileError(f"embedded {entry.kind} index: {e.reason}", path=pf.path,
+                                   row_group=entry.row_group, column=entry.column) from e
+        except Exception as e:
+            raise CorruptFileError(f"embedded {entry.kind} index does not decode: {e}",
+                                   path=pf.path, row_group=entry.row_group,
+                                   column=entry.column) from e

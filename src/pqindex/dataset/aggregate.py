@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.errors import PqIndexError, UserInputError
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
@@ -54,10 +54,10 @@ from pqindex.indexes.base import Scope
 from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
-from pqindex.plan.planner import FilePlan, RowGroupPlan, file_region, leaves
+from pqindex.plan.planner import RowGroupPlan, file_region, leaves
 
 if TYPE_CHECKING:
-    from pqindex.dataset.dataset import Dataset, _OpenFile
+    from pqindex.dataset.plan import DatasetPlan, FileEntry
 
 __all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
 
@@ -156,10 +156,25 @@ class _Acc:
             self.value = v
 
 
+def _rows_column(table: pa.Table, column: str) -> Any:
+    """A top-level column, or a struct field by dotted path (a NULL parent gives NULL)."""
+    if column in table.column_names:
+        return table.column(column)
+    parts = column.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:split])
+        if head in table.column_names:
+            arr: Any = table.column(head)
+            for name in parts[split:]:
+                arr = pc.struct_field(arr, name)
+            return arr
+    raise UserInputError(f"no column {column!r}", column=column)
+
+
 def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
     if agg.column is None:
         return table.num_rows
-    col = table.column(agg.column)
+    col = _rows_column(table, agg.column)
     if agg.func == "count":
         return len(col) - col.null_count
     if len(col) - col.null_count == 0:
@@ -421,10 +436,9 @@ def _from_page_metadata(
     return out
 
 
-def _aggregate_row_group(ds: Dataset, of: _OpenFile, plan: FilePlan, bound: BoundExpr,
-                         rgp: RowGroupPlan, accs: Sequence[_Acc], report: AggregateReport,
-                         zones: dict[str, dict[tuple[int, int], BlobEntry]],
-                         ptypes: dict[str, pa.DataType]) -> bool:
+def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan,
+                         accs: Sequence[_Acc], report: AggregateReport,
+                         zones: dict[str, dict[tuple[int, int], BlobEntry]]) -> bool:
     """Add one row group to ``accs``: metadata first, then the rows it leaves; whether
     any data page was read.
 
@@ -434,13 +448,17 @@ def _aggregate_row_group(ds: Dataset, of: _OpenFile, plan: FilePlan, bound: Boun
     """
     from pqindex.scan.executor import ScanStats, read_row_group
 
-    pf = of.pf
+    pf, plan, bound = entry.file, entry.access, entry.predicate
+    assert pf is not None and plan is not None and bound is not None
+    arrow = entry.arrow_schema
+    assert arrow is not None
+    ptypes = dplan.partition_types
 
     def read(rows: RowRanges, fields: Sequence[str]) -> pa.Table | None:
         # maybe == all: the executor reads these rows, it has nothing to check
         sub = dataclasses.replace(rgp, maybe=rows, all=rows, reads=())
         stats = ScanStats()
-        t = read_row_group(pf, plan, sub, bound, fields, of.arrow, ptypes, ds.scan_options,
+        t = read_row_group(pf, plan, sub, bound, fields, arrow, ptypes, dplan.scan_options,
                            stats)
         report.pages_read += stats.pages_read
         report.bytes_read += stats.data_bytes
@@ -489,24 +507,55 @@ def _aggregate_row_group(ds: Dataset, of: _OpenFile, plan: FilePlan, bound: Boun
     return did_read
 
 
-def run_aggregate(ds: Dataset, specs: Sequence[str], where: Any, filters: Any
-                  ) -> tuple[dict[str, Any], AggregateReport]:
-    from pqindex.dataset.dataset import _where
+def _field_type(schema: pa.Schema, column: str) -> pa.DataType | None:
+    """The Arrow type of a top-level or dotted struct column, None when unknown."""
+    parts = column.split(".")
+    for split in range(len(parts), 0, -1):
+        head = ".".join(parts[:split])
+        if head not in schema.names:
+            continue
+        t: pa.DataType = schema.field(head).type
+        for name in parts[split:]:
+            if not pa.types.is_struct(t) or t.get_field_index(name) < 0:
+                return None
+            t = t.field(name).type
+        return t
+    return None
 
-    aggs = parse_aggregations(specs)
-    cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-    plans = ds._plan(cols, _where(where, filters))
+
+def _check_types(aggs: Sequence[Aggregation], schema: pa.Schema) -> None:
+    """UserInputError for an aggregate the column's type has no meaning for."""
+    for a in aggs:
+        if a.column is None or a.func == "count":
+            continue
+        t = _field_type(schema, a.column)
+        if t is None:
+            continue
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if a.func == "sum" and not (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                    or pa.types.is_decimal(t)):
+            raise UserInputError(f"{a.text}: sum needs a numeric column; {a.column!r} is {t}",
+                                 column=a.column)
+        if a.func in ("min", "max") and pa.types.is_nested(t):
+            raise UserInputError(f"{a.text}: {a.func} needs a column of ordered values; "
+                                 f"{a.column!r} is {t}", column=a.column)
+
+
+def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
+                  ) -> tuple[dict[str, Any], AggregateReport]:
+    """The aggregates over the rows ``dplan`` (``Dataset.plan``) selects."""
+    _check_types(aggs, dplan.schema)
     accs = [_Acc(a) for a in aggs]
     report = AggregateReport()
-    ptypes = {k: ds._partition_type(k) for k in ds.discovery.partition_columns}
-    for _df, of, plan, bound in plans.files:
-        if plan is None or of is None or bound is None:
+    for entry in dplan.files:
+        if entry.access is None or entry.file is None or entry.predicate is None:
             continue
         zones: dict[str, dict[tuple[int, int], BlobEntry]] = {}
-        for rgp in plan.row_groups:
+        for rgp in entry.access.row_groups:
             if rgp.skipped:
                 report.row_groups_skipped += 1
-            elif _aggregate_row_group(ds, of, plan, bound, rgp, accs, report, zones, ptypes):
+            elif _aggregate_row_group(dplan, entry, rgp, accs, report, zones):
                 report.row_groups_read += 1
             else:
                 report.row_groups_from_metadata += 1

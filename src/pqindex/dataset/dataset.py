@@ -18,7 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.dataset.plan import DatasetPlan, FileEntry
+from pqindex.dataset.schema import conform, unify
+from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bind
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
@@ -165,13 +167,23 @@ class Dataset:
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        discovery: Discovery | None = None,
     ) -> None:
+        if not isinstance(source, (str, os.PathLike)) and not (
+            isinstance(source, Sequence)
+            and all(isinstance(s, (str, os.PathLike)) for s in source)
+        ):
+            raise UserInputError(
+                "a dataset is a path, a URL or a list of them, "
+                f"not {type(source).__name__}"
+            )
         # tail_bytes None: the store's default (64 KiB local, 512 KiB remote).
         # storage_options: credentials, endpoint, ... of the store (see pqindex.io.objstore).
         self._source = source
         self.storage_options = dict(storage_options or {})
         self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
-        self._discovery: Discovery | None = None
+        # A discovery already made (Spark's manifest) saves walking the directory again.
+        self._discovery: Discovery | None = discovery
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._stand_in: _OpenFile | None = None
         self._open: dict[str, _OpenFile] = {}
@@ -192,6 +204,7 @@ class Dataset:
         return self._discovery
 
     @property
+    @public_api
     def files(self) -> list[str]:
         return [f.path for f in self.discovery.files]
 
@@ -223,6 +236,11 @@ class Dataset:
         with self._lock:
             self._ahead.update({p: s for p, (_, s) in ahead.items()})
         return 1
+
+    def io_stats(self) -> dict[str, IOStats]:
+        """Per file opened so far, its I/O counters and request trace."""
+        with self._lock:
+            return {path: of.stats for path, of in self._open.items()}
 
     def close(self) -> None:
         with self._lock:
@@ -257,13 +275,42 @@ class Dataset:
         return self._stand_in or self._file(df)
 
     @property
+    @public_api
     def schema(self) -> pa.Schema:
-        """The Arrow schema of the first file plus the partition columns."""
-        first = self._first()
-        fields = list(first.arrow)
-        for k in self.discovery.partition_columns:
-            fields.append(pa.field(k, self._partition_type(k)))
-        return pa.schema(fields)
+        """The Arrow schema of every file, unified (``dataset/schema.py``: int32 and
+        int64 give int64, ...), plus the partition columns. Reads every footer (remote
+        tails in one wave), or takes them from a current manifest."""
+        files = self.discovery.files
+        view = self.manifest_view()
+        self._read_ahead([df for df in files if view is None or view.stand_in(df) is None])
+        return self._unified([self._schema_of(df, view) for df in files])
+
+    def _schema_of(self, df: DataFile, view: Any) -> _OpenFile:
+        """The file, or its footer-only stand-in from a current manifest (no request)."""
+        if view is not None and df.path not in self._open:
+            pf = view.stand_in(df)
+            if pf is not None:
+                return _OpenFile(df, pf, IOStats())
+        return self._file(df)
+
+    def _first_schema(self) -> pa.Schema:
+        """The first file's Arrow schema plus the partition columns (no other footer)."""
+        return self._unified([self._first()])
+
+    def _unified(self, opened: Sequence[_OpenFile]) -> pa.Schema:
+        base = unify([(of.df.path, of.arrow) for of in opened])
+        return pa.schema([*base, *(pa.field(k, self._partition_type(k))
+                                   for k in self._partition_keys)])
+
+    @property
+    def _partition_keys(self) -> tuple[str, ...]:
+        """The hive keys that are partition columns: a key that is also a column of
+        the (first) file is not one; the file's column wins (docs/semantics.md)."""
+        keys = self.discovery.partition_columns
+        if not keys:
+            return keys
+        names = set(self._first().arrow.names)
+        return tuple(k for k in keys if k not in names)
 
     def _partition_type(self, key: str) -> pa.DataType:
         return pa.int64() if self.discovery.partition_types.get(key) == "int64" else pa.string()
@@ -272,7 +319,7 @@ class Dataset:
         """The file's leaves plus one synthetic leaf per partition column."""
         extra = []
         n = len(pf.schema.leaves)
-        for i, k in enumerate(self.discovery.partition_columns):
+        for i, k in enumerate(self._partition_keys):
             if self.discovery.partition_types.get(k) == "int64":
                 el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
             else:
@@ -337,7 +384,7 @@ class Dataset:
             first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
             with self._lock:
                 waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
-        schema = self.schema
+        schema = self._first_schema()
         names = [f.name for f in schema]
         if columns is None:
             fields = names
@@ -411,15 +458,18 @@ class Dataset:
             except UserInputError as e:
                 raise e.located(path=df.path) from None
             warnings: list[str] = []
-            leaf_cols = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
-            plan = plan_file(
-                of.pf,
-                bound,
-                leaf_cols,
-                partition=disc.partition_values(df),
-                options=self.plan_options,
-                warnings=warnings,
-            )
+            leaf_cols = [c.index for c in of.pf.schema.leaves
+                         if columns is None or c.path[0] in fields]
+            # The planner decodes index and dictionary bytes: their damage is the file's.
+            with located(default=CorruptFileError, what="planning", path=df.path):
+                plan = plan_file(
+                    of.pf,
+                    bound,
+                    leaf_cols,
+                    partition=disc.partition_values(df),
+                    options=self.plan_options,
+                    warnings=warnings,
+                )
             return df, of, plan, bound, warnings
 
         # Tails of the files still in play, in one wave (counted here, not per file).
@@ -444,7 +494,8 @@ class Dataset:
                 continue
             report.row_groups_total += len(plan.row_groups)
             report.rows_total += plan.num_rows
-            involved = [c.index for c in of.pf.schema.leaves if c.path[0] in fields]
+            involved = [c.index for c in of.pf.schema.leaves
+                        if columns is None or c.path[0] in fields]
             n_here = len(of.pf.schema.leaves)
             if bound is not None:
                 involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
@@ -464,11 +515,17 @@ class Dataset:
             opened = list(self._open.values())
         report.bytes_read = sum(of.stats.bytes_read for of in opened)
         report.requests = sum(of.stats.requests for of in opened)
+        # The files read decide the types: pyarrow's unification across them.
+        schema = self._unified([first, *(of for _df, of, _p, _b in files
+                                         if of is not None and of is not first)])
+        if columns is None:  # every column of the files read
+            fields = schema.names
         out_schema = pa.schema([schema.field(f) for f in fields])
         return _Plans(files, report, fields, out_schema, page_units)
 
     # ------------------------------------------------------------ public
 
+    @public_api
     def scan(
         self,
         columns: Sequence[str] | None = None,
@@ -482,11 +539,44 @@ class Dataset:
             raise UserInputError("batch_size must be positive")
         return Scan(self, columns, _where(where, filters), batch_size)
 
+    @public_api
+    def plan(
+        self,
+        columns: Sequence[str] | None = None,
+        where: Where = None,
+        *,
+        filters: Sequence[Any] | None = None,
+    ) -> DatasetPlan:
+        """The typed plan of a scan, without reading data pages (``dataset/plan.py``)."""
+        plans = self._plan(columns, _where(where, filters))
+        disc = self.discovery
+        entries = tuple(
+            FileEntry(
+                path=df.path,
+                partition={k: v for k, v in disc.partition_values(df).items()
+                           if k in self._partition_keys},
+                file=None if of is None else of.pf,
+                arrow_schema=None if of is None else of.arrow,
+                access=plan,
+                predicate=bound,
+            )
+            for df, of, plan, bound in plans.files
+        )
+        return DatasetPlan(
+            files=entries,
+            fields=tuple(plans.fields),
+            schema=plans.schema,
+            partition_types={k: self._partition_type(k) for k in self._partition_keys},
+            scan_options=self.scan_options,
+            report=plans.report,
+        )
+
     def to_table(
         self, columns: Sequence[str] | None = None, where: Where = None, **kw: Any
     ) -> pa.Table:
         return self.scan(columns, where, **kw).to_table()
 
+    @public_api
     def aggregate(
         self,
         aggregates: Sequence[str],
@@ -500,12 +590,15 @@ class Dataset:
         statistics; only row groups with some matching rows are read.
         ``self.last_aggregate_report`` says which was which.
         """
-        from pqindex.dataset.aggregate import run_aggregate
+        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
 
-        result, report = run_aggregate(self, aggregates, where, filters)
+        aggs = parse_aggregations(aggregates)
+        cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
+        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
         self.last_aggregate_report = report
         return result
 
+    @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
         """Per column: rows, nulls and, where embedded HyperLogLog sketches exist, an
         estimate of the distinct values over the whole dataset.
@@ -558,6 +651,7 @@ class Dataset:
                 out[name]["distinct_estimate"] = round(sketch.estimate())
         return out
 
+    @public_api
     def explain(
         self,
         columns: Sequence[str] | None = None,
@@ -636,7 +730,7 @@ class Scan:
         self._page_units = plans.page_units
         self.report = plans.report
         self.schema = plans.schema
-        ptypes = {k: self._ds._partition_type(k) for k in self._ds.discovery.partition_columns}
+        ptypes = {k: self._ds._partition_type(k) for k in self._ds._partition_keys}
         work = [
             (of, plan, bound, [rgp for rgp in plan.row_groups if not rgp.skipped])
             for _df, of, plan, bound in plans.files
@@ -659,14 +753,16 @@ class Scan:
         def run(item: Any, map_fn: Any = map) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
             """One file: its row groups in waves (or pyarrow for runs of whole ones)."""
             of, plan, bound, rgps = item
-            for whole, group in _segments(of, rgps, plans.fields, parallel):
+            # A column other files have and this one lacks is NULL here (conform).
+            fields = [f for f in plans.fields if f in ptypes or f in of.arrow.names]
+            for whole, group in _segments(of, rgps, fields, parallel):
                 stats = ScanStats()
                 if whole:
-                    t = read_whole_row_groups(of.pf, [r.index for r in group], plans.fields,
+                    t = read_whole_row_groups(of.pf, [r.index for r in group], fields,
                                               plan.partition, ptypes, stats, opts)
                     yield [t], stats, of.pf.path
                     continue
-                tables = scan_file(of.pf, plan, group, bound, plans.fields, of.arrow, ptypes,
+                tables = scan_file(of.pf, plan, group, bound, fields, of.arrow, ptypes,
                                    opts, stats, map_fn, stream=not parallel)
                 if parallel:
                     yield list(tables), stats, of.pf.path
@@ -719,16 +815,16 @@ class Scan:
         rep.warnings += stats.warnings
 
     def _cast(self, t: pa.Table) -> pa.Table:
-        if t.schema.equals(self.schema):
-            return t
-        return t.select(self.schema.names).cast(self.schema)
+        return conform(t, self.schema)
 
+    @public_api
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Matching rows as record batches of at most ``batch_size`` rows, streaming."""
         # Sequential: memory stays bounded by one row group's selected data.
         for t in self._tables(parallel=False):
             yield from self._cast(t).to_batches(max_chunksize=self.batch_size)
 
+    @public_api
     def to_table(self) -> pa.Table:
         """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
         tables = [self._cast(t) for t in self._tables(parallel=True)]
@@ -740,6 +836,7 @@ class Scan:
             return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
         return pa.concat_tables(tables)
 
+    @public_api
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_table().to_pandas(**kwargs)
 
@@ -768,7 +865,4 @@ def dataset(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **kwargs: Any
 ) -> Dataset:
     """A lazy dataset over a file, a directory (hive ``key=value/`` partitions), or a list."""
-    try:
-        return Dataset(source, **kwargs)
-    except PqIndexError:
-        raise
+    return Dataset(source, **kwargs)

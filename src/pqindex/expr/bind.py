@@ -200,6 +200,70 @@ def visit_bound(expr: BoundExpr, visitor: BoundVisitor[T]) -> T:
     return results.pop()
 
 
+def _operands(node: BoundAnd | BoundOr) -> list[BoundExpr]:
+    """The operands of a chain of the same connective, left to right (iterative)."""
+    kind = type(node)
+    out: list[BoundExpr] = []
+    stack: list[BoundExpr] = [node]
+    while stack:
+        e = stack.pop()
+        if type(e) is kind:
+            assert isinstance(e, (BoundAnd, BoundOr))
+            stack += [e.right, e.left]
+        else:
+            out.append(e)
+    return out
+
+
+def fold_bound(
+    expr: BoundExpr,
+    *,
+    leaf: Callable[[BoundPredicate], T],
+    true: T,
+    false: T,
+    and_: Callable[[T, T], T],
+    or_: Callable[[T, T], T],
+    and_done: Callable[[T], bool],
+    or_done: Callable[[T], bool],
+) -> T:
+    """Evaluate a bound tree with short-circuits, without recursion.
+
+    Chains of one connective are flattened; an AND stops at the first operand
+    for which ``and_done`` holds (an OR at ``or_done``), leaving the rest
+    unevaluated, as the recursive form did. Depth costs heap, not stack.
+    """
+    # Frames: [is_and, operands, next operand, accumulated value or None].
+    frames: list[list[Any]] = []
+    node: BoundExpr = expr
+    while True:
+        while isinstance(node, (BoundAnd, BoundOr)):
+            ops = _operands(node)
+            frames.append([isinstance(node, BoundAnd), ops, 1, None])
+            node = ops[0]
+        if isinstance(node, BoundPredicate):
+            value = leaf(node)
+        elif isinstance(node, BoundTrue):
+            value = true
+        elif isinstance(node, BoundFalse):
+            value = false
+        else:
+            raise TypeError(f"not a bound predicate: {node!r}")
+        while frames:
+            frame = frames[-1]
+            is_and, ops, nxt, acc = frame
+            acc = value if acc is None else (and_(acc, value) if is_and else or_(acc, value))
+            frame[3] = acc
+            if nxt == len(ops) or (and_done(acc) if is_and else or_done(acc)):
+                frames.pop()
+                value = acc
+                continue
+            frame[2] = nxt + 1
+            node = ops[nxt]
+            break
+        else:
+            return value
+
+
 def _value_sql(value: Value) -> str:
     if isinstance(value, NanoTimestamp):
         return f"TIMESTAMP '{value}'"

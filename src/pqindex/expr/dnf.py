@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pqindex.errors import UserInputError
-from pqindex.expr.nodes import Compare, Expr, In, and_, col, lit, or_
+from pqindex.expr.nodes import Compare, Expr, In, and_, col, lit, literal_list, or_
 from pqindex.format.match import LeafOp
 
 __all__ = ["from_dnf"]
@@ -37,10 +37,11 @@ def _term(term: object) -> Expr:
     if key in ("in", "not in"):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise UserInputError(f"{op!r} needs a list of values, not {value!r}", column=name)
-        values = list(value)
+        literals = literal_list(value, name)  # bounded: range(10**9) is refused, not listed
         if isinstance(value, (set, frozenset)):
-            values = _sorted(values)  # a set has no order; make the tree deterministic
-        return In(column, tuple(lit(v) for v in values), negated=key == "not in")
+            # A set has no order; make the tree deterministic.
+            literals = tuple(lit(v) for v in _sorted([x.value for x in literals]))
+        return In(column, literals, negated=key == "not in")
     raise UserInputError(
         f"unsupported DNF operator {op!r}; expected one of "
         "=, ==, !=, <, <=, >, >=, in, not in", column=name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import Any, assert_never
 
 import numpy as np
 import pyarrow as pa
@@ -92,35 +92,55 @@ def _value_set(values: tuple[Value, ...], arrow_type: pa.DataType) -> pa.Array:
         return pa.array(plain)
 
 
-def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
-    op = pred.op
-    if op in _COMPARE:
-        return _COMPARE[op](arr, _scalar(pred.values[0], arr.type))
-    if op in (LeafOp.IN, LeafOp.NOT_IN):
-        if pa.types.is_floating(arr.type):
-            # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
-            arr = pc.add(arr, pa.scalar(0.0, arr.type))
-        values = _value_set(pred.values, arr.type)
-        if pa.types.is_floating(values.type):
-            values = pc.add(values, pa.scalar(0.0, values.type))
-        found = pc.is_in(arr, value_set=values)
-        return found if op == LeafOp.IN else pc.and_(pc.invert(found), pc.is_valid(arr))
-    if op == LeafOp.IS_NULL:
-        return pc.is_null(arr)
-    if op == LeafOp.IS_NOT_NULL:
-        return pc.is_valid(arr)
-    if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
-        nan = pc.is_nan(arr)
-        return nan if op == LeafOp.IS_NAN else pc.invert(nan)
+def _compare_mask(pred: BoundPredicate, arr: Any) -> Any:
+    return _COMPARE[pred.op](arr, _scalar(pred.values[0], arr.type))
+
+
+def _found_mask(pred: BoundPredicate, arr: Any) -> Any:
+    if pa.types.is_floating(arr.type):
+        # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
+        arr = pc.add(arr, pa.scalar(0.0, arr.type))
+    values = _value_set(pred.values, arr.type)
+    if pa.types.is_floating(values.type):
+        values = pc.add(values, pa.scalar(0.0, values.type))
+    return pc.is_in(arr, value_set=values)
+
+
+def _prefix_mask(pred: BoundPredicate, arr: Any) -> Any:
     prefix = pred.values[0]
     if isinstance(prefix, bytes) or not (pa.types.is_string(arr.type)
                                          or pa.types.is_large_string(arr.type)):
         raw = prefix if isinstance(prefix, bytes) else str(prefix).encode("utf-8")
         head = pc.binary_slice(arr, 0, len(raw))
-        match = pc.equal(head, pa.scalar(raw, type=head.type))
-    else:
-        match = pc.starts_with(arr, pattern=prefix)
-    return match if op == LeafOp.STARTS_WITH else pc.invert(match)
+        return pc.equal(head, pa.scalar(raw, type=head.type))
+    return pc.starts_with(arr, pattern=prefix)
+
+
+def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
+    """The leaf's answer per row (NULL where SQL says unknown). Every operator has
+    its case; a new one fails type checking (``assert_never``) until it has one."""
+    op = pred.op
+    match op:
+        case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+            return _compare_mask(pred, arr)
+        case LeafOp.IN:
+            return _found_mask(pred, arr)
+        case LeafOp.NOT_IN:
+            return pc.and_(pc.invert(_found_mask(pred, arr)), pc.is_valid(arr))
+        case LeafOp.IS_NULL:
+            return pc.is_null(arr)
+        case LeafOp.IS_NOT_NULL:
+            return pc.is_valid(arr)
+        case LeafOp.IS_NAN:
+            return pc.is_nan(arr)
+        case LeafOp.IS_NOT_NAN:
+            return pc.invert(pc.is_nan(arr))
+        case LeafOp.STARTS_WITH:
+            return _prefix_mask(pred, arr)
+        case LeafOp.NOT_STARTS_WITH:
+            return pc.invert(_prefix_mask(pred, arr))
+        case _:
+            assert_never(op)
 
 
 def _spread(per_value: Any, indices: Any) -> Any:
@@ -209,30 +229,42 @@ class _Expression(BoundVisitor[Any]):
         elif pred.value_type.kind == Kind.UUID:
             field = field.cast(pa.binary(16))  # the uuid extension has no kernels
         op = pred.op
-        if op in _COMPARE:
-            return _COMPARE[op](field, _expr_scalar(pred.values[0]))
-        if op in (LeafOp.IN, LeafOp.NOT_IN):
-            values = pa.array([_expr_scalar(v) for v in pred.values])
-            if pa.types.is_floating(values.type):
-                # -0.0 and 0.0 hash apart in is_in; adding +0.0 maps -0.0 to 0.0.
-                values = pc.add(values, 0.0)
-                found = pc.add(field, 0.0).isin(values)
-            else:
-                found = field.isin(values)
-            return found if op == LeafOp.IN else ~found & field.is_valid()
-        if op == LeafOp.IS_NULL:
-            return field.is_null()
-        if op == LeafOp.IS_NOT_NULL:
-            return field.is_valid()
-        if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
-            nan = pc.is_nan(field)
-            return nan if op == LeafOp.IS_NAN else ~nan
+        match op:
+            case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+                return _COMPARE[op](field, _expr_scalar(pred.values[0]))
+            case LeafOp.IN:
+                return self._found(pred, field)
+            case LeafOp.NOT_IN:
+                return ~self._found(pred, field) & field.is_valid()
+            case LeafOp.IS_NULL:
+                return field.is_null()
+            case LeafOp.IS_NOT_NULL:
+                return field.is_valid()
+            case LeafOp.IS_NAN:
+                return pc.is_nan(field)
+            case LeafOp.IS_NOT_NAN:
+                return ~pc.is_nan(field)
+            case LeafOp.STARTS_WITH:
+                return self._prefix(pred, field)
+            case LeafOp.NOT_STARTS_WITH:
+                return ~self._prefix(pred, field)
+            case _:
+                assert_never(op)
+
+    @staticmethod
+    def _found(pred: BoundPredicate, field: Any) -> Any:
+        values = pa.array([_expr_scalar(v) for v in pred.values])
+        if pa.types.is_floating(values.type):
+            # -0.0 and 0.0 hash apart in is_in; adding +0.0 maps -0.0 to 0.0.
+            return pc.add(field, 0.0).isin(pc.add(values, 0.0))
+        return field.isin(values)
+
+    @staticmethod
+    def _prefix(pred: BoundPredicate, field: Any) -> Any:
         prefix = pred.values[0]
         if isinstance(prefix, bytes):
-            match = pc.equal(pc.binary_slice(field, 0, len(prefix)), pa.scalar(prefix))
-        else:
-            match = pc.starts_with(field, pattern=str(prefix))
-        return match if op == LeafOp.STARTS_WITH else ~match
+            return pc.equal(pc.binary_slice(field, 0, len(prefix)), pa.scalar(prefix))
+        return pc.starts_with(field, pattern=str(prefix))
 
 
 def to_pyarrow_expression(expr: BoundExpr) -> pc.Expression:

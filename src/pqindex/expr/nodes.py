@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, assert_never
 
 from pqindex.errors import UserInputError
 from pqindex.format.match import LeafOp
@@ -66,6 +66,64 @@ _KEYWORDS = frozenset({
     "AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "TRUE", "FALSE",
     "ILIKE", "ESCAPE", "CASE", "WHEN", "THEN", "ELSE", "END", "CAST", "INTERVAL",
 })
+
+
+# ---------------------------------------------------------------- limits
+
+# Far beyond any Parquet type (DECIMAL holds 38 digits at most, FLBA decimals a few
+# hundred); the cap keeps int/str conversions of absurd literals cheap.
+MAX_LITERAL_DIGITS = 1_000
+# An IN list longer than this is refused before it is materialized.
+MAX_IN_VALUES = 1_000_000
+_MAX_INT_BITS = int(MAX_LITERAL_DIGITS * 3.33) + 1
+
+
+def check_literal(value: object) -> None:
+    """UserInputError for a literal no column can hold or no file can encode:
+    a number of more than ``MAX_LITERAL_DIGITS`` digits, a string with a lone
+    surrogate (not UTF-8)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _MAX_INT_BITS:
+            raise UserInputError(
+                f"integer literal of {value.bit_length()} bits is too large "
+                f"(at most {MAX_LITERAL_DIGITS} digits)")
+    elif isinstance(value, Decimal):
+        if value.is_finite() and len(value.as_tuple().digits) > MAX_LITERAL_DIGITS:
+            raise UserInputError(
+                f"decimal literal of {len(value.as_tuple().digits)} digits is too large "
+                f"(at most {MAX_LITERAL_DIGITS})")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UserInputError(
+                f"string literal is not valid Unicode: lone surrogate "
+                f"{value[e.start]!r} at position {e.start}") from None
+
+
+def literal_list(values: Iterable[object], column: str | None = None) -> tuple[Literal, ...]:
+    """The values of an IN list as literals, refusing more than ``MAX_IN_VALUES``
+    before materializing them (``range(10**9)`` is refused by its length, an
+    endless generator after ``MAX_IN_VALUES + 1`` items)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise UserInputError(f"IN needs a list of values, not {values!r}", column=column)
+    n: int | None
+    try:
+        n = len(values)  # type: ignore[arg-type]
+    except (TypeError, OverflowError):  # no len(); or len() past sys.maxsize
+        n = None if not hasattr(values, "__len__") else MAX_IN_VALUES + 1
+    too_many = UserInputError(
+        f"IN list longer than {MAX_IN_VALUES:,} values "
+        f"(pqindex.expr.nodes.MAX_IN_VALUES); filter in pieces or use a range",
+        column=column)
+    if n is not None and n > MAX_IN_VALUES:
+        raise too_many
+    out = []
+    for v in values:
+        out.append(lit(v))
+        if len(out) > MAX_IN_VALUES:
+            raise too_many
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- terms
@@ -195,8 +253,8 @@ class Column:
         return lit(other)
 
     def isin(self, values: Iterable[object]) -> In:
-        """``x IN (values)``."""
-        return In(self, tuple(lit(v) for v in values))
+        """``x IN (values)``; at most ``MAX_IN_VALUES`` of them."""
+        return In(self, literal_list(values, self.name))
 
     def is_null(self) -> IsNull:
         return IsNull(self)
@@ -225,6 +283,9 @@ class Literal:
     """A constant; equal only to a literal of the same Python type and value."""
 
     value: LiteralValue
+
+    def __post_init__(self) -> None:
+        check_literal(self.value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Literal):
@@ -345,6 +406,11 @@ class In(Expr):
     values: tuple[Literal, ...]
     negated: bool = False
 
+    def __post_init__(self) -> None:
+        if len(self.values) > MAX_IN_VALUES:
+            raise UserInputError(f"IN list longer than {MAX_IN_VALUES:,} values",
+                                 column=self.column.name)
+
     @property
     def leaf_op(self) -> LeafOp:
         return LeafOp.NOT_IN if self.negated else LeafOp.IN
@@ -387,10 +453,40 @@ class StartsWith(Expr):
         return LeafOp.NOT_STARTS_WITH if self.negated else LeafOp.STARTS_WITH
 
 
+def _tree_eq(a: Expr, b: object) -> bool:
+    """Structural equality without recursion (a 10,000-term OR is 10,000 deep)."""
+    stack: list[tuple[object, object]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, (And, Or)):
+            assert isinstance(y, (And, Or))
+            stack += [(x.right, y.right), (x.left, y.left)]
+        elif isinstance(x, Not):
+            assert isinstance(y, Not)
+            stack.append((x.child, y.child))
+        elif x != y:
+            return False
+    return True
+
+
+def _tree_hash(e: Expr) -> int:
+    return visit(e, _Hasher())
+
+
 @dataclass(frozen=True, slots=True, eq=True)
 class And(Expr):
     left: Expr
     right: Expr
+
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -398,10 +494,22 @@ class Or(Expr):
     left: Expr
     right: Expr
 
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
+
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Not(Expr):
     child: Expr
+
+    def __eq__(self, other: object) -> bool:
+        return _tree_eq(self, other)
+
+    def __hash__(self) -> int:
+        return _tree_hash(self)
 
 
 LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
@@ -409,17 +517,21 @@ LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
 
 def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
     """The leaf predicate for ``op``; the inverse of each leaf's ``leaf_op``."""
-    if op in COMPARISON_OPS:
-        return Compare(op, column, values[0])
-    if op in (LeafOp.IN, LeafOp.NOT_IN):
-        return In(column, values, negated=op == LeafOp.NOT_IN)
-    if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
-        return IsNull(column, negated=op == LeafOp.IS_NOT_NULL)
-    if op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN):
-        return IsNan(column, negated=op == LeafOp.IS_NOT_NAN)
-    prefix = values[0].value
-    assert isinstance(prefix, (str, bytes))
-    return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+    match op:
+        case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+            return Compare(op, column, values[0])
+        case LeafOp.IN | LeafOp.NOT_IN:
+            return In(column, values, negated=op == LeafOp.NOT_IN)
+        case LeafOp.IS_NULL | LeafOp.IS_NOT_NULL:
+            return IsNull(column, negated=op == LeafOp.IS_NOT_NULL)
+        case LeafOp.IS_NAN | LeafOp.IS_NOT_NAN:
+            return IsNan(column, negated=op == LeafOp.IS_NOT_NAN)
+        case LeafOp.STARTS_WITH | LeafOp.NOT_STARTS_WITH:
+            prefix = values[0].value
+            assert isinstance(prefix, (str, bytes))
+            return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+        case _:
+            assert_never(op)
 
 
 def and_(*exprs: Expr) -> Expr:
@@ -554,21 +666,27 @@ _OR, _AND, _NOT, _LEAF = 1, 2, 3, 4
 def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
     """SQL text of one leaf, from already-printed column and values."""
     vals = list(values)
-    if op in COMPARISON_OPS:
-        return f"{column} {op.value} {vals[0]}"
-    if op in (LeafOp.IN, LeafOp.NOT_IN):
-        word = "NOT IN" if op == LeafOp.NOT_IN else "IN"
-        return f"{column} {word} ({', '.join(vals)})"
-    if op == LeafOp.IS_NULL:
-        return f"{column} IS NULL"
-    if op == LeafOp.IS_NOT_NULL:
-        return f"{column} IS NOT NULL"
-    if op == LeafOp.IS_NAN:
-        return f"isnan({column})"
-    if op == LeafOp.IS_NOT_NAN:
-        return f"NOT isnan({column})"
-    word = "NOT LIKE" if op == LeafOp.NOT_STARTS_WITH else "LIKE"
-    return f"{column} {word} {vals[0]}"
+    match op:
+        case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
+            return f"{column} {op.value} {vals[0]}"
+        case LeafOp.IN:
+            return f"{column} IN ({', '.join(vals)})"
+        case LeafOp.NOT_IN:
+            return f"{column} NOT IN ({', '.join(vals)})"
+        case LeafOp.IS_NULL:
+            return f"{column} IS NULL"
+        case LeafOp.IS_NOT_NULL:
+            return f"{column} IS NOT NULL"
+        case LeafOp.IS_NAN:
+            return f"isnan({column})"
+        case LeafOp.IS_NOT_NAN:
+            return f"NOT isnan({column})"
+        case LeafOp.STARTS_WITH:
+            return f"{column} LIKE {vals[0]}"
+        case LeafOp.NOT_STARTS_WITH:
+            return f"{column} NOT LIKE {vals[0]}"
+        case _:
+            assert_never(op)
 
 
 def starts_with_sql(column: str, prefix: str | bytes, negated: bool) -> str:
@@ -578,6 +696,26 @@ def starts_with_sql(column: str, prefix: str | bytes, negated: bool) -> str:
         return f"{column} {word} {_quote(prefix + '%', chr(39))}"
     call = f"starts_with({column}, {literal_sql(prefix)})"
     return f"NOT {call}" if negated else call
+
+
+class _Hasher(ExprVisitor[int]):
+    def visit_true(self) -> int:
+        return hash(True)
+
+    def visit_false(self) -> int:
+        return hash(False)
+
+    def visit_not(self, child: int) -> int:
+        return hash(("not", child))
+
+    def visit_and(self, left: int, right: int) -> int:
+        return hash(("and", left, right))
+
+    def visit_or(self, left: int, right: int) -> int:
+        return hash(("or", left, right))
+
+    def visit_leaf(self, node: LeafExpr) -> int:
+        return hash(node)
 
 
 class _SqlPrinter(ExprVisitor[tuple[str, int]]):

@@ -27,6 +27,7 @@ from pqindex.errors import UserInputError
 from pqindex.expr.nodes import (
     FALSE,
     FLIPPED,
+    MAX_LITERAL_DIGITS,
     TRUE,
     Column,
     Compare,
@@ -408,6 +409,9 @@ class _Parser:
 
     def _number(self, tok: _Token) -> int | float | Decimal:
         text = tok.text
+        if len(text) > MAX_LITERAL_DIGITS:
+            raise self.error(f"number of {len(text)} characters is too long "
+                             f"(at most {MAX_LITERAL_DIGITS} digits)", tok)
         if "e" in text or "E" in text:
             return float(text)
         if "." in text:

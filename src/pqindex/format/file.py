@@ -17,7 +17,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError
+from pqindex.errors import (
+    CorruptFileError,
+    PqIndexError,
+    UnsupportedError,
+    UserInputError,
+    located,
+)
 from pqindex.format.bloom import (
     BLOCK_BYTES,
     MAX_BLOOM_BYTES,
@@ -89,7 +95,9 @@ class ParquetFile:
         # kept as long as the file is.
         self.derived: dict[Any, Any] = {}
         try:
-            self._read_footer(tail_bytes)
+            with located(default=CorruptFileError, what="cannot read the footer",
+                         path=self.path):
+                self._read_footer(tail_bytes)
         except BaseException:
             source.close()
             raise
@@ -109,7 +117,9 @@ class ParquetFile:
         ``tail_bytes`` defaults to the source's ``default_tail_bytes``; ``info`` is
         what a listing said (size, ETag), so a cached tail needs no request.
         """
-        return cls(open_source(path, stats, storage_options, info), tail_bytes=tail_bytes)
+        with located(default=UserInputError,
+                     path=os.fspath(path) if isinstance(path, (str, os.PathLike)) else None):
+            return cls(open_source(path, stats, storage_options, info), tail_bytes=tail_bytes)
 
     def close(self) -> None:
         self.source.close()
@@ -331,25 +341,40 @@ class ParquetFile:
         for start, buf in self._buffers:
             if start <= offset and end <= start + len(buf):
                 return buf[offset - start : offset - start + length]
-        for start, buf in self._buffers:
-            if offset < start < end <= start + len(buf):
-                # The end is already here (typically the tail read): fetch the rest only.
-                head = self.source.read(offset, start - offset)
-                return head + buf[: end - start]
-            if start <= offset < start + len(buf) < end:
-                # The beginning is here (a dictionary page read while planning).
-                have = buf[offset - start :]
-                return have + self.read_bytes(offset + len(have), length - len(have))
-        data = self.source.read(offset, length)
-        if keep and self._kept + length <= KEEP_LIMIT:
-            with self._lock:
-                self._buffers.append((offset, data))
-                self._kept += length
-        return data
+        # Pieces from earlier reads (the tail, dictionary pages read while planning),
+        # requests for the gaps only: no byte is read twice.
+        pieces: list[bytes] = []
+        pos = offset
+        while pos < end:
+            held = next(((s, b) for s, b in self._buffers if s <= pos < s + len(b)), None)
+            if held is not None:
+                s, b = held
+                piece = b[pos - s : min(end, s + len(b)) - s]
+            else:
+                nxt = min((s for s, _ in self._buffers if pos < s < end), default=end)
+                piece = self.source.read(pos, nxt - pos)
+                if keep and self._kept + len(piece) <= KEEP_LIMIT:
+                    with self._lock:
+                        self._buffers.append((pos, piece))
+                        self._kept += len(piece)
+            pieces.append(piece)
+            pos += len(piece)
+            if not piece:  # a short read: let the caller see it
+                break
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def has_bytes(self, offset: int, length: int) -> bool:
         """Whether ``read_bytes(offset, length)`` would be served without a request."""
-        return self._buffered(offset, length)
+        if self._buffered(offset, length):
+            return True
+        pos, end = offset, offset + length
+        while pos < end:
+            reach = max((s + len(b) for s, b in self._buffers if s <= pos < s + len(b)),
+                        default=None)
+            if reach is None:
+                return False
+            pos = reach
+        return True
 
     def _check_region(
         self, offset: int | None, length: int | None, what: str, rg: int, col: int

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pqindex.errors import CorruptFileError, UnsupportedError
+from pqindex.errors import CorruptFileError, UnsupportedError, public_api
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
 
-__all__ = ["PageInfo", "check_file", "walk_pages"]
+__all__ = ["PageInfo", "check_file", "check_indexes", "walk_pages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +124,84 @@ def _check_chunk(pf: ParquetFile, rg: int, col: int) -> None:
             )
 
 
+# Physical type -> how plain_bytes packs a value of it (FLBA and INT96 not checked).
+_BLOOM_PHYSICAL = {1: "int32", 2: "int64", 4: "float", 5: "double", 6: "bytes"}
+
+
+def _bloom_values(pf: ParquetFile, rg: int, col: int, reader: object) -> list[bytes] | None:
+    """PLAIN bytes of the chunk's distinct values, when pyarrow gives them in the
+    physical representation (flat int/float/binary columns); else None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    leaf = pf.leaf(col)
+    physical = _BLOOM_PHYSICAL.get(leaf.element.type if leaf.element.type is not None else -1)
+    if physical is None or len(leaf.path) != 1 or leaf.max_repetition_level > 0:
+        return None
+    t = reader.read_row_group(rg, columns=[leaf.path[0]])  # type: ignore[attr-defined]
+    arr = t.column(0)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    want = {"int32": pa.types.is_int32, "int64": pa.types.is_int64,
+            "float": pa.types.is_float32, "double": pa.types.is_float64,
+            "bytes": lambda t: pa.types.is_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_string(t) or pa.types.is_large_binary(t)}[physical]
+    if not want(arr.type):
+        return None
+    from pqindex.format.bloom import plain_bytes
+
+    values = pc.unique(arr.drop_null()).to_pylist()
+    return [plain_bytes(v, physical) for v in values]
+
+
+@public_api
+def check_indexes(pf: ParquetFile, *, values: bool = True) -> list[str]:
+    """Raise a PqIndexError for the first damaged page index or Bloom filter;
+    return warnings for ColumnIndexes that decode but that the planner ignores.
+
+    Decodes every ColumnIndex and OffsetIndex (the OffsetIndex checked against
+    the chunk), validates each ColumnIndex against its OffsetIndex and the
+    column's order (some writers write contradictory entries, e.g. a null count
+    of -1: the planner then does not use it, so that is a warning), decodes
+    every Bloom filter, and with ``values`` checks that each chunk's distinct
+    values are in its filter (a damaged bitset would drop matching rows).
+    """
+    from pqindex.format.values import validate_column_index
+
+    warnings: list[str] = []
+    reader = None
+    for rg in range(pf.num_row_groups):
+        for leaf in pf.schema.leaves:
+            col = leaf.index
+            oi = pf.offset_index(rg, col)
+            ci = pf.column_index(rg, col)
+            if ci is not None and oi is not None:
+                reason = validate_column_index(ci, len(oi.page_locations or []), leaf)
+                if reason is not None:
+                    warnings.append(f"row group {rg}, column {leaf.name!r}: column index "
+                                    f"unusable (ignored by the planner): {reason}")
+            bf = pf.bloom_filter(rg, col)
+            if bf is None or not values:
+                continue
+            if reader is None:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                try:
+                    reader = pq.ParquetFile(pf.path)
+                except (pa.ArrowException, OSError, ValueError) as e:
+                    raise CorruptFileError(f"pyarrow cannot read the file: {e}",
+                                           path=pf.path) from None
+            plain = _bloom_values(pf, rg, col, reader)
+            for raw in plain or ():
+                if not bf.might_contain(raw):
+                    raise CorruptFileError(
+                        "Bloom filter lacks a value the chunk holds (damaged bitset)",
+                        path=pf.path, row_group=rg, column=leaf.name)
+    return warnings
+
+
+@public_api
 def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
     """Raise a PqIndexError for the first problem found in the file.
 

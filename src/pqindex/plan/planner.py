@@ -24,10 +24,9 @@ from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
     BoundAnd,
     BoundExpr,
-    BoundFalse,
     BoundOr,
     BoundPredicate,
-    BoundTrue,
+    fold_bound,
 )
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
@@ -138,44 +137,34 @@ def leaves(expr: BoundExpr) -> list[BoundPredicate]:
 
 
 def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> Match:
-    """Three-valued evaluation of the tree given an answer per leaf."""
-    if isinstance(expr, BoundTrue):
-        return Match.ALL
-    if isinstance(expr, BoundFalse):
-        return Match.NONE
-    if isinstance(expr, BoundPredicate):
-        return leaf_match(expr)
-    if isinstance(expr, BoundAnd):
-        left = evaluate(expr.left, leaf_match)
-        if left == Match.NONE:
-            return left
-        return left & evaluate(expr.right, leaf_match)
-    if isinstance(expr, BoundOr):
-        left = evaluate(expr.left, leaf_match)
-        if left == Match.ALL:
-            return left
-        return left | evaluate(expr.right, leaf_match)
-    raise TypeError(f"not a bound expression: {expr!r}")
+    """Three-valued evaluation of the tree given an answer per leaf (iterative:
+    a 10,000-term OR does not recurse; AND stops at NONE, OR at ALL)."""
+    return fold_bound(
+        expr,
+        leaf=leaf_match,
+        true=Match.ALL,
+        false=Match.NONE,
+        and_=lambda a, b: a & b,
+        or_=lambda a, b: a | b,
+        and_done=lambda m: m == Match.NONE,
+        or_done=lambda m: m == Match.ALL,
+    )
 
 
 def select(
     expr: BoundExpr, leaf_select: Callable[[BoundPredicate], Selection], n: int
 ) -> Selection:
-    """Row-range evaluation of the tree given a selection per leaf."""
-    if isinstance(expr, BoundTrue):
-        return Selection.everything(n)
-    if isinstance(expr, BoundFalse):
-        return Selection.none()
-    if isinstance(expr, BoundPredicate):
-        return leaf_select(expr)
-    if isinstance(expr, BoundAnd):
-        left = select(expr.left, leaf_select, n)
-        if left.maybe.is_empty:
-            return left
-        return left & select(expr.right, leaf_select, n)
-    if isinstance(expr, BoundOr):
-        return select(expr.left, leaf_select, n) | select(expr.right, leaf_select, n)
-    raise TypeError(f"not a bound expression: {expr!r}")
+    """Row-range evaluation of the tree given a selection per leaf (iterative)."""
+    return fold_bound(
+        expr,
+        leaf=leaf_select,
+        true=Selection.everything(n),
+        false=Selection.none(),
+        and_=lambda a, b: a & b,
+        or_=lambda a, b: a | b,
+        and_done=lambda s: s.maybe.is_empty,
+        or_done=lambda s: False,
+    )
 
 
 def _selection_of(m: Match, n: int) -> Selection:

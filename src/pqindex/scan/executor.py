@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
@@ -307,6 +307,15 @@ class _RowGroupReader:
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
+        self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
+
+    def _count(self, col: int, pages: Iterable[int]) -> None:
+        """Count pages read once each, however many paths decode them (a page the
+        predicate pass decoded, then its whole chunk read for the output)."""
+        seen = self._counted.setdefault(col, set())
+        before = len(seen)
+        seen.update(pages)
+        self.stats.pages_read += len(seen) - before
 
     def release(self) -> None:
         """Drop the decoded pages kept for reuse (the row group is done)."""
@@ -353,7 +362,8 @@ class _RowGroupReader:
                 self._whole_cache[n] = table.column(n).combine_chunks()
                 for leaf in self.pf.schema.leaves:
                     if leaf.path[0] == n:
-                        self.stats.pages_read += self.pf.data_page_count(self.rg, leaf.index)
+                        self._count(leaf.index,
+                                    range(self.pf.data_page_count(self.rg, leaf.index)))
             self.stats.decode_seconds += time.perf_counter() - t0
         return {n: self._whole_cache[n] for n in names}
 
@@ -394,7 +404,7 @@ class _RowGroupReader:
                 self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
                 as_dictionary=as_dictionary,
             )
-            self.stats.pages_read += len(missing)
+            self._count(col, missing)
             start = 0
             for p in missing:
                 cache[p] = arr.slice(start, int(counts[p]))
@@ -412,12 +422,20 @@ class _RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
+    def _partly_decoded(self, field_name: str) -> bool:
+        """Whether the predicate pass decoded pages of this field: then the rest of its
+        pages are decoded on their own, not the whole chunk fetched and read again."""
+        return any(self._decoded.get(c.index) for c in self.pf.schema.leaves
+                   if c.path[0] == field_name)
+
     def field(self, field_name: str, rows: RowRanges) -> pa.Array:
         """A top-level field's values at ``rows`` (sorted row numbers of this row group)."""
         leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
         target = self.schema.field(field_name).type
         whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-        if rows.count() == self.n or field_name in self._whole_cache:
+        if (rows.count() == self.n and not self._partly_decoded(field_name)) or (
+            field_name in self._whole_cache
+        ):
             return _cut(self._whole(field_name), *whole_rg, rows)
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
@@ -435,7 +453,8 @@ class _RowGroupReader:
             arr = decode_field_pages(
                 self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
             )
-            self.stats.pages_read += sum(len(p) for p in per_leaf)
+            for c, pages in zip(leaf_cols, per_leaf, strict=True):
+                self._count(c, pages)
             out = _cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
@@ -477,7 +496,7 @@ class _RowGroupReader:
             arrow_types=[self.schema.field(m[0]).type for m in members],
         )
         for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
-            self.stats.pages_read += len(pages)
+            self._count(col, pages)
             cache = self._decoded.setdefault(col, {})
             start = 0
             for p in pages:
@@ -489,7 +508,7 @@ class _RowGroupReader:
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
-            return {n: self._whole(n) for n in names}
+            return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
         out: dict[str, Any] = {}
         for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
@@ -710,8 +729,9 @@ def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -
         return fn(*args)
     except PqIndexError as e:
         raise e.located(path=pf.path, row_group=rg) from None
-    except (pa.ArrowException, ValueError) as e:
-        raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rg) from e
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
+                        row_group=rg) from e
 
 
 class _Batch:
@@ -863,8 +883,9 @@ def read_row_group(
         )
     except PqIndexError as e:
         raise e.located(path=pf.path, row_group=rgp.index) from None
-    except (pa.ArrowException, ValueError) as e:
-        raise CorruptFileError(f"cannot decode: {e}", path=pf.path, row_group=rgp.index) from e
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
+                        row_group=rgp.index) from e
 
 
 # Arrow C++ reads this much from the end of a file to find the footer.
@@ -924,8 +945,12 @@ def read_whole_row_groups(
             parts.append(fragment.to_table(columns=file_fields, use_threads=True))
         except PqIndexError as e:
             raise e.located(path=pf.path) from None
-        except (pa.ArrowException, ValueError) as e:
-            raise CorruptFileError(f"cannot decode: {e}", path=pf.path) from e
+        except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+            one = batch[0] if len(batch) == 1 else None
+            what = "cannot decode" if one is not None else (
+                f"cannot decode row groups {', '.join(map(str, batch))}")
+            raise translate(e, default=CorruptFileError, what=what, path=pf.path,
+                            row_group=one) from e
         stats.decode_seconds += time.perf_counter() - t0
     t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     for name in fields:

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pqindex.errors import CorruptFileError, UnsupportedError
+from pqindex.errors import CorruptFileError, UnsupportedError, located
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import PageInfo
 from pqindex.format.schema import ConvertedType, PageType, PhysicalType
@@ -438,7 +438,10 @@ def _synthetic_file(pf: ParquetFile, rg: int, chunks: list[_Chunk]) -> bytes:
 def arrow_schema(pf: ParquetFile) -> pa.Schema:
     """The Arrow schema ``pq.read_table`` gives the real file, from its footer alone."""
     buf = _MAGIC + pf.footer_bytes + struct.pack("<I", len(pf.footer_bytes)) + _MAGIC
-    return pq.read_schema(pa.BufferReader(buf))
+    # A damaged ARROW:schema entry makes pyarrow raise OSError / ArrowInvalid.
+    with located(default=CorruptFileError, what="the footer's Arrow schema does not decode",
+                 path=pf.path):
+        return pq.read_schema(pa.BufferReader(buf))
 
 
 def _aligned(decoded: pa.DataType, target: pa.DataType) -> pa.DataType:

@@ -142,9 +142,9 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
             return out
         # Planning decides files only: a small tail read (Spark's footers are a few
         # KiB) and no projection, so no offset index of a non-predicate column is read.
-        with pqindex.dataset(dest, tail_bytes=PLANNING_TAIL_BYTES) as ds:
-            if out.manifest == "current" and manifest is not None:
-                ds._discovery = _manifest_discovery(dest, manifest)  # no second directory walk
+        known = (_manifest_discovery(dest, manifest)  # no second directory walk
+                 if out.manifest == "current" and manifest is not None else None)
+        with pqindex.dataset(dest, tail_bytes=PLANNING_TAIL_BYTES, discovery=known) as ds:
             disc = ds.discovery
             odd = _mismatched_partitions(spark_schema, disc) & set(expr_columns(expr))
             if odd:
@@ -153,13 +153,14 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
                 )
                 return out
             try:
-                plans = ds._plan([], expr)
+                dplan = ds.plan([], expr)
             except PqIndexError as e:
                 out.fallback = f"pqindex could not plan: {e}"
                 return out
         pruned: dict[str, dict[str, str]] = {}
-        for df, _of, fp, _bound in plans.files:
-            key = os.path.normpath(os.path.abspath(df.path))
+        for entry in dplan.files:
+            fp = entry.access
+            key = os.path.normpath(os.path.abspath(entry.path))
             if fp is None:
                 pruned[key] = {"file": key, "by": "partition", "reason": "partition values"}
             elif fp.skipped:

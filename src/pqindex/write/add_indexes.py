@@ -35,7 +35,7 @@ import itertools
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,7 +43,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import (
+    CorruptFileError,
+    PqIndexError,
+    UnsupportedError,
+    UserInputError,
+    located,
+    public_api,
+)
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
@@ -56,6 +63,7 @@ from pqindex.indexes.region import encode_region
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
+from pqindex.write.writer import index_kinds
 
 __all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets",
            "refresh_manifest"]
@@ -115,6 +123,7 @@ def _walk(root: str) -> list[str]:
     return out
 
 
+@public_api
 def index_targets(paths: Paths, output: str | os.PathLike[str] | None = None) -> list[IndexTarget]:
     """The files ``paths`` name: files as given, directories walked recursively
     (names starting with ``_`` or ``.`` skipped). With ``output``, each result goes
@@ -329,6 +338,18 @@ def _columns(values: str | Iterable[str]) -> list[str]:
     return [values] if isinstance(values, str) else list(values)
 
 
+def _kinds(indexes: Mapping[str, str | Sequence[str]] | None,
+           **named: str | Iterable[str]) -> dict[str, list[str]]:
+    """``indexes={kind: columns}`` (any registered kind) merged with the older
+    per-kind keywords (``distinct=``, ``bloom=``, ...)."""
+    out = index_kinds(indexes)
+    for kind, cols in named.items():
+        extra = [c for c in _columns(cols) if c not in out.get(kind, [])]
+        if extra:
+            out.setdefault(kind, []).extend(extra)
+    return out
+
+
 def _cap(truncate: bool | int) -> int | None:
     if isinstance(truncate, bool):
         return DEFAULT_CAP if truncate else None
@@ -337,6 +358,7 @@ def _cap(truncate: bool | int) -> int | None:
     return truncate
 
 
+@public_api
 def index_file(
     source: str | os.PathLike[str],
     *,
@@ -348,21 +370,13 @@ def index_file(
     truncate: bool | int = True,
     page_index: PageIndexMode = "keep",
     drop: bool = False,
+    indexes: Mapping[str, str | Sequence[str]] | None = None,
 ) -> IndexResult:
     """Index one file (see :func:`add_indexes`); ``output`` is the new file's path."""
     t0 = time.perf_counter()
     src = os.fspath(source)
     dst = src if output is None else os.fspath(output)
-    kinds = {
-        k: cols
-        for k, cols in (
-            ("distinct", _columns(distinct)),
-            ("bloom", _columns(bloom)),
-            ("zone_maps", _columns(zone_maps)),
-            ("hll", _columns(hll)),
-        )
-        if cols
-    }
+    kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
     if drop and (kinds or page_index == "add"):
@@ -371,9 +385,11 @@ def index_file(
         )
     cap = _cap(truncate)
     try:
-        return _index_file(src, dst, kinds, cap, page_index, drop, t0)
+        # What fails while reading the file's pages is the file's damage.
+        with located(default=CorruptFileError, path=src):
+            return _index_file(src, dst, kinds, cap, page_index, drop, t0)
     except PqIndexError as e:
-        raise e.located(path=src) from None
+        raise e.located(path=src) from e.__cause__
 
 
 def _index_file(
@@ -385,6 +401,7 @@ def _index_file(
     drop: bool,
     t0: float,
 ) -> IndexResult:
+    remove_stale_staging(dst)
     tail = Tail()
     with ParquetFile.open(src) as pf:
         result = IndexResult(
@@ -432,9 +449,55 @@ def _index_file(
     return result
 
 
+STAGING_MARKER = ".pqindex-index-"
+# A staging file without a pid in its name (older versions) is stale after this long.
+STALE_SECONDS = 3600
+
+
 def _staging_name(dst: str) -> str:
+    """``.NAME.pqindex-index-PID-TOKEN``: the pid lets a later run tell it is stale."""
     d, name = os.path.split(os.path.abspath(dst))
-    return os.path.join(d, f".{name}.pqindex-index-{secrets.token_hex(4)}")
+    return os.path.join(d, f".{name}{STAGING_MARKER}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_staging(dst: str) -> list[str]:
+    """Remove staging files of earlier runs on ``dst`` whose process is gone (a
+    kill -9 mid-run leaves one, as large as the file); return their paths.
+
+    A name carrying a pid is stale when no process has that pid (same machine:
+    the directory is local); one without a pid when older than ``STALE_SECONDS``.
+    A staging file of a live run is never touched.
+    """
+    import glob
+    import time as _time
+
+    d, name = os.path.split(os.path.abspath(dst))
+    removed = []
+    prefix = f".{name}{STAGING_MARKER}"
+    for path in glob.glob(os.path.join(glob.escape(d), glob.escape(prefix) + "*")):
+        rest = os.path.basename(path)[len(prefix):]
+        pid_text, sep, _token = rest.partition("-")
+        try:
+            if sep and pid_text.isdigit():
+                stale = int(pid_text) != os.getpid() and not _alive(int(pid_text))
+            else:
+                stale = _time.time() - os.stat(path).st_mtime > STALE_SECONDS
+            if stale:
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult) -> bytes:
@@ -485,6 +548,7 @@ def _page_index(
 # ---------------------------------------------------------------- many files
 
 
+@public_api
 def add_indexes(
     paths: Paths,
     *,
@@ -497,6 +561,7 @@ def add_indexes(
     output: str | os.PathLike[str] | None = None,
     drop: bool = False,
     progress: Progress | None = None,
+    indexes: Mapping[str, str | Sequence[str]] | None = None,
 ) -> list[IndexResult]:
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
@@ -509,7 +574,9 @@ def add_indexes(
     without one (see the module doc for what is skipped and why). ``output``
     writes each result under the directory instead, at its name relative to the
     directory given. ``drop=True`` removes the embedded region and nothing else.
-    ``progress(done, total, result)`` is called after each file.
+    ``progress(done, total, result)`` is called after each file. ``indexes``
+    maps any registered index kind to its columns (``{"distinct": ["country"]}``);
+    the per-kind keywords are the older spelling of the same.
 
     Files are processed in order; the first error stops the run (files already
     done stay done) and raises a PqIndexError naming the file. A directory given
@@ -529,6 +596,7 @@ def add_indexes(
                 truncate=truncate,
                 page_index=page_index,
                 drop=drop,
+                indexes=indexes,
             )
         )
         if progress is not None:

@@ -502,6 +502,9 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
     dst = os.fspath(dst_path) if dst_path is not None else src
     if "://" in src or "://" in dst:
         raise UnsupportedError("rewrite works on local files only", path=src)
+    if os.path.islink(dst):
+        # Replace the file the link points to; the link stays a link.
+        dst = os.path.realpath(dst)
     directory = os.path.dirname(os.path.abspath(dst))
     if durable is None:
         durable = os.path.exists(dst)
@@ -536,9 +539,16 @@ def rewrite(src_path: str | os.PathLike[str], tail: Tail,
             raise RewriteError(f"cannot create a temporary file in {directory}: {_describe(e)}",
                                path=dst) from None
         try:
-            # The new file takes the permissions of the one it replaces.
-            mode = os.stat(dst).st_mode if dst != src and os.path.exists(dst) else before.st_mode
-            os.fchmod(out_fd, mode & 0o7777)
+            # The new file takes the permissions and owner of the one it replaces.
+            old = os.stat(dst) if dst != src and os.path.exists(dst) else before
+            os.fchmod(out_fd, old.st_mode & 0o7777)
+            if hasattr(os, "fchown") and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                # Only root may give a file away; a group we belong to is allowed.
+                with contextlib.suppress(PermissionError):
+                    os.fchown(out_fd, old.st_uid, old.st_gid)
+                with contextlib.suppress(PermissionError):
+                    os.fchown(out_fd, -1, old.st_gid)
+                os.fchmod(out_fd, old.st_mode & 0o7777)  # chown may clear set-id bits
             _copy_range(src_fd, out_fd, base)
             _write_all(out_fd, builder.buf)
             if _test_hook is not None:

@@ -41,10 +41,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import BoundaryOrder
 from pqindex.format.structs import ColumnIndex
+from pqindex.indexes import REGISTRY
 
 __all__ = ["WriteResult", "Writer", "normalize_sort", "to_table", "write_table"]
 
@@ -53,7 +54,8 @@ DEFAULT_ROW_GROUP_ROWS = 1_000_000
 DICTIONARY_MAX_RATIO = 0.10
 DICTIONARY_MAX_BYTES = 256 * 1024
 SAMPLE_ROWS = 16_384
-INDEX_KINDS = ("distinct", "bloom", "zone_maps", "hll")
+# The embedded index kinds: the registry's (importing pqindex.indexes registers them).
+INDEX_KINDS = tuple(REGISTRY)
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
 
 
@@ -166,13 +168,18 @@ def _bloom_options(
     return out
 
 
-def _indexes(indexes: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+def index_kinds(indexes: Mapping[str, str | Sequence[str]] | None) -> dict[str, list[str]]:
+    """``{kind: columns}`` checked against the registry (a kind registered later,
+    by a plugin, is accepted as well); a single column may be a string."""
     out: dict[str, list[str]] = {}
     for kind, cols in (indexes or {}).items():
-        if kind not in INDEX_KINDS:
-            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(INDEX_KINDS)})")
+        if kind not in REGISTRY:
+            raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(REGISTRY)})")
         out[kind] = [cols] if isinstance(cols, str) else list(cols)
     return out
+
+
+_indexes = index_kinds
 
 
 def _check_presorted(table: pa.Table, sort: list[tuple[str, str]], path: str) -> None:
@@ -212,6 +219,7 @@ def _tmp_name(path: str) -> str:
     return os.path.join(d, f".{name}.pqindex-write-{secrets.token_hex(4)}")
 
 
+@public_api
 def write_table(
     data: Any,
     path: str | os.PathLike[str],
@@ -239,6 +247,9 @@ def write_table(
     (None keeps pyarrow's full bounds).
     """
     t0 = time.perf_counter()
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(directory):
+        raise UserInputError(f"the directory {directory} does not exist", path=os.fspath(path))
     table = to_table(data)
     if row_group_rows <= 0 or page_rows <= 0:
         raise UserInputError("row_group_rows and page_rows must be positive")
@@ -382,6 +393,7 @@ class Writer:
     buffered whole), unless ``presorted``.
     """
 
+    @public_api
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -402,6 +414,7 @@ class Writer:
         if self._directory:
             os.makedirs(self.path, exist_ok=True)
 
+    @public_api
     def write(self, data: Any) -> None:
         if self._closed:
             raise UserInputError("the writer is closed")
@@ -436,6 +449,7 @@ class Writer:
         self._buffered = 0
         self.results.append(write_table(table, self._next_path(), **self.options))
 
+    @public_api
     def close(self) -> list[WriteResult]:
         if not self._closed:
             self._flush()
