@@ -25,7 +25,7 @@ from pqindex.errors import PqIndexError, UnsupportedError
 from pqindex.format.bloom import plain_bytes
 from pqindex.format.file import DEFAULT_TAIL_BYTES, ParquetFile
 from pqindex.format.schema import PageType, PhysicalType
-from pqindex.io.source import IOStats
+from pqindex.io.source import LOCAL_MAX_GAP, IOStats
 
 DATA = CORPUS / "data"
 BAD_DATA = CORPUS / "bad_data"
@@ -426,7 +426,7 @@ def test_prefetch_page_index_coalesces(written_files: writers.FileCache) -> None
     pf.prefetch_page_index([4, 5, 7], range(0, ncols, 3))
     cols = range(0, ncols, 3)
     wanted = [regions[k, rg, c] for k in ("ci", "oi") for rg in (4, 5, 7) for c in cols]
-    assert stats.requests == _clusters(wanted, 4096)
+    assert stats.requests == _clusters(wanted, LOCAL_MAX_GAP)  # the local store's policy
     for w in wanted:
         assert any(t[0] <= w[0] and w[0] + w[1] <= t[0] + t[1] for t in stats.trace), w
     before = stats.requests

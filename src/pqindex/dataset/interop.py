@@ -126,18 +126,12 @@ class KeptFile:
 
 
 def _kept_files(ds: Dataset, expr: Expr) -> list[KeptFile]:
-    """Files and row groups the planner keeps for ``expr``.
-
-    The one place that reads the dataset's internal plan (``Dataset._plan``).
-    """
-    plans = ds._plan(None, expr)
+    """Files and row groups the planner keeps for ``expr`` (the public plan)."""
     out: list[KeptFile] = []
-    for _df, _of, plan, _bound in plans.files:
-        if plan is None or plan.skipped:
-            continue
-        kept = [rg.index for rg in plan.row_groups if not rg.skipped]
-        whole = len(kept) == len(plan.row_groups)
-        out.append(KeptFile(plan.path, dict(plan.partition), None if whole else kept))
+    for entry in ds.plan(where=expr).kept:
+        kept = entry.row_groups_kept
+        whole = len(kept) == len(entry.row_groups)
+        out.append(KeptFile(entry.path, dict(entry.partition), None if whole else kept))
     return out
 
 
