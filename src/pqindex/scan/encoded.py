@@ -1,0 +1,770 @@
+"""A predicate column's chunk decoded straight from its encoded pages with numpy.
+
+pyarrow decodes whole row groups through its general reader: page by page into
+builders, dictionary indices unpacked one run at a time. For the columns a
+predicate must read whole, the common encodings are simple enough to decode
+with a handful of numpy operations per page:
+
+* PLAIN fixed-width values (INT32, INT64, FLOAT, DOUBLE) are the decompressed
+  page bytes themselves: the Arrow array wraps them without a copy when the
+  page has no nulls.
+* Dictionary pages (RLE_DICTIONARY / PLAIN_DICTIONARY) hold RLE / bit-packed
+  hybrid indices: bit-packed runs are gathered and unpacked together (eight
+  shifted reads per 8-value group), RLE runs spread with one ``repeat``. A
+  BYTE_ARRAY chunk stays a DictionaryArray, so the predicate is evaluated once
+  per dictionary entry and spread over the indices (see
+  :mod:`pqindex.expr.evaluate`); a fixed-width chunk is taken through its
+  dictionary, which also covers writers falling back to PLAIN mid-chunk.
+
+Definition levels of flat optional columns (max level 1) are decoded the same
+way, in data pages v1 (length-prefixed, inside the compressed data) and v2
+(before the compressed values). Anything else — nested leaves, BOOLEAN, INT96,
+FIXED_LEN_BYTE_ARRAY, PLAIN BYTE_ARRAY pages, DELTA and BYTE_STREAM_SPLIT
+encodings, LZO / Hadoop-LZ4, a logical type whose Arrow values are not the
+stored integers — returns None and the caller decodes with pyarrow, as it does
+for anything this module finds malformed (pyarrow then names the error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pqindex.expr.evaluate import true_positions
+from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
+from pqindex.format.structs import PageHeader
+from pqindex.format.thrift import ThriftError, decode
+
+__all__ = ["Dictionaries", "Evaluate", "decode_chunk", "decode_hybrid", "decode_pages", "matching_rows", "supported"]
+
+_CODECS = {
+    Codec.SNAPPY: "snappy",
+    Codec.GZIP: "gzip",
+    Codec.BROTLI: "brotli",
+    Codec.ZSTD: "zstd",
+    Codec.LZ4_RAW: "lz4_raw",
+}
+_DICT_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
+_NUMPY: dict[int, np.dtype[Any]] = {
+    PhysicalType.INT32: np.dtype("<i4"),
+    PhysicalType.INT64: np.dtype("<i8"),
+    PhysicalType.FLOAT: np.dtype("<f4"),
+    PhysicalType.DOUBLE: np.dtype("<f8"),
+}
+# Largest BYTE_ARRAY dictionary split in Python (a loop over its entries).
+_MAX_BYTE_DICTIONARY = 1 << 16
+
+
+class _Fallback(Exception):
+    """This chunk is left to pyarrow."""
+
+
+# ---------------------------------------------------------------- RLE / bit-packed
+
+
+def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
+    """Values of concatenated bit-packed 8-value groups of ``width`` bits (LSB first),
+    as intp (ready to index with)."""
+    raw = np.frombuffer(packed, dtype=np.uint8) if isinstance(packed, bytes) else packed
+    groups = raw.size // width
+    # Each group padded so that an 8-byte read at any value's first byte stays inside it.
+    stride = width + 8
+    padded = np.zeros((groups, stride), dtype=np.uint8)
+    padded[:, :width] = raw[: groups * width].reshape(groups, width)
+    out = np.empty((groups, 8), dtype=np.intp)
+    mask = np.uint64((1 << width) - 1)
+    for i in range(8):
+        bit = i * width
+        window = np.ndarray(
+            (groups,), dtype="<u8", buffer=padded, offset=bit >> 3, strides=(stride,)
+        )
+        out[:, i] = (window >> np.uint64(bit & 7)) & mask
+    return out.reshape(-1)
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 35:
+            raise ValueError("run header runs past the data")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
+    """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
+
+    Returns intp values. Raises ValueError when the runs end before ``count``
+    values or a value does not fit ``width`` bits.
+    """
+    if not 0 <= width <= 32:
+        raise ValueError(f"bit width {width}")
+    if width == 0:
+        return np.zeros(count, dtype=np.intp)
+    value_bytes = (width + 7) // 8
+    arr: np.ndarray | None = None
+    packed: list[np.ndarray] = []
+    # Segments in output order: bit-packed or not, how many values, and where its
+    # values start among the unpacked ones (bit-packed) or its value (RLE).
+    kinds: list[bool] = []
+    lengths: list[int] = []
+    sources: list[int] = []
+    done = 0
+    unpacked = 0
+    while done < count:
+        if pos >= end:
+            raise ValueError(f"runs end after {done} of {count} values")
+        header, body = _varint(data, pos, end)
+        if header & 1:
+            groups = header >> 1
+            size = groups * width
+            run = body - pos + size
+            if arr is None:
+                arr = np.frombuffer(data, dtype=np.uint8)
+            # Writers repeat full-size literal runs: take every run that follows with
+            # the same header in one step instead of one loop turn each.
+            k = 1
+            left = count - done
+            if groups * 8 < left:
+                most = min((end - pos) // run, -(-left // (groups * 8)))
+                if most > 1:
+                    heads = arr[pos : pos + most * run].reshape(most, run)[:, : body - pos]
+                    same = np.all(heads == arr[pos:body], axis=1)
+                    k = most if bool(same.all()) else int(np.argmin(same))
+            if pos + k * run <= end:
+                block = arr[pos : pos + k * run].reshape(k, run)[:, body - pos :].reshape(-1)
+            else:
+                # The last run may stop at the last value it needs.
+                need = (min(groups * 8, left) * width + 7) // 8
+                if body + need > end:
+                    raise ValueError("bit-packed run runs past the data")
+                block = np.zeros(size, dtype=np.uint8)
+                block[: end - body] = arr[body:end]
+            n = k * groups * 8
+            take = min(n, left)
+            packed.append(block)
+            kinds.append(True)
+            lengths.append(take)
+            sources.append(unpacked)
+            unpacked += n
+            done += take
+            pos += k * run
+        else:
+            n = header >> 1
+            pos = body
+            if pos + value_bytes > end:
+                raise ValueError("RLE run value runs past the data")
+            value = int.from_bytes(data[pos : pos + value_bytes], "little")
+            pos += value_bytes
+            if value >> width:
+                raise ValueError(f"RLE value {value} wider than {width} bits")
+            take = min(n, count - done)
+            kinds.append(False)
+            lengths.append(take)
+            sources.append(value)
+            done += take
+    if len(kinds) == 1 and not kinds[0]:
+        return np.full(count, sources[0], dtype=np.intp)
+    values = (
+        _unpack(packed[0] if len(packed) == 1 else np.concatenate(packed), width)
+        if packed else np.zeros(0, dtype=np.intp)
+    )
+    if all(kinds):
+        return values[:count]
+    # Mixed runs: one gather from the unpacked values followed by the RLE values.
+    is_bp = np.array(kinds, dtype=np.bool_)
+    lens = np.array(lengths, dtype=np.intp)
+    src = np.array(sources, dtype=np.intp)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    rle_at = values.size + np.cumsum(~is_bp) - 1
+    base = np.where(is_bp, src - starts, rle_at)
+    step = np.repeat(is_bp, lens)
+    idx = np.repeat(base, lens) + np.arange(count, dtype=np.intp) * step
+    return np.concatenate((values, src[~is_bp]))[idx]
+
+
+# ---------------------------------------------------------------- types
+
+
+def _fixed_dtype(pf: ParquetFile, col: int, target: pa.DataType) -> np.dtype[Any] | None:
+    """The numpy dtype of the stored values when ``target`` holds the same numbers."""
+    leaf = pf.leaf(col)
+    phys = leaf.physical_type
+    dtype = _NUMPY.get(phys)
+    if dtype is None:
+        return None
+    if phys == PhysicalType.FLOAT:
+        return dtype if target == pa.float32() else None
+    if phys == PhysicalType.DOUBLE:
+        return dtype if target == pa.float64() else None
+    el = leaf.element
+    lt = el.logicalType
+    ct = el.converted_type
+    bits = 32 if phys == PhysicalType.INT32 else 64
+    if pa.types.is_integer(target):
+        if target.bit_width != bits:
+            return None
+        signed = pa.types.is_signed_integer(target)
+        if lt is not None and lt.INTEGER is not None:
+            ok = lt.INTEGER.bitWidth == bits and bool(lt.INTEGER.isSigned) == signed
+        elif lt is not None and _other_logical(lt):
+            ok = False
+        elif ct is not None:
+            ok = ct in ((ConvertedType.INT_32, ConvertedType.INT_64) if signed
+                        else (ConvertedType.UINT_32, ConvertedType.UINT_64))
+        else:
+            ok = signed
+        return (dtype if signed else np.dtype(f"<u{bits // 8}")) if ok else None
+    if pa.types.is_date32(target):
+        date = (lt is not None and lt.DATE is not None) or ct == ConvertedType.DATE
+        return dtype if date and bits == 32 else None
+    unit = _unit(lt, ct)
+    if unit is None:
+        return None
+    if pa.types.is_timestamp(target) and lt is not None and lt.TIMESTAMP is not None:
+        return dtype if target.unit == unit and bits == 64 else None
+    if ct in (ConvertedType.TIMESTAMP_MILLIS, ConvertedType.TIMESTAMP_MICROS) and (
+        lt is None or lt.TIMESTAMP is not None
+    ):
+        return dtype if pa.types.is_timestamp(target) and target.unit == unit else None
+    if (pa.types.is_time32(target) or pa.types.is_time64(target)) and (
+        (lt is not None and lt.TIME is not None)
+        or ct in (ConvertedType.TIME_MILLIS, ConvertedType.TIME_MICROS)
+    ):
+        return dtype if target.unit == unit and target.bit_width == bits else None
+    return None
+
+
+def _other_logical(lt: Any) -> bool:
+    """Whether a logical type other than INTEGER is set (their values differ)."""
+    return any(
+        getattr(lt, f.name) is not None
+        for f in dataclasses.fields(lt)
+        if f.name not in ("INTEGER", "unknown_fields")
+    )
+
+
+def _unit(lt: Any, ct: int | None) -> str | None:
+    if lt is not None:
+        t = lt.TIMESTAMP or lt.TIME
+        if t is not None and t.unit is not None:
+            u = t.unit
+            return "ms" if u.MILLIS is not None else "us" if u.MICROS is not None else (
+                "ns" if u.NANOS is not None else None)
+    return {
+        ConvertedType.TIMESTAMP_MILLIS: "ms",
+        ConvertedType.TIMESTAMP_MICROS: "us",
+        ConvertedType.TIME_MILLIS: "ms",
+        ConvertedType.TIME_MICROS: "us",
+    }.get(ConvertedType(ct)) if ct is not None and ct in ConvertedType._value2member_map_ else None
+
+
+def _byte_dictionary_type(pf: ParquetFile, col: int, target: pa.DataType) -> pa.DataType | None:
+    leaf = pf.leaf(col)
+    if leaf.physical_type != PhysicalType.BYTE_ARRAY:
+        return None
+    if pa.types.is_dictionary(target):
+        target = target.value_type
+    if pa.types.is_string(target) or pa.types.is_large_string(target):
+        return pa.string()
+    if pa.types.is_binary(target) or pa.types.is_large_binary(target):
+        return pa.binary()
+    return None
+
+
+def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`decode_chunk` may decode this chunk (it may still fall back)."""
+    leaf = pf.leaf(col)
+    if len(leaf.path) != 1 or leaf.max_repetition_level or leaf.max_definition_level > 1:
+        return False
+    meta = pf.column_meta(rg, col)
+    if meta.codec not in _CODECS and meta.codec != Codec.UNCOMPRESSED:
+        return False
+    if _fixed_dtype(pf, col, target) is not None:
+        return True
+    return (
+        _byte_dictionary_type(pf, col, target) is not None
+        and pf.all_dictionary_encoded(rg, col) is True
+    )
+
+
+# ---------------------------------------------------------------- pages
+
+
+def _decompress(data: bytes | memoryview, codec: int, size: int) -> Any:
+    if codec == Codec.UNCOMPRESSED:
+        return data
+    return pa.decompress(data, decompressed_size=size, codec=_CODECS[Codec(codec)],
+                         asbytes=False)
+
+
+def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
+    # The thrift decoder copies what it is given: hand it a small window first.
+    window = 512
+    while True:
+        try:
+            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
+            return ph, pos + length
+        except ThriftError:
+            if pos + window >= len(raw):
+                raise _Fallback from None
+            window *= 8
+
+
+def _byte_dictionary(data: bytes, count: int, arrow: pa.DataType) -> pa.Array:
+    offsets = np.empty(count + 1, dtype=np.int32)
+    starts = []
+    pos = 0
+    n = len(data)
+    for i in range(count):
+        if pos + 4 > n:
+            raise _Fallback
+        (ln,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if ln > n - pos:
+            raise _Fallback
+        starts.append(pos)
+        offsets[i] = ln
+        pos += ln
+    lens = offsets[:count].astype(np.int64)
+    begin = np.asarray(starts, dtype=np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    # Gather the value bytes without their length prefixes.
+    take = np.repeat(begin - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    body = raw[take + np.arange(int(lens.sum()), dtype=np.int64)] if count else raw[:0]
+    offsets[0] = 0
+    offsets[1:] = np.cumsum(lens)
+    arr = pa.Array.from_buffers(arrow, count, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    if arrow == pa.string():
+        arr.validate(full=True)  # invalid UTF-8: leave the error to pyarrow
+    return arr
+
+
+@dataclasses.dataclass
+class _Page:
+    """One data page, decompressed: its rows and its encoded values."""
+
+    first: int  # first row within the chunk
+    rows: int
+    valid: np.ndarray | None  # per row, when the page has nulls
+    present: int  # non-null values
+    dictionary: bool  # RLE_DICTIONARY indices, else PLAIN values
+    body: memoryview
+
+
+@dataclasses.dataclass
+class _Dictionary:
+    data: Any  # the decompressed PLAIN values
+    count: int
+
+
+def _read_page(
+    raw: bytes | memoryview, pos: int, codec: int, optional: bool, first: int
+) -> tuple[_Page | _Dictionary | None, int]:
+    """The page at ``raw[pos:]``, decompressed (None for an index page), and where the
+    next page starts. ``first`` is the row the page starts at."""
+    ph, start = _header(raw, pos)
+    size = ph.compressed_page_size or 0
+    end = start + size
+    if size < 0 or end > len(raw) or (ph.uncompressed_page_size or 0) < 0:
+        raise _Fallback
+    levels = None
+    if ph.type == PageType.DICTIONARY_PAGE:
+        dh = ph.dictionary_page_header
+        if dh is None or dh.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
+            raise _Fallback
+        data = _decompress(raw[start:end], codec, ph.uncompressed_page_size or 0)
+        return _Dictionary(data, dh.num_values or 0), end
+    if ph.type == PageType.DATA_PAGE:
+        h = ph.data_page_header
+        if h is None:
+            raise _Fallback
+        n = h.num_values or 0
+        encoding = h.encoding
+        page = memoryview(_decompress(raw[start:end], codec, ph.uncompressed_page_size or 0))
+        vpos = 0
+        if optional:
+            if h.definition_level_encoding != Encoding.RLE or len(page) < 4:
+                raise _Fallback
+            (ln,) = struct.unpack_from("<I", page, 0)
+            if 4 + ln > len(page):
+                raise _Fallback
+            levels = decode_hybrid(bytes(page[4 : 4 + ln]), 0, ln, 1, n)
+            vpos = 4 + ln
+        body = page[vpos:]
+    elif ph.type == PageType.DATA_PAGE_V2:
+        h2 = ph.data_page_header_v2
+        if h2 is None:
+            raise _Fallback
+        n = h2.num_values or 0
+        encoding = h2.encoding
+        rep = h2.repetition_levels_byte_length or 0
+        dl = h2.definition_levels_byte_length or 0
+        if rep or dl < 0 or dl > size:
+            raise _Fallback
+        if optional and h2.num_nulls != 0:
+            levels = decode_hybrid(bytes(raw[start : start + dl]), 0, dl, 1, n)
+        rest = raw[start + dl : end]
+        body = memoryview(
+            _decompress(rest, codec, (ph.uncompressed_page_size or 0) - dl)
+            if h2.is_compressed is not False else rest
+        )
+    else:
+        return None, end  # index pages: nothing to decode
+    if n <= 0:
+        raise _Fallback
+    if encoding in _DICT_ENCODINGS:
+        if len(body) < 1:
+            raise _Fallback
+    elif encoding != Encoding.PLAIN:
+        raise _Fallback
+    valid = None if levels is None or bool(levels.all()) else levels.astype(np.bool_)
+    present = n if valid is None else int(np.count_nonzero(valid))
+    return _Page(first, n, valid, present, encoding in _DICT_ENCODINGS, body), end
+
+
+def _walk(
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview
+) -> Iterator[_Page | _Dictionary]:
+    """The chunk's dictionary page (first, if any) and data pages, decompressed."""
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    optional = pf.leaf(col).max_definition_level == 1
+    total = meta.num_values or 0
+    seen_dictionary = False
+    rows = 0
+    pos = 0
+    while rows < total:
+        if pos >= len(raw):
+            raise _Fallback
+        item, pos = _read_page(raw, pos, codec, optional, rows)
+        if isinstance(item, _Dictionary):
+            if seen_dictionary or rows:
+                raise _Fallback
+            seen_dictionary = True
+        elif isinstance(item, _Page):
+            if rows + item.rows > total or (item.dictionary and not seen_dictionary):
+                raise _Fallback
+            rows += item.rows
+        else:
+            continue
+        yield item
+    if rows != total:
+        raise _Fallback
+
+
+def _indices(page: _Page, dict_size: int) -> np.ndarray:
+    """A dictionary page's indices (one per non-null value)."""
+    body = bytes(page.body)
+    try:
+        idx = decode_hybrid(body, 1, len(body), body[0], page.present)
+    except ValueError:
+        raise _Fallback from None
+    if page.present and int(idx.max()) >= dict_size:
+        raise _Fallback
+    return idx
+
+
+def _plain(page: _Page, dtype: np.dtype[Any]) -> np.ndarray:
+    if len(page.body) < page.present * dtype.itemsize:
+        raise _Fallback
+    return np.frombuffer(page.body, dtype=dtype, count=page.present)
+
+
+def _dictionary_array(
+    entry: _Dictionary, dtype: np.dtype[Any] | None, arrow: pa.DataType
+) -> pa.Array:
+    """The dictionary page's values as an Arrow array of type ``arrow``."""
+    if dtype is not None:
+        if len(entry.data) < entry.count * dtype.itemsize:
+            raise _Fallback
+        values = np.frombuffer(entry.data, dtype=dtype, count=entry.count)
+        return pa.Array.from_buffers(arrow, entry.count, [None, pa.py_buffer(values)])
+    if entry.count > _MAX_BYTE_DICTIONARY:
+        raise _Fallback
+    return _byte_dictionary(bytes(entry.data), entry.count, arrow)
+
+
+def _types(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType
+) -> tuple[np.dtype[Any] | None, pa.DataType]:
+    dtype = _fixed_dtype(pf, col, target)
+    if dtype is not None:
+        return dtype, target
+    dict_type = _byte_dictionary_type(pf, col, target)
+    if dict_type is None:
+        raise _Fallback
+    return None, dict_type
+
+
+def _chunk(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview
+) -> pa.Array:
+    dtype, arrow = _types(pf, rg, col, target)
+    total = pf.column_meta(rg, col).num_values or 0
+    dictionary: Any = None
+    dict_size = 0
+    # Every page's values go straight to their place in one output array.
+    out = np.empty(total, dtype=dtype if dtype is not None else np.int32)
+    flags: np.ndarray | None = None  # validity, once a page has nulls
+    for page in _walk(pf, rg, col, raw):
+        if isinstance(page, _Dictionary):
+            dict_size = page.count
+            dictionary = (np.frombuffer(page.data, dtype=dtype, count=dict_size)
+                          if dtype is not None and len(page.data) >= dict_size * dtype.itemsize
+                          else _dictionary_array(page, dtype, arrow))
+            continue
+        if page.dictionary:
+            idx = _indices(page, dict_size)
+            values = dictionary.take(idx) if dtype is not None else idx
+        elif dtype is not None:
+            values = _plain(page, dtype)
+        else:
+            raise _Fallback
+        part = out[page.first : page.first + page.rows]
+        if page.valid is None:
+            part[:] = values
+        else:
+            if flags is None:
+                flags = np.ones(total, dtype=np.bool_)
+            flags[page.first : page.first + page.rows] = page.valid
+            part[:] = 0  # null slots: defined bytes (a valid dictionary index)
+            part[page.valid] = values
+    bitmap = None
+    nulls = 0
+    if flags is not None:
+        nulls = int(flags.size - np.count_nonzero(flags))
+        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little"))
+    if dtype is not None:
+        return pa.Array.from_buffers(target, total, [bitmap, pa.py_buffer(out)], nulls)
+    indices = pa.Array.from_buffers(pa.int32(), total, [bitmap, pa.py_buffer(out)], nulls)
+    if dictionary is None:
+        dictionary = pa.array([], type=arrow)
+    return pa.DictionaryArray.from_arrays(indices, dictionary)
+
+
+def decode_chunk(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview
+) -> pa.Array | None:
+    """The whole chunk of flat leaf ``col`` in row group ``rg``, from its bytes ``raw``
+    (the chunk's range, see :func:`~pqindex.format.file.chunk_range`).
+
+    Fixed-width columns come back typed ``target``; BYTE_ARRAY columns as a
+    DictionaryArray over their string or binary dictionary. None when this
+    module does not decode the chunk: the caller decodes it with pyarrow.
+    """
+    if not supported(pf, rg, col, target):
+        return None
+    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+        return None
+    try:
+        return _chunk(pf, rg, col, target, raw)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+# Evaluates a predicate over an array of one column's values: True where it holds
+# (never NULL).
+Evaluate = Callable[[pa.Array], pa.BooleanArray]
+
+
+def _matches(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
+    evaluate: Evaluate,
+) -> np.ndarray:
+    dtype, arrow = _types(pf, rg, col, target)
+    null_hit = bool(evaluate(pa.nulls(1, type=arrow))[0].as_py())
+    lut: np.ndarray | None = None
+    ids = np.zeros(0, dtype=np.intp)
+    dict_size = 0
+    found: list[np.ndarray] = []
+    for page in _walk(pf, rg, col, raw):
+        if isinstance(page, _Dictionary):
+            dict_size = page.count
+            lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
+            ids = np.flatnonzero(lut)
+            continue
+        if page.dictionary:
+            assert lut is not None
+            if ids.size == 0:
+                dense = ids  # no dictionary entry matches: the indices need no decoding
+            else:
+                idx = _indices(page, dict_size)
+                dense = (np.flatnonzero(idx == ids[0]) if ids.size == 1
+                         else np.flatnonzero(lut[idx]))
+        elif dtype is not None:
+            values = _plain(page, dtype)
+            arr = pa.Array.from_buffers(target, page.present, [None, pa.py_buffer(values)])
+            dense = true_positions(evaluate(arr))
+        else:
+            raise _Fallback
+        if page.valid is None:
+            rows = dense
+        else:
+            rows = np.flatnonzero(page.valid)[dense]
+            if null_hit:
+                rows = np.sort(np.concatenate((rows, np.flatnonzero(~page.valid))))
+        if rows.size:
+            found.append(rows + page.first)
+    if not found:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(found).astype(np.int64, copy=False)
+
+
+def matching_rows(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
+    evaluate: Evaluate,
+) -> np.ndarray | None:
+    """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
+    holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
+
+    ``evaluate`` is called on the dictionary's values once (then only the indices
+    of matching entries are looked for), on each PLAIN page's values (wrapped
+    without a copy), and on one null, which says whether null rows match. None
+    when this module does not handle the chunk: the caller decodes it with pyarrow.
+    """
+    if not supported(pf, rg, col, target):
+        return None
+    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+        return None
+    try:
+        return _matches(pf, rg, col, target, raw, evaluate)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+class Dictionaries:
+    """Decoded fixed-width dictionaries of one file, by ``(row group, column)``.
+
+    Decompressing a large dictionary page (up to pyarrow's 1 MiB limit) costs more
+    than the data page that needs it; queries reading the same chunks again (warm)
+    reuse them, up to ``budget`` bytes in all. Thread-safe under the GIL (one
+    insert per key; a race decodes a dictionary twice, harmlessly).
+    """
+
+    def __init__(self, budget: int = 64 << 20) -> None:
+        self.budget = budget
+        self.used = 0
+        self._items: dict[tuple[int, int], np.ndarray | None] = {}
+
+    def has(self, key: tuple[int, int]) -> bool:
+        return key in self._items
+
+    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        return self._items[key]
+
+    def put(self, key: tuple[int, int], value: np.ndarray | None) -> None:
+        size = 0 if value is None else value.nbytes
+        if self.used + size <= self.budget:
+            self._items[key] = value
+            self.used += size
+
+    @classmethod
+    def of(cls, pf: ParquetFile) -> Dictionaries:
+        """The file's cache (kept with its footer)."""
+        found = pf.derived.get("encoded_dictionaries")
+        if found is None:
+            found = pf.derived.setdefault("encoded_dictionaries", cls())
+        assert isinstance(found, Dictionaries)
+        return found
+
+
+def _page_values(
+    page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A fixed-width page's values, one per row (null slots zero), and its validity."""
+    if page.dictionary:
+        if dictionary is None:
+            raise _Fallback
+        values = dictionary.take(_indices(page, dictionary.size))
+    else:
+        values = _plain(page, dtype)
+    if page.valid is None:
+        return values, None
+    full = np.zeros(page.rows, dtype=dtype)
+    full[page.valid] = values
+    return full, page.valid
+
+
+def decode_pages(
+    pf: ParquetFile,
+    rg: int,
+    col: int,
+    pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview],
+    target: pa.DataType,
+    dictionaries: Dictionaries,
+) -> pa.Array | None:
+    """The chosen data pages (ascending) of a flat fixed-width leaf, typed ``target``.
+
+    ``fetch(offset, length)`` serves the pages (OffsetIndex ranges) and the bytes
+    before the first data page (the dictionary page); ``dictionaries`` keeps
+    decoded dictionaries so that later calls skip them. None when
+    this module does not decode these pages: the caller decodes with pyarrow.
+    """
+    dtype = _fixed_dtype(pf, col, target)
+    oi = pf.offset_index(rg, col)
+    leaf = pf.leaf(col)
+    if (
+        dtype is None or oi is None or not oi.page_locations or len(leaf.path) != 1
+        or leaf.max_repetition_level or leaf.max_definition_level > 1
+    ):
+        return None
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    if codec not in _CODECS and codec != Codec.UNCOMPRESSED:
+        return None
+    locs = oi.page_locations
+    optional = leaf.max_definition_level == 1
+    try:
+        key = (rg, col)
+        dictionary = None
+        if not dictionaries.has(key):
+            start = chunk_range(meta)[0]
+            first = locs[0].offset or 0
+            if first > start:
+                item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+                if not isinstance(item, _Dictionary):
+                    raise _Fallback
+                if len(item.data) < item.count * dtype.itemsize:
+                    raise _Fallback
+                dictionary = np.frombuffer(item.data, dtype=dtype, count=item.count)
+            dictionaries.put(key, dictionary)
+        else:
+            dictionary = dictionaries.get(key)
+        values: list[np.ndarray] = []
+        valid: list[np.ndarray | None] = []
+        page_rows = pf.page_rows(rg, col) or []
+        for p in pages:
+            loc = locs[p]
+            off, size = loc.offset or 0, loc.compressed_page_size or 0
+            raw = fetch(off, size)
+            item, end = _read_page(raw, 0, codec, optional, 0)
+            if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
+                raise _Fallback
+            v, m = _page_values(item, dtype, dictionary)
+            values.append(v)
+            valid.append(m)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+    n = sum(len(v) for v in values)
+    data = values[0] if len(values) == 1 else np.concatenate(values)
+    bitmap = None
+    nulls = 0
+    if any(m is not None for m in valid):
+        flags = np.concatenate([np.ones(len(v), dtype=np.bool_) if m is None else m
+                                for v, m in zip(values, valid, strict=True)])
+        nulls = n - int(np.count_nonzero(flags))
+        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little"))
+    return pa.Array.from_buffers(target, n, [bitmap, pa.py_buffer(data)], nulls)
