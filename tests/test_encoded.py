@@ -97,6 +97,22 @@ def test_hybrid_decodes_like_the_reference_encoder(
     assert got.tolist() == values[:count]
 
 
+@settings(max_examples=300, deadline=None)
+@given(_hybrid_case(), st.data())
+def test_hybrid_search_finds_exactly_the_wanted_ids(
+    case: tuple[list[int], int, list[tuple[bool, int]]], data: st.DataObject
+) -> None:
+    values, width, plan = case
+    buf = _encode_hybrid(values, width, plan)
+    count = data.draw(st.integers(0, len(values)))
+    pool = [*sorted(set(values)), (1 << width) - 1, 0]
+    ids = np.array(sorted(set(data.draw(st.lists(st.sampled_from(pool), min_size=1,
+                                                   max_size=5)))), dtype=np.intp)
+    got = encoded.find_hybrid(buf, 0, len(buf), width, count, ids)
+    want = [i for i, v in enumerate(values[:count]) if v in set(ids.tolist())]
+    assert got.tolist() == want
+
+
 def test_hybrid_rejects_short_data() -> None:
     buf = _encode_hybrid([1, 2, 3, 4, 5, 6, 7, 0], 3, [(True, 8)])
     with pytest.raises(ValueError):

@@ -41,7 +41,17 @@ from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, Phys
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
 
-__all__ = ["Dictionaries", "Evaluate", "decode_chunk", "decode_hybrid", "decode_pages", "matching_rows", "supported"]
+__all__ = [
+    "Dictionaries",
+    "Evaluate",
+    "decode_chunk",
+    "decode_hybrid",
+    "decode_pages",
+    "find_hybrid",
+    "matching_rows",
+    "supported",
+    "worth_matching",
+]
 
 _CODECS = {
     Codec.SNAPPY: "snappy",
@@ -102,16 +112,19 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
-    """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
+@dataclasses.dataclass
+class _Runs:
+    """The runs of a hybrid-encoded stream, in output order."""
 
-    Returns intp values. Raises ValueError when the runs end before ``count``
-    values or a value does not fit ``width`` bits.
-    """
-    if not 0 <= width <= 32:
+    packed: list[np.ndarray]  # bit-packed runs' bytes
+    kinds: list[bool]  # bit-packed (True) or RLE
+    lengths: list[int]  # values each run gives
+    sources: list[int]  # bit-packed: first value among the unpacked ones; RLE: the value
+
+
+def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
+    if not 1 <= width <= 32:
         raise ValueError(f"bit width {width}")
-    if width == 0:
-        return np.zeros(count, dtype=np.intp)
     value_bytes = (width + 7) // 8
     arr: np.ndarray | None = None
     packed: list[np.ndarray] = []
@@ -174,6 +187,19 @@ def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np
             lengths.append(take)
             sources.append(value)
             done += take
+    return _Runs(packed, kinds, lengths, sources)
+
+
+def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
+    """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
+
+    Returns intp values. Raises ValueError when the runs end before ``count``
+    values or a value does not fit ``width`` bits.
+    """
+    if width == 0 and count >= 0:
+        return np.zeros(count, dtype=np.intp)
+    r = _runs(data, pos, end, width, count)
+    packed, kinds, lengths, sources = r.packed, r.kinds, r.lengths, r.sources
     if len(kinds) == 1 and not kinds[0]:
         return np.full(count, sources[0], dtype=np.intp)
     values = (
@@ -192,6 +218,69 @@ def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np
     step = np.repeat(is_bp, lens)
     idx = np.repeat(base, lens) + np.arange(count, dtype=np.intp) * step
     return np.concatenate((values, src[~is_bp]))[idx]
+
+
+def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
+    """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
+    of the values in ``ids``: each group read as one 64-bit word and compared with
+    every id at once (a field is zero after XOR exactly where the value matches)."""
+    groups = packed.size // width
+    buf = np.zeros(groups * width + 8, dtype=np.uint8)
+    buf[: groups * width] = packed[: groups * width]
+    words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,))
+    fields = (1 << (8 * width)) - 1
+    low = sum(((1 << (width - 1)) - 1) << (i * width) for i in range(8))
+    top = sum(1 << (i * width + width - 1) for i in range(8))
+    if fields != (1 << 64) - 1:
+        words = words & np.uint64(fields)
+    found = np.zeros(groups, dtype=np.uint64)
+    for k in ids.tolist():
+        y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
+        t = (y & np.uint64(low)) + np.uint64(low)
+        found |= ~(t | y) & np.uint64(top)
+    hit_groups = np.flatnonzero(found)
+    if hit_groups.size == 0:
+        return hit_groups
+    bits = found[hit_groups]
+    out: list[np.ndarray] = []
+    for i in range(8):
+        sel = ((bits >> np.uint64(i * width + width - 1)) & np.uint64(1)) != 0
+        if sel.any():
+            out.append(hit_groups[sel] * 8 + i)
+    return np.sort(np.concatenate(out))
+
+
+def find_hybrid(
+    data: bytes, pos: int, end: int, width: int, count: int, ids: np.ndarray
+) -> np.ndarray:
+    """Positions (ascending) among the ``count`` hybrid-encoded values in
+    ``data[pos:end]`` whose value is one of ``ids`` — without unpacking the others
+    when ``width`` <= 8 and the ids are few. Raises ValueError like
+    :func:`decode_hybrid`."""
+    if width == 0 or width > 8 or ids.size > 4:
+        values = decode_hybrid(data, pos, end, width, count)
+        return np.flatnonzero(np.isin(values, ids))
+    r = _runs(data, pos, end, width, count)
+    starts = np.concatenate(([0], np.cumsum(r.lengths)[:-1])).astype(np.intp)
+    is_bp = np.array(r.kinds, dtype=np.bool_)
+    pieces = []
+    wanted = set(ids.tolist())
+    for j in np.flatnonzero(~is_bp).tolist():
+        if r.sources[j] in wanted:
+            pieces.append(np.arange(starts[j], starts[j] + r.lengths[j], dtype=np.intp))
+    if r.packed:
+        packed = r.packed[0] if len(r.packed) == 1 else np.concatenate(r.packed)
+        hits = _swar_hits(packed, width, ids)
+        if hits.size:
+            src = np.array(r.sources, dtype=np.intp)[is_bp]
+            lens = np.array(r.lengths, dtype=np.intp)[is_bp]
+            seg = np.searchsorted(src, hits, side="right") - 1
+            offset = hits - src[seg]
+            keep = offset < lens[seg]  # padding of a last run
+            pieces.append(starts[is_bp][seg[keep]] + offset[keep])
+    if not pieces:
+        return np.zeros(0, dtype=np.intp)
+    return np.sort(np.concatenate(pieces))
 
 
 # ---------------------------------------------------------------- types
@@ -297,6 +386,14 @@ def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
         _byte_dictionary_type(pf, col, target) is not None
         and pf.all_dictionary_encoded(rg, col) is True
     )
+
+
+def worth_matching(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`matching_rows` beats pyarrow's decode on this chunk, as measured
+    (bench/selective.py, docs/benchmarks.md): on dictionary-encoded chunks, where the
+    predicate runs once per entry and indices are searched for the matching ones
+    only. PLAIN chunks cost what pyarrow's decode costs (decompression dominates)."""
+    return supported(pf, rg, col, target) and pf.all_dictionary_encoded(rg, col) is True
 
 
 # ---------------------------------------------------------------- pages
@@ -579,47 +676,71 @@ def decode_chunk(
 Evaluate = Callable[[pa.Array], pa.BooleanArray]
 
 
+def _dense_hits(page: _Page, dict_size: int, lut: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Positions among a dictionary page's non-null values whose entry matches."""
+    if ids.size == 0:
+        return ids  # no dictionary entry matches: the indices need no decoding
+    body = bytes(page.body)
+    width = body[0]
+    if ids.size <= 4 and 0 < width <= 8:
+        if max(ids.tolist()) >= 1 << width:
+            raise _Fallback
+        try:
+            return find_hybrid(body, 1, len(body), width, page.present, ids)
+        except ValueError:
+            raise _Fallback from None
+    return np.flatnonzero(lut[_indices(page, dict_size)])
+
+
+def _to_rows(page: _Page, dense: np.ndarray, null_hit: bool) -> np.ndarray:
+    """Row numbers (within the chunk) of a page's matching non-null values, plus its
+    null rows when nulls match."""
+    if page.valid is None:
+        return np.asarray(dense + page.first, dtype=np.intp)
+    rows = np.flatnonzero(page.valid)[dense]
+    if null_hit:
+        rows = np.sort(np.concatenate((rows, np.flatnonzero(~page.valid))))
+    return np.asarray(rows + page.first, dtype=np.intp)
+
+
 def _matches(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
     evaluate: Evaluate,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
     null_hit = bool(evaluate(pa.nulls(1, type=arrow))[0].as_py())
-    lut: np.ndarray | None = None
+    lut = np.zeros(0, dtype=np.bool_)
     ids = np.zeros(0, dtype=np.intp)
     dict_size = 0
     found: list[np.ndarray] = []
+    # PLAIN pages are evaluated together, in one call at the end.
+    plain: list[tuple[_Page, np.ndarray]] = []
     for page in _walk(pf, rg, col, raw):
         if isinstance(page, _Dictionary):
             dict_size = page.count
             lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
             ids = np.flatnonzero(lut)
-            continue
-        if page.dictionary:
-            assert lut is not None
-            if ids.size == 0:
-                dense = ids  # no dictionary entry matches: the indices need no decoding
-            else:
-                idx = _indices(page, dict_size)
-                dense = (np.flatnonzero(idx == ids[0]) if ids.size == 1
-                         else np.flatnonzero(lut[idx]))
+        elif page.dictionary:
+            found.append(_to_rows(page, _dense_hits(page, dict_size, lut, ids), null_hit))
         elif dtype is not None:
-            values = _plain(page, dtype)
-            arr = pa.Array.from_buffers(target, page.present, [None, pa.py_buffer(values)])
-            dense = true_positions(evaluate(arr))
+            plain.append((page, _plain(page, dtype)))
         else:
             raise _Fallback
-        if page.valid is None:
-            rows = dense
-        else:
-            rows = np.flatnonzero(page.valid)[dense]
-            if null_hit:
-                rows = np.sort(np.concatenate((rows, np.flatnonzero(~page.valid))))
-        if rows.size:
-            found.append(rows + page.first)
+    if plain:
+        values = plain[0][1] if len(plain) == 1 else np.concatenate([v for _, v in plain])
+        hits = true_positions(evaluate(
+            pa.Array.from_buffers(target, values.size, [None, pa.py_buffer(values)])))
+        starts = np.cumsum([0] + [v.size for _, v in plain])
+        at = np.searchsorted(starts, hits, side="right") - 1
+        for i, (page, _) in enumerate(plain):
+            lo, hi = np.searchsorted(at, [i, i + 1])
+            if hi > lo or (null_hit and page.valid is not None):
+                found.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
+    found = [f for f in found if f.size]
     if not found:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate(found).astype(np.int64, copy=False)
+    out = np.concatenate(found).astype(np.int64, copy=False)
+    return np.sort(out) if plain and len(found) > 1 else out
 
 
 def matching_rows(

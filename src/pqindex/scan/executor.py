@@ -457,7 +457,7 @@ class _RowGroupReader:
         leaf = self.pf.leaf(col)
         name = leaf.path[0]
         target = self.schema.field(name).type
-        if name in self._whole_cache or not encoded.supported(self.pf, self.rg, col, target):
+        if name in self._whole_cache or not encoded.worth_matching(self.pf, self.rg, col, target):
             return None
         start, length = chunk_range(self.pf.column_meta(self.rg, col))
         self.buffers.fetch([(start, length)])
