@@ -28,6 +28,7 @@ for anything this module finds malformed (pyarrow then names the error).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -48,6 +49,7 @@ __all__ = [
     "decode_hybrid",
     "decode_pages",
     "find_hybrid",
+    "find_many",
     "matching_rows",
     "supported",
     "worth_matching",
@@ -220,6 +222,15 @@ def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np
     return np.concatenate((values, src[~is_bp]))[idx]
 
 
+@functools.cache
+def _swar_masks(width: int) -> tuple[int, int, int]:
+    """For 8 fields of ``width`` bits: all their bits, each one's low bits, its top bit."""
+    fields = (1 << (8 * width)) - 1
+    low = sum(((1 << (width - 1)) - 1) << (i * width) for i in range(8))
+    top = sum(1 << (i * width + width - 1) for i in range(8))
+    return fields, low, top
+
+
 def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
     """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
     of the values in ``ids``: each group read as one 64-bit word and compared with
@@ -227,20 +238,21 @@ def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
     groups = packed.size // width
     buf = np.zeros(groups * width + 8, dtype=np.uint8)
     buf[: groups * width] = packed[: groups * width]
-    words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,))
-    fields = (1 << (8 * width)) - 1
-    low = sum(((1 << (width - 1)) - 1) << (i * width) for i in range(8))
-    top = sum(1 << (i * width + width - 1) for i in range(8))
+    # One strided copy makes the words contiguous (the arithmetic on the unaligned
+    # strided view itself is many times slower).
+    words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,)).copy()
+    fields, low, top = _swar_masks(width)
     if fields != (1 << 64) - 1:
-        words = words & np.uint64(fields)
+        words &= np.uint64(fields)
     found = np.zeros(groups, dtype=np.uint64)
     for k in ids.tolist():
         y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
         t = (y & np.uint64(low)) + np.uint64(low)
         found |= ~(t | y) & np.uint64(top)
-    hit_groups = np.flatnonzero(found)
-    if hit_groups.size == 0:
-        return hit_groups
+    any_hit = found != 0  # nonzero() on a bool array is far cheaper than on words
+    if not any_hit.any():
+        return np.zeros(0, dtype=np.intp)
+    hit_groups = np.flatnonzero(any_hit)
     bits = found[hit_groups]
     out: list[np.ndarray] = []
     for i in range(8):
@@ -257,30 +269,55 @@ def find_hybrid(
     ``data[pos:end]`` whose value is one of ``ids`` — without unpacking the others
     when ``width`` <= 8 and the ids are few. Raises ValueError like
     :func:`decode_hybrid`."""
+    return find_many([(data, pos, end, count)], width, ids)[0]
+
+
+def find_many(
+    streams: Sequence[tuple[bytes, int, int, int]], width: int, ids: np.ndarray
+) -> list[np.ndarray]:
+    """:func:`find_hybrid` over several streams ``(data, pos, end, count)`` of one bit
+    width at once: their bit-packed runs are searched in one pass (one page's worth
+    of values is too few to amortize the numpy calls)."""
     if width == 0 or width > 8 or ids.size > 4:
-        values = decode_hybrid(data, pos, end, width, count)
-        return np.flatnonzero(np.isin(values, ids))
-    r = _runs(data, pos, end, width, count)
-    starts = np.concatenate(([0], np.cumsum(r.lengths)[:-1])).astype(np.intp)
-    is_bp = np.array(r.kinds, dtype=np.bool_)
-    pieces = []
+        return [np.flatnonzero(np.isin(decode_hybrid(d, p, e, width, c), ids))
+                for d, p, e, c in streams]
     wanted = set(ids.tolist())
-    for j in np.flatnonzero(~is_bp).tolist():
-        if r.sources[j] in wanted:
-            pieces.append(np.arange(starts[j], starts[j] + r.lengths[j], dtype=np.intp))
-    if r.packed:
-        packed = r.packed[0] if len(r.packed) == 1 else np.concatenate(r.packed)
-        hits = _swar_hits(packed, width, ids)
+    out: list[list[np.ndarray]] = [[] for _ in streams]
+    packed: list[np.ndarray] = []
+    src: list[int] = []  # per bit-packed run: first value among all unpacked ones
+    lens: list[int] = []
+    at: list[int] = []  # its first position in its stream
+    which: list[int] = []  # its stream
+    unpacked = 0
+    for k, (data, pos, end, count) in enumerate(streams):
+        r = _runs(data, pos, end, width, count)
+        start = 0
+        base = unpacked
+        for kind, length, source in zip(r.kinds, r.lengths, r.sources, strict=True):
+            if kind:
+                src.append(base + source)
+                lens.append(length)
+                at.append(start)
+                which.append(k)
+            elif source in wanted:
+                out[k].append(np.arange(start, start + length, dtype=np.intp))
+            start += length
+        for block in r.packed:
+            packed.append(block)
+            unpacked += block.size // width * 8
+    if packed:
+        hits = _swar_hits(packed[0] if len(packed) == 1 else np.concatenate(packed), width, ids)
         if hits.size:
-            src = np.array(r.sources, dtype=np.intp)[is_bp]
-            lens = np.array(r.lengths, dtype=np.intp)[is_bp]
-            seg = np.searchsorted(src, hits, side="right") - 1
-            offset = hits - src[seg]
-            keep = offset < lens[seg]  # padding of a last run
-            pieces.append(starts[is_bp][seg[keep]] + offset[keep])
-    if not pieces:
-        return np.zeros(0, dtype=np.intp)
-    return np.sort(np.concatenate(pieces))
+            src_a = np.array(src, dtype=np.intp)
+            seg = np.searchsorted(src_a, hits, side="right") - 1
+            offset = hits - src_a[seg]
+            keep = offset < np.array(lens, dtype=np.intp)[seg]  # padding of a last run
+            seg, offset = seg[keep], offset[keep]
+            positions = np.array(at, dtype=np.intp)[seg] + offset
+            streams_of = np.array(which, dtype=np.intp)[seg]
+            for k in np.unique(streams_of).tolist():
+                out[k].append(positions[streams_of == k])
+    return [np.sort(np.concatenate(o)) if o else np.zeros(0, dtype=np.intp) for o in out]
 
 
 # ---------------------------------------------------------------- types
@@ -466,6 +503,15 @@ class _Dictionary:
     count: int
 
 
+def _levels(data: bytes, n: int) -> np.ndarray | None:
+    """Definition levels (max 1) of ``n`` values; None when all are 1 (no nulls), as
+    a page without nulls usually says in one RLE run."""
+    r = _runs(data, 0, len(data), 1, n)
+    if len(r.kinds) == 1 and not r.kinds[0] and r.sources[0] == 1:
+        return None
+    return decode_hybrid(data, 0, len(data), 1, n)
+
+
 def _read_page(
     raw: bytes | memoryview, pos: int, codec: int, optional: bool, first: int
 ) -> tuple[_Page | _Dictionary | None, int]:
@@ -497,7 +543,7 @@ def _read_page(
             (ln,) = struct.unpack_from("<I", page, 0)
             if 4 + ln > len(page):
                 raise _Fallback
-            levels = decode_hybrid(bytes(page[4 : 4 + ln]), 0, ln, 1, n)
+            levels = _levels(bytes(page[4 : 4 + ln]), n)
             vpos = 4 + ln
         body = page[vpos:]
     elif ph.type == PageType.DATA_PAGE_V2:
@@ -511,7 +557,7 @@ def _read_page(
         if rep or dl < 0 or dl > size:
             raise _Fallback
         if optional and h2.num_nulls != 0:
-            levels = decode_hybrid(bytes(raw[start : start + dl]), 0, dl, 1, n)
+            levels = _levels(bytes(raw[start : start + dl]), n)
         rest = raw[start + dl : end]
         body = memoryview(
             _decompress(rest, codec, (ph.uncompressed_page_size or 0) - dl)
@@ -676,20 +722,34 @@ def decode_chunk(
 Evaluate = Callable[[pa.Array], pa.BooleanArray]
 
 
-def _dense_hits(page: _Page, dict_size: int, lut: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Positions among a dictionary page's non-null values whose entry matches."""
+def _dictionary_hits(
+    pages: list[_Page], dict_size: int, lut: np.ndarray, ids: np.ndarray
+) -> list[np.ndarray]:
+    """Per dictionary page, the positions among its non-null values whose entry
+    matches; pages of one bit width are searched together."""
     if ids.size == 0:
-        return ids  # no dictionary entry matches: the indices need no decoding
-    body = bytes(page.body)
-    width = body[0]
-    if ids.size <= 4 and 0 < width <= 8:
-        if max(ids.tolist()) >= 1 << width:
-            raise _Fallback
-        try:
-            return find_hybrid(body, 1, len(body), width, page.present, ids)
-        except ValueError:
-            raise _Fallback from None
-    return np.flatnonzero(lut[_indices(page, dict_size)])
+        # No dictionary entry matches: the indices need no decoding.
+        return [ids for _ in pages]
+    bodies = [bytes(p.body) for p in pages]
+    out: list[np.ndarray | None] = [None] * len(pages)
+    by_width: dict[int, list[int]] = {}
+    for i, body in enumerate(bodies):
+        by_width.setdefault(body[0], []).append(i)
+    for width, members in by_width.items():
+        if ids.size <= 4 and 0 < width <= 8:
+            if max(ids.tolist()) >= 1 << width:
+                raise _Fallback
+            try:
+                found = find_many([(bodies[i], 1, len(bodies[i]), pages[i].present)
+                                   for i in members], width, ids)
+            except ValueError:
+                raise _Fallback from None
+            for i, hits in zip(members, found, strict=True):
+                out[i] = hits
+        else:
+            for i in members:
+                out[i] = np.flatnonzero(lut[_indices(pages[i], dict_size)])
+    return [o if o is not None else np.zeros(0, dtype=np.intp) for o in out]
 
 
 def _to_rows(page: _Page, dense: np.ndarray, null_hit: bool) -> np.ndarray:
@@ -713,19 +773,26 @@ def _matches(
     ids = np.zeros(0, dtype=np.intp)
     dict_size = 0
     found: list[np.ndarray] = []
-    # PLAIN pages are evaluated together, in one call at the end.
+    # PLAIN pages are evaluated together, in one call at the end; dictionary pages
+    # are searched together too.
     plain: list[tuple[_Page, np.ndarray]] = []
+    indexed: list[_Page] = []
     for page in _walk(pf, rg, col, raw):
         if isinstance(page, _Dictionary):
             dict_size = page.count
             lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
             ids = np.flatnonzero(lut)
         elif page.dictionary:
-            found.append(_to_rows(page, _dense_hits(page, dict_size, lut, ids), null_hit))
+            indexed.append(page)
         elif dtype is not None:
             plain.append((page, _plain(page, dtype)))
         else:
             raise _Fallback
+    if indexed:
+        for page, dense in zip(
+            indexed, _dictionary_hits(indexed, dict_size, lut, ids), strict=True
+        ):
+            found.append(_to_rows(page, dense, null_hit))
     if plain:
         values = plain[0][1] if len(plain) == 1 else np.concatenate([v for _, v in plain])
         hits = true_positions(evaluate(
@@ -740,7 +807,7 @@ def _matches(
     if not found:
         return np.zeros(0, dtype=np.int64)
     out = np.concatenate(found).astype(np.int64, copy=False)
-    return np.sort(out) if plain and len(found) > 1 else out
+    return np.sort(out) if plain and indexed else out
 
 
 def matching_rows(
