@@ -12,6 +12,8 @@ Per row group that may match:
 Byte ranges are computed first (a pure function of the plan and the offset
 index), then coalesced and read — one counted request per coalesced range.
 A column without an offset index is read as a whole chunk through pyarrow.
+Where :mod:`pqindex.scan.encoded` handles a chunk (numpy on the encoded pages),
+it goes first and pyarrow decodes the rest.
 """
 
 from __future__ import annotations
