@@ -262,12 +262,16 @@ class _RowGroupReader:
     def _pages_for(
         self, col: int, rows: RowRanges
     ) -> tuple[list[int], np.ndarray, np.ndarray] | None:
-        oi = self.pf.offset_index(self.rg, col)
-        if oi is None:
-            return None
-        locs = oi.page_locations or []
-        firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
-        counts = np.diff(np.append(firsts, self.n))
+        key = ("page_firsts", self.rg, col)
+        known = self.pf.derived.get(key)  # per file: warm queries skip the rebuild
+        if known is None:
+            oi = self.pf.offset_index(self.rg, col)
+            if oi is None:
+                return None
+            locs = oi.page_locations or []
+            firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
+            known = self.pf.derived[key] = (firsts, np.diff(np.append(firsts, self.n)))
+        firsts, counts = known
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
 
