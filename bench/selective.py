@@ -3,6 +3,7 @@
     .venv/bin/python bench/selective.py [--rows 20000000] [--runs 7] [--no-write]
     .venv/bin/python bench/selective.py --rows 2000000 --runs 3      # quick run
     .venv/bin/python bench/selective.py --profile point              # cProfile pqindex
+    .venv/bin/python bench/selective.py --shape issue --rows 4000000 [--variant indexed|written]
 
 Writes (or reuses) ``data/bench/selective-<rows>-v<N>.parquet``: sorted by
 ``id``, 1M-row row groups, 20k-row pages, page index, zstd, dictionary only on
@@ -14,6 +15,14 @@ memory (one subprocess per reader and query), computes the least bytes any
 reader could read with the file's indexes, profiles pqindex, and replaces the
 section between ``<!-- selective:start -->`` and ``<!-- selective:end -->`` of
 ``docs/benchmarks.md``.
+
+``--shape issue`` writes the file of issue 12 instead (pyarrow's defaults: every
+column dictionary-encoded until the dictionary fills, snappy; 8 row groups,
+20k-row pages, 50 categories, no ``payload``); its sections are marked
+``selective-issue-<variant>``. ``--variant indexed`` measures a copy after
+``pqindex index --bloom user_id --distinct category`` (no data page rewritten),
+``--variant written`` the same rows written by ``pqindex.write_table`` with its
+defaults: what a user gains by indexing.
 
 pqindex is imported from a copy of ``src/pqindex`` taken at the start (the tree
 may be edited while this runs). Readers are timed in interleaved rounds; the
@@ -28,6 +37,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -47,6 +57,49 @@ DATA_DIR = ROOT / "data" / "bench"
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- selective:start -->", "<!-- selective:end -->"
 
+
+@dataclass(frozen=True)
+class Shape:
+    """How the benchmark file is written."""
+
+    row_groups: int  # row groups of the file (rows are split evenly)
+    compression: str
+    use_dictionary: bool | list[str]
+    categories: int  # common category values (plus 'rare')
+    payload: bool  # the 100-character hex column
+    describe: str
+
+
+SHAPES = {
+    "bench": Shape(0, "zstd", ["category"], 20, True,
+                   "zstd, `use_dictionary=['category']`"),
+    "issue": Shape(8, "snappy", True, 50, False,
+                   "snappy, pyarrow's default dictionary encoding (every column, falling back "
+                   "to PLAIN once a chunk's dictionary reaches 1 MiB)"),
+}
+VARIANTS = {
+    "plain": "",
+    "indexed": "after `pqindex index --bloom user_id --distinct category` (embedded indexes "
+               "added, no data page rewritten)",
+    "written": "the same rows written by `pqindex.write_table(table, path)` with its defaults",
+}
+SHAPE = SHAPES["bench"]
+SHAPE_NAME = "bench"
+VARIANT = "plain"
+
+
+def configure(shape: str, variant: str, rows: int) -> None:
+    """Select the file shape and variant (module-level settings the script reads)."""
+    global SHAPE, SHAPE_NAME, VARIANT, ROW_GROUP, START, END, CATEGORIES
+    SHAPE, SHAPE_NAME, VARIANT = SHAPES[shape], shape, variant
+    if SHAPE.row_groups:
+        ROW_GROUP = -(-rows // SHAPE.row_groups)
+    extra = [f"zulu{i:02d}" for i in range(SHAPE.categories - len(_BASE_CATEGORIES))]
+    CATEGORIES = _BASE_CATEGORIES + extra  # sort after 'tare': 'rare', 'absent' stay inside
+    if shape != "bench" or variant != "plain":
+        START, END = (f"<!-- selective-{shape}-{variant}:start -->",
+                      f"<!-- selective-{shape}-{variant}:end -->")
+
 ROW_GROUP = 1_000_000
 PAGE_ROWS = 20_000
 SEED = 20240601
@@ -56,6 +109,7 @@ CATEGORIES = [
     "king", "love", "mike", "nan", "oboe", "peter", "queen", "roger", "sugar", "tare",
 ]  # 'absent' (able < absent < baker) and 'rare' (queen < rare < roger) sort inside
 # [able, tare]: chunk and page min/max can't rule them out, only the dictionary can
+_BASE_CATEGORIES = list(CATEGORIES)
 RARE_ROWS = 10
 TS_BASE_US = 1_700_000_000_000_000
 PROJECTION = ["id", "ts", "amount"]
@@ -66,8 +120,11 @@ PEERS = READERS[1:]
 # ---------------------------------------------------------------- data
 
 
-def data_path(rows: int) -> Path:
-    return DATA_DIR / f"selective-{rows}-v{FORMAT_VERSION}.parquet"
+def data_path(rows: int, variant: str | None = None) -> Path:
+    variant = VARIANT if variant is None else variant
+    if SHAPE_NAME == "bench" and variant == "plain":
+        return DATA_DIR / f"selective-{rows}-v{FORMAT_VERSION}.parquet"
+    return DATA_DIR / f"selective-{SHAPE_NAME}-{rows}-{variant}-v{FORMAT_VERSION}.parquet"
 
 
 def _row_group_table(rows: int, rg: int, rare: np.ndarray) -> pa.Table:
@@ -90,21 +147,27 @@ def _row_group_table(rows: int, rg: int, rare: np.ndarray) -> pa.Table:
     chars[:, 1::2] = hexd[raw & 15]
     offsets = np.arange(0, (n + 1) * 100, 100, dtype=np.int32)
     payload = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes()))
-    return pa.table({
+    cols = {
         "id": ids,
         "ts": pa.array(ts, type=pa.timestamp("us", tz="UTC")),
         "category": category,
         "user_id": user_id,
         "amount": amount,
         "payload": payload,
-    })
+    }
+    if not SHAPE.payload:
+        del cols["payload"]
+    return pa.table(cols)
 
 
 def generate(rows: int) -> Path:
-    """The benchmark file for ``rows`` rows, written once and reused."""
+    """The benchmark file for ``rows`` rows (shape and variant as configured), written
+    once and reused."""
     path = data_path(rows)
     if path.exists():
         return path
+    if VARIANT != "plain":
+        return _variant(rows, path)
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     rare = np.sort(np.random.default_rng(SEED).choice(rows, RARE_ROWS, replace=False))
     tmp = path.with_suffix(".tmp")
@@ -114,10 +177,13 @@ def generate(rows: int) -> Path:
         for rg in range((rows + ROW_GROUP - 1) // ROW_GROUP):
             t = _row_group_table(rows, rg, rare)
             if writer is None:
+                # The issue's file: pyarrow's default page size (pages are cut at
+                # 20k rows well before 1 MiB there, having no payload).
+                pages = {} if SHAPE_NAME == "issue" else {"data_page_size": 64 * 1024 * 1024}
                 writer = pq.ParquetWriter(
-                    tmp, t.schema, compression="zstd", use_dictionary=["category"],
-                    write_page_index=True, max_rows_per_page=PAGE_ROWS,
-                    data_page_size=64 * 1024 * 1024, sorting_columns=[pq.SortingColumn(0)],
+                    tmp, t.schema, compression=SHAPE.compression,
+                    use_dictionary=SHAPE.use_dictionary, write_page_index=True,
+                    max_rows_per_page=PAGE_ROWS, sorting_columns=[pq.SortingColumn(0)], **pages,
                 )
             writer.write_table(t, row_group_size=ROW_GROUP)
             print(f"  generated row group {rg} ({time.perf_counter() - t0:.0f}s)", file=sys.stderr)
@@ -127,6 +193,35 @@ def generate(rows: int) -> Path:
     os.replace(tmp, path)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t0:.0f}s",
           file=sys.stderr)
+    return path
+
+
+def _variant(rows: int, path: Path) -> Path:
+    """The indexed copy, or the pqindex-written file, of the plain file."""
+    base = data_path(rows, "plain")
+    if not base.exists():
+        global VARIANT
+        keep, VARIANT = VARIANT, "plain"
+        try:
+            generate(rows)
+        finally:
+            VARIANT = keep
+    tmp = path.with_suffix(".tmp")
+    t0 = time.perf_counter()
+    if VARIANT == "indexed":
+        import shutil
+
+        shutil.copyfile(base, tmp)
+        subprocess.run([sys.executable, "-m", "pqindex", "index", "--bloom", "user_id",
+                        "--distinct", "category", str(tmp)], check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    else:
+        import pqindex
+
+        pqindex.write_table(pq.read_table(base), tmp)
+    os.replace(tmp, path)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in "
+          f"{time.perf_counter() - t0:.0f}s", file=sys.stderr)
     return path
 
 
@@ -185,7 +280,8 @@ def make_queries(path: Path, rows: int) -> list[Query]:
     point = int(rows * 0.61) + 7
     a = int(rows * 0.37) + 123
     row = int(rows * 0.83) + 17
-    pf = pq.ParquetFile(path)
+    # From the plain file: every variant holds the same rows in the same order.
+    pf = pq.ParquetFile(data_path(rows, "plain") if data_path(rows, "plain").exists() else path)
     uid_col = pf.read_row_group(row // ROW_GROUP, columns=["user_id"]).column(0)
     uid = int(uid_col[row % ROW_GROUP].as_py())
     return [
@@ -931,9 +1027,13 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     L: list[str] = []
     w = L.append
     w(START)
-    w("## Selective reads")
+    flags = "" if SHAPE_NAME == "bench" else f" --shape {SHAPE_NAME}"
+    flags += "" if VARIANT == "plain" else f" --variant {VARIANT}"
+    w("## Selective reads" + ("" if not flags else
+                              f": {SHAPE_NAME} file" + (f", {VARIANT}" if VARIANT != "plain"
+                                                        else "")))
     w("")
-    w(f"Produced by `bench/selective.py --rows {args.rows} --runs {args.runs}` on "
+    w(f"Produced by `bench/selective.py{flags} --rows {args.rows} --runs {args.runs}` on "
       f"{started:%Y-%m-%d %H:%M} UTC in {elapsed / 60:.1f} min. "
       f"Machine: {mach['cpu']}; {mach['os']}; Python {mach['python']}; {mach['versions']}.")
     w("")
@@ -944,14 +1044,17 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
         w(f"src/ changed during the run: at the end it was {versions[1]}; these numbers "
           f"describe the snapshot, not that code.")
     w("")
+    written = (f"written by pyarrow with `write_page_index=True`, {SHAPE.describe}"
+               + (f"; then {VARIANTS[VARIANT]}" if VARIANT != "plain" else ""))
     w(f"**Data**: one file, {facts['rows']:,} rows, {facts['size'] / 1e6:,.0f} MB, sorted by `id`; "
-      f"{facts['row_groups']} row groups of 1M rows, {PAGE_ROWS:,}-row pages "
-      f"({facts['pages_min']}–{facts['pages_max']} pages per column chunk); written by pyarrow with "
-      f"`write_page_index=True`, zstd, `use_dictionary=['category']`. Columns: `id` int64 "
+      f"{facts['row_groups']} row groups, {PAGE_ROWS:,}-row pages "
+      f"({facts['pages_min']}–{facts['pages_max']} pages per column chunk); {written}. "
+      f"Columns: `id` int64 "
       f"(sorted, unique), `ts` timestamp[us, UTC] (increasing with id), `category` string "
-      f"(20 values + `'rare'` in {RARE_ROWS} rows; `'rare'` and `'absent'` sort inside the "
-      f"common values' min/max, so only the dictionary can rule them out), `user_id` int64 "
-      f"(uniform random in [0, 10^12)), `amount` float64, `payload` string (100 hex chars). "
+      f"({len(CATEGORIES)} values + `'rare'` in {RARE_ROWS} rows; `'rare'` and `'absent'` sort "
+      f"inside the common values' min/max, so only the dictionary can rule them out), `user_id` "
+      f"int64 (uniform random in [0, 10^12)), `amount` float64"
+      + (", `payload` string (100 hex chars). " if SHAPE.payload else ". ") +
       f"Footer {facts['footer']:,} bytes; page index: ColumnIndex {facts['ci']:,} bytes, "
       f"OffsetIndex {facts['oi']:,} bytes in all.")
     w("")
@@ -1209,6 +1312,9 @@ def write_section(section: str) -> None:
             before = text[: text.index(START)]
             after = text[text.index(END) + len(END):].lstrip("\n")
             text = before + section + ("\n" + after if after else "")
+        elif ends := [m.end() for m in re.finditer(r"<!-- selective[^>]*:end -->", text)]:
+            # After the last selective section, with the others.
+            text = text[: ends[-1]] + "\n\n" + section.rstrip("\n") + "\n" + text[ends[-1]:]
         else:
             text = text.rstrip("\n") + "\n\n" + section
     else:
@@ -1224,6 +1330,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="bench")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default="plain")
     ap.add_argument("--queries", default="", help="comma-separated subset (point,range,rare,absent,user,sum)")
     ap.add_argument("--no-memory", action="store_true", help="skip the per-query subprocesses")
     ap.add_argument("--no-write", action="store_true", help="print the section, don't edit docs")
@@ -1234,6 +1342,7 @@ def main() -> None:
     ap.add_argument("--file", help=argparse.SUPPRESS)
     ap.add_argument("--query-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    configure(args.shape, args.variant, args.rows)
 
     if args.child_memory:
         q = Query(**json.loads(args.query_json))

@@ -20,6 +20,8 @@ the other columns' pages of the matching rows of every row group in one more,
 as far as ``ScanOptions.read_ahead_bytes`` allows (beyond it, the row groups are
 taken in batches). On object stores a wave costs one round trip however many
 ranges it holds.
+Where :mod:`pqindex.scan.encoded` handles a chunk (numpy on the encoded pages),
+it goes first and pyarrow decodes the rest.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
+from pqindex.scan import encoded
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
@@ -308,6 +311,7 @@ class _RowGroupReader:
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
+        self._dictionaries = encoded.Dictionaries.of(pf)
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -322,15 +326,29 @@ class _RowGroupReader:
         self._decoded.clear()
         self._whole_cache.clear()
 
+    def _view(self, offset: int, length: int) -> bytes | memoryview:
+        view = self.buffers.view(offset, length)
+        return self.buffers(offset, length) if view is None else view
+
+    def _encoded_pages(self, col: int, pages: list[int], target: pa.DataType) -> Any:
+        """Pages of a flat fixed-width leaf decoded with numpy (None: use pyarrow)."""
+        return encoded.decode_pages(
+            self.pf, self.rg, col, pages, self._view, target, self._dictionaries
+        )
+
     def _pages_for(
         self, col: int, rows: RowRanges
     ) -> tuple[list[int], np.ndarray, np.ndarray] | None:
-        oi = self.pf.offset_index(self.rg, col)
-        if oi is None:
-            return None
-        locs = oi.page_locations or []
-        firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
-        counts = np.diff(np.append(firsts, self.n))
+        key = ("page_firsts", self.rg, col)
+        known = self.pf.derived.get(key)  # per file: warm queries skip the rebuild
+        if known is None:
+            oi = self.pf.offset_index(self.rg, col)
+            if oi is None:
+                return None
+            locs = oi.page_locations or []
+            firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
+            known = self.pf.derived[key] = (firsts, np.diff(np.append(firsts, self.n)))
+        firsts, counts = known
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
 
@@ -400,10 +418,12 @@ class _RowGroupReader:
         t0 = time.perf_counter()
         if missing:
             self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing))
-            arr, _ = decode_pages(
-                self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
-                as_dictionary=as_dictionary,
-            )
+            arr = self._encoded_pages(col, missing, target)
+            if arr is None:
+                arr, _ = decode_pages(
+                    self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
+                    as_dictionary=as_dictionary,
+                )
             self._count(col, missing)
             start = 0
             for p in missing:
@@ -491,10 +511,15 @@ class _RowGroupReader:
         ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
         self.buffers.fetch(ranges)
         t0 = time.perf_counter()
-        arrays = decode_columns(
-            self.pf, self.rg, cols, [m[2] for m in members], self.buffers,
-            arrow_types=[self.schema.field(m[0]).type for m in members],
-        )
+        types = [self.schema.field(m[0]).type for m in members]
+        arrays = [self._encoded_pages(m[1], m[2], t) for m, t in zip(members, types, strict=True)]
+        rest = [i for i, a in enumerate(arrays) if a is None]
+        if rest:
+            for i, arr in zip(rest, decode_columns(
+                self.pf, self.rg, [cols[i] for i in rest], [members[i][2] for i in rest],
+                self.buffers, arrow_types=[types[i] for i in rest],
+            ), strict=True):
+                arrays[i] = arr
         for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
             self._count(col, pages)
             cache = self._decoded.setdefault(col, {})
@@ -517,6 +542,28 @@ class _RowGroupReader:
             for (name, _col, pages, firsts, counts), arr in zip(members, arrays, strict=True):
                 out[name] = _cut(arr, firsts[pages], counts[pages], rows)
         return out
+
+    def encoded_matches(self, expr: BoundExpr, col: int) -> np.ndarray | None:
+        """Rows of the whole row group where ``expr``, a predicate on the flat leaf
+        ``col`` alone, holds: evaluated on the encoded pages (see
+        :mod:`pqindex.scan.encoded`); None where pyarrow decodes instead."""
+        leaf = self.pf.leaf(col)
+        name = leaf.path[0]
+        target = self.schema.field(name).type
+        if name in self._whole_cache or not encoded.worth_matching(self.pf, self.rg, col, target):
+            return None
+        start, length = chunk_range(self.pf.column_meta(self.rg, col))
+        self.buffers.fetch([(start, length)])
+        t0 = time.perf_counter()
+        raw = self.buffers.view(start, length)
+        rows = encoded.matching_rows(
+            self.pf, self.rg, col, target, self.buffers(start, length) if raw is None else raw,
+            lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
+        )
+        if rows is not None:
+            self._count(col, range(self.pf.data_page_count(self.rg, col)))
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return rows
 
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
@@ -622,8 +669,17 @@ def _exact_rows(
     exact = plan.all
     uncertain = plan.maybe - plan.all
     n_leaves = len(pf.schema.leaves)
-    if not uncertain.is_empty and not isinstance(expr, BoundTrue):
-        preds = leaves(expr)
+    preds = [] if isinstance(expr, BoundTrue) else leaves(expr)
+    found = None
+    if uncertain.count() == reader.n and len({p.leaf.index for p in preds}) == 1 and (
+        preds[0].leaf.index < n_leaves and pf.leaf(preds[0].leaf.index).path[0] not in fields
+    ):
+        # Every row of the row group, one column not returned (a returned one is decoded
+        # by pyarrow once, for both): evaluated on its encoded pages.
+        found = reader.encoded_matches(expr, preds[0].leaf.index)
+    if found is not None:
+        exact = exact | _ranges_from_indices(found)
+    elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
         for p in preds:
             name = p.leaf.name

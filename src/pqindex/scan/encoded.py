@@ -1,0 +1,958 @@
+"""A predicate column's chunk decoded straight from its encoded pages with numpy.
+
+pyarrow decodes whole row groups through its general reader: page by page into
+builders, dictionary indices unpacked one run at a time. For the columns a
+predicate must read whole, the common encodings are simple enough to decode
+with a handful of numpy operations per page:
+
+* PLAIN fixed-width values (INT32, INT64, FLOAT, DOUBLE) are the decompressed
+  page bytes themselves: the Arrow array wraps them without a copy when the
+  page has no nulls.
+* Dictionary pages (RLE_DICTIONARY / PLAIN_DICTIONARY) hold RLE / bit-packed
+  hybrid indices: bit-packed runs are gathered and unpacked together (eight
+  shifted reads per 8-value group), RLE runs spread with one ``repeat``. A
+  BYTE_ARRAY chunk stays a DictionaryArray, so the predicate is evaluated once
+  per dictionary entry and spread over the indices (see
+  :mod:`pqindex.expr.evaluate`); a fixed-width chunk is taken through its
+  dictionary, which also covers writers falling back to PLAIN mid-chunk.
+
+Definition levels of flat optional columns (max level 1) are decoded the same
+way, in data pages v1 (length-prefixed, inside the compressed data) and v2
+(before the compressed values). Anything else — nested leaves, BOOLEAN, INT96,
+FIXED_LEN_BYTE_ARRAY, PLAIN BYTE_ARRAY pages, DELTA and BYTE_STREAM_SPLIT
+encodings, LZO / Hadoop-LZ4, a logical type whose Arrow values are not the
+stored integers — returns None and the caller decodes with pyarrow, as it does
+for anything this module finds malformed (pyarrow then names the error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pqindex.expr.evaluate import true_positions
+from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
+from pqindex.format.structs import PageHeader
+from pqindex.format.thrift import ThriftError, decode
+
+__all__ = [
+    "Dictionaries",
+    "Evaluate",
+    "decode_chunk",
+    "decode_hybrid",
+    "decode_pages",
+    "find_hybrid",
+    "find_many",
+    "matching_rows",
+    "supported",
+    "worth_matching",
+]
+
+_CODECS = {
+    Codec.SNAPPY: "snappy",
+    Codec.GZIP: "gzip",
+    Codec.BROTLI: "brotli",
+    Codec.ZSTD: "zstd",
+    Codec.LZ4_RAW: "lz4_raw",
+}
+_DICT_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
+_NUMPY: dict[int, np.dtype[Any]] = {
+    PhysicalType.INT32: np.dtype("<i4"),
+    PhysicalType.INT64: np.dtype("<i8"),
+    PhysicalType.FLOAT: np.dtype("<f4"),
+    PhysicalType.DOUBLE: np.dtype("<f8"),
+}
+# Largest BYTE_ARRAY dictionary split in Python (a loop over its entries).
+_MAX_BYTE_DICTIONARY = 1 << 16
+
+
+class _Fallback(Exception):
+    """This chunk is left to pyarrow."""
+
+
+# ---------------------------------------------------------------- RLE / bit-packed
+
+
+def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
+    """Values of concatenated bit-packed 8-value groups of ``width`` bits (LSB first),
+    as intp (ready to index with)."""
+    raw = np.frombuffer(packed, dtype=np.uint8) if isinstance(packed, bytes) else packed
+    groups = raw.size // width
+    # Each group padded so that an 8-byte read at any value's first byte stays inside it.
+    stride = width + 8
+    padded = np.zeros((groups, stride), dtype=np.uint8)
+    padded[:, :width] = raw[: groups * width].reshape(groups, width)
+    out = np.empty((groups, 8), dtype=np.intp)
+    mask = np.uint64((1 << width) - 1)
+    for i in range(8):
+        bit = i * width
+        window = np.ndarray(
+            (groups,), dtype="<u8", buffer=padded, offset=bit >> 3, strides=(stride,)
+        )
+        out[:, i] = (window >> np.uint64(bit & 7)) & mask
+    return out.reshape(-1)
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end or shift > 35:
+            raise ValueError("run header runs past the data")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+@dataclasses.dataclass
+class _Runs:
+    """The runs of a hybrid-encoded stream, in output order."""
+
+    packed: list[np.ndarray]  # bit-packed runs' bytes
+    kinds: list[bool]  # bit-packed (True) or RLE
+    lengths: list[int]  # values each run gives
+    sources: list[int]  # bit-packed: first value among the unpacked ones; RLE: the value
+
+
+def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
+    if not 1 <= width <= 32:
+        raise ValueError(f"bit width {width}")
+    value_bytes = (width + 7) // 8
+    arr: np.ndarray | None = None
+    packed: list[np.ndarray] = []
+    # Segments in output order: bit-packed or not, how many values, and where its
+    # values start among the unpacked ones (bit-packed) or its value (RLE).
+    kinds: list[bool] = []
+    lengths: list[int] = []
+    sources: list[int] = []
+    done = 0
+    unpacked = 0
+    while done < count:
+        if pos >= end:
+            raise ValueError(f"runs end after {done} of {count} values")
+        header, body = _varint(data, pos, end)
+        if header & 1:
+            groups = header >> 1
+            size = groups * width
+            run = body - pos + size
+            if arr is None:
+                arr = np.frombuffer(data, dtype=np.uint8)
+            # Writers repeat full-size literal runs: take every run that follows with
+            # the same header in one step instead of one loop turn each.
+            k = 1
+            left = count - done
+            if groups * 8 < left:
+                most = min((end - pos) // run, -(-left // (groups * 8)))
+                if most > 1:
+                    heads = arr[pos : pos + most * run].reshape(most, run)[:, : body - pos]
+                    same = np.all(heads == arr[pos:body], axis=1)
+                    k = most if bool(same.all()) else int(np.argmin(same))
+            if pos + k * run <= end:
+                block = arr[pos : pos + k * run].reshape(k, run)[:, body - pos :].reshape(-1)
+            else:
+                # The last run may stop at the last value it needs.
+                need = (min(groups * 8, left) * width + 7) // 8
+                if body + need > end:
+                    raise ValueError("bit-packed run runs past the data")
+                block = np.zeros(size, dtype=np.uint8)
+                block[: end - body] = arr[body:end]
+            n = k * groups * 8
+            take = min(n, left)
+            packed.append(block)
+            kinds.append(True)
+            lengths.append(take)
+            sources.append(unpacked)
+            unpacked += n
+            done += take
+            pos += k * run
+        else:
+            n = header >> 1
+            pos = body
+            if pos + value_bytes > end:
+                raise ValueError("RLE run value runs past the data")
+            value = int.from_bytes(data[pos : pos + value_bytes], "little")
+            pos += value_bytes
+            if value >> width:
+                raise ValueError(f"RLE value {value} wider than {width} bits")
+            take = min(n, count - done)
+            kinds.append(False)
+            lengths.append(take)
+            sources.append(value)
+            done += take
+    return _Runs(packed, kinds, lengths, sources)
+
+
+def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
+    """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
+
+    Returns intp values. Raises ValueError when the runs end before ``count``
+    values or a value does not fit ``width`` bits.
+    """
+    if width == 0 and count >= 0:
+        return np.zeros(count, dtype=np.intp)
+    r = _runs(data, pos, end, width, count)
+    packed, kinds, lengths, sources = r.packed, r.kinds, r.lengths, r.sources
+    if len(kinds) == 1 and not kinds[0]:
+        return np.full(count, sources[0], dtype=np.intp)
+    values = (
+        _unpack(packed[0] if len(packed) == 1 else np.concatenate(packed), width)
+        if packed else np.zeros(0, dtype=np.intp)
+    )
+    if all(kinds):
+        return values[:count]
+    # Mixed runs: one gather from the unpacked values followed by the RLE values.
+    is_bp = np.array(kinds, dtype=np.bool_)
+    lens = np.array(lengths, dtype=np.intp)
+    src = np.array(sources, dtype=np.intp)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    rle_at = values.size + np.cumsum(~is_bp) - 1
+    base = np.where(is_bp, src - starts, rle_at)
+    step = np.repeat(is_bp, lens)
+    idx = np.repeat(base, lens) + np.arange(count, dtype=np.intp) * step
+    return np.concatenate((values, src[~is_bp]))[idx]
+
+
+@functools.cache
+def _swar_masks(width: int) -> tuple[int, int, int]:
+    """For 8 fields of ``width`` bits: all their bits, each one's low bits, its top bit."""
+    fields = (1 << (8 * width)) - 1
+    low = sum(((1 << (width - 1)) - 1) << (i * width) for i in range(8))
+    top = sum(1 << (i * width + width - 1) for i in range(8))
+    return fields, low, top
+
+
+def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
+    """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
+    of the values in ``ids``: each group read as one 64-bit word and compared with
+    every id at once (a field is zero after XOR exactly where the value matches)."""
+    groups = packed.size // width
+    buf = np.zeros(groups * width + 8, dtype=np.uint8)
+    buf[: groups * width] = packed[: groups * width]
+    # One strided copy makes the words contiguous (the arithmetic on the unaligned
+    # strided view itself is many times slower).
+    words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,)).copy()
+    fields, low, top = _swar_masks(width)
+    if fields != (1 << 64) - 1:
+        words &= np.uint64(fields)
+    found = np.zeros(groups, dtype=np.uint64)
+    for k in ids.tolist():
+        y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
+        t = (y & np.uint64(low)) + np.uint64(low)
+        found |= ~(t | y) & np.uint64(top)
+    any_hit = found != 0  # nonzero() on a bool array is far cheaper than on words
+    if not any_hit.any():
+        return np.zeros(0, dtype=np.intp)
+    hit_groups = np.flatnonzero(any_hit)
+    bits = found[hit_groups]
+    out: list[np.ndarray] = []
+    for i in range(8):
+        sel = ((bits >> np.uint64(i * width + width - 1)) & np.uint64(1)) != 0
+        if sel.any():
+            out.append(hit_groups[sel] * 8 + i)
+    return np.sort(np.concatenate(out))
+
+
+def find_hybrid(
+    data: bytes, pos: int, end: int, width: int, count: int, ids: np.ndarray
+) -> np.ndarray:
+    """Positions (ascending) among the ``count`` hybrid-encoded values in
+    ``data[pos:end]`` whose value is one of ``ids`` — without unpacking the others
+    when ``width`` <= 8 and the ids are few. Raises ValueError like
+    :func:`decode_hybrid`."""
+    return find_many([(data, pos, end, count)], width, ids)[0]
+
+
+def find_many(
+    streams: Sequence[tuple[bytes, int, int, int]], width: int, ids: np.ndarray
+) -> list[np.ndarray]:
+    """:func:`find_hybrid` over several streams ``(data, pos, end, count)`` of one bit
+    width at once: their bit-packed runs are searched in one pass (one page's worth
+    of values is too few to amortize the numpy calls)."""
+    if width == 0 or width > 8 or ids.size > 4:
+        return [np.flatnonzero(np.isin(decode_hybrid(d, p, e, width, c), ids))
+                for d, p, e, c in streams]
+    wanted = set(ids.tolist())
+    out: list[list[np.ndarray]] = [[] for _ in streams]
+    packed: list[np.ndarray] = []
+    src: list[int] = []  # per bit-packed run: first value among all unpacked ones
+    lens: list[int] = []
+    at: list[int] = []  # its first position in its stream
+    which: list[int] = []  # its stream
+    unpacked = 0
+    for k, (data, pos, end, count) in enumerate(streams):
+        r = _runs(data, pos, end, width, count)
+        start = 0
+        base = unpacked
+        for kind, length, source in zip(r.kinds, r.lengths, r.sources, strict=True):
+            if kind:
+                src.append(base + source)
+                lens.append(length)
+                at.append(start)
+                which.append(k)
+            elif source in wanted:
+                out[k].append(np.arange(start, start + length, dtype=np.intp))
+            start += length
+        for block in r.packed:
+            packed.append(block)
+            unpacked += block.size // width * 8
+    if packed:
+        hits = _swar_hits(packed[0] if len(packed) == 1 else np.concatenate(packed), width, ids)
+        if hits.size:
+            src_a = np.array(src, dtype=np.intp)
+            seg = np.searchsorted(src_a, hits, side="right") - 1
+            offset = hits - src_a[seg]
+            keep = offset < np.array(lens, dtype=np.intp)[seg]  # padding of a last run
+            seg, offset = seg[keep], offset[keep]
+            positions = np.array(at, dtype=np.intp)[seg] + offset
+            streams_of = np.array(which, dtype=np.intp)[seg]
+            for k in np.unique(streams_of).tolist():
+                out[k].append(positions[streams_of == k])
+    return [np.sort(np.concatenate(o)) if o else np.zeros(0, dtype=np.intp) for o in out]
+
+
+# ---------------------------------------------------------------- types
+
+
+def _fixed_dtype(pf: ParquetFile, col: int, target: pa.DataType) -> np.dtype[Any] | None:
+    """The numpy dtype of the stored values when ``target`` holds the same numbers."""
+    leaf = pf.leaf(col)
+    phys = leaf.physical_type
+    dtype = _NUMPY.get(phys)
+    if dtype is None:
+        return None
+    if phys == PhysicalType.FLOAT:
+        return dtype if target == pa.float32() else None
+    if phys == PhysicalType.DOUBLE:
+        return dtype if target == pa.float64() else None
+    el = leaf.element
+    lt = el.logicalType
+    ct = el.converted_type
+    bits = 32 if phys == PhysicalType.INT32 else 64
+    if pa.types.is_integer(target):
+        if target.bit_width != bits:
+            return None
+        signed = pa.types.is_signed_integer(target)
+        if lt is not None and lt.INTEGER is not None:
+            ok = lt.INTEGER.bitWidth == bits and bool(lt.INTEGER.isSigned) == signed
+        elif lt is not None and _other_logical(lt):
+            ok = False
+        elif ct is not None:
+            ok = ct in ((ConvertedType.INT_32, ConvertedType.INT_64) if signed
+                        else (ConvertedType.UINT_32, ConvertedType.UINT_64))
+        else:
+            ok = signed
+        return (dtype if signed else np.dtype(f"<u{bits // 8}")) if ok else None
+    if pa.types.is_date32(target):
+        date = (lt is not None and lt.DATE is not None) or ct == ConvertedType.DATE
+        return dtype if date and bits == 32 else None
+    unit = _unit(lt, ct)
+    if unit is None:
+        return None
+    if pa.types.is_timestamp(target) and lt is not None and lt.TIMESTAMP is not None:
+        return dtype if target.unit == unit and bits == 64 else None
+    if ct in (ConvertedType.TIMESTAMP_MILLIS, ConvertedType.TIMESTAMP_MICROS) and (
+        lt is None or lt.TIMESTAMP is not None
+    ):
+        return dtype if pa.types.is_timestamp(target) and target.unit == unit else None
+    if (pa.types.is_time32(target) or pa.types.is_time64(target)) and (
+        (lt is not None and lt.TIME is not None)
+        or ct in (ConvertedType.TIME_MILLIS, ConvertedType.TIME_MICROS)
+    ):
+        return dtype if target.unit == unit and target.bit_width == bits else None
+    return None
+
+
+def _other_logical(lt: Any) -> bool:
+    """Whether a logical type other than INTEGER is set (their values differ)."""
+    return any(
+        getattr(lt, f.name) is not None
+        for f in dataclasses.fields(lt)
+        if f.name not in ("INTEGER", "unknown_fields")
+    )
+
+
+def _unit(lt: Any, ct: int | None) -> str | None:
+    if lt is not None:
+        t = lt.TIMESTAMP or lt.TIME
+        if t is not None and t.unit is not None:
+            u = t.unit
+            return "ms" if u.MILLIS is not None else "us" if u.MICROS is not None else (
+                "ns" if u.NANOS is not None else None)
+    return {
+        ConvertedType.TIMESTAMP_MILLIS: "ms",
+        ConvertedType.TIMESTAMP_MICROS: "us",
+        ConvertedType.TIME_MILLIS: "ms",
+        ConvertedType.TIME_MICROS: "us",
+    }.get(ConvertedType(ct)) if ct is not None and ct in ConvertedType._value2member_map_ else None
+
+
+def _byte_dictionary_type(pf: ParquetFile, col: int, target: pa.DataType) -> pa.DataType | None:
+    leaf = pf.leaf(col)
+    if leaf.physical_type != PhysicalType.BYTE_ARRAY:
+        return None
+    if pa.types.is_dictionary(target):
+        target = target.value_type
+    if pa.types.is_string(target) or pa.types.is_large_string(target):
+        return pa.string()
+    if pa.types.is_binary(target) or pa.types.is_large_binary(target):
+        return pa.binary()
+    return None
+
+
+def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`decode_chunk` may decode this chunk (it may still fall back)."""
+    leaf = pf.leaf(col)
+    if len(leaf.path) != 1 or leaf.max_repetition_level or leaf.max_definition_level > 1:
+        return False
+    meta = pf.column_meta(rg, col)
+    if meta.codec not in _CODECS and meta.codec != Codec.UNCOMPRESSED:
+        return False
+    if _fixed_dtype(pf, col, target) is not None:
+        return True
+    return (
+        _byte_dictionary_type(pf, col, target) is not None
+        and pf.all_dictionary_encoded(rg, col) is True
+    )
+
+
+def worth_matching(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`matching_rows` beats pyarrow's decode on this chunk, as measured
+    (bench/selective.py, docs/benchmarks.md): on dictionary-encoded chunks, where the
+    predicate runs once per entry and indices are searched for the matching ones
+    only. PLAIN chunks cost what pyarrow's decode costs (decompression dominates)."""
+    return supported(pf, rg, col, target) and pf.all_dictionary_encoded(rg, col) is True
+
+
+# ---------------------------------------------------------------- pages
+
+
+def _decompress(data: bytes | memoryview, codec: int, size: int) -> Any:
+    if codec == Codec.UNCOMPRESSED:
+        return data
+    return pa.decompress(data, decompressed_size=size, codec=_CODECS[Codec(codec)],
+                         asbytes=False)
+
+
+def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
+    # The thrift decoder copies what it is given: hand it a small window first.
+    window = 512
+    while True:
+        try:
+            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
+            return ph, pos + length
+        except ThriftError:
+            if pos + window >= len(raw):
+                raise _Fallback from None
+            window *= 8
+
+
+def _byte_dictionary(data: bytes, count: int, arrow: pa.DataType) -> pa.Array:
+    offsets = np.empty(count + 1, dtype=np.int32)
+    starts = []
+    pos = 0
+    n = len(data)
+    for i in range(count):
+        if pos + 4 > n:
+            raise _Fallback
+        (ln,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if ln > n - pos:
+            raise _Fallback
+        starts.append(pos)
+        offsets[i] = ln
+        pos += ln
+    lens = offsets[:count].astype(np.int64)
+    begin = np.asarray(starts, dtype=np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    # Gather the value bytes without their length prefixes.
+    take = np.repeat(begin - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+    body = raw[take + np.arange(int(lens.sum()), dtype=np.int64)] if count else raw[:0]
+    offsets[0] = 0
+    offsets[1:] = np.cumsum(lens)
+    arr = pa.Array.from_buffers(arrow, count, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    if arrow == pa.string():
+        arr.validate(full=True)  # invalid UTF-8: leave the error to pyarrow
+    return arr
+
+
+@dataclasses.dataclass
+class _Page:
+    """One data page, decompressed: its rows and its encoded values."""
+
+    first: int  # first row within the chunk
+    rows: int
+    valid: np.ndarray | None  # per row, when the page has nulls
+    present: int  # non-null values
+    dictionary: bool  # RLE_DICTIONARY indices, else PLAIN values
+    body: memoryview
+
+
+@dataclasses.dataclass
+class _Dictionary:
+    data: Any  # the decompressed PLAIN values
+    count: int
+
+
+def _levels(data: bytes, n: int) -> np.ndarray | None:
+    """Definition levels (max 1) of ``n`` values; None when all are 1 (no nulls), as
+    a page without nulls usually says in one RLE run."""
+    r = _runs(data, 0, len(data), 1, n)
+    if len(r.kinds) == 1 and not r.kinds[0] and r.sources[0] == 1:
+        return None
+    return decode_hybrid(data, 0, len(data), 1, n)
+
+
+def _read_page(
+    raw: bytes | memoryview, pos: int, codec: int, optional: bool, first: int
+) -> tuple[_Page | _Dictionary | None, int]:
+    """The page at ``raw[pos:]``, decompressed (None for an index page), and where the
+    next page starts. ``first`` is the row the page starts at."""
+    ph, start = _header(raw, pos)
+    size = ph.compressed_page_size or 0
+    end = start + size
+    if size < 0 or end > len(raw) or (ph.uncompressed_page_size or 0) < 0:
+        raise _Fallback
+    levels = None
+    if ph.type == PageType.DICTIONARY_PAGE:
+        dh = ph.dictionary_page_header
+        if dh is None or dh.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
+            raise _Fallback
+        data = _decompress(raw[start:end], codec, ph.uncompressed_page_size or 0)
+        return _Dictionary(data, dh.num_values or 0), end
+    if ph.type == PageType.DATA_PAGE:
+        h = ph.data_page_header
+        if h is None:
+            raise _Fallback
+        n = h.num_values or 0
+        encoding = h.encoding
+        page = memoryview(_decompress(raw[start:end], codec, ph.uncompressed_page_size or 0))
+        vpos = 0
+        if optional:
+            if h.definition_level_encoding != Encoding.RLE or len(page) < 4:
+                raise _Fallback
+            (ln,) = struct.unpack_from("<I", page, 0)
+            if 4 + ln > len(page):
+                raise _Fallback
+            levels = _levels(bytes(page[4 : 4 + ln]), n)
+            vpos = 4 + ln
+        body = page[vpos:]
+    elif ph.type == PageType.DATA_PAGE_V2:
+        h2 = ph.data_page_header_v2
+        if h2 is None:
+            raise _Fallback
+        n = h2.num_values or 0
+        encoding = h2.encoding
+        rep = h2.repetition_levels_byte_length or 0
+        dl = h2.definition_levels_byte_length or 0
+        if rep or dl < 0 or dl > size:
+            raise _Fallback
+        if optional and h2.num_nulls != 0:
+            levels = _levels(bytes(raw[start : start + dl]), n)
+        rest = raw[start + dl : end]
+        body = memoryview(
+            _decompress(rest, codec, (ph.uncompressed_page_size or 0) - dl)
+            if h2.is_compressed is not False else rest
+        )
+    else:
+        return None, end  # index pages: nothing to decode
+    if n <= 0:
+        raise _Fallback
+    if encoding in _DICT_ENCODINGS:
+        if len(body) < 1:
+            raise _Fallback
+    elif encoding != Encoding.PLAIN:
+        raise _Fallback
+    valid = None if levels is None or bool(levels.all()) else levels.astype(np.bool_)
+    present = n if valid is None else int(np.count_nonzero(valid))
+    return _Page(first, n, valid, present, encoding in _DICT_ENCODINGS, body), end
+
+
+def _walk(
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview
+) -> Iterator[_Page | _Dictionary]:
+    """The chunk's dictionary page (first, if any) and data pages, decompressed."""
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    optional = pf.leaf(col).max_definition_level == 1
+    total = meta.num_values or 0
+    seen_dictionary = False
+    rows = 0
+    pos = 0
+    while rows < total:
+        if pos >= len(raw):
+            raise _Fallback
+        item, pos = _read_page(raw, pos, codec, optional, rows)
+        if isinstance(item, _Dictionary):
+            if seen_dictionary or rows:
+                raise _Fallback
+            seen_dictionary = True
+        elif isinstance(item, _Page):
+            if rows + item.rows > total or (item.dictionary and not seen_dictionary):
+                raise _Fallback
+            rows += item.rows
+        else:
+            continue
+        yield item
+    if rows != total:
+        raise _Fallback
+
+
+def _indices(page: _Page, dict_size: int) -> np.ndarray:
+    """A dictionary page's indices (one per non-null value)."""
+    body = bytes(page.body)
+    try:
+        idx = decode_hybrid(body, 1, len(body), body[0], page.present)
+    except ValueError:
+        raise _Fallback from None
+    if page.present and int(idx.max()) >= dict_size:
+        raise _Fallback
+    return idx
+
+
+def _plain(page: _Page, dtype: np.dtype[Any]) -> np.ndarray:
+    if len(page.body) < page.present * dtype.itemsize:
+        raise _Fallback
+    return np.frombuffer(page.body, dtype=dtype, count=page.present)
+
+
+def _dictionary_array(
+    entry: _Dictionary, dtype: np.dtype[Any] | None, arrow: pa.DataType
+) -> pa.Array:
+    """The dictionary page's values as an Arrow array of type ``arrow``."""
+    if dtype is not None:
+        if len(entry.data) < entry.count * dtype.itemsize:
+            raise _Fallback
+        values = np.frombuffer(entry.data, dtype=dtype, count=entry.count)
+        return pa.Array.from_buffers(arrow, entry.count, [None, pa.py_buffer(values)])
+    if entry.count > _MAX_BYTE_DICTIONARY:
+        raise _Fallback
+    return _byte_dictionary(bytes(entry.data), entry.count, arrow)
+
+
+def _types(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType
+) -> tuple[np.dtype[Any] | None, pa.DataType]:
+    dtype = _fixed_dtype(pf, col, target)
+    if dtype is not None:
+        return dtype, target
+    dict_type = _byte_dictionary_type(pf, col, target)
+    if dict_type is None:
+        raise _Fallback
+    return None, dict_type
+
+
+def _chunk(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview
+) -> pa.Array:
+    dtype, arrow = _types(pf, rg, col, target)
+    total = pf.column_meta(rg, col).num_values or 0
+    dictionary: Any = None
+    dict_size = 0
+    # Every page's values go straight to their place in one output array.
+    out = np.empty(total, dtype=dtype if dtype is not None else np.int32)
+    flags: np.ndarray | None = None  # validity, once a page has nulls
+    for page in _walk(pf, rg, col, raw):
+        if isinstance(page, _Dictionary):
+            dict_size = page.count
+            dictionary = (np.frombuffer(page.data, dtype=dtype, count=dict_size)
+                          if dtype is not None and len(page.data) >= dict_size * dtype.itemsize
+                          else _dictionary_array(page, dtype, arrow))
+            continue
+        if page.dictionary:
+            idx = _indices(page, dict_size)
+            values = dictionary.take(idx) if dtype is not None else idx
+        elif dtype is not None:
+            values = _plain(page, dtype)
+        else:
+            raise _Fallback
+        part = out[page.first : page.first + page.rows]
+        if page.valid is None:
+            part[:] = values
+        else:
+            if flags is None:
+                flags = np.ones(total, dtype=np.bool_)
+            flags[page.first : page.first + page.rows] = page.valid
+            part[:] = 0  # null slots: defined bytes (a valid dictionary index)
+            part[page.valid] = values
+    bitmap = None
+    nulls = 0
+    if flags is not None:
+        nulls = int(flags.size - np.count_nonzero(flags))
+        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little"))
+    if dtype is not None:
+        return pa.Array.from_buffers(target, total, [bitmap, pa.py_buffer(out)], nulls)
+    indices = pa.Array.from_buffers(pa.int32(), total, [bitmap, pa.py_buffer(out)], nulls)
+    if dictionary is None:
+        dictionary = pa.array([], type=arrow)
+    return pa.DictionaryArray.from_arrays(indices, dictionary)
+
+
+def decode_chunk(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview
+) -> pa.Array | None:
+    """The whole chunk of flat leaf ``col`` in row group ``rg``, from its bytes ``raw``
+    (the chunk's range, see :func:`~pqindex.format.file.chunk_range`).
+
+    Fixed-width columns come back typed ``target``; BYTE_ARRAY columns as a
+    DictionaryArray over their string or binary dictionary. None when this
+    module does not decode the chunk: the caller decodes it with pyarrow.
+    """
+    if not supported(pf, rg, col, target):
+        return None
+    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+        return None
+    try:
+        return _chunk(pf, rg, col, target, raw)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+# Evaluates a predicate over an array of one column's values: True where it holds
+# (never NULL).
+Evaluate = Callable[[pa.Array], pa.BooleanArray]
+
+
+def _dictionary_hits(
+    pages: list[_Page], dict_size: int, lut: np.ndarray, ids: np.ndarray
+) -> list[np.ndarray]:
+    """Per dictionary page, the positions among its non-null values whose entry
+    matches; pages of one bit width are searched together."""
+    if ids.size == 0:
+        # No dictionary entry matches: the indices need no decoding.
+        return [ids for _ in pages]
+    bodies = [bytes(p.body) for p in pages]
+    out: list[np.ndarray | None] = [None] * len(pages)
+    by_width: dict[int, list[int]] = {}
+    for i, body in enumerate(bodies):
+        by_width.setdefault(body[0], []).append(i)
+    for width, members in by_width.items():
+        if ids.size <= 4 and 0 < width <= 8:
+            if max(ids.tolist()) >= 1 << width:
+                raise _Fallback
+            try:
+                found = find_many([(bodies[i], 1, len(bodies[i]), pages[i].present)
+                                   for i in members], width, ids)
+            except ValueError:
+                raise _Fallback from None
+            for i, hits in zip(members, found, strict=True):
+                out[i] = hits
+        else:
+            for i in members:
+                out[i] = np.flatnonzero(lut[_indices(pages[i], dict_size)])
+    return [o if o is not None else np.zeros(0, dtype=np.intp) for o in out]
+
+
+def _to_rows(page: _Page, dense: np.ndarray, null_hit: bool) -> np.ndarray:
+    """Row numbers (within the chunk) of a page's matching non-null values, plus its
+    null rows when nulls match."""
+    if page.valid is None:
+        return np.asarray(dense + page.first, dtype=np.intp)
+    rows = np.flatnonzero(page.valid)[dense]
+    if null_hit:
+        rows = np.sort(np.concatenate((rows, np.flatnonzero(~page.valid))))
+    return np.asarray(rows + page.first, dtype=np.intp)
+
+
+def _matches(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
+    evaluate: Evaluate,
+) -> np.ndarray:
+    dtype, arrow = _types(pf, rg, col, target)
+    null_hit = bool(evaluate(pa.nulls(1, type=arrow))[0].as_py())
+    lut = np.zeros(0, dtype=np.bool_)
+    ids = np.zeros(0, dtype=np.intp)
+    dict_size = 0
+    found: list[np.ndarray] = []
+    # PLAIN pages are evaluated together, in one call at the end; dictionary pages
+    # are searched together too.
+    plain: list[tuple[_Page, np.ndarray]] = []
+    indexed: list[_Page] = []
+    for page in _walk(pf, rg, col, raw):
+        if isinstance(page, _Dictionary):
+            dict_size = page.count
+            lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
+            ids = np.flatnonzero(lut)
+        elif page.dictionary:
+            indexed.append(page)
+        elif dtype is not None:
+            plain.append((page, _plain(page, dtype)))
+        else:
+            raise _Fallback
+    if indexed:
+        for page, dense in zip(
+            indexed, _dictionary_hits(indexed, dict_size, lut, ids), strict=True
+        ):
+            found.append(_to_rows(page, dense, null_hit))
+    if plain:
+        values = plain[0][1] if len(plain) == 1 else np.concatenate([v for _, v in plain])
+        hits = true_positions(evaluate(
+            pa.Array.from_buffers(target, values.size, [None, pa.py_buffer(values)])))
+        starts = np.cumsum([0] + [v.size for _, v in plain])
+        at = np.searchsorted(starts, hits, side="right") - 1
+        for i, (page, _) in enumerate(plain):
+            lo, hi = np.searchsorted(at, [i, i + 1])
+            if hi > lo or (null_hit and page.valid is not None):
+                found.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
+    found = [f for f in found if f.size]
+    if not found:
+        return np.zeros(0, dtype=np.int64)
+    out = np.concatenate(found).astype(np.int64, copy=False)
+    return np.sort(out) if plain and indexed else out
+
+
+def matching_rows(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
+    evaluate: Evaluate,
+) -> np.ndarray | None:
+    """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
+    holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
+
+    ``evaluate`` is called on the dictionary's values once (then only the indices
+    of matching entries are looked for), on each PLAIN page's values (wrapped
+    without a copy), and on one null, which says whether null rows match. None
+    when this module does not handle the chunk: the caller decodes it with pyarrow.
+    """
+    if not supported(pf, rg, col, target):
+        return None
+    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+        return None
+    try:
+        return _matches(pf, rg, col, target, raw, evaluate)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+class Dictionaries:
+    """Decoded fixed-width dictionaries of one file, by ``(row group, column)``.
+
+    Decompressing a large dictionary page (up to pyarrow's 1 MiB limit) costs more
+    than the data page that needs it; queries reading the same chunks again (warm)
+    reuse them, up to ``budget`` bytes in all. Thread-safe under the GIL (one
+    insert per key; a race decodes a dictionary twice, harmlessly).
+    """
+
+    def __init__(self, budget: int = 64 << 20) -> None:
+        self.budget = budget
+        self.used = 0
+        self._items: dict[tuple[int, int], np.ndarray | None] = {}
+
+    def has(self, key: tuple[int, int]) -> bool:
+        return key in self._items
+
+    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        return self._items[key]
+
+    def put(self, key: tuple[int, int], value: np.ndarray | None) -> None:
+        size = 0 if value is None else value.nbytes
+        if self.used + size <= self.budget:
+            self._items[key] = value
+            self.used += size
+
+    @classmethod
+    def of(cls, pf: ParquetFile) -> Dictionaries:
+        """The file's cache (kept with its footer)."""
+        found = pf.derived.get("encoded_dictionaries")
+        if found is None:
+            found = pf.derived.setdefault("encoded_dictionaries", cls())
+        assert isinstance(found, Dictionaries)
+        return found
+
+
+def _page_values(
+    page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A fixed-width page's values, one per row (null slots zero), and its validity."""
+    if page.dictionary:
+        if dictionary is None:
+            raise _Fallback
+        values = dictionary.take(_indices(page, dictionary.size))
+    else:
+        values = _plain(page, dtype)
+    if page.valid is None:
+        return values, None
+    full = np.zeros(page.rows, dtype=dtype)
+    full[page.valid] = values
+    return full, page.valid
+
+
+def decode_pages(
+    pf: ParquetFile,
+    rg: int,
+    col: int,
+    pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview],
+    target: pa.DataType,
+    dictionaries: Dictionaries,
+) -> pa.Array | None:
+    """The chosen data pages (ascending) of a flat fixed-width leaf, typed ``target``.
+
+    ``fetch(offset, length)`` serves the pages (OffsetIndex ranges) and the bytes
+    before the first data page (the dictionary page); ``dictionaries`` keeps
+    decoded dictionaries so that later calls skip them. None when
+    this module does not decode these pages: the caller decodes with pyarrow.
+    """
+    dtype = _fixed_dtype(pf, col, target)
+    oi = pf.offset_index(rg, col)
+    leaf = pf.leaf(col)
+    if (
+        dtype is None or oi is None or not oi.page_locations or len(leaf.path) != 1
+        or leaf.max_repetition_level or leaf.max_definition_level > 1
+    ):
+        return None
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    if codec not in _CODECS and codec != Codec.UNCOMPRESSED:
+        return None
+    locs = oi.page_locations
+    optional = leaf.max_definition_level == 1
+    try:
+        key = (rg, col)
+        dictionary = None
+        if not dictionaries.has(key):
+            start = chunk_range(meta)[0]
+            first = locs[0].offset or 0
+            if first > start:
+                item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+                if not isinstance(item, _Dictionary):
+                    raise _Fallback
+                if len(item.data) < item.count * dtype.itemsize:
+                    raise _Fallback
+                dictionary = np.frombuffer(item.data, dtype=dtype, count=item.count)
+            dictionaries.put(key, dictionary)
+        else:
+            dictionary = dictionaries.get(key)
+        values: list[np.ndarray] = []
+        valid: list[np.ndarray | None] = []
+        page_rows = pf.page_rows(rg, col) or []
+        for p in pages:
+            loc = locs[p]
+            off, size = loc.offset or 0, loc.compressed_page_size or 0
+            raw = fetch(off, size)
+            item, end = _read_page(raw, 0, codec, optional, 0)
+            if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
+                raise _Fallback
+            v, m = _page_values(item, dtype, dictionary)
+            values.append(v)
+            valid.append(m)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+    n = sum(len(v) for v in values)
+    data = values[0] if len(values) == 1 else np.concatenate(values)
+    bitmap = None
+    nulls = 0
+    if any(m is not None for m in valid):
+        flags = np.concatenate([np.ones(len(v), dtype=np.bool_) if m is None else m
+                                for v, m in zip(values, valid, strict=True)])
+        nulls = n - int(np.count_nonzero(flags))
+        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little"))
+    return pa.Array.from_buffers(target, n, [bitmap, pa.py_buffer(data)], nulls)
