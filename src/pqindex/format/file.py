@@ -483,46 +483,52 @@ class ParquetFile:
             self.source.coalesce(missing) if max_gap is None else coalesce(missing, max_gap)
         ) if missing else []
         merged += sorted({r for r in exact if r[1] > 0 and not self._buffered(*r)})
-        # Parts already held (the tail) are not read again.
-        merged = [t for t in (self._trim(o, n) for o, n in merged) if t[1] > 0]
+        # Parts already held (the tail, an earlier wave) are not read again.
+        merged = sorted({p for o, n in merged for p in self._missing(o, n)})
         if not merged:
             return
         for (off, _), buf in zip(merged, self.source.read_ranges(merged), strict=True):
             with self._lock:
                 self._buffers.append((off, buf))
 
-    def _trim(self, offset: int, length: int) -> tuple[int, int]:
-        """The part of a range not held by one earlier read at either end."""
-        end = offset + length
-        for start, buf in self._buffers:
-            stop = start + len(buf)
-            if start <= offset < stop:
-                offset = min(stop, end)
-            if start < end <= stop:
-                end = max(start, offset)
-        return offset, max(0, end - offset)
+    def _missing(self, offset: int, length: int) -> list[tuple[int, int]]:
+        """The parts of a range that no earlier read holds, in order."""
+        out: list[tuple[int, int]] = []
+        pos, end = offset, offset + length
+        for start, stop in sorted((s, s + len(b)) for s, b in self._buffers):
+            if stop <= pos or start >= end:
+                continue
+            if start > pos:
+                out.append((pos, start - pos))
+            pos = max(pos, stop)
+            if pos >= end:
+                break
+        if pos < end:
+            out.append((pos, end - pos))
+        return out
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of each range (not kept): from earlier reads where they hold them,
-        the rest in one wave of requests."""
-        plan: list[tuple[int, int, int, int]] = []  # (offset, length, missing off, n)
-        need: list[tuple[int, int]] = []
-        for off, n in ranges:
-            mo, mn = self._trim(off, n) if not self._buffered(off, n) else (off, 0)
-            plan.append((off, n, mo, mn))
-            if mn:
-                need.append((mo, mn))
+        """The bytes of each range (not kept): the parts earlier reads hold (the tail,
+        dictionaries read while planning) from them, the rest in one wave of requests,
+        so a range merged across a held part never reads it again."""
+        parts = [self._missing(off, n) for off, n in ranges]
+        need = sorted({p for ps in parts for p in ps})
         got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
         out = []
-        for off, n, mo, mn in plan:
-            if not mn:
-                out.append(self.read_bytes(off, n))
-            elif (mo, mn) == (off, n):
-                out.append(got[(mo, mn)])
-            else:
-                head = self.read_bytes(off, mo - off) if mo > off else b""
-                tail = self.read_bytes(mo + mn, off + n - mo - mn) if mo + mn < off + n else b""
-                out.append(head + got[(mo, mn)] + tail)
+        for (off, n), ps in zip(ranges, parts, strict=True):
+            if ps == [(off, n)]:
+                out.append(got[(off, n)])
+                continue
+            pieces: list[bytes] = []
+            pos = off
+            for mo, mn in ps:
+                if mo > pos:
+                    pieces.append(self.read_bytes(pos, mo - pos))  # held: no request
+                pieces.append(got[(mo, mn)])
+                pos = mo + mn
+            if pos < off + n:
+                pieces.append(self.read_bytes(pos, off + n - pos))
+            out.append(b"".join(pieces))
         return out
 
     def _buffered(self, offset: int, length: int) -> bool:

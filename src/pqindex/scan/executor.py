@@ -134,6 +134,7 @@ class _Buffers:
         merged = (
             self.pf.source.coalesce(missing) if self.gap is None else coalesce(missing, self.gap)
         )
+        merged = self._unheld(merged)  # a merged gap never re-reads what a fetch holds
         # Parts read while planning (tail, dictionaries) aren't read again.
         bufs = self.pf.read_ranges(merged)
         with self._lock:
@@ -143,6 +144,27 @@ class _Buffers:
                 self._starts.insert(i, off)
                 self._bufs.insert(i, buf)
             self.stats.fetch_seconds += time.perf_counter() - t0
+
+    def _unheld(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The parts of ``ranges`` that no earlier fetch holds."""
+        with self._lock:
+            held = [(s, s + len(b)) for s, b in zip(self._starts, self._bufs, strict=True)]
+        if not held:
+            return list(ranges)
+        out: list[tuple[int, int]] = []
+        for off, n in ranges:
+            pos, end = off, off + n
+            for s, e in held:  # sorted by start
+                if e <= pos or s >= end:
+                    continue
+                if s > pos:
+                    out.append((pos, s - pos))
+                pos = max(pos, e)
+                if pos >= end:
+                    break
+            if pos < end:
+                out.append((pos, end - pos))
+        return out
 
     def _find(self, offset: int, length: int) -> bytes | None:
         view = self.view(offset, length)
