@@ -184,7 +184,7 @@ def test_pages(sizes: list[int], data: st.DataObject) -> None:
     assert query.overlapping_pages(first, total).tolist() == want
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)  # shared machines: no per-example deadline
 @given(intervals, intervals, intervals, intervals)
 def test_selection_three_valued(ma: list[tuple[int, int]], aa: list[tuple[int, int]],
                                 mb: list[tuple[int, int]], ab: list[tuple[int, int]]) -> None:

@@ -203,14 +203,17 @@ class _Buffers:
                 hit = None
                 if i >= 0 and self._starts[i] + len(self._bufs[i]) > pos:
                     hit = (self._starts[i], self._bufs[i])
+                nxt = self._starts[i + 1] if i + 1 < len(self._starts) else end
             if hit is None:
-                break
+                # Only the gap up to the next fetch: what a fetch holds is not read again.
+                stop = min(end, nxt)
+                out.append(self.pf.read_bytes(pos, stop - pos))
+                pos = stop
+                continue
             s, b = hit
             stop = min(end, s + len(b))
             out.append(memoryview(b)[pos - s : stop - s])
             pos = stop
-        if pos < end:
-            out.append(self.pf.read_bytes(pos, end - pos))
         return b"".join(out)
 
 
