@@ -314,3 +314,30 @@ def test_spark_pipeline_on_s3(spark: Any, s3: S3Endpoint, bucket: str, tmp_path:
     assert not set(keys) - {"spark/t/_pqindex_manifest.json", "spark/t/_SUCCESS"} & set(
         _keys(s3, bucket, "spark/t/"))
     assert not [u for u, _ in list_objects(dest + "/_pqindex_staging/", so)]
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_cli_index_and_check_on_s3(s3: S3Endpoint, bucket: str) -> None:  # noqa: F811
+    import json
+
+    from click.testing import CliRunner
+
+    from pqindex.cli import cli
+
+    t, _before = _put_plain(s3, bucket, "cli/f.parquet", 3000, 21)
+    url = f"s3://{bucket}/cli/f.parquet"
+    opts = [a for k, v in s3.storage_options().items() for a in ("--storage-option", f"{k}={v}")]
+    res = CliRunner().invoke(cli, ["index", url, "--distinct", "s", "--json", *opts],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    after = _object(s3, bucket, "cli/f.parquet")
+    assert out["files"][0]["bytes_uploaded"] == len(after) == out["totals"]["bytes_after"]
+    assert pq.read_table(io.BytesIO(after)).equals(t)
+    res = CliRunner().invoke(cli, ["check", url, *opts], catch_exceptions=False)
+    assert res.exit_code == 0 and res.output.strip() == f"{url}: ok"
+    # Without the options the store is not reachable: a clean error, no traceback.
+    res = CliRunner().invoke(cli, ["check", f"s3://{bucket}/cli/nope.parquet", *opts])
+    assert res.exit_code != 0 and "Traceback" not in res.output

@@ -6,7 +6,6 @@ another writer produced (the columns are read back with pyarrow, one at a time).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.region import encode_region
+from pqindex.io.pyfile import for_pyarrow
 
 __all__ = ["build_blobs", "build_region", "leaf_for"]
 
@@ -37,48 +37,12 @@ def leaf_for(pf: ParquetFile, name: str) -> LeafColumn:
     return leaf
 
 
-class _SourceReader(io.RawIOBase):
-    """``pf``'s source as a file object for pyarrow (objects on a store have no path)."""
-
-    def __init__(self, pf: ParquetFile) -> None:
-        self._pf = pf
-        self._size = pf.source.size()
-        self._pos = 0
-
-    def read(self, size: int = -1) -> bytes:
-        n = self._size - self._pos if size < 0 else min(size, self._size - self._pos)
-        if n <= 0:
-            return b""
-        data = self._pf.read_bytes(self._pos, n)
-        self._pos += n
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        self._pos = pos if whence == 0 else self._pos + pos if whence == 1 else self._size + pos
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-
-def _readable(pf: ParquetFile) -> Any:
-    if "://" in pf.path and not pf.path.startswith("file://"):
-        return _SourceReader(pf)
-    return pf.path
-
-
 def _values(pf: ParquetFile, table: pa.Table | None, leaf: LeafColumn) -> pa.Array:
     top = leaf.path[0]
     if table is not None and top in table.column_names:
         arr: Any = table.column(top)
     else:
-        arr = pq.read_table(_readable(pf), columns=[top]).column(0)
+        arr = pq.read_table(for_pyarrow(pf.path, pf.source), columns=[top]).column(0)
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     for name in leaf.path[1:]:
         # Struct parents' nulls make the leaf null, as a reader sees it.

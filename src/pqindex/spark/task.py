@@ -207,10 +207,10 @@ def key_ranges(path: str, columns: Iterable[str],
     """Per column, the file's [min, max] from its row-group statistics (when known)."""
     if is_object_store_url(path):
         from pqindex.format.file import ParquetFile
-        from pqindex.indexes.build import _SourceReader
+        from pqindex.io.pyfile import SourceReader
 
         with ParquetFile.open(path, storage_options=storage_options) as pf:
-            md = pq.read_metadata(_SourceReader(pf))
+            md = pq.read_metadata(SourceReader(pf.source))
     else:
         md = pq.read_metadata(path)
     names = [md.schema.column(i).path for i in range(md.num_columns)]
