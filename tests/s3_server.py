@@ -37,6 +37,7 @@ class LoggedRequest:
     path: str  # URL path, e.g. /bucket/key
     query: str
     range: str | None  # the Range header, if any
+    length: int = 0  # request body bytes (uploads)
 
 
 @dataclass
@@ -117,7 +118,7 @@ class _Proxy:
                 url = urllib.parse.urlsplit(target)
                 with self.log.lock:
                     self.log.requests.append(
-                        LoggedRequest(method, url.path, url.query, _get(headers, "range"))
+                        LoggedRequest(method, url.path, url.query, _get(headers, "range"), n)
                     )
                 if self.in_flight == 0:
                     with self.log.lock:
