@@ -329,13 +329,22 @@ def test_cli_index_and_check_on_s3(s3: S3Endpoint, bucket: str) -> None:  # noqa
     t, _before = _put_plain(s3, bucket, "cli/f.parquet", 3000, 21)
     url = f"s3://{bucket}/cli/f.parquet"
     opts = [a for k, v in s3.storage_options().items() for a in ("--storage-option", f"{k}={v}")]
-    res = CliRunner().invoke(cli, ["index", url, "--distinct", "s", "--json", *opts],
-                             catch_exceptions=False)
+    # The file has no page index: it gets one, and the embedded index is built on it.
+    res = CliRunner().invoke(cli, ["index", url, "--distinct", "s", "--page-index", "add",
+                                   "--json", *opts], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     after = _object(s3, bucket, "cli/f.parquet")
     assert out["files"][0]["bytes_uploaded"] == len(after) == out["totals"]["bytes_after"]
+    assert out["files"][0]["page_index_added"] > 0 and out["files"][0]["indexes"] == {
+        "distinct": ["s"]}
     assert pq.read_table(io.BytesIO(after)).equals(t)
+    md = pq.ParquetFile(io.BytesIO(after)).metadata
+    assert md.row_group(0).column(0).has_offset_index
+    probe = t["s"][3].as_py()
+    got = pqindex.dataset(url, storage_options=s3.storage_options()).to_table(
+        where=f"s = '{probe}'")
+    assert got.sort_by("id").equals(t.filter(pc.equal(t["s"], probe)).sort_by("id"))
     res = CliRunner().invoke(cli, ["check", url, *opts], catch_exceptions=False)
     assert res.exit_code == 0 and res.output.strip() == f"{url}: ok"
     # Without the options the store is not reachable: a clean error, no traceback.
