@@ -199,7 +199,10 @@ def render(b: dict[str, Any] | None, c: dict[str, Any]) -> str:
         "`add_indexes` on an object uploads all of it again: the issue's goal (under 5% of a "
         "100 MB object uploaded) is **not met**. What it saves is the local copy (bounded "
         "memory, no disk) and the ETag conditions. Reaching the goal needs `UploadPartCopy` "
-        "(a signed request pqindex would issue itself, or a future obstore API).",
+        "(a signed request pqindex would issue itself, or a future obstore API). "
+        "`add_indexes(url)` also downloads more than the object: it reads the indexed "
+        "column for the distinct index besides streaming the data range (the baseline "
+        "reads both from its local copy), which makes it the slower of the two here.",
         END,
     ]
     return "\n".join(lines)
