@@ -434,8 +434,10 @@ def rewrite_remote(
     etag = source.etag
     total = base + len(tail_bytes)
     mode: Any = {"e_tag": etag} if etag else None
-    upload = Upload(url, storage_options, part_bytes=part_bytes,
-                    mode=mode if total <= SMALL_OBJECT_BYTES else None)
+    small = total <= SMALL_OBJECT_BYTES
+    # A small object stays in memory and goes in one PUT, which can carry If-Match.
+    upload = Upload(url, storage_options, part_bytes=total + 1 if small else part_bytes,
+                    mode=mode if small else None)
     handle, key = upload.handle, upload.key
 
     def fetch(start: int, end: int) -> bytes:
@@ -449,13 +451,13 @@ def rewrite_remote(
             raise translate(e, url, "GET") from None
 
     try:
-        step = upload.part_bytes
+        step = part_bytes or PART_BYTES
         pos = 0
         while pos < base:
             end = min(base, pos + step)
             upload.write(fetch(pos, end))
             pos = end
-        if total > SMALL_OBJECT_BYTES and etag:
+        if not small and etag:
             # Multipart completion takes no condition through obstore: check last.
             try:
                 now = obs.head(handle.store, key)
