@@ -103,6 +103,8 @@ def test_write_streams_in_parts_and_failure_leaves_nothing(
     res = pqindex.write_table(t, url, compression="none", storage_options=s3.storage_options())
     parts = [r for r in s3.requests if r.method == "PUT" and "partNumber" in r.query]
     assert len(parts) >= 3 and res.bytes > 2 * (5 << 20)
+    # Every part but the last is one part size: the upload holds parts, not the file.
+    assert sorted(r.length for r in parts)[1:] == [5 << 20] * (len(parts) - 1)
     assert pq.read_table(io.BytesIO(_object(s3, bucket, "big/f.parquet"))).equals(t)
 
     # The completion fails: no object appears and the upload is gone.
