@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ class LoggedRequest:
     path: str  # URL path, e.g. /bucket/key
     query: str
     range: str | None  # the Range header, if any
+    length: int = 0  # request body bytes (uploads)
 
 
 @dataclass
@@ -79,6 +80,8 @@ class _Proxy:
         self.log = log
         self.delay = 0.0
         self.fail_next = 0  # answer this many next requests with 503 SlowDown
+        # Requests (method, path, query) this answers with 400 instead of forwarding.
+        self.reject: Callable[[str, str, str], bool] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
@@ -115,7 +118,7 @@ class _Proxy:
                 url = urllib.parse.urlsplit(target)
                 with self.log.lock:
                     self.log.requests.append(
-                        LoggedRequest(method, url.path, url.query, _get(headers, "range"))
+                        LoggedRequest(method, url.path, url.query, _get(headers, "range"), n)
                     )
                 if self.in_flight == 0:
                     with self.log.lock:
@@ -128,6 +131,8 @@ class _Proxy:
                     if self.fail_next > 0:
                         self.fail_next -= 1
                         response = _SLOW_DOWN
+                    elif self.reject is not None and self.reject(method, url.path, url.query):
+                        response = _REJECTED
                     else:
                         try:
                             response = await self._forward(method, head, headers, body)
@@ -203,6 +208,16 @@ _SLOW_DOWN = (
 
 _BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n"
 
+_REJECTED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidRequest</Code>'
+    b"<Message>rejected by the test proxy</Message></Error>"
+)
+_REJECTED = (
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\n"
+    + f"Content-Length: {len(_REJECTED_BODY)}\r\n\r\n".encode()
+    + _REJECTED_BODY
+)
+
 
 def _dechunk(data: bytes) -> bytes:
     out = bytearray()
@@ -250,6 +265,15 @@ class S3Endpoint:
     @fail_next.setter
     def fail_next(self, n: int) -> None:
         self._proxy.fail_next = n
+
+    @property
+    def reject(self) -> Callable[[str, str, str], bool] | None:
+        """A predicate on (method, path, query): matching requests get a 400 (not retried)."""
+        return self._proxy.reject
+
+    @reject.setter
+    def reject(self, pred: Callable[[str, str, str], bool] | None) -> None:
+        self._proxy.reject = pred
 
     @property
     def max_in_flight(self) -> int:

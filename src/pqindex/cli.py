@@ -359,8 +359,9 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 @cli.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
+@_storage_option
 @_fail_cleanly
-def check(files: tuple[str, ...], no_decode: bool) -> None:
+def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ...] = ()) -> None:
     """Check files end to end: footer, page headers, page index (decoded and
     validated), Bloom filters (decoded; by default every value looked up), the
     embedded index region (directory, checksums, each blob decoded), and (by
@@ -369,8 +370,9 @@ def check(files: tuple[str, ...], no_decode: bool) -> None:
     from pqindex.format.pages import check_file, check_indexes
     from pqindex.inspect import check_embedded
 
+    so = _storage_options(storage_option)
     for f in files:
-        with ParquetFile.open(f) as pf:
+        with ParquetFile.open(f, storage_options=so) as pf:
             check_file(pf, decode=not no_decode)
             warnings = check_indexes(pf, values=not no_decode)
             check_embedded(pf)
@@ -604,6 +606,7 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
     help="After a file fails, go on with the others (exit status 2 all the same).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@_storage_option
 @_fail_cleanly
 def index_command(
     path: tuple[str, ...],
@@ -618,8 +621,10 @@ def index_command(
     drop: bool,
     keep_going: bool,
     as_json: bool,
+    storage_option: tuple[str, ...] = (),
 ) -> None:
-    """Add indexes to Parquet files written by any writer (PATH: files or directories).
+    """Add indexes to Parquet files written by any writer (PATH: files or directories;
+    object-store URLs are indexed in place, see --storage-option).
 
     The first file that fails stops the run (files done before stay done) unless
     --keep-going; either way each failure prints one line naming the file and
@@ -644,6 +649,18 @@ def index_command(
         "drop": drop,
         "indexes": _index_specs(index_specs),
     }
+    if any("://" in p and not p.startswith("file://") for p in path):
+        # Object stores: each object replaced only if unchanged since read (write.remote).
+        from pqindex.write.add_indexes import add_indexes
+
+        done = add_indexes(list(path), output=output,
+                           storage_options=_storage_options(storage_option), **options)
+        if as_json:
+            click.echo(json.dumps({"files": [r.to_dict() for r in done], "errors": [],
+                                   "totals": _index_totals(done)}, indent=2))
+        elif done:
+            _render_index(done)
+        return
     targets = index_targets(list(path), output)
     results: list[IndexResult] = []
     errors: list[tuple[str, str]] = []
@@ -710,6 +727,7 @@ def _index_totals(results: list[Any]) -> dict[str, Any]:
         "bytes_after": sum(r.bytes_after for r in results),
         "region_bytes": sum(r.region_bytes for r in results),
         "page_index_added": sum(r.page_index_added for r in results),
+        "bytes_uploaded": sum(r.bytes_uploaded for r in results),
         "seconds": sum(r.seconds for r in results),
     }
 
@@ -777,6 +795,8 @@ def _render_index(results: list[Any]) -> None:
 @click.option("--bloom", multiple=True, help="Parquet Bloom filter on COL.")
 @click.option("--zone-maps", "zone_maps", multiple=True, help="Embedded zone maps on COL.")
 @click.option("--hll", multiple=True, help="Embedded HyperLogLog sketch of COL.")
+@click.option("--index", "index_specs", multiple=True, metavar="KIND=COL",
+              help="Embedded index of any registered KIND on COL (repeatable).")
 @click.option(
     "--mode",
     type=click.Choice(["error", "append", "overwrite"]),
@@ -788,6 +808,7 @@ def _render_index(results: list[Any]) -> None:
 @click.option("--page-rows", "page_rows", type=int, default=20_000, show_default=True)
 @click.option("--row-group-rows", "row_group_rows", type=int, default=1_000_000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_storage_option
 @_fail_cleanly
 def build(
     input_path: str,
@@ -801,13 +822,18 @@ def build(
     bloom: tuple[str, ...],
     zone_maps: tuple[str, ...],
     hll: tuple[str, ...],
+    index_specs: tuple[str, ...],
     mode: str,
     target_file_mb: int,
     page_rows: int,
     row_group_rows: int,
     as_json: bool,
+    storage_option: tuple[str, ...] = (),
 ) -> None:
-    """Build an indexed dataset at OUTPUT from INPUT with Spark (sorted or Z-ordered)."""
+    """Build an indexed dataset at OUTPUT from INPUT with Spark (sorted or Z-ordered).
+
+    OUTPUT may be an object-store URL; --storage-option configures the store for
+    the driver and the executors."""
     import os
 
     from pqindex.errors import UserInputError
@@ -825,15 +851,11 @@ def build(
         fmt = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}.get(
             ext, "parquet"
         )
-    indexes = {
-        k: cols
-        for k, cols in (
-            ("distinct", _columns(distinct)),
-            ("zone_maps", _columns(zone_maps)),
-            ("hll", _columns(hll)),
-        )
-        if cols
-    }
+    indexes = _index_specs(index_specs)
+    for kind, cols in (("distinct", distinct), ("zone_maps", zone_maps), ("hll", hll)):
+        for c in _columns(cols) or []:
+            if c not in indexes.get(kind, []):
+                indexes.setdefault(kind, []).append(c)
     summary = _run_build(
         input_path,
         output,
@@ -848,6 +870,7 @@ def build(
         target_file_bytes=target_file_mb * 1024 * 1024,
         page_rows=page_rows,
         row_group_rows=row_group_rows,
+        storage_options=_storage_options(storage_option) or None,
     )
     if as_json:
         click.echo(json.dumps(summary, indent=2))

@@ -217,7 +217,9 @@ def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
     import pyarrow.parquet as pq
 
     try:
-        reader = pq.ParquetFile(pf.path)
+        from pqindex.io.pyfile import for_pyarrow
+
+        reader = pq.ParquetFile(for_pyarrow(pf.path, pf.source))
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptFileError(f"pyarrow cannot read the file: {e}", path=pf.path) from None
     top = list(dict.fromkeys(leaf.path[0] for leaf in pf.schema.leaves))

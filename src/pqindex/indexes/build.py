@@ -17,6 +17,7 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.region import encode_region
+from pqindex.io.pyfile import for_pyarrow
 
 __all__ = ["build_blobs", "build_region", "leaf_for"]
 
@@ -41,7 +42,7 @@ def _values(pf: ParquetFile, table: pa.Table | None, leaf: LeafColumn) -> pa.Arr
     if table is not None and top in table.column_names:
         arr: Any = table.column(top)
     else:
-        arr = pq.read_table(pf.path, columns=[top]).column(0)
+        arr = pq.read_table(for_pyarrow(pf.path, pf.source), columns=[top]).column(0)
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     for name in leaf.path[1:]:
         # Struct parents' nulls make the leaf null, as a reader sees it.

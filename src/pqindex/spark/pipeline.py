@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from pqindex.errors import UserInputError
+from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import data_files, load_manifest
+from pqindex.spark.remote_commit import data_objects
 from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
 from pqindex.spark.workers import WorkerCheck, ensure_workers
 from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
@@ -189,6 +191,7 @@ def write(
     compression: str = "zstd",
     num_partitions: int | None = None,
     options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``df`` as an indexed dataset at ``path``; a summary of what was written.
 
@@ -200,13 +203,23 @@ def write(
     destination must hold no data), ``append`` or ``overwrite``; the old data of an
     overwrite is removed only once the new data is committed. ``options``: extra
     data source options.
+
+    ``path`` may be an object-store URL (``s3://bucket/table``): executors write
+    through pqindex's storage layer with ``storage_options`` (sent to them as a
+    data source option; executors need the endpoint and credentials too, or the
+    standard environment variables), and the driver commits with conditional
+    PUTs of the manifest (``spark.remote_commit``).
     """
     from pyspark.sql import functions as F
 
     t0 = time.perf_counter()
     if mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"mode must be error, append or overwrite, not {mode!r}")
-    dest = os.path.abspath(os.fspath(path))
+    raw_path = os.fspath(path)
+    remote = is_object_store_url(raw_path)
+    # A URL stays a URL: abspath would turn "s3://b/t" into a local folder "s3:".
+    dest = raw_path.rstrip("/") if remote else os.path.abspath(raw_path)
+    so = {str(k): str(v) for k, v in (storage_options or {}).items()}
     sort = _sort_spec(sort_by)
     cluster = list(cluster_by or [])
     parts = _names(partition_by)
@@ -215,7 +228,7 @@ def write(
     for c in [c for c, _ in sort] + parts:
         if c not in df.columns:
             raise UserInputError(f"no column {c!r} (columns: {', '.join(df.columns)})")
-    if mode == "error" and data_files(dest):
+    if mode == "error" and (data_objects(dest, so) if remote else data_files(dest)):
         raise UserInputError("the destination already holds data (mode='error')", path=dest)
     spark = df.sparkSession
     check = register(spark)
@@ -252,13 +265,19 @@ def write(
         "indexes": json.dumps({k: list(v) for k, v in (indexes or {}).items()}),
         "mode": mode,
         "job_id": job_id,
+        **({"storage_options": json.dumps(so)} if so else {}),
         **dict(options or {}),
     }
     if cluster:
         opts["sort_by"] = ""
     spark_mode = "overwrite" if mode == "overwrite" else "append"
     shaped.write.format("pqindex").options(**opts).mode(spark_mode).save(dest)
-    manifest = load_manifest(dest) or {}
+    if remote:
+        from pqindex.spark.remote_commit import _load
+
+        manifest = _load(dest, so)[0] or {}
+    else:
+        manifest = load_manifest(dest) or {}
     last = manifest.get("last_commit") or {}
     if last.get("job") != job_id:
         raise UserInputError("the job finished but its manifest is missing", path=dest)

@@ -17,7 +17,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from pqindex.errors import UserInputError
+from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import abort_job, commit_job, data_files
+from pqindex.spark.remote_commit import (
+    abort_job_remote,
+    commit_job_remote,
+    data_objects,
+    manifest_etag,
+)
 from pqindex.spark.task import TaskOptions, parse_options, write_task
 
 __all__ = ["PqIndexDataSource", "PqIndexWriter", "TaskCommit"]
@@ -51,15 +58,19 @@ class PqIndexWriter(DataSourceArrowWriter):
         if path.startswith("file:"):
             path = path[len("file:") :].lstrip("/")
             path = "/" + path
-        if "://" in path:
-            raise UserInputError("the pqindex data source writes local paths only", path=path)
-        self.dest = os.path.abspath(path)
         self.options = parse_options(options)
+        self.remote = is_object_store_url(path)
+        self.base_etag: str | None = None
+        if "://" in path and not self.remote:
+            raise UserInputError("the pqindex data source writes local paths and object-store "
+                                 "URLs (s3://, gs://, az://, ...)", path=path)
+        # An object-store destination stays a URL; a local one becomes absolute.
+        self.dest = path.rstrip("/") if self.remote else os.path.abspath(path)
         self.mode = self.options.mode or ("overwrite" if overwrite else "append")
         if overwrite and self.mode != "overwrite":
             raise UserInputError(f"Spark asked for overwrite but option mode is {self.mode!r}")
         self.job_id = self.options.job_id or uuid.uuid4().hex
-        self.created_dest = not os.path.exists(self.dest)
+        self.created_dest = not self.remote and not os.path.exists(self.dest)
         missing = [
             c
             for c in [c for c, _ in self.options.sort_by] + self.options.partition_by
@@ -71,7 +82,15 @@ class PqIndexWriter(DataSourceArrowWriter):
             )
         if self.options.partition_by and len(self.options.partition_by) == len(columns):
             raise UserInputError("partition_by cannot name every column", path=self.dest)
-        if self.mode == "error" and data_files(self.dest):
+        if self.remote:
+            so = self.options.storage_options
+            if self.mode == "error" and data_objects(self.dest, so):
+                raise UserInputError(
+                    "the destination already holds data (mode='error')", path=self.dest
+                )
+            # The manifest this job starts from: its commit succeeds only if unchanged.
+            self.base_etag = manifest_etag(self.dest, so)
+        elif self.mode == "error" and data_files(self.dest):
             raise UserInputError(
                 "the destination already holds data (mode='error')", path=self.dest
             )
@@ -94,9 +113,17 @@ class PqIndexWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
+        if self.remote:
+            commit_job_remote(self.dest, self.job_id, files, mode=self.mode,
+                              info=_info(self.options), base_etag=self.base_etag,
+                              storage_options=self.options.storage_options)
+            return
         commit_job(self.dest, self.job_id, files, mode=self.mode, info=_info(self.options))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.remote:
+            abort_job_remote(self.dest, self.job_id, self.options.storage_options)
+            return
         abort_job(self.dest, self.job_id, created_dest=self.created_dest)
 
 

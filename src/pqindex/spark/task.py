@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pqindex.errors import UserInputError
-from pqindex.spark.commit import job_dir
+from pqindex.io.source import is_object_store_url
+from pqindex.spark.commit import STAGING, job_dir
 from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS, INDEX_KINDS, Writer
 
 __all__ = ["HIVE_NULL", "TaskOptions", "hive_dir", "parse_options", "write_task"]
@@ -49,6 +50,8 @@ class TaskOptions:
     mode: str | None = None  # None: from Spark's overwrite flag
     job_id: str | None = None
     fail_task: int | None = None  # tests: this partition fails after writing its files
+    # Object-store destinations: the store's options (credentials: never in the manifest).
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
 
     def info(self) -> dict[str, Any]:
         """What the manifest records about how the files were written."""
@@ -110,7 +113,8 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
     ``sort_by`` ("a, b desc"), ``partition_by``, ``cluster_by``, ``bloom``: comma
     lists; ``indexes``: JSON ``{"distinct": ["col"], ...}`` and/or ``index.<kind>``
     comma lists; ``presorted``, ``target_file_bytes``, ``page_rows``,
-    ``row_group_rows``, ``compression``, ``mode``, ``job_id``.
+    ``row_group_rows``, ``compression``, ``mode``, ``job_id``; for an object-store
+    destination ``storage_options`` (JSON object) and/or ``storage_option.<key>``.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     indexes: dict[str, list[str]] = {}
@@ -135,6 +139,18 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
     if mode is not None and mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"option mode must be error, append or overwrite, not {mode!r}")
     fail = opts.get("pqindex.test.fail_task")
+    storage: dict[str, str] = {}
+    if opts.get("storage_options"):
+        try:
+            raw_so = json.loads(opts["storage_options"])
+        except ValueError:
+            raise UserInputError("option storage_options must be a JSON object") from None
+        if not isinstance(raw_so, dict):
+            raise UserInputError("option storage_options must be a JSON object")
+        storage = {str(k): str(v) for k, v in raw_so.items()}
+    for k, v in opts.items():
+        if k.startswith("storage_option."):
+            storage[k[len("storage_option."):]] = v
     return TaskOptions(
         sort_by=_sort(opts.get("sort_by")),
         partition_by=_list(opts.get("partition_by")),
@@ -149,6 +165,7 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
         mode=mode,
         job_id=opts.get("job_id") or None,
         fail_task=int(fail) if fail not in (None, "") else None,
+        storage_options=storage,
     )
 
 
@@ -185,9 +202,17 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def key_ranges(path: str, columns: Iterable[str]) -> dict[str, list[Any]]:
+def key_ranges(path: str, columns: Iterable[str],
+               storage_options: Mapping[str, Any] | None = None) -> dict[str, list[Any]]:
     """Per column, the file's [min, max] from its row-group statistics (when known)."""
-    md = pq.read_metadata(path)
+    if is_object_store_url(path):
+        from pqindex.format.file import ParquetFile
+        from pqindex.io.pyfile import SourceReader
+
+        with ParquetFile.open(path, storage_options=storage_options) as pf:
+            md = pq.read_metadata(SourceReader(pf.source))
+    else:
+        md = pq.read_metadata(path)
     names = [md.schema.column(i).path for i in range(md.num_columns)]
     out: dict[str, list[Any]] = {}
     for name in columns:
@@ -247,7 +272,11 @@ def write_task(
     options: TaskOptions,
 ) -> tuple[str, list[dict[str, Any]]]:
     """Write this task's rows into its staging directory; (task dir, file entries)."""
-    task_dir = os.path.join(job_dir(dest, job_id), f"task-{partition_id:05d}-{attempt}")
+    remote = is_object_store_url(dest)
+    if remote:
+        task_dir = f"{dest}/{STAGING}/{job_id}/task-{partition_id:05d}-{attempt}"
+    else:
+        task_dir = os.path.join(job_dir(dest, job_id), f"task-{partition_id:05d}-{attempt}")
     prefix = f"part-{partition_id:05d}-{job_id[:8]}"
     writers: dict[tuple[Any, ...], tuple[str, Writer]] = {}
     file_opts: dict[str, Any] = {
@@ -259,6 +288,8 @@ def write_task(
         "bloom": options.bloom or None,
         "indexes": options.indexes or None,
     }
+    if remote:
+        file_opts["storage_options"] = options.storage_options
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -271,7 +302,8 @@ def write_task(
                 if values not in writers:
                     rel = hive_dir(options.partition_by, values)
                     w = Writer(
-                        os.path.join(task_dir, rel) if rel else task_dir,
+                        (f"{task_dir}/{rel}" if remote else os.path.join(task_dir, rel))
+                        if rel else task_dir,
                         target_file_bytes=options.target_file_bytes,
                         prefix=prefix,
                         **file_opts,
@@ -282,10 +314,11 @@ def write_task(
         key_cols = [c for c, _ in options.sort_by] + options.cluster_by
         for rel, w in writers.values():
             for r in w.close():
-                name = os.path.basename(r.path)
+                name = r.path.rsplit("/", 1)[-1] if remote else os.path.basename(r.path)
                 entries.append(
                     {
-                        "path": os.path.join(rel, name) if rel else name,
+                        "path": (f"{rel}/{name}" if remote else os.path.join(rel, name))
+                        if rel else name,
                         "staged": r.path,
                         "rows": r.rows,
                         "bytes": r.bytes,
@@ -297,7 +330,7 @@ def write_task(
                         )
                         if rel
                         else {},
-                        "key_range": key_ranges(r.path, key_cols),
+                        "key_range": key_ranges(r.path, key_cols, options.storage_options),
                         "job": job_id,
                     }
                 )
@@ -305,8 +338,25 @@ def write_task(
             raise RuntimeError(f"pqindex.test.fail_task: task {partition_id} fails after writing")
         return task_dir, entries
     except BaseException:
-        shutil.rmtree(task_dir, ignore_errors=True)
+        if remote:
+            _remove_remote(task_dir, options.storage_options)
+        else:
+            shutil.rmtree(task_dir, ignore_errors=True)
         raise
+
+
+def _remove_remote(prefix: str, storage_options: Mapping[str, Any]) -> None:
+    """Delete a failed task's objects (best effort: the job's abort removes staging too)."""
+    import contextlib
+
+    from pqindex.spark.remote_commit import _each, _key
+
+    with contextlib.suppress(Exception):
+        from pqindex.io.listing import list_objects
+
+        listed = list_objects(prefix + "/", storage_options)
+        _each(prefix, storage_options, "delete",
+              [(_key(u, storage_options), "") for u, _ in listed])
 
 
 def _partition_strs(rel: str) -> list[str]:

@@ -94,6 +94,9 @@ class IndexResult:
     rewritten: bool = True  # False when there was nothing to change in place
     skipped: dict[str, str] = field(default_factory=dict)  # column -> why
     seconds: float = 0.0
+    # Object stores: bytes sent to the store, and bytes the store copied itself.
+    bytes_uploaded: int = 0
+    bytes_copied_server_side: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as ``pqindex index --json`` prints it."""
@@ -562,6 +565,7 @@ def add_indexes(
     drop: bool = False,
     progress: Progress | None = None,
     indexes: Mapping[str, str | Sequence[str]] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> list[IndexResult]:
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
@@ -581,7 +585,21 @@ def add_indexes(
     Files are processed in order; the first error stops the run (files already
     done stay done) and raises a PqIndexError naming the file. A directory given
     alone then gets its dataset manifest (``_pqindex_manifest.json``) written anew.
+
+    Object-store URLs (``storage_options`` configure the store) are indexed in
+    place: each object is replaced only if unchanged since it was read
+    (``write.remote_index``); ``bytes_uploaded`` in each result says what it cost.
     """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):
+        if output is not None:
+            raise UserInputError("output is not supported for object-store URLs (in place only)")
+        from pqindex.write.remote_index import add_indexes_remote
+
+        return add_indexes_remote([os.fspath(p) for p in items], distinct=distinct, bloom=bloom,
+                                  zone_maps=zone_maps, hll=hll, truncate=truncate,
+                                  page_index=page_index, drop=drop, progress=progress,
+                                  storage_options=storage_options, indexes=indexes)
     targets = index_targets(paths, output)
     results = []
     for t in targets:

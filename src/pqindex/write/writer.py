@@ -235,8 +235,14 @@ def write_table(
     indexes: Mapping[str, Sequence[str]] | None = None,
     truncate: int | None = 64,
     metadata: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> WriteResult:
     """Write ``data`` as one indexed Parquet file at ``path`` (atomically).
+
+    ``path`` may be an object-store URL (``s3://``, ``gs://``, ``az://``, ...;
+    ``storage_options`` configure the store): the file then streams to the store
+    as a multipart upload that completes only once the whole file is sent
+    (``write.remote``), with no local copy.
 
     ``sort_by`` names columns (or ``(column, "descending")``); the data is sorted
     unless ``presorted``, and SortingColumn metadata is written either way; the
@@ -270,33 +276,66 @@ def write_table(
         for name, order in sort
     ]
     target = os.fspath(path)
-    tmp = _tmp_name(target)
-    try:
-        pq.write_table(
-            table,
-            tmp,
-            row_group_size=row_group_rows,
-            max_rows_per_page=page_rows,
-            data_page_size=page_bytes,
-            compression=compression,
-            use_dictionary=dict_cols,
-            write_page_index=True,
-            write_statistics=True,
-            sorting_columns=sorting or None,
-            bloom_filter_options=_bloom_options(bloom, table),
-        )
-        result = finish_file(
-            tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata,
-            sort=sort,
-        )
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    writer_options: dict[str, Any] = dict(
+        max_rows_per_page=page_rows,
+        data_page_size=page_bytes,
+        compression=compression,
+        use_dictionary=dict_cols,
+        write_page_index=True,
+        write_statistics=True,
+        sorting_columns=sorting or None,
+        bloom_filter_options=_bloom_options(bloom, table),
+    )
+    from pqindex.write.remote import is_remote
+
+    if is_remote(target):
+        result = _write_remote(table, target, writer_options, row_group_rows, kinds, truncate,
+                               metadata, sort, storage_options)
+    else:
+        tmp = _tmp_name(target)
+        try:
+            pq.write_table(table, tmp, row_group_size=row_group_rows, **writer_options)
+            result = finish_file(
+                tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata,
+                sort=sort,
+            )
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     result.seconds = time.perf_counter() - t0
     result.dictionary_columns = (
         list(dict_cols) if isinstance(dict_cols, list) else (table.schema.names if dict_cols else [])
     )
     return result
+
+
+def _write_remote(
+    table: pa.Table,
+    url: str,
+    writer_options: Mapping[str, Any],
+    row_group_rows: int,
+    kinds: Mapping[str, Sequence[str]],
+    truncate: int | None,
+    metadata: Mapping[str, str] | None,
+    sort: list[tuple[str, str]],
+    storage_options: Mapping[str, Any] | None,
+) -> WriteResult:
+    from pqindex.write.remote import write_parquet_remote
+
+    orders: dict[str, str] = {}
+    groups = [0]
+
+    def tail_for(pf: ParquetFile) -> Any:
+        tail, found = _tail(pf, url, table=table, indexes=kinds, truncate=truncate,
+                            metadata=metadata, sort=sort)
+        orders.update(found)
+        groups[0] = pf.num_row_groups
+        return tail
+
+    sent = write_parquet_remote(table, url, writer_options=writer_options,
+                                row_group_rows=row_group_rows, tail_for=tail_for,
+                                storage_options=storage_options)
+    return _result(url, table.num_rows, groups[0], sent.result, orders)
 
 
 def finish_file(
@@ -313,38 +352,18 @@ def finish_file(
 
     With ``sort``, the first key's boundary order is checked first (read-back check).
     """
-    from pqindex.indexes.build import build_region
-    from pqindex.write.tail import Tail, rewrite
-    from pqindex.write.truncate import truncate_column_index
+    from pqindex.write.tail import rewrite
 
     with ParquetFile.open(written) as pf:
-        if sort:
-            _check_order(pf, sort, target)
-        cis: dict[tuple[int, int], ColumnIndex | None] = {}
-        if truncate:
-            for rg in range(pf.num_row_groups):
-                for leaf in pf.schema.leaves:
-                    ci = pf.column_index(rg, leaf.index)
-                    if ci is not None:
-                        cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
-        try:
-            region = build_region(pf, table, indexes) if indexes else None
-        except PqIndexError as e:
-            raise e.with_path(target) from None
-        tail = Tail(
-            column_indexes=cis,
-            region=region,
-            key_value=dict(metadata or {}),
-        )
-        orders = {}
-        for leaf in pf.schema.leaves:
-            ci = cis.get((0, leaf.index)) or (
-                pf.column_index(0, leaf.index) if pf.num_row_groups else None
-            )
-            if ci is not None and ci.boundary_order is not None:
-                orders[leaf.name] = BoundaryOrder(ci.boundary_order).name
+        tail, orders = _tail(pf, target, table=table, indexes=indexes, truncate=truncate,
+                             metadata=metadata, sort=sort)
         rows, row_groups = pf.num_rows, pf.num_row_groups
         done = rewrite(written, tail, target)
+    return _result(target, rows, row_groups, done, orders)
+
+
+def _result(target: str, rows: int, row_groups: int, done: Any, orders: dict[str, str]
+            ) -> WriteResult:
     return WriteResult(
         path=target,
         rows=rows,
@@ -355,6 +374,45 @@ def finish_file(
         seconds=0.0,
         boundary_orders=orders,
     )
+
+
+def _tail(
+    pf: ParquetFile,
+    target: str,
+    *,
+    table: pa.Table | None,
+    indexes: Mapping[str, Sequence[str]],
+    truncate: int | None,
+    metadata: Mapping[str, str] | None,
+    sort: list[tuple[str, str]] | None,
+) -> tuple[Any, dict[str, str]]:
+    """The new index tail of the file pyarrow wrote, and the boundary orders it has."""
+    from pqindex.indexes.build import build_region
+    from pqindex.write.tail import Tail
+    from pqindex.write.truncate import truncate_column_index
+
+    if sort:
+        _check_order(pf, sort, target)
+    cis: dict[tuple[int, int], ColumnIndex | None] = {}
+    if truncate:
+        for rg in range(pf.num_row_groups):
+            for leaf in pf.schema.leaves:
+                ci = pf.column_index(rg, leaf.index)
+                if ci is not None:
+                    cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
+    try:
+        region = build_region(pf, table, indexes) if indexes else None
+    except PqIndexError as e:
+        raise e.with_path(target) from None
+    tail = Tail(column_indexes=cis, region=region, key_value=dict(metadata or {}))
+    orders = {}
+    for leaf in pf.schema.leaves:
+        ci = cis.get((0, leaf.index)) or (
+            pf.column_index(0, leaf.index) if pf.num_row_groups else None
+        )
+        if ci is not None and ci.boundary_order is not None:
+            orders[leaf.name] = BoundaryOrder(ci.boundary_order).name
+    return tail, orders
 
 
 def _check_order(pf: ParquetFile, sort: list[tuple[str, str]], target: str) -> None:
@@ -390,7 +448,8 @@ class Writer:
     (measured in memory before compression; 512 MiB by default). A ``.parquet``
     path writes one file: reaching ``target_file_bytes`` (when given) is an error.
     With ``sort_by`` each file's rows are sorted before writing (so a file is
-    buffered whole), unless ``presorted``.
+    buffered whole), unless ``presorted``. ``path`` may be an object-store URL
+    (pass ``storage_options=``): each file streams to the store.
     """
 
     @public_api
@@ -411,7 +470,8 @@ class Writer:
         self._buffered = 0
         self._closed = False
         self._directory = not self.path.endswith(".parquet")
-        if self._directory:
+        self._remote = "://" in self.path and not self.path.startswith("file://")
+        if self._directory and not self._remote:
             os.makedirs(self.path, exist_ok=True)
 
     @public_api
@@ -439,7 +499,10 @@ class Writer:
                     "a single-file Writer cannot roll over; give a directory path"
                 )
             return self.path
-        return os.path.join(self.path, f"{self.prefix}-{len(self.results):05d}.parquet")
+        name = f"{self.prefix}-{len(self.results):05d}.parquet"
+        if self._remote:  # an object-store prefix: no directory to create
+            return f"{self.path.rstrip('/')}/{name}"
+        return os.path.join(self.path, name)
 
     def _flush(self) -> None:
         if not self._batches:

@@ -1,0 +1,249 @@
+"""Writing lakes to an S3 endpoint: the pipeline's write to S3 vs local, and
+``add_indexes`` on a large S3 object vs download + rewrite + upload.
+
+    .venv/bin/python bench/lake_write.py [--scale 0.1] [--mib 100] [--runs 3] [--no-write]
+
+The endpoint is moto's S3 server on 127.0.0.1 behind the counting proxy of
+tests/s3_server.py (no added delay), so the figures measure pqindex's own work
+and the bytes it moves, not a network.
+
+(b) ``pqindex.spark.write`` of TPC-H ``lineitem`` (tpchgen-cli, ``--scale``) with
+    ONE local Spark session (``local[*]``) to a local directory and to
+    ``s3://…``: one warm-up each, then ``--runs`` interleaved rounds; medians and
+    the throughput ratio time(local) / time(S3).
+(c) ``add_indexes(url, distinct=["k"])`` on a ``--mib`` MiB object (pyarrow,
+    uncompressed, 3 columns) against the baseline a user would script: GET the
+    object to a local file, ``add_indexes`` it, PUT it back. Both in the same
+    run, interleaved, the object restored before each run; bytes uploaded and
+    downloaded are the proxy's counts.
+
+Writes the section between ``<!-- lake-write:start -->`` and
+``<!-- lake-write:end -->`` of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+DOC = ROOT / "docs" / "benchmarks.md"
+START, END = "<!-- lake-write:start -->", "<!-- lake-write:end -->"
+
+
+def log(msg: str) -> None:
+    print(f"[lake_write] {msg}", file=sys.stderr, flush=True)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def uploaded(ep: Any) -> int:
+    """Request body bytes of PUTs (single and part uploads) the proxy saw."""
+    return sum(r.length for r in ep.requests if r.method == "PUT")
+
+
+def bench_add_indexes(ep: Any, mib: int, runs: int) -> dict[str, Any]:
+    import numpy as np
+    import obstore as obs
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import pqindex
+    from pqindex.io.objstore import get_store
+
+    so = ep.storage_options()
+    bucket = ep.new_bucket("bench")
+    n = mib * (1 << 20) // 24
+    rng = np.random.default_rng(1)
+    t = pa.table({"id": np.arange(n), "k": rng.integers(0, 5000, n), "x": rng.normal(size=n)})
+    buf = io.BytesIO()
+    pq.write_table(t, buf, compression="none", use_dictionary=False, row_group_size=1_000_000)
+    original = buf.getvalue()
+    url = f"s3://{bucket}/big.parquet"
+    handle, key = get_store(url, so)
+    log(f"(c) object of {len(original) / 2**20:.1f} MiB")
+
+    def restore() -> None:
+        obs.put(handle.store, key, original)
+
+    def pq_index() -> dict[str, Any]:
+        [r] = pqindex.add_indexes(url, distinct=["k"], storage_options=so)
+        return {"reported_uploaded": r.bytes_uploaded, "size": r.bytes_after}
+
+    def baseline() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory() as d:
+            local = Path(d) / "big.parquet"
+            got = obs.get(handle.store, key)
+            with open(local, "wb") as f:
+                for chunk in got:
+                    f.write(chunk)
+            [r] = pqindex.add_indexes(str(local), distinct=["k"])
+            obs.put(handle.store, key, local)
+            return {"reported_uploaded": r.bytes_after, "size": r.bytes_after}
+
+    out: dict[str, list[dict[str, Any]]] = {"pqindex": [], "baseline": []}
+    fns: dict[str, Callable[[], dict[str, Any]]] = {"pqindex": pq_index, "baseline": baseline}
+    for i in range(runs + 1):
+        order = ["pqindex", "baseline"] if i % 2 == 0 else ["baseline", "pqindex"]
+        for name in order:
+            restore()
+            ep.reset_log()
+            t0 = time.perf_counter()
+            res = fns[name]()
+            secs = time.perf_counter() - t0
+            if i == 0:
+                continue  # warm-up
+            res.update(seconds=secs, up=uploaded(ep), down=ep.body_bytes,
+                       requests=len(ep.requests))
+            out[name].append(res)
+            log(f"(c) {name}: {secs:.2f} s, up {res['up'] / 2**20:.1f} MiB, "
+                f"down {res['down'] / 2**20:.1f} MiB")
+    return {"object_bytes": len(original), "runs": out}
+
+
+def bench_pipeline(ep: Any, scale: float, runs: int, tmp: Path) -> dict[str, Any]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import pqindex.spark
+
+    target = ROOT / "data" / f"tpch-sf{scale:g}"
+    src = target / "lineitem.parquet"
+    if not src.exists():
+        exe = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
+        subprocess.run([exe, "parquet", "-s", f"{scale:g}", "--tables", "lineitem", "-o",
+                        str(target)], check=True)
+    spark = (SparkSession.builder.master("local[*]").appName("pqindex-bench-lake-write")
+             .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    so = ep.storage_options()
+    bucket = ep.new_bucket("pipe")
+    df = spark.read.parquet(str(src)).cache()
+    rows = df.count()
+    kw: dict[str, Any] = dict(sort_by=["l_shipdate"], bloom=["l_orderkey"],
+                              indexes={"distinct": ["l_shipmode"]}, mode="overwrite",
+                              num_partitions=2)
+    dests = {"local": str(tmp / "pipe"), "s3": f"s3://{bucket}/pipe"}
+    out: dict[str, list[dict[str, Any]]] = {"local": [], "s3": []}
+    try:
+        for i in range(runs + 1):
+            order = ["local", "s3"] if i % 2 == 0 else ["s3", "local"]
+            for name in order:
+                ep.reset_log()
+                t0 = time.perf_counter()
+                r = pqindex.spark.write(df, dests[name], storage_options=so if name == "s3"
+                                        else None, **kw)
+                secs = time.perf_counter() - t0
+                if i == 0:
+                    continue
+                out[name].append({"seconds": secs, "bytes": r["bytes"], "files": r["files"],
+                                  "requests": len(ep.requests)})
+                log(f"(b) {name}: {secs:.2f} s, {r['files']} files")
+    finally:
+        spark.stop()
+    return {"rows": rows, "scale": scale, "runs": out}
+
+
+def render(b: dict[str, Any] | None, c: dict[str, Any]) -> str:
+    lines = [START, "## Lakes on object storage (bench/lake_write.py)", ""]
+    lines.append("S3 endpoint: moto's server on 127.0.0.1 behind tests/s3_server.py's proxy "
+                 "(no delay); medians of the timed runs after one warm-up, interleaved.")
+    lines.append("")
+    if b is not None:
+        lt = med([r["seconds"] for r in b["runs"]["local"]])
+        st = med([r["seconds"] for r in b["runs"]["s3"]])
+        mb = b["runs"]["s3"][0]["bytes"] / 2**20
+        lines += [
+            f"**(b) pipeline write**, TPC-H lineitem sf{b['scale']:g} ({b['rows']:,} rows, "
+            f"{mb:.1f} MiB written), `pqindex.spark.write`, local[*], 2 tasks:",
+            "",
+            "| destination | median time | MiB/s | requests to the endpoint |",
+            "|---|---:|---:|---:|",
+            f"| local directory | {lt:.2f} s | {mb / lt:.1f} | – |",
+            f"| s3:// (moto) | {st:.2f} s | {mb / st:.1f} | "
+            f"{med([r['requests'] for r in b['runs']['s3']]):.0f} |",
+            "",
+            f"Throughput ratio S3 / local: **{lt / st:.2f}**.",
+            "",
+        ]
+    size = c["object_bytes"]
+    p, q = c["runs"]["pqindex"], c["runs"]["baseline"]
+    lines += [
+        f"**(c) add_indexes on a {size / 2**20:.0f} MiB S3 object** (distinct index on an "
+        "int64 column):",
+        "",
+        "| approach | median time | uploaded | downloaded | uploaded / object |",
+        "|---|---:|---:|---:|---:|",
+        f"| `add_indexes(url)` (stream down and up) | {med([r['seconds'] for r in p]):.2f} s | "
+        f"{med([r['up'] for r in p]) / 2**20:.1f} MiB | {med([r['down'] for r in p]) / 2**20:.1f}"
+        f" MiB | {med([r['up'] for r in p]) / size:.1%} |",
+        f"| GET to a file + `add_indexes` + PUT | {med([r['seconds'] for r in q]):.2f} s | "
+        f"{med([r['up'] for r in q]) / 2**20:.1f} MiB | {med([r['down'] for r in q]) / 2**20:.1f}"
+        f" MiB | {med([r['up'] for r in q]) / size:.1%} |",
+        "",
+        "obstore 0.12 exposes no ranged server-side part copy (S3 `UploadPartCopy`), so "
+        "`add_indexes` on an object uploads all of it again: the issue's goal (under 5% of a "
+        "100 MB object uploaded) is **not met**. What it saves is the local copy (bounded "
+        "memory, no disk) and the ETag conditions. Reaching the goal needs `UploadPartCopy` "
+        "(a signed request pqindex would issue itself, or a future obstore API). "
+        "`add_indexes(url)` also downloads more than the object: it reads the indexed "
+        "column for the distinct index besides streaming the data range (the baseline "
+        "reads both from its local copy), which makes it the slower of the two here.",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write_section(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if START in text and END in text:
+        before = text[: text.index(START)]
+        after = text[text.index(END) + len(END):].lstrip("\n")
+        text = before + section + ("\n\n" + after if after else "\n")
+    else:
+        anchor = "<!-- spark:end -->"
+        i = text.index(anchor) + len(anchor) if anchor in text else len(text)
+        text = text[:i].rstrip("\n") + "\n\n" + section + "\n\n" + text[i:].lstrip("\n")
+    DOC.write_text(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor for (b)")
+    ap.add_argument("--mib", type=int, default=100, help="object size for (c)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--skip-pipeline", action="store_true", help="only (c)")
+    ap.add_argument("--no-write", action="store_true", help="print the section only")
+    args = ap.parse_args()
+    from s3_server import S3Endpoint
+
+    ep = S3Endpoint()
+    try:
+        c = bench_add_indexes(ep, args.mib, args.runs)
+        with tempfile.TemporaryDirectory() as d:
+            b = None if args.skip_pipeline else bench_pipeline(ep, args.scale, args.runs, Path(d))
+    finally:
+        ep.stop()
+    section = render(b, c)
+    print(section)
+    if not args.no_write:
+        write_section(section)
+
+
+if __name__ == "__main__":
+    main()
