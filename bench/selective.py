@@ -80,7 +80,9 @@ SHAPES = {
 VARIANTS = {
     "plain": "",
     "indexed": "after `pqindex index --bloom user_id --distinct category` (embedded indexes "
-               "added, no data page rewritten)",
+               "added, no data page rewritten; Bloom filters per row group and per page, "
+               "the CLI's default `--bloom-scope row_group,page`; distinct sets per file, row "
+               "group and page)",
     "written": "the same rows written by `pqindex.write_table(table, path)` with its defaults",
 }
 SHAPE = SHAPES["bench"]
@@ -124,7 +126,9 @@ def data_path(rows: int, variant: str | None = None) -> Path:
     variant = VARIANT if variant is None else variant
     if SHAPE_NAME == "bench" and variant == "plain":
         return DATA_DIR / f"selective-{rows}-v{FORMAT_VERSION}.parquet"
-    return DATA_DIR / f"selective-{SHAPE_NAME}-{rows}-{variant}-v{FORMAT_VERSION}.parquet"
+    # "indexed-2": Bloom filters per row group and page (the CLI's default since then).
+    tag = "indexed-2" if variant == "indexed" else variant
+    return DATA_DIR / f"selective-{SHAPE_NAME}-{rows}-{tag}-v{FORMAT_VERSION}.parquet"
 
 
 def _row_group_table(rows: int, rg: int, rare: np.ndarray) -> pa.Table:

@@ -586,6 +586,16 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
 )
 @click.option("--distinct", multiple=True, help="Distinct-value index on COL (repeatable).")
 @click.option("--bloom", multiple=True, help="Embedded Bloom filter on COL (repeatable).")
+@click.option(
+    "--bloom-scope",
+    "bloom_scope",
+    default="row_group,page",  # write.add_indexes.DEFAULT_BLOOM_SCOPE (not imported: startup)
+    show_default=True,
+    metavar="SCOPES",
+    help="What each --bloom filter covers: file, row_group, page, or several comma-separated. "
+    "row_group and page filters also skip the row groups and pages without the value; "
+    "file alone only rules out values the whole file lacks.",
+)
 @click.option("--zone-maps", "zone_maps", multiple=True, help="Zone maps on COL (repeatable).")
 @click.option("--hll", multiple=True, help="HyperLogLog sketch of COL (repeatable).")
 @click.option("--index", "index_specs", multiple=True, metavar="KIND=COL",
@@ -613,6 +623,7 @@ def index_command(
     output: str | None,
     distinct: tuple[str, ...],
     bloom: tuple[str, ...],
+    bloom_scope: str,
     zone_maps: tuple[str, ...],
     hll: tuple[str, ...],
     index_specs: tuple[str, ...],
@@ -634,6 +645,7 @@ def index_command(
 
     from pqindex.write.add_indexes import (
         IndexResult,
+        bloom_scopes,
         index_file,
         index_targets,
         refresh_manifest,
@@ -648,6 +660,7 @@ def index_command(
         "page_index": page_index,
         "drop": drop,
         "indexes": _index_specs(index_specs),
+        "bloom_scope": bloom_scopes(bloom_scope),
     }
     if any("://" in p and not p.startswith("file://") for p in path):
         # Object stores: each object replaced only if unchanged since read (write.remote).

@@ -7,9 +7,12 @@ split-block Bloom filter with the same hash (XXH64, seed 0, of the value's PLAIN
 bytes), so ``format.bloom.BloomFilter`` and ``plan.evidence.BloomEvidence`` read
 it unchanged. It only ever answers NONE (for ``=`` and ``IN``) or SOME.
 
-Sizing follows parquet-java: ``-8 * ndv / ln(1 - fpp ** (1/8))`` bits, rounded
-up to a power of two bytes, between 32 bytes and ``max_bytes`` (default 1 MiB,
-parquet-java's default cap). ``ndv`` is the number of distinct PLAIN values
+Sizing follows parquet-java: ``-8 * ndv / ln(1 - fpp ** (1/8))`` bits, between
+32 bytes and ``max_bytes`` (default 1 MiB, parquet-java's default cap), but
+rounded up to whole 32-byte blocks rather than a power of two (the block index
+is a multiply-shift, right for any block count): a row group of 500k distinct
+values needs 605 KB, not 1 MiB, which per-row-group and per-page filters
+multiply. ``ndv`` is the number of distinct PLAIN values
 (counted exactly while building); option ``fpp`` defaults to 0.01.
 
 Body (version 1)::
@@ -67,9 +70,9 @@ def bloom_bytes(ndv: int, fpp: float, max_bytes: int = DEFAULT_MAX_BYTES) -> int
         raise UserInputError(f"fpp must be between 0 and 1, not {fpp}")
     bits = -8.0 * max(ndv, 1) / math.log(1.0 - fpp ** (1.0 / 8.0))
     want = max(BLOCK_BYTES, math.ceil(bits / 8))
-    size = 1 << (want - 1).bit_length()  # next power of two
-    cap = max(BLOCK_BYTES, min(max_bytes, MAX_BLOOM_BYTES))
-    return min(size, 1 << (cap.bit_length() - 1))
+    size = -(-want // BLOCK_BYTES) * BLOCK_BYTES  # whole blocks
+    cap = max(BLOCK_BYTES, min(max_bytes, MAX_BLOOM_BYTES) // BLOCK_BYTES * BLOCK_BYTES)
+    return min(size, cap)
 
 
 def build_bitset(hashes: np.ndarray, num_bytes: int) -> bytes:

@@ -60,6 +60,8 @@ __all__ = [
 # A dictionary larger than this is not worth reading to prune one row group.
 MAX_DICTIONARY_BYTES = 1 << 20
 MAX_DICTIONARY_VALUES = 100_000
+# Decoded dictionaries kept per open file for later queries (estimated bytes).
+DICTIONARY_EVIDENCE_BUDGET = 128 << 20
 # Bytes worth reading on an object store to save a round trip (10-100 ms each).
 ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
 
@@ -239,10 +241,18 @@ class _RowGroupEvidence:
         pf, rg = self.pf, self.rg
         cmd = pf.column_meta(rg, col)
         if pf.all_dictionary_encoded(rg, col) and pred.leaf.max_repetition_level == 0:
-            try:
-                ev = self._read_dictionary(pred, cmd.num_values)
-            except PqIndexError as e:
-                self.warnings.append(f"dictionary of {pred.leaf.name!r} not used: {e}")
+            # Decoded once per file and kept (within a budget): splitting a large
+            # dictionary into its entries costs more than the query it prunes.
+            key = ("dictionary_evidence", rg, col, pred.value_type)
+            if key in pf.derived:
+                ev = pf.derived[key]
+            else:
+                try:
+                    ev = self._read_dictionary(pred, cmd.num_values)
+                except PqIndexError as e:
+                    self.warnings.append(f"dictionary of {pred.leaf.name!r} not used: {e}")
+                else:
+                    _keep_dictionary(pf, key, ev)
         self._dicts[col] = ev
         return ev
 
@@ -301,6 +311,18 @@ class _RowGroupEvidence:
                 self.warnings.append(f"Bloom filter of {pred.leaf.name!r} not used: {e}")
             self._blooms[col] = ev
         return self._blooms[col]
+
+
+def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None) -> None:
+    """Keep a chunk's dictionary evidence with the file while the budget allows."""
+    size = 0
+    if isinstance(ev, DictionaryEvidence):
+        # Entries are kept as Python bytes in a set: ~100 bytes of overhead each.
+        size = sum(len(v) + 100 for v in ev.raw)
+    used = pf.derived.get("dictionary_evidence_bytes", 0)
+    if used + size <= DICTIONARY_EVIDENCE_BUDGET:
+        pf.derived[key] = ev
+        pf.derived["dictionary_evidence_bytes"] = used + size
 
 
 class _AllOf:

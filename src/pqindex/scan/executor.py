@@ -442,7 +442,8 @@ class _RowGroupReader:
         missing = [p for p in pages if p not in cache]
         t0 = time.perf_counter()
         if missing:
-            self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing))
+            self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing,
+                                                prefix_needed=self._prefix_needed(col)))
             arr = self._encoded_pages(col, missing, target)
             if arr is None:
                 arr, _ = decode_pages(
@@ -626,7 +627,8 @@ class _RowGroupReader:
         if len(leaf_cols) == 1:
             found = self._pages_for(leaf_cols[0], rows)
             if found is not None:
-                return page_byte_ranges(self.pf, self.rg, leaf_cols[0], found[0])
+                return page_byte_ranges(self.pf, self.rg, leaf_cols[0], found[0],
+                                        prefix_needed=self._prefix_needed(leaf_cols[0]))
             return self._whole_ranges(field_name)
         ois = [self.pf.offset_index(self.rg, c) for c in leaf_cols]
         if all(oi is not None for oi in ois):
@@ -645,8 +647,17 @@ class _RowGroupReader:
             return self._whole_ranges(leaf.path[0])
         found = self._pages_for(col, rows)
         if found is not None:
-            return page_byte_ranges(self.pf, self.rg, col, found[0])
+            # Predicates on all-dictionary chunks run on the encoded pages, dictionary
+            # page included (encoded.matching_rows).
+            keep = self._prefix_needed(col) or self.pf.all_dictionary_encoded(self.rg, col)
+            return page_byte_ranges(self.pf, self.rg, col, found[0], prefix_needed=keep is True)
         return self.field_ranges(leaf.path[0], rows)
+
+    def _prefix_needed(self, col: int) -> bool:
+        """Whether the chunk's dictionary page must be fetched: not when numpy decoded
+        it before (warm queries; only ``encoded.decode_pages`` fills that cache). Were
+        pyarrow to decode after all, the page is read on demand (one more request)."""
+        return not self._dictionaries.has((self.rg, col))
 
 
 def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:

@@ -109,17 +109,18 @@ def _prefix_range(pf: ParquetFile, rg: int, col: int) -> tuple[int, int] | None:
 
 
 def page_byte_ranges(
-    pf: ParquetFile, rg: int, col: int, pages: Sequence[int]
+    pf: ParquetFile, rg: int, col: int, pages: Sequence[int], *, prefix_needed: bool = True
 ) -> list[tuple[int, int]]:
     """``(offset, length)`` of the chunk's dictionary page (if any) and of each chosen page.
 
     Pure: reads nothing beyond the (cached) OffsetIndex. Ranges are in file order;
     fetching and coalescing them is the I/O layer's job. The dictionary range is
-    everything between the chunk's start and its first data page.
+    everything between the chunk's start and its first data page; it is left out
+    when ``prefix_needed`` is False (the caller already holds the decoded dictionary).
     """
     locs = _offset_index(pf, rg, col).page_locations or []
     out = []
-    prefix = _prefix_range(pf, rg, col)
+    prefix = _prefix_range(pf, rg, col) if prefix_needed else None
     if prefix is not None:
         out.append(prefix)
     for p in _check_pages(pf, rg, col, pages):

@@ -57,6 +57,7 @@ from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
 from pqindex.format.values import BoundOrder, Comparison, Kind, bound_order
+from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
@@ -65,8 +66,8 @@ from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.write.writer import index_kinds
 
-__all__ = ["IndexResult", "IndexTarget", "add_indexes", "index_file", "index_targets",
-           "refresh_manifest"]
+__all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "add_indexes", "bloom_scopes",
+           "index_file", "index_targets", "refresh_manifest"]
 
 PageIndexMode = Literal["keep", "add"]
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -74,6 +75,8 @@ Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 Progress = Callable[[int, int, "IndexResult"], None]
 
 _DATA_PAGES = (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
+# Scopes of the embedded Bloom filters ``bloom=`` builds; see ``bloom_scopes``.
+DEFAULT_BLOOM_SCOPE: tuple[str, ...] = ("row_group", "page")
 _FLOAT_DTYPES = {Kind.FLOAT16: "<f2", Kind.FLOAT: "<f4", Kind.DOUBLE: "<f8"}
 
 
@@ -353,6 +356,24 @@ def _kinds(indexes: Mapping[str, str | Sequence[str]] | None,
     return out
 
 
+def bloom_scopes(scope: str | Iterable[str]) -> tuple[str, ...]:
+    """The scopes of the Bloom filters to build ("file", "row_group", "page"; a string
+    may list several, comma-separated); UserInputError for anything else.
+
+    A file-scope filter can only rule out a value the whole file lacks; row-group
+    and page filters also skip the row groups and pages that lack it (the default:
+    see docs/benchmarks.md, "Bloom filter scope", for the measurement).
+    """
+    raw = scope.split(",") if isinstance(scope, str) else list(scope)
+    names = [str(s).strip() for s in raw if str(s).strip()]
+    known = {s.value for s in Scope}
+    bad = [n for n in names if n not in known]
+    if not names or bad:
+        raise UserInputError(
+            f"bloom scope must be among file, row_group, page, not {scope!r}")
+    return tuple(dict.fromkeys(names))
+
+
 def _cap(truncate: bool | int) -> int | None:
     if isinstance(truncate, bool):
         return DEFAULT_CAP if truncate else None
@@ -374,12 +395,14 @@ def index_file(
     page_index: PageIndexMode = "keep",
     drop: bool = False,
     indexes: Mapping[str, str | Sequence[str]] | None = None,
+    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
 ) -> IndexResult:
     """Index one file (see :func:`add_indexes`); ``output`` is the new file's path."""
     t0 = time.perf_counter()
     src = os.fspath(source)
     dst = src if output is None else os.fspath(output)
     kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
+    options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
     if drop and (kinds or page_index == "add"):
@@ -390,7 +413,7 @@ def index_file(
     try:
         # What fails while reading the file's pages is the file's damage.
         with located(default=CorruptFileError, path=src):
-            return _index_file(src, dst, kinds, cap, page_index, drop, t0)
+            return _index_file(src, dst, kinds, cap, page_index, drop, t0, options)
     except PqIndexError as e:
         raise e.located(path=src) from e.__cause__
 
@@ -403,6 +426,7 @@ def _index_file(
     page_index: PageIndexMode,
     drop: bool,
     t0: float,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> IndexResult:
     remove_stale_staging(dst)
     tail = Tail()
@@ -441,7 +465,7 @@ def _index_file(
             base, tail = staged, Tail()
         if kinds:
             with ParquetFile.open(base) as pf:
-                tail.region = _region(pf, kinds, result)
+                tail.region = _region(pf, kinds, result, options)
         done = rewrite(base, tail, dst)
     finally:
         if staged is not None and os.path.exists(staged):
@@ -503,9 +527,10 @@ def remove_stale_staging(dst: str) -> list[str]:
     return removed
 
 
-def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult) -> bytes:
+def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult,
+            options: Mapping[str, Mapping[str, Any]] | None = None) -> bytes:
     """The new region; an empty one still replaces the old: the call asked for these kinds."""
-    blobs = build_blobs(pf, None, kinds)
+    blobs = build_blobs(pf, None, kinds, options)
     for kind, cols in kinds.items():
         done = {b.column for b in blobs if b.kind == kind}
         if done:
@@ -566,6 +591,7 @@ def add_indexes(
     progress: Progress | None = None,
     indexes: Mapping[str, str | Sequence[str]] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
 ) -> list[IndexResult]:
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
@@ -599,7 +625,8 @@ def add_indexes(
         return add_indexes_remote([os.fspath(p) for p in items], distinct=distinct, bloom=bloom,
                                   zone_maps=zone_maps, hll=hll, truncate=truncate,
                                   page_index=page_index, drop=drop, progress=progress,
-                                  storage_options=storage_options, indexes=indexes)
+                                  storage_options=storage_options, indexes=indexes,
+                                  bloom_scope=bloom_scope)
     targets = index_targets(paths, output)
     results = []
     for t in targets:
@@ -615,6 +642,7 @@ def add_indexes(
                 page_index=page_index,
                 drop=drop,
                 indexes=indexes,
+                bloom_scope=bloom_scope,
             )
         )
         if progress is not None:

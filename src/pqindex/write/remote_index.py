@@ -15,6 +15,7 @@ from pqindex.format.file import ParquetFile
 from pqindex.io.listing import list_objects
 from pqindex.io.source import open_source
 from pqindex.write.add_indexes import (
+    DEFAULT_BLOOM_SCOPE,
     IndexResult,
     PageIndexMode,
     Progress,
@@ -23,6 +24,7 @@ from pqindex.write.add_indexes import (
     _kinds,
     _page_index,
     _region,
+    bloom_scopes,
 )
 from pqindex.write.remote import build_tail, is_remote, rewrite_remote, spliced
 from pqindex.write.tail import Tail, region_locator
@@ -59,8 +61,10 @@ def index_object(
     page_index: PageIndexMode,
     drop: bool,
     storage_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> IndexResult:
-    """Index one object in place (see :func:`pqindex.write.add_indexes.add_indexes`)."""
+    """Index one object in place (see :func:`pqindex.write.add_indexes.add_indexes`);
+    ``options`` per index kind, as ``build_blobs`` takes them (Bloom scopes)."""
     t0 = time.perf_counter()
     src = open_source(url, storage_options=storage_options)
     try:
@@ -85,12 +89,12 @@ def index_object(
             if tail.offset_indexes:
                 # Page-scope blobs are built on the file that has the page index.
                 with ParquetFile(spliced(src, base, tail_bytes)) as staged:
-                    region_tail = Tail(region=_region(staged, dict(kinds), result))
+                    region_tail = Tail(region=_region(staged, dict(kinds), result, options))
                     _b, more, done = build_tail(staged, region_tail)
                 tail_bytes = more
             else:
                 with ParquetFile(src) as pf:
-                    tail.region = _region(pf, dict(kinds), result)
+                    tail.region = _region(pf, dict(kinds), result, options)
                     base, tail_bytes, done = build_tail(pf, tail)
         sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
     except PqIndexError as e:
@@ -118,8 +122,10 @@ def add_indexes_remote(
     progress: Progress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     indexes: Mapping[str, str | Sequence[str]] | None = None,
+    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
 ) -> list[IndexResult]:
     """``add_indexes`` for object-store URLs (in place only; no ``output``)."""
+    options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
     kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
@@ -131,7 +137,7 @@ def add_indexes_remote(
     results: list[IndexResult] = []
     for url in targets:
         results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
-                                    storage_options=storage_options))
+                                    storage_options=storage_options, options=options))
         if progress is not None:
             progress(len(results), len(targets), results[-1])
     if len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]:

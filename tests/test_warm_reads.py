@@ -1,0 +1,125 @@
+"""What warm queries (same open dataset) skip: dictionary pages numpy already decoded,
+dictionary evidence the planner already built. Results against pyarrow read + filter;
+what was read from the scan report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pqindex
+from pqindex.format.file import ParquetFile
+from pqindex.plan import planner
+
+ROWS = 40_000
+RG = 10_000
+PAGE = 1_000
+
+
+@pytest.fixture(scope="module")
+def fallback_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``id`` unique (its dictionary fills and falls back to PLAIN mid-chunk), ``amount``
+    likewise, ``user`` a 300-value dictionary per row group, ``k`` nullable."""
+    rng = np.random.default_rng(5)
+    ids = np.arange(ROWS, dtype=np.int64)
+    t = pa.table({
+        "id": ids,
+        "amount": rng.random(ROWS),
+        "user": rng.choice(rng.integers(0, 10**12, 300), ROWS),
+        "k": pa.array(rng.integers(0, 50, ROWS), mask=rng.random(ROWS) < 0.1),
+    })
+    path = tmp_path_factory.mktemp("warm") / "fallback.parquet"
+    pq.write_table(t, path, row_group_size=RG, write_page_index=True,
+                   max_rows_per_page=PAGE, dictionary_pagesize_limit=16 * 1024,
+                   compression="snappy")
+    return path
+
+
+def _expected(path: Path, where: pc.Expression, columns: list[str]) -> pa.Table:
+    return pq.read_table(path, columns=columns).filter(where).sort_by("id")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, ROWS - 1), min_size=1, max_size=3))
+def test_warm_lookups_skip_decoded_dictionaries(fallback_file: Path, ids: list[int]) -> None:
+    cols = ["id", "amount", "k"]
+    ds = pqindex.dataset(str(fallback_file))
+    try:
+        where = f"id IN ({', '.join(map(str, ids))})"
+        reads = []
+        for _ in range(2):
+            scan = ds.scan(columns=cols, where=where)
+            got = scan.to_table().sort_by("id")
+            want = _expected(fallback_file, pc.field("id").isin(ids), cols)
+            assert got.equals(want.cast(got.schema))
+            reads.append(scan.report.bytes_read)
+        # The second run reads no dictionary page numpy decoded in the first.
+        assert reads[1] <= reads[0]
+    finally:
+        ds.close()
+
+
+def test_warm_lookup_reads_less(fallback_file: Path) -> None:
+    ds = pqindex.dataset(str(fallback_file))
+    try:
+        first = ds.scan(columns=["id", "amount"], where="id = 25500")
+        assert first.to_table().num_rows == 1
+        second = ds.scan(columns=["id", "amount"], where="id = 25600")
+        assert second.to_table().column("id").to_pylist() == [25600]
+        # Same row group and chunks: the dictionary pages (read cold) are not read
+        # again, only the one data page of each column that holds row 25600.
+        with ParquetFile.open(fallback_file) as pf:
+            rg, row = divmod(25_600, RG)
+            pages = 0
+            for name in ("id", "amount"):
+                leaf = pf.schema.leaf(name)
+                assert leaf is not None
+                assert pf.dictionary_extent(rg, leaf.index) is not None
+                oi = pf.offset_index(rg, leaf.index)
+                assert oi is not None and oi.page_locations
+                loc = oi.page_locations[row // PAGE]
+                pages += loc.compressed_page_size or 0
+        assert second.report.bytes_read == pages
+    finally:
+        ds.close()
+
+
+def test_dictionary_evidence_kept_per_file(fallback_file: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[int] = []
+    original = planner._RowGroupEvidence._read_dictionary
+
+    def counting(self: Any, *args: Any) -> Any:
+        decoded.append(self.rg)
+        return original(self, *args)
+
+    monkeypatch.setattr(planner._RowGroupEvidence, "_read_dictionary", counting)
+    users = pq.read_table(fallback_file, columns=["user"]).column(0).to_numpy()
+    lo, hi = int(users.min()), int(users.max())
+    absent = next(v for v in range(lo + 1, hi) if v not in set(users.tolist()))
+    present = int(users[12_345])
+    ds = pqindex.dataset(str(fallback_file))
+    try:
+        for _ in range(2):
+            scan = ds.scan(columns=["id"], where=f"user = {absent}")
+            assert scan.to_table().num_rows == 0
+            assert scan.report.row_groups_skipped["dictionary"] == ROWS // RG
+        # Warm: the dictionaries are neither read nor decoded again.
+        assert scan.report.bytes_read == 0
+        assert sorted(decoded) == list(range(ROWS // RG))
+        for _ in range(2):
+            scan = ds.scan(columns=["id", "user"], where=f"user = {present}")
+            got = scan.to_table().sort_by("id")
+            want = _expected(fallback_file, pc.field("user") == present, ["id", "user"])
+            assert got.equals(want.cast(got.schema))
+        assert sorted(decoded) == list(range(ROWS // RG))
+    finally:
+        ds.close()
