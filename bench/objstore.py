@@ -3,9 +3,9 @@
     .venv/bin/python bench/objstore.py [--files 1000] [--rounds 3] [--delays 20,50]
 
 An S3 server (moto, on 127.0.0.1) behind a proxy that delays every request by
-``--delays`` milliseconds and logs it (tests/s3_server.py). Two datasets: one
-2M-row file (4 row groups, 20k-row pages) and ``--files`` files of 20k rows,
-sorted by ``id`` across files (``id`` = 2 x row number, so odd values are absent
+``--delays`` milliseconds and logs it (tests/s3_server.py). Three datasets: one
+2M-row file (4 row groups, 20k-row pages), ``--files`` files of 20k rows,
+sorted by ``id`` across files, and the same files beside a dataset manifest (``id`` = 2 x row number, so odd values are absent
 inside the range). Four queries: a point lookup, a 1,000-row range, an absent
 value, one full column. Each reader runs each query cold (a fresh dataset /
 filesystem / context, pqindex's metadata cache cleared; the objects are the
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
 import pqindex  # noqa: E402
+from pqindex.dataset.manifest import write_manifest  # noqa: E402
 from pqindex.io.cache import metadata_cache  # noqa: E402
 from s3_server import REGION, S3Endpoint  # noqa: E402
 
@@ -66,9 +67,15 @@ def upload(ep: S3Endpoint, bucket: str, files: int, tmp: Path) -> dict[str, dict
         pqindex.write_table(_table(k * 20_000, 20_000), part, sort_by="id",
                             row_group_rows=20_000, page_rows=20_000)
         client.upload_file(str(part), bucket, f"many/part-{k:05d}.parquet")
+        # The same files again beside a dataset manifest (pqindex prunes files with it).
+        client.copy_object(Bucket=bucket, Key=f"manifest/part-{k:05d}.parquet",
+                           CopySource={"Bucket": bucket, "Key": f"many/part-{k:05d}.parquet"})
+    write_manifest(f"s3://{bucket}/manifest/", ep.storage_options())
     return {
         "one file, 2M rows": {"prefix": "one/data.parquet", "rows": 2_000_000},
         f"{files} files × 20k rows": {"prefix": "many/", "rows": files * 20_000},
+        f"{files} files × 20k rows, with a manifest": {"prefix": "manifest/",
+                                                      "rows": files * 20_000},
     }
 
 

@@ -22,6 +22,7 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # before the session starts
 
 import pqindex
+from pqindex.errors import InternalError
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.listing import list_objects
 from pqindex.spark.remote_commit import ConcurrentCommitError, commit_job_remote, manifest_etag
@@ -119,7 +120,8 @@ def test_write_streams_in_parts_and_failure_leaves_nothing(
     # A failure while pyarrow writes (after parts went out) aborts the upload too.
     bad = pa.table({"id": np.arange(n), "x": rng.normal(size=n)})
     monkeypatch.setattr(remote, "build_tail", _boom)
-    with pytest.raises(RuntimeError, match="injected"):
+    # The error boundary reports an unexpected exception as an InternalError (a bug).
+    with pytest.raises(InternalError, match="injected"):
         pqindex.write_table(bad, f"s3://{bucket}/big/h.parquet", compression="none",
                             storage_options=s3.storage_options())
     assert _keys(s3, bucket, "big/") == ["big/f.parquet"] and not _uploads(s3, bucket)

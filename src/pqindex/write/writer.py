@@ -253,8 +253,10 @@ def write_table(
     (None keeps pyarrow's full bounds).
     """
     t0 = time.perf_counter()
+    from pqindex.write.remote import is_remote
+
     directory = os.path.dirname(os.path.abspath(os.fspath(path)))
-    if not os.path.isdir(directory):
+    if not is_remote(os.fspath(path)) and not os.path.isdir(directory):
         raise UserInputError(f"the directory {directory} does not exist", path=os.fspath(path))
     table = to_table(data)
     if row_group_rows <= 0 or page_rows <= 0:
@@ -286,8 +288,6 @@ def write_table(
         sorting_columns=sorting or None,
         bloom_filter_options=_bloom_options(bloom, table),
     )
-    from pqindex.write.remote import is_remote
-
     if is_remote(target):
         result = _write_remote(table, target, writer_options, row_group_rows, kinds, truncate,
                                metadata, sort, storage_options)
