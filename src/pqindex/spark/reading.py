@@ -34,6 +34,11 @@ class SparkPlan:
     manifest: str = "absent"  # current / stale / absent
     fallback: str | None = None  # why nothing could be pruned
     plan_seconds: float = 0.0
+    engine: str = "native"  # the reader chosen: "native" (Spark's) or "pqindex"
+    engine_reason: str = ""
+    bytes_kept: int | None = None  # pages the plan keeps (when planned with columns)
+    bytes_threshold: int | None = None  # engine="auto"'s threshold
+    units: int = 0  # tasks of the pqindex reader
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,13 +52,19 @@ class SparkPlan:
             "manifest": self.manifest,
             "fallback": self.fallback,
             "plan_seconds": self.plan_seconds,
+            "engine": self.engine,
+            "engine_reason": self.engine_reason,
+            "bytes_kept": self.bytes_kept,
+            "bytes_threshold": self.bytes_threshold,
+            "units": self.units,
         }
 
     def __str__(self) -> str:
         lines = [
             f"{self.path} where {self.where or 'true'}: {len(self.kept)} of "
             f"{self.files_total} file(s) to read, {len(self.pruned)} pruned "
-            f"(manifest {self.manifest}, planned in {self.plan_seconds * 1000:.0f} ms)"
+            f"(manifest {self.manifest}, planned in {self.plan_seconds * 1000:.0f} ms)",
+            f"  engine {self.engine}: {self.engine_reason or '-'}",
         ]
         if self.fallback:
             lines.append(f"  no pruning: {self.fallback}")
@@ -178,29 +189,188 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
     return spark.read.parquet(os.fspath(path))
 
 
+# Reads whose plan keeps fewer bytes than this go through pqindex's reader under
+# engine="auto"; larger ones through Spark's (on the kept files). Measured with
+# bench/spark_pipeline.py (docs/benchmarks.md): below a few MiB of pages, Spark's
+# per-file footer reads and row-group scans cost more than pqindex's Python tasks;
+# above, Spark's vectorized reader decodes faster than pqindex's tasks ship Arrow.
+AUTO_THRESHOLD_BYTES = 8 * 1024 * 1024
+
+ENGINES = ("auto", "native", "pqindex")
+
+
+def _no_connector(e: BaseException) -> bool:
+    """Spark failed because no Hadoop file system handles the URL's scheme."""
+    text = str(e)
+    return "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
+
+
+def _native_base(spark: Any, path: str) -> Any:
+    """``spark.read.parquet(path)`` analyzed, or None when Spark has no connector for it."""
+    try:
+        base = spark.read.parquet(path)
+        _ = base.schema  # Connect analyzes lazily: make it fail here
+        return base
+    except Exception as e:
+        if _no_connector(e):
+            return None
+        raise
+
+
+def _native_df(spark: Any, base: Any, path: str, p: SparkPlan) -> Any:
+    if p.fallback or not p.pruned:
+        return base
+    if p.kept:
+        return (spark.read.schema(base.schema)
+                .option("basePath", os.path.abspath(path)).parquet(*p.kept))
+    from pyspark.sql import functions as F
+
+    return base.where(F.lit(False))  # no file can match: an empty result, same schema
+
+
+def _kept_bytes(dplan: Any) -> int:
+    """Bytes of the pages the plan keeps (upper bound the planner gives per column)."""
+    return sum(r.bytes for entry in dplan.kept for rg in entry.row_groups
+               if not rg.skipped for r in rg.reads)
+
+
+def _decide(
+    spark: Any,
+    path: str,
+    where: str | None,
+    columns: Sequence[str] | None,
+    engine: str,
+    storage_options: dict[str, Any] | None,
+    threshold_bytes: int | None,
+) -> tuple[SparkPlan, Any]:
+    """Plan the read and pick the engine; returns the plan and the DataFrame before
+    ``where``/``select`` are applied in Spark."""
+    import json
+
+    import pqindex
+    from pqindex.expr.bind import columns as expr_columns
+    from pqindex.expr.sql import parse_where
+    from pqindex.spark.reader import units_of
+
+    if engine not in ENGINES:
+        raise PqIndexError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    threshold = AUTO_THRESHOLD_BYTES if threshold_bytes is None else threshold_bytes
+    base = _native_base(spark, path)
+    has_where = where is not None and bool(where.strip())
+    if engine == "native" or (engine == "auto" and base is not None and not has_where):
+        if base is None:
+            from pqindex.errors import UserInputError
+
+            raise UserInputError("Spark has no connector for this URL's scheme: use "
+                                 "engine='pqindex' or 'auto'", path=path)
+        p = plan(path, where, base.inputFiles(), base.schema)
+        p.engine = "native"
+        p.engine_reason = "asked for" if engine == "native" else "no predicate: a full scan"
+        return p, _native_df(spark, base, path, p)
+    t0 = time.perf_counter()
+    local = "://" not in path or path.startswith("file:")
+    dest = os.path.abspath(_local(path) or path) if local else path
+    out = SparkPlan(dest, where)
+    pq_where: str | None = where if has_where else None
+    why_not: str | None = None  # why pqindex cannot apply the predicate itself
+    if pq_where is not None:
+        try:
+            expr_cols = expr_columns(parse_where(pq_where))
+        except PqIndexError as e:
+            why_not, pq_where, expr_cols = f"predicate not understood by pqindex: {e}", None, []
+    else:
+        expr_cols = []
+    with pqindex.dataset(dest, storage_options=storage_options) as ds:
+        disc = ds.discovery
+        if base is not None:
+            spark_schema = base.schema
+            odd = _mismatched_partitions(spark_schema, disc) & set(expr_cols)
+            if odd and why_not is None:
+                why_not = (f"partition column(s) {', '.join(sorted(odd))} typed "
+                           "differently by Spark")
+                pq_where, expr_cols = None, []
+        else:
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            spark_schema = from_arrow_schema(ds.schema)
+        names = spark_schema.fieldNames()
+        wanted = list(columns) if columns is not None else list(names)
+        if why_not is not None and has_where:
+            wanted = list(names)  # Spark filters every column it may need
+        read_cols = wanted + [c for c in expr_cols if c not in wanted]
+        dplan = ds.plan(read_cols, pq_where)
+    out.files_total = len(dplan.files)
+    out.kept = [e.path for e in dplan.kept]
+    out.pruned = [{"file": e.path, "by": e.skipped_by or "", "reason": ""}
+                  for e in dplan.files if e.skipped_by is not None]
+    out.bytes_kept = _kept_bytes(dplan)
+    out.bytes_threshold = threshold
+    out.fallback = why_not
+    if engine == "pqindex":
+        out.engine, out.engine_reason = "pqindex", "asked for"
+    elif base is None:
+        out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"
+    elif why_not is not None:
+        out.engine, out.engine_reason = "native", why_not
+    elif out.bytes_kept < threshold:
+        out.engine, out.engine_reason = "pqindex", (
+            f"the plan keeps {out.bytes_kept} bytes < {threshold}")
+    else:
+        out.engine, out.engine_reason = "native", (
+            f"the plan keeps {out.bytes_kept} bytes >= {threshold}")
+    if out.engine == "native":
+        spark_files = base.inputFiles()
+        kept_paths = {os.path.normpath(os.path.abspath(p)) for p in out.kept}
+        out.files_total = len(spark_files)
+        out.kept = [u for u in spark_files if _local(u) in kept_paths]
+        out.pruned = [{"file": u, "by": "pqindex plan", "reason": "no row can match"}
+                      for u in spark_files if _local(u) not in kept_paths]
+        if any(_local(u) is None for u in spark_files):
+            out.kept, out.pruned = list(spark_files), []  # not local: Spark's own listing
+        out.plan_seconds = time.perf_counter() - t0
+        return out, _native_df(spark, base, path, out)
+    from pyspark.sql import types as T
+
+    from pqindex.spark.pipeline import register
+
+    units = units_of(dplan, disc)
+    out.units = len(units)
+    read_schema = T.StructType([spark_schema[c] for c in read_cols])
+    register(spark)
+    df = (spark.read.format("pqindex").schema(read_schema)
+          .option("path", dest)
+          .option("where", pq_where or "")
+          .option("columns", json.dumps(read_cols))
+          .option("storage_options", json.dumps(storage_options or {}))
+          .option("units", json.dumps([u.to_json() for u in units]))
+          .load())
+    out.plan_seconds = time.perf_counter() - t0
+    return out, df
+
+
 def read(
     spark: Any,
     path: str | os.PathLike[str],
     where: str | None = None,
     columns: Sequence[str] | None = None,
+    engine: str = "auto",
+    *,
+    storage_options: dict[str, Any] | None = None,
+    threshold_bytes: int | None = None,
 ) -> Any:
-    """``spark.read.parquet(path).where(where).select(columns)``, reading only the files
-    pqindex's planner keeps (hive partitions, footer statistics, embedded file-level
-    indexes); Spark's reader then skips row groups and pages inside them."""
-    base = _base(spark, path)
-    p = plan(os.fspath(path), where, base.inputFiles(), base.schema)
-    if p.fallback or not p.pruned:
-        df = base
-    elif p.kept:
-        df = (
-            spark.read.schema(base.schema)
-            .option("basePath", os.path.abspath(os.fspath(path)))
-            .parquet(*p.kept)
-        )
-    else:
-        from pyspark.sql import functions as F
+    """``spark.read.parquet(path).where(where).select(columns)``, reading less.
 
-        df = base.where(F.lit(False))  # no file can match: an empty result, same schema
+    ``engine="native"``: Spark's reader on the files pqindex's planner keeps (hive
+    partitions, footer statistics, embedded file-level indexes). ``"pqindex"``: the
+    ``"pqindex"`` data source, whose tasks read only the pages the plan keeps
+    (page index, embedded indexes, Bloom filters) of the kept row groups.
+    ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme or
+    the plan keeps fewer than ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
+    Spark's on the kept files otherwise. ``where`` is applied in Spark in every case,
+    so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
+    """
+    _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+                    threshold_bytes)
     if where is not None and where.strip():
         df = df.where(where)
     if columns is not None:
@@ -209,11 +379,21 @@ def read(
 
 
 def explain(
-    spark: Any, path: str | os.PathLike[str], where: str | None = None, *, show: bool = False
+    spark: Any,
+    path: str | os.PathLike[str],
+    where: str | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    engine: str = "native",
+    storage_options: dict[str, Any] | None = None,
+    threshold_bytes: int | None = None,
+    show: bool = False,
 ) -> dict[str, Any]:
-    """What ``read`` would prune for ``where`` and why (printed too with ``show``)."""
-    base = _base(spark, path)
-    p = plan(os.fspath(path), where, base.inputFiles(), base.schema)
+    """What ``read`` would do for ``where``: the engine and why, files pruned and why
+    (printed too with ``show``). The default engine, ``"native"``, plans file pruning
+    only, as before."""
+    p, _ = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+                   threshold_bytes)
     if show:
         print(p)
     return p.to_dict()
