@@ -94,8 +94,9 @@ def _reference(spark: Any, path: str, where: str, columns: list[str]) -> list[st
     return _rows(spark.read.parquet(path).where(where).select(*columns))
 
 
-def _check(spark: Any, path: str, where: str, columns: list[str], engine: str) -> None:
-    got = ps.read(spark, path, where, columns, engine=engine)
+def _check(spark: Any, path: str, where: str, columns: list[str], engine: str,
+           **kw: Any) -> None:
+    got = ps.read(spark, path, where, columns, engine=engine, **kw)
     ref = spark.read.parquet(path).where(where).select(*columns)
     assert got.schema == ref.schema, (where, got.schema, ref.schema)
     assert _rows(got) == _rows(ref), f"{engine} differs from Spark for {path} where {where}"
@@ -111,8 +112,8 @@ def test_pqindex_engine_matches_spark(spark: Any, written_files: Any, writer: st
     for _ in range(CASES):
         where = gen.tree()
         columns = rng.sample([c for c in COLUMNS if c in table.column_names], rng.randint(1, 4))
-        try:
-            _check(spark, path, where, columns, "pqindex")
+        try:  # in the data source's tasks, however small the plan
+            _check(spark, path, where, columns, "pqindex", driver_read_bytes=-1)
         except AssertionError as e:
             raise AssertionError(f"seed {seed}: {e}") from None
 
@@ -121,10 +122,15 @@ def test_pqindex_reader_reads_only_kept_row_groups(spark: Any, written_files: An
     """A point lookup: one task per kept file share, the other row groups never planned
     by a task (the units are what the driver's plan kept)."""
     path = str(written_files["pyarrow_bloom"])
-    info = ps.explain(spark, path, "id = 4321", columns=["id", "category"], engine="pqindex")
-    assert info["engine"] == "pqindex"
+    info = ps.explain(spark, path, "id = 4321", columns=["id", "category"], engine="pqindex",
+                      driver_read_bytes=-1)
+    assert (info["engine"], info["engine_mode"]) == ("pqindex", "tasks")
     assert info["units"] == 1  # one file, one kept row group of 3
     assert 0 < info["bytes_kept"] < Path(path).stat().st_size / 3
+    _check(spark, path, "id = 4321", ["id", "category"], "pqindex", driver_read_bytes=-1)
+    # So small a plan is read on the driver by default: no task, same rows.
+    info = ps.explain(spark, path, "id = 4321", columns=["id", "category"], engine="pqindex")
+    assert (info["engine_mode"], info["units"]) == ("driver", 0)
     _check(spark, path, "id = 4321", ["id", "category"], "pqindex")
 
 
@@ -155,10 +161,11 @@ def test_pipeline_output_differential(spark: Any, pipeline_output: str) -> None:
         f"name IN ('name-{k % 97}', 'name-{(k + 5) % 97}') OR k < {rng.randint(0, 300)}",
         f"NOT (k >= {rng.randint(0, 6000)}) AND part != {rng.randrange(3)}",
     ]
-    for where in wheres:
+    for i, where in enumerate(wheres):
         columns = rng.sample(["k", "part", "name", "amount"], rng.randint(1, 3))
-        try:
-            _check(spark, pipeline_output, where, columns, "pqindex")
+        try:  # tasks and driver in turn
+            _check(spark, pipeline_output, where, columns, "pqindex",
+                   driver_read_bytes=-1 if i % 2 == 0 else None)
         except AssertionError as e:
             raise AssertionError(f"seed {seed}: {e}") from None
     # auto, on whatever it picks, gives the same rows
@@ -199,10 +206,11 @@ def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  #
                       engine="auto", storage_options=so)
     assert info["engine"] == "pqindex"
     assert "no connector" in info["engine_reason"]
-    got = ps.read(spark, url, "id BETWEEN 100 AND 140", ["id", "category"],
-                  storage_options=so)
-    assert _rows(got) == _reference(spark, str(local), "id BETWEEN 100 AND 140",
-                                    ["id", "category"])
+    ref = _reference(spark, str(local), "id BETWEEN 100 AND 140", ["id", "category"])
+    for on_driver in (None, -1):  # the tasks read s3:// through pqindex's storage layer too
+        got = ps.read(spark, url, "id BETWEEN 100 AND 140", ["id", "category"],
+                      storage_options=so, driver_read_bytes=on_driver)
+        assert _rows(got) == ref
     with pytest.raises(PqIndexError, match="no connector"):
         ps.read(spark, url, "id = 1", ["id"], engine="native", storage_options=so)
 

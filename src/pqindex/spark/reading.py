@@ -39,6 +39,7 @@ class SparkPlan:
     bytes_kept: int | None = None  # pages the plan keeps (when planned with columns)
     bytes_threshold: int | None = None  # engine="auto"'s threshold
     units: int = 0  # tasks of the pqindex reader
+    engine_mode: str | None = None  # pqindex: "driver" (small plan) or "tasks"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +58,7 @@ class SparkPlan:
             "bytes_kept": self.bytes_kept,
             "bytes_threshold": self.bytes_threshold,
             "units": self.units,
+            "engine_mode": self.engine_mode,
         }
 
     def __str__(self) -> str:
@@ -64,7 +66,8 @@ class SparkPlan:
             f"{self.path} where {self.where or 'true'}: {len(self.kept)} of "
             f"{self.files_total} file(s) to read, {len(self.pruned)} pruned "
             f"(manifest {self.manifest}, planned in {self.plan_seconds * 1000:.0f} ms)",
-            f"  engine {self.engine}: {self.engine_reason or '-'}",
+            f"  engine {self.engine}{' on the ' + self.engine_mode if self.engine_mode else ''}"
+            f": {self.engine_reason or '-'}",
         ]
         if self.fallback:
             lines.append(f"  no pruning: {self.fallback}")
@@ -189,12 +192,19 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
     return spark.read.parquet(os.fspath(path))
 
 
-# Reads whose plan keeps fewer bytes than this go through pqindex's reader under
-# engine="auto"; larger ones through Spark's (on the kept files). Measured with
-# bench/spark_pipeline.py (docs/benchmarks.md): below a few MiB of pages, Spark's
-# per-file footer reads and row-group scans cost more than pqindex's Python tasks;
-# above, Spark's vectorized reader decodes faster than pqindex's tasks ship Arrow.
-AUTO_THRESHOLD_BYTES = 8 * 1024 * 1024
+# engine="auto" reads through pqindex when the plan keeps at most this many bytes of
+# pages, and with Spark's reader (on the kept files) above. Such a read runs on the
+# driver (see DRIVER_READ_BYTES): measured with bench/spark_pipeline.py --engines
+# (docs/benchmarks.md), a query through the Python data source's tasks costs about
+# 0.4 s more than through Spark's reader before any byte is read (a planning Python
+# process, Python tasks), so its tasks never won on one machine; a read on the
+# driver of a few MiB of kept pages costs less than Spark's job over the kept files.
+AUTO_THRESHOLD_BYTES = 4 * 1024 * 1024
+
+# A pqindex read whose plan keeps at most this many bytes of pages runs on the
+# driver (one pqindex scan, the rows handed to Spark as Arrow): no planning process
+# and no task, for a result that small.
+DRIVER_READ_BYTES = 4 * 1024 * 1024
 
 ENGINES = ("auto", "native", "pqindex")
 
@@ -242,6 +252,7 @@ def _decide(
     engine: str,
     storage_options: dict[str, Any] | None,
     threshold_bytes: int | None,
+    driver_read_bytes: int | None = None,
 ) -> tuple[SparkPlan, Any]:
     """Plan the read and pick the engine; returns the plan and the DataFrame before
     ``where``/``select`` are applied in Spark."""
@@ -312,12 +323,12 @@ def _decide(
         out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"
     elif why_not is not None:
         out.engine, out.engine_reason = "native", why_not
-    elif out.bytes_kept < threshold:
+    elif out.bytes_kept <= threshold:
         out.engine, out.engine_reason = "pqindex", (
-            f"the plan keeps {out.bytes_kept} bytes < {threshold}")
+            f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
     else:
         out.engine, out.engine_reason = "native", (
-            f"the plan keeps {out.bytes_kept} bytes >= {threshold}")
+            f"the plan keeps {out.bytes_kept} bytes > {threshold}")
     if out.engine == "native":
         spark_files = base.inputFiles()
         kept_paths = {os.path.normpath(os.path.abspath(p)) for p in out.kept}
@@ -333,9 +344,16 @@ def _decide(
 
     from pqindex.spark.pipeline import register
 
+    read_schema = T.StructType([spark_schema[c] for c in read_cols])
+    on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
+    if out.bytes_kept <= on_driver:
+        out.engine_mode = "driver"
+        df = _driver_read(spark, dest, read_cols, pq_where, read_schema, storage_options)
+        out.plan_seconds = time.perf_counter() - t0
+        return out, df
+    out.engine_mode = "tasks"
     units = units_of(dplan, disc)
     out.units = len(units)
-    read_schema = T.StructType([spark_schema[c] for c in read_cols])
     register(spark)
     df = (spark.read.format("pqindex").schema(read_schema)
           .option("path", dest)
@@ -348,6 +366,24 @@ def _decide(
     return out, df
 
 
+def _driver_read(spark: Any, dest: str, read_cols: list[str], where: str | None,
+                 read_schema: Any, storage_options: dict[str, Any] | None) -> Any:
+    """A small plan read here with pqindex, the rows handed to Spark as Arrow."""
+    import pqindex
+    from pqindex.spark.reader import as_spark, spark_arrow_schema
+
+    target = spark_arrow_schema(read_schema)
+    with pqindex.dataset(dest, storage_options=storage_options) as ds:
+        batches = [as_spark(b, target) for b in ds.scan(read_cols, where).to_batches()]
+    return spark.createDataFrame(_table(batches, target), schema=read_schema)
+
+
+def _table(batches: list[Any], schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches, schema=schema)
+
+
 def read(
     spark: Any,
     path: str | os.PathLike[str],
@@ -357,6 +393,7 @@ def read(
     *,
     storage_options: dict[str, Any] | None = None,
     threshold_bytes: int | None = None,
+    driver_read_bytes: int | None = None,
 ) -> Any:
     """``spark.read.parquet(path).where(where).select(columns)``, reading less.
 
@@ -365,12 +402,14 @@ def read(
     ``"pqindex"`` data source, whose tasks read only the pages the plan keeps
     (page index, embedded indexes, Bloom filters) of the kept row groups.
     ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme or
-    the plan keeps fewer than ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
-    Spark's on the kept files otherwise. ``where`` is applied in Spark in every case,
+    the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
+    Spark's on the kept files otherwise. pqindex reads a plan keeping at most
+    ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
+    the data source's tasks. ``where`` is applied in Spark in every case,
     so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
     """
     _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
-                    threshold_bytes)
+                    threshold_bytes, driver_read_bytes)
     if where is not None and where.strip():
         df = df.where(where)
     if columns is not None:
@@ -387,13 +426,14 @@ def explain(
     engine: str = "native",
     storage_options: dict[str, Any] | None = None,
     threshold_bytes: int | None = None,
+    driver_read_bytes: int | None = None,
     show: bool = False,
 ) -> dict[str, Any]:
     """What ``read`` would do for ``where``: the engine and why, files pruned and why
     (printed too with ``show``). The default engine, ``"native"``, plans file pruning
     only, as before."""
     p, _ = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
-                   threshold_bytes)
+                   threshold_bytes, driver_read_bytes)
     if show:
         print(p)
     return p.to_dict()
