@@ -389,7 +389,9 @@ def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
         ex = pqindex.spark.explain(spark, str(dir_b), where, columns=cols, engine="auto")
         q = {"name": name, "where": where, "cols": cols, "rows": counts["native"],
              "meas": meas, "auto": ex["engine"], "auto_reason": ex["engine_reason"],
-             "bytes_kept": ex["bytes_kept"], "units": ex["units"]}
+             "bytes_kept": ex["bytes_kept"], "units": ex["units"],
+             "mode": pqindex.spark.explain(spark, str(dir_b), where, columns=cols,
+                                           engine="pqindex")["engine_mode"]}
         log(f"{name}: rows {q['rows']:,}; auto -> {ex['engine']}; "
             + "; ".join(f"{e} {med(meas[e], 's') * 1e3:.0f} ms "
                         f"{med(meas[e], 'bytes') / 2**20:.2f} MiB" for e in ENGINES))
@@ -398,7 +400,7 @@ def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
 
 
 def render_engines(info: dict[str, Any]) -> str:
-    from pqindex.spark.reading import AUTO_THRESHOLD_BYTES
+    from pqindex.spark.reading import AUTO_THRESHOLD_BYTES, DRIVER_READ_BYTES
 
     L = [E_START, "## Spark reads: Spark's reader vs pqindex's reader vs auto", ""]
     L.append(
@@ -415,13 +417,15 @@ def render_engines(info: dict[str, Any]) -> str:
         f"`l_shipdate`, Bloom on `l_orderkey`, distinct index on `l_shipmode`). Every query: "
         f"`pqindex.spark.read(spark, lake, where=w, columns=cols, engine=e)` run to Spark's "
         f"`noop` sink, planning included. *native*: Spark's Parquet reader on the files "
-        f"pqindex keeps; *pqindex*: the \"pqindex\" data source, tasks read the pages the "
-        f"plan keeps; *auto*: pqindex's reader when the plan keeps < "
-        f"{AUTO_THRESHOLD_BYTES / 2**20:g} MiB of pages, else native. Bytes: growth of "
+        f"pqindex keeps; *pqindex*: pqindex's reader, on the driver when the plan keeps at "
+        f"most {DRIVER_READ_BYTES / 2**20:g} MiB of pages, else in the \"pqindex\" data "
+        f"source's tasks (*kept by plan*: the planner's upper bound); *auto*: pqindex's "
+        f"reader when the plan keeps at most {AUTO_THRESHOLD_BYTES / 2**10:g} KiB, else "
+        f"native. Bytes: growth of "
         f"`rchar` (/proc/<pid>/io) summed over the driver, the JVM and its Python workers. "
         f"One warm-up per engine, then {info['runs']} rounds in rotating order; medians.")
     L.append("")
-    L.append("| query | rows | kept by plan | native ms | pqindex ms | auto ms (→ engine) "
+    L.append("| query | rows | kept by plan | native ms | pqindex ms (where) | auto ms (→ engine) "
              "| native MiB | pqindex MiB | auto MiB | auto / best | pqindex / native "
              "| others (cores) |")
     L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -438,7 +442,7 @@ def render_engines(info: dict[str, Any]) -> str:
         oth = statistics.median(x["others"] for e in ENGINES for x in m[e])
         L.append(
             f"| {q['name']} | {q['rows']:,} | {_mib(q['bytes_kept'] or 0)} | "
-            f"{t['native'] * 1e3:,.0f} | {t['pqindex'] * 1e3:,.0f} | "
+            f"{t['native'] * 1e3:,.0f} | {t['pqindex'] * 1e3:,.0f} ({q['mode']}) | "
             f"{t['auto'] * 1e3:,.0f} (→ {q['auto']}) | {b['native'] / 2**20:,.2f} | "
             f"{b['pqindex'] / 2**20:,.2f} | {b['auto'] / 2**20:,.2f} | {ratio:.2f}× | "
             f"{pn:.2f}× | {oth:.2f} |")

@@ -193,18 +193,20 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
 
 
 # engine="auto" reads through pqindex when the plan keeps at most this many bytes of
-# pages, and with Spark's reader (on the kept files) above. Such a read runs on the
-# driver (see DRIVER_READ_BYTES): measured with bench/spark_pipeline.py --engines
-# (docs/benchmarks.md), a query through the Python data source's tasks costs about
-# 0.4 s more than through Spark's reader before any byte is read (a planning Python
-# process, Python tasks), so its tasks never won on one machine; a read on the
-# driver of a few MiB of kept pages costs less than Spark's job over the kept files.
-AUTO_THRESHOLD_BYTES = 4 * 1024 * 1024
+# pages, and with Spark's reader (on the kept files) above. Measured with
+# bench/spark_pipeline.py --engines (docs/benchmarks.md): pqindex's reader pays per
+# row it hands to Spark (Arrow through Python), Spark's per byte of the kept files;
+# on TPC-H sf 1 pqindex lost already on a plan keeping 0.6 MiB for 76k rows and won
+# on an absent value (nothing kept). The kept bytes are the planner's upper bound
+# (whole chunks where the page index cannot narrow), so a point lookup on an
+# unsorted column can count MiB and still go to Spark: the rule is conservative.
+AUTO_THRESHOLD_BYTES = 256 * 1024
 
 # A pqindex read whose plan keeps at most this many bytes of pages runs on the
 # driver (one pqindex scan, the rows handed to Spark as Arrow): no planning process
-# and no task, for a result that small.
-DRIVER_READ_BYTES = 4 * 1024 * 1024
+# and no task. The Python data source costs about 0.4 s per query before any byte
+# is read (its planning process, Python tasks); bigger plans run in its tasks.
+DRIVER_READ_BYTES = 16 * 1024 * 1024
 
 ENGINES = ("auto", "native", "pqindex")
 
@@ -291,7 +293,9 @@ def _decide(
             why_not, pq_where, expr_cols = f"predicate not understood by pqindex: {e}", None, []
     else:
         expr_cols = []
-    with pqindex.dataset(dest, storage_options=storage_options) as ds:
+    # Local files: the small tail Spark's footers need (as the native plan).
+    tail = PLANNING_TAIL_BYTES if local else None
+    with pqindex.dataset(dest, storage_options=storage_options, tail_bytes=tail) as ds:
         disc = ds.discovery
         if base is not None:
             spark_schema = base.schema
