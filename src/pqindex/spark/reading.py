@@ -295,7 +295,9 @@ def _decide(
         expr_cols = []
     # Local files: the small tail Spark's footers need (as the native plan).
     tail = PLANNING_TAIL_BYTES if local else None
-    with pqindex.dataset(dest, storage_options=storage_options, tail_bytes=tail) as ds:
+    # Open until the engine is chosen: a read on the driver reuses its footers and indexes.
+    ds = pqindex.dataset(dest, storage_options=storage_options, tail_bytes=tail)
+    try:
         disc = ds.discovery
         if base is not None:
             spark_schema = base.schema
@@ -314,6 +316,9 @@ def _decide(
             wanted = list(names)  # Spark filters every column it may need
         read_cols = wanted + [c for c in expr_cols if c not in wanted]
         dplan = ds.plan(read_cols, pq_where)
+    except BaseException:
+        ds.close()
+        raise
     out.files_total = len(dplan.files)
     out.kept = [e.path for e in dplan.kept]
     out.pruned = [{"file": e.path, "by": e.skipped_by or "", "reason": ""}
@@ -334,6 +339,7 @@ def _decide(
         out.engine, out.engine_reason = "native", (
             f"the plan keeps {out.bytes_kept} bytes > {threshold}")
     if out.engine == "native":
+        ds.close()
         spark_files = base.inputFiles()
         kept_paths = {os.path.normpath(os.path.abspath(p)) for p in out.kept}
         out.files_total = len(spark_files)
@@ -352,9 +358,13 @@ def _decide(
     on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
     if out.bytes_kept <= on_driver:
         out.engine_mode = "driver"
-        df = _driver_read(spark, dest, read_cols, pq_where, read_schema, storage_options)
+        try:
+            df = _driver_read(spark, ds, read_cols, pq_where, read_schema)
+        finally:
+            ds.close()
         out.plan_seconds = time.perf_counter() - t0
         return out, df
+    ds.close()
     out.engine_mode = "tasks"
     units = units_of(dplan, disc)
     out.units = len(units)
@@ -370,15 +380,14 @@ def _decide(
     return out, df
 
 
-def _driver_read(spark: Any, dest: str, read_cols: list[str], where: str | None,
-                 read_schema: Any, storage_options: dict[str, Any] | None) -> Any:
-    """A small plan read here with pqindex, the rows handed to Spark as Arrow."""
-    import pqindex
+def _driver_read(spark: Any, ds: Any, read_cols: list[str], where: str | None,
+                 read_schema: Any) -> Any:
+    """A small plan read here with pqindex (the planning dataset: footers and indexes
+    already read), the rows handed to Spark as Arrow."""
     from pqindex.spark.reader import as_spark, spark_arrow_schema
 
     target = spark_arrow_schema(read_schema)
-    with pqindex.dataset(dest, storage_options=storage_options) as ds:
-        batches = [as_spark(b, target) for b in ds.scan(read_cols, where).to_batches()]
+    batches = [as_spark(b, target) for b in ds.scan(read_cols, where).to_batches()]
     return spark.createDataFrame(_table(batches, target), schema=read_schema)
 
 
