@@ -192,6 +192,24 @@ def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
     assert ps.explain(spark, pipeline_output, None, engine="auto")["engine"] == "native"
 
 
+def test_auto_takes_lookups_by_bloom_size(spark: Any, written_files: Any) -> None:
+    """Above the bytes threshold, an equality on a Bloom-filtered column whose filter
+    sizes promise few rows per value still goes to pqindex; a range does not."""
+    from pqindex.spark.reading import LOOKUP_ROWS
+
+    path = str(written_files["pyarrow_bloom"])  # Bloom on id (unique values)
+    v = random.randrange(5000)
+    info = ps.explain(spark, path, f"id = {v}", columns=["id", "f64"], engine="auto",
+                      threshold_bytes=0)
+    assert info["engine"] == "pqindex" and "lookup" in info["engine_reason"], info
+    rows = int(info["engine_reason"].split("about ")[1].split()[0])
+    assert rows <= LOOKUP_ROWS
+    _check(spark, path, f"id = {v}", ["id", "f64"], "auto", threshold_bytes=0)
+    info = ps.explain(spark, path, f"id >= {v}", columns=["id", "f64"], engine="auto",
+                      threshold_bytes=0)
+    assert info["engine"] == "native", info
+
+
 def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  # noqa: F811
                                                    written_files: Any) -> None:
     """s3:// without hadoop-aws: Spark cannot list it; auto reads it through pqindex

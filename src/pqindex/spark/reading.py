@@ -210,6 +210,58 @@ DRIVER_READ_BYTES = 16 * 1024 * 1024
 
 ENGINES = ("auto", "native", "pqindex")
 
+# engine="auto" also reads through pqindex (on the driver) a plan above the
+# threshold when it is a lookup expected to return at most this many rows: pqindex
+# pays per row it hands to Spark, Spark per byte of the kept files.
+LOOKUP_ROWS = 1000
+
+# Bits per distinct value of a Bloom filter written for a ~1% false-positive rate:
+# its size tells about how many distinct values the row group has.
+_BLOOM_BITS_PER_VALUE = 10
+
+
+def lookup_rows(dplan: Any, expr: Any) -> int | None:
+    """Rows an equality lookup is expected to return, from the sizes of the Bloom
+    filters that kept its row groups (rows / distinct values, per value looked up);
+    None when ``expr`` is no ``=``/``IN`` conjunction on a Bloom-filtered column of
+    every kept row group. An estimate for choosing a reader, never for pruning."""
+    from pqindex.expr.nodes import And, Compare, In
+    from pqindex.format.match import LeafOp
+
+    eqs: list[tuple[str, int]] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, And):
+            stack += [e.left, e.right]
+        elif isinstance(e, Compare) and e.op == LeafOp.EQ:
+            eqs.append((e.column.name, 1))
+        elif isinstance(e, In) and not e.negated:
+            eqs.append((e.column.name, len(e.values)))
+    if not eqs:
+        return None
+    total = 0.0
+    for entry in dplan.kept:
+        pf = entry.file
+        leaf = {".".join(c.path): c.index for c in pf.schema.leaves}
+        for rg in entry.row_groups:
+            if rg.skipped:
+                continue
+            best = None
+            for name, values in eqs:
+                col = leaf.get(name)
+                meta = pf.column_meta(rg.index, col) if col is not None else None
+                size = getattr(meta, "bloom_filter_length", None) or 0
+                if size <= 0:
+                    continue
+                ndv = max(1.0, size * 8 / _BLOOM_BITS_PER_VALUE)
+                est = values * rg.num_rows / ndv
+                best = est if best is None else min(best, est)
+            if best is None:
+                return None
+            total += best
+    return int(total)
+
 
 def _no_connector(e: BaseException) -> bool:
     """Spark failed because no Hadoop file system handles the URL's scheme."""
@@ -326,6 +378,7 @@ def _decide(
     out.bytes_kept = _kept_bytes(dplan)
     out.bytes_threshold = threshold
     out.fallback = why_not
+    on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
     if engine == "pqindex":
         out.engine, out.engine_reason = "pqindex", "asked for"
     elif base is None:
@@ -335,6 +388,11 @@ def _decide(
     elif out.bytes_kept <= threshold:
         out.engine, out.engine_reason = "pqindex", (
             f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
+    elif (out.bytes_kept <= on_driver and pq_where is not None
+          and (rows := lookup_rows(dplan, parse_where(pq_where))) is not None
+          and rows <= LOOKUP_ROWS):
+        out.engine, out.engine_reason = "pqindex", (
+            f"a lookup: about {rows} row(s) expected (Bloom filter sizes) <= {LOOKUP_ROWS}")
     else:
         out.engine, out.engine_reason = "native", (
             f"the plan keeps {out.bytes_kept} bytes > {threshold}")
@@ -355,7 +413,6 @@ def _decide(
     from pqindex.spark.pipeline import register
 
     read_schema = T.StructType([spark_schema[c] for c in read_cols])
-    on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
     if out.bytes_kept <= on_driver:
         out.engine_mode = "driver"
         try:
