@@ -199,7 +199,7 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
 # on TPC-H sf 1 pqindex lost already on a plan keeping 0.6 MiB for 76k rows and won
 # on an absent value (nothing kept). The kept bytes are the planner's upper bound
 # (whole chunks where the page index cannot narrow), so a point lookup on an
-# unsorted column can count MiB and still go to Spark: the rule is conservative.
+# unsorted column counts MiB: lookups are recognized by LOOKUP_ROWS below.
 AUTO_THRESHOLD_BYTES = 256 * 1024
 
 # A pqindex read whose plan keeps at most this many bytes of pages runs on the
@@ -471,9 +471,10 @@ def read(
     partitions, footer statistics, embedded file-level indexes). ``"pqindex"``: the
     ``"pqindex"`` data source, whose tasks read only the pages the plan keeps
     (page index, embedded indexes, Bloom filters) of the kept row groups.
-    ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme or
-    the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
-    Spark's on the kept files otherwise. pqindex reads a plan keeping at most
+    ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme,
+    when the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
+    or when it is an equality lookup the Bloom filters expect to return few rows
+    (:func:`lookup_rows`); Spark's on the kept files otherwise. pqindex reads a plan keeping at most
     ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
     the data source's tasks. ``where`` is applied in Spark in every case,
     so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
