@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -168,6 +168,7 @@ class Dataset:
         scan_options: ScanOptions | None = None,
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
+        row_groups: Mapping[str, Collection[int]] | None = None,
     ) -> None:
         if not isinstance(source, (str, os.PathLike)) and not (
             isinstance(source, Sequence)
@@ -184,6 +185,8 @@ class Dataset:
         self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
         # A discovery already made (Spark's manifest) saves walking the directory again.
         self._discovery: Discovery | None = discovery
+        # path -> the only row groups to read of that file (a Spark task's share of it).
+        self.row_groups = {k: frozenset(v) for k, v in (row_groups or {}).items()}
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._stand_in: _OpenFile | None = None
         self._open: dict[str, _OpenFile] = {}
@@ -469,6 +472,7 @@ class Dataset:
                     partition=disc.partition_values(df),
                     options=self.plan_options,
                     warnings=warnings,
+                    row_groups=self.row_groups.get(df.path),
                 )
             return df, of, plan, bound, warnings
 

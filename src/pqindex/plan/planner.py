@@ -16,7 +16,7 @@ Each answers NONE / SOME / ALL; anything unusable answers SOME.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,8 +411,13 @@ def plan_file(
     partition: dict[str, Any] | None = None,
     options: PlanOptions | None = None,
     warnings: list[str] | None = None,
+    row_groups: Collection[int] | None = None,
 ) -> FilePlan:
-    """The access plan for reading leaf ``columns`` of ``pf`` where ``expr`` holds."""
+    """The access plan for reading leaf ``columns`` of ``pf`` where ``expr`` holds.
+
+    ``row_groups``: only these row groups are considered (a Spark task re-planning
+    its share of a file); the others are skipped without reading anything for them.
+    """
     options = options or PlanOptions()
     partition = partition or {}
     n_leaves = len(pf.schema.leaves)
@@ -444,7 +449,9 @@ def plan_file(
         n = pf.row_group_rows(rg)
         ev = _RowGroupEvidence(pf, rg, partition, n_leaves, options, region)
         stages = _early_stages(ev, options, on_partition, region is not None)
-        if n == 0:
+        if row_groups is not None and rg not in row_groups:
+            m, by, why = Match.NONE, "selection", "row group not asked for"
+        elif n == 0:
             m, by, why = Match.NONE, "statistics", "row group has no rows"
         else:
             m, by, why = _staged_match(expr, stages)

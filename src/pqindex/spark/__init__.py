@@ -10,7 +10,9 @@ set (``PYSPARK_PYTHON``, ``spark.archives``). See :mod:`pqindex.spark.workers`.
 * :func:`write` — distribute, sort or Z-order, write through the ``"pqindex"``
   data source with a staging/commit protocol and a manifest;
 * :func:`register` — ``df.write.format("pqindex")`` in a session;
-* :func:`read` / :func:`explain` — plan on the driver, read kept files natively;
+* :func:`read` / :func:`explain` — plan on the driver; read the kept pages through
+  the ``"pqindex"`` data source's reader, or the kept files with Spark's
+  (``engine="auto"|"native"|"pqindex"``);
 * :func:`add_indexes` — index an existing lake as a Spark job.
 """
 
@@ -42,20 +44,22 @@ def read(
     path: str | os.PathLike[str],
     where: str | None = None,
     columns: Sequence[str] | None = None,
+    engine: str = "auto",
+    **kwargs: Any,
 ) -> Any:
     """See :func:`pqindex.spark.reading.read`."""
     from pqindex.spark.reading import read as _read
 
-    return _read(spark, path, where, columns)
+    return _read(spark, path, where, columns, engine, **kwargs)
 
 
 def explain(
-    spark: Any, path: str | os.PathLike[str], where: str | None = None, *, show: bool = False
+    spark: Any, path: str | os.PathLike[str], where: str | None = None, **kwargs: Any
 ) -> dict[str, Any]:
     """See :func:`pqindex.spark.reading.explain`."""
     from pqindex.spark.reading import explain as _explain
 
-    return _explain(spark, path, where, show=show)
+    return _explain(spark, path, where, **kwargs)
 
 
 def add_indexes(

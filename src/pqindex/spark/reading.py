@@ -34,6 +34,12 @@ class SparkPlan:
     manifest: str = "absent"  # current / stale / absent
     fallback: str | None = None  # why nothing could be pruned
     plan_seconds: float = 0.0
+    engine: str = "native"  # the reader chosen: "native" (Spark's) or "pqindex"
+    engine_reason: str = ""
+    bytes_kept: int | None = None  # pages the plan keeps (when planned with columns)
+    bytes_threshold: int | None = None  # engine="auto"'s threshold
+    units: int = 0  # tasks of the pqindex reader
+    engine_mode: str | None = None  # pqindex: "driver" (small plan) or "tasks"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,13 +53,21 @@ class SparkPlan:
             "manifest": self.manifest,
             "fallback": self.fallback,
             "plan_seconds": self.plan_seconds,
+            "engine": self.engine,
+            "engine_reason": self.engine_reason,
+            "bytes_kept": self.bytes_kept,
+            "bytes_threshold": self.bytes_threshold,
+            "units": self.units,
+            "engine_mode": self.engine_mode,
         }
 
     def __str__(self) -> str:
         lines = [
             f"{self.path} where {self.where or 'true'}: {len(self.kept)} of "
             f"{self.files_total} file(s) to read, {len(self.pruned)} pruned "
-            f"(manifest {self.manifest}, planned in {self.plan_seconds * 1000:.0f} ms)"
+            f"(manifest {self.manifest}, planned in {self.plan_seconds * 1000:.0f} ms)",
+            f"  engine {self.engine}{' on the ' + self.engine_mode if self.engine_mode else ''}"
+            f": {self.engine_reason or '-'}",
         ]
         if self.fallback:
             lines.append(f"  no pruning: {self.fallback}")
@@ -178,29 +192,295 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
     return spark.read.parquet(os.fspath(path))
 
 
+# engine="auto" reads through pqindex when the plan keeps at most this many bytes of
+# pages, and with Spark's reader (on the kept files) above. Measured with
+# bench/spark_pipeline.py --engines (docs/benchmarks.md): pqindex's reader pays per
+# row it hands to Spark (Arrow through Python), Spark's per byte of the kept files;
+# on TPC-H sf 1 pqindex lost already on a plan keeping 0.6 MiB for 76k rows and won
+# on an absent value (nothing kept). The kept bytes are the planner's upper bound
+# (whole chunks where the page index cannot narrow), so a point lookup on an
+# unsorted column counts MiB: lookups are recognized by LOOKUP_ROWS below.
+AUTO_THRESHOLD_BYTES = 256 * 1024
+
+# A pqindex read whose plan keeps at most this many bytes of pages runs on the
+# driver (one pqindex scan, the rows handed to Spark as Arrow): no planning process
+# and no task. The Python data source costs about 0.4 s per query before any byte
+# is read (its planning process, Python tasks); bigger plans run in its tasks.
+DRIVER_READ_BYTES = 16 * 1024 * 1024
+
+ENGINES = ("auto", "native", "pqindex")
+
+# engine="auto" also reads through pqindex (on the driver) a plan above the
+# threshold when it is a lookup expected to return at most this many rows: pqindex
+# pays per row it hands to Spark, Spark per byte of the kept files.
+LOOKUP_ROWS = 1000
+
+# Bits per distinct value of a Bloom filter written for a ~1% false-positive rate:
+# its size tells about how many distinct values the row group has.
+_BLOOM_BITS_PER_VALUE = 10
+
+
+def lookup_rows(dplan: Any, expr: Any) -> int | None:
+    """Rows an equality lookup is expected to return, from the sizes of the Bloom
+    filters that kept its row groups (rows / distinct values, per value looked up);
+    None when ``expr`` is no ``=``/``IN`` conjunction on a Bloom-filtered column of
+    every kept row group. An estimate for choosing a reader, never for pruning."""
+    from pqindex.expr.nodes import And, Compare, In
+    from pqindex.format.match import LeafOp
+
+    eqs: list[tuple[str, int]] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, And):
+            stack += [e.left, e.right]
+        elif isinstance(e, Compare) and e.op == LeafOp.EQ:
+            eqs.append((e.column.name, 1))
+        elif isinstance(e, In) and not e.negated:
+            eqs.append((e.column.name, len(e.values)))
+    if not eqs:
+        return None
+    total = 0.0
+    for entry in dplan.kept:
+        pf = entry.file
+        leaf = {".".join(c.path): c.index for c in pf.schema.leaves}
+        for rg in entry.row_groups:
+            if rg.skipped:
+                continue
+            best = None
+            for name, values in eqs:
+                col = leaf.get(name)
+                meta = pf.column_meta(rg.index, col) if col is not None else None
+                size = getattr(meta, "bloom_filter_length", None) or 0
+                if size <= 0:
+                    continue
+                ndv = max(1.0, size * 8 / _BLOOM_BITS_PER_VALUE)
+                est = values * rg.num_rows / ndv
+                best = est if best is None else min(best, est)
+            if best is None:
+                return None
+            total += best
+    return int(total)
+
+
+def _no_connector(e: BaseException) -> bool:
+    """Spark failed because no Hadoop file system handles the URL's scheme."""
+    text = str(e)
+    return "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
+
+
+def _native_base(spark: Any, path: str) -> Any:
+    """``spark.read.parquet(path)`` analyzed, or None when Spark has no connector for it."""
+    try:
+        base = spark.read.parquet(path)
+        _ = base.schema  # Connect analyzes lazily: make it fail here
+        return base
+    except Exception as e:
+        if _no_connector(e):
+            return None
+        raise
+
+
+def _native_df(spark: Any, base: Any, path: str, p: SparkPlan) -> Any:
+    if p.fallback or not p.pruned:
+        return base
+    if p.kept:
+        return (spark.read.schema(base.schema)
+                .option("basePath", os.path.abspath(path)).parquet(*p.kept))
+    from pyspark.sql import functions as F
+
+    return base.where(F.lit(False))  # no file can match: an empty result, same schema
+
+
+def _kept_bytes(dplan: Any) -> int:
+    """Bytes of the pages the plan keeps (upper bound the planner gives per column)."""
+    return sum(r.bytes for entry in dplan.kept for rg in entry.row_groups
+               if not rg.skipped for r in rg.reads)
+
+
+def _decide(
+    spark: Any,
+    path: str,
+    where: str | None,
+    columns: Sequence[str] | None,
+    engine: str,
+    storage_options: dict[str, Any] | None,
+    threshold_bytes: int | None,
+    driver_read_bytes: int | None = None,
+) -> tuple[SparkPlan, Any]:
+    """Plan the read and pick the engine; returns the plan and the DataFrame before
+    ``where``/``select`` are applied in Spark."""
+    import json
+
+    import pqindex
+    from pqindex.expr.bind import columns as expr_columns
+    from pqindex.expr.sql import parse_where
+    from pqindex.spark.reader import units_of
+
+    if engine not in ENGINES:
+        raise PqIndexError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    threshold = AUTO_THRESHOLD_BYTES if threshold_bytes is None else threshold_bytes
+    base = _native_base(spark, path)
+    has_where = where is not None and bool(where.strip())
+    if engine == "native" or (engine == "auto" and base is not None and not has_where):
+        if base is None:
+            from pqindex.errors import UserInputError
+
+            raise UserInputError("Spark has no connector for this URL's scheme: use "
+                                 "engine='pqindex' or 'auto'", path=path)
+        p = plan(path, where, base.inputFiles(), base.schema)
+        p.engine = "native"
+        p.engine_reason = "asked for" if engine == "native" else "no predicate: a full scan"
+        return p, _native_df(spark, base, path, p)
+    t0 = time.perf_counter()
+    local = "://" not in path or path.startswith("file:")
+    dest = os.path.abspath(_local(path) or path) if local else path
+    out = SparkPlan(dest, where)
+    pq_where: str | None = where if has_where else None
+    why_not: str | None = None  # why pqindex cannot apply the predicate itself
+    if pq_where is not None:
+        try:
+            expr_cols = expr_columns(parse_where(pq_where))
+        except PqIndexError as e:
+            why_not, pq_where, expr_cols = f"predicate not understood by pqindex: {e}", None, []
+    else:
+        expr_cols = []
+    # Local files: the small tail Spark's footers need (as the native plan).
+    tail = PLANNING_TAIL_BYTES if local else None
+    # Open until the engine is chosen: a read on the driver reuses its footers and indexes.
+    ds = pqindex.dataset(dest, storage_options=storage_options, tail_bytes=tail)
+    try:
+        disc = ds.discovery
+        if base is not None:
+            spark_schema = base.schema
+            odd = _mismatched_partitions(spark_schema, disc) & set(expr_cols)
+            if odd and why_not is None:
+                why_not = (f"partition column(s) {', '.join(sorted(odd))} typed "
+                           "differently by Spark")
+                pq_where, expr_cols = None, []
+        else:
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            spark_schema = from_arrow_schema(ds.schema)
+        names = spark_schema.fieldNames()
+        wanted = list(columns) if columns is not None else list(names)
+        if why_not is not None and has_where:
+            wanted = list(names)  # Spark filters every column it may need
+        read_cols = wanted + [c for c in expr_cols if c not in wanted]
+        dplan = ds.plan(read_cols, pq_where)
+    except BaseException:
+        ds.close()
+        raise
+    out.files_total = len(dplan.files)
+    out.kept = [e.path for e in dplan.kept]
+    out.pruned = [{"file": e.path, "by": e.skipped_by or "", "reason": ""}
+                  for e in dplan.files if e.skipped_by is not None]
+    out.bytes_kept = _kept_bytes(dplan)
+    out.bytes_threshold = threshold
+    out.fallback = why_not
+    on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
+    if engine == "pqindex":
+        out.engine, out.engine_reason = "pqindex", "asked for"
+    elif base is None:
+        out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"
+    elif why_not is not None:
+        out.engine, out.engine_reason = "native", why_not
+    elif out.bytes_kept <= threshold:
+        out.engine, out.engine_reason = "pqindex", (
+            f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
+    elif (out.bytes_kept <= on_driver and pq_where is not None
+          and (rows := lookup_rows(dplan, parse_where(pq_where))) is not None
+          and rows <= LOOKUP_ROWS):
+        out.engine, out.engine_reason = "pqindex", (
+            f"a lookup: about {rows} row(s) expected (Bloom filter sizes) <= {LOOKUP_ROWS}")
+    else:
+        out.engine, out.engine_reason = "native", (
+            f"the plan keeps {out.bytes_kept} bytes > {threshold}")
+    if out.engine == "native":
+        ds.close()
+        spark_files = base.inputFiles()
+        kept_paths = {os.path.normpath(os.path.abspath(p)) for p in out.kept}
+        out.files_total = len(spark_files)
+        out.kept = [u for u in spark_files if _local(u) in kept_paths]
+        out.pruned = [{"file": u, "by": "pqindex plan", "reason": "no row can match"}
+                      for u in spark_files if _local(u) not in kept_paths]
+        if any(_local(u) is None for u in spark_files):
+            out.kept, out.pruned = list(spark_files), []  # not local: Spark's own listing
+        out.plan_seconds = time.perf_counter() - t0
+        return out, _native_df(spark, base, path, out)
+    from pyspark.sql import types as T
+
+    from pqindex.spark.pipeline import register
+
+    read_schema = T.StructType([spark_schema[c] for c in read_cols])
+    if out.bytes_kept <= on_driver:
+        out.engine_mode = "driver"
+        try:
+            df = _driver_read(spark, ds, read_cols, pq_where, read_schema)
+        finally:
+            ds.close()
+        out.plan_seconds = time.perf_counter() - t0
+        return out, df
+    ds.close()
+    out.engine_mode = "tasks"
+    units = units_of(dplan, disc)
+    out.units = len(units)
+    register(spark)
+    df = (spark.read.format("pqindex").schema(read_schema)
+          .option("path", dest)
+          .option("where", pq_where or "")
+          .option("columns", json.dumps(read_cols))
+          .option("storage_options", json.dumps(storage_options or {}))
+          .option("units", json.dumps([u.to_json() for u in units]))
+          .load())
+    out.plan_seconds = time.perf_counter() - t0
+    return out, df
+
+
+def _driver_read(spark: Any, ds: Any, read_cols: list[str], where: str | None,
+                 read_schema: Any) -> Any:
+    """A small plan read here with pqindex (the planning dataset: footers and indexes
+    already read), the rows handed to Spark as Arrow."""
+    from pqindex.spark.reader import as_spark, spark_arrow_schema
+
+    target = spark_arrow_schema(read_schema)
+    batches = [as_spark(b, target) for b in ds.scan(read_cols, where).to_batches()]
+    return spark.createDataFrame(_table(batches, target), schema=read_schema)
+
+
+def _table(batches: list[Any], schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches, schema=schema)
+
+
 def read(
     spark: Any,
     path: str | os.PathLike[str],
     where: str | None = None,
     columns: Sequence[str] | None = None,
+    engine: str = "auto",
+    *,
+    storage_options: dict[str, Any] | None = None,
+    threshold_bytes: int | None = None,
+    driver_read_bytes: int | None = None,
 ) -> Any:
-    """``spark.read.parquet(path).where(where).select(columns)``, reading only the files
-    pqindex's planner keeps (hive partitions, footer statistics, embedded file-level
-    indexes); Spark's reader then skips row groups and pages inside them."""
-    base = _base(spark, path)
-    p = plan(os.fspath(path), where, base.inputFiles(), base.schema)
-    if p.fallback or not p.pruned:
-        df = base
-    elif p.kept:
-        df = (
-            spark.read.schema(base.schema)
-            .option("basePath", os.path.abspath(os.fspath(path)))
-            .parquet(*p.kept)
-        )
-    else:
-        from pyspark.sql import functions as F
+    """``spark.read.parquet(path).where(where).select(columns)``, reading less.
 
-        df = base.where(F.lit(False))  # no file can match: an empty result, same schema
+    ``engine="native"``: Spark's reader on the files pqindex's planner keeps (hive
+    partitions, footer statistics, embedded file-level indexes). ``"pqindex"``: the
+    ``"pqindex"`` data source, whose tasks read only the pages the plan keeps
+    (page index, embedded indexes, Bloom filters) of the kept row groups.
+    ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme,
+    when the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
+    or when it is an equality lookup the Bloom filters expect to return few rows
+    (:func:`lookup_rows`); Spark's on the kept files otherwise. pqindex reads a plan keeping at most
+    ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
+    the data source's tasks. ``where`` is applied in Spark in every case,
+    so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
+    """
+    _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+                    threshold_bytes, driver_read_bytes)
     if where is not None and where.strip():
         df = df.where(where)
     if columns is not None:
@@ -209,11 +489,22 @@ def read(
 
 
 def explain(
-    spark: Any, path: str | os.PathLike[str], where: str | None = None, *, show: bool = False
+    spark: Any,
+    path: str | os.PathLike[str],
+    where: str | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    engine: str = "native",
+    storage_options: dict[str, Any] | None = None,
+    threshold_bytes: int | None = None,
+    driver_read_bytes: int | None = None,
+    show: bool = False,
 ) -> dict[str, Any]:
-    """What ``read`` would prune for ``where`` and why (printed too with ``show``)."""
-    base = _base(spark, path)
-    p = plan(os.fspath(path), where, base.inputFiles(), base.schema)
+    """What ``read`` would do for ``where``: the engine and why, files pruned and why
+    (printed too with ``show``). The default engine, ``"native"``, plans file pruning
+    only, as before."""
+    p, _ = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+                   threshold_bytes, driver_read_bytes)
     if show:
         print(p)
     return p.to_dict()

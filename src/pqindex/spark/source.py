@@ -1,4 +1,5 @@
-"""The ``"pqindex"`` Python data source: Spark writes through pqindex's writer.
+"""The ``"pqindex"`` Python data source: Spark writes through pqindex's writer, and
+reads through pqindex's reader (``reader()``, see :mod:`pqindex.spark.reader`).
 
 ``writer()`` runs on the driver and fixes the job id; the writer object is
 pickled into every task and into the process that runs ``commit``/``abort``,
@@ -25,6 +26,7 @@ from pqindex.spark.remote_commit import (
     data_objects,
     manifest_etag,
 )
+from pqindex.spark.reader import PqIndexReader
 from pqindex.spark.task import TaskOptions, parse_options, write_task
 
 __all__ = ["PqIndexDataSource", "PqIndexWriter", "TaskCommit"]
@@ -44,6 +46,30 @@ class PqIndexDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "pqindex"
+
+    def schema(self) -> Any:
+        """Spark's types for pqindex's Arrow schema of the dataset (when none is given)."""
+        import json
+
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        import pqindex
+
+        options = {str(k): str(v) for k, v in dict(self.options).items()}
+        path = options.get("path")
+        if not path:
+            raise UserInputError("the pqindex data source needs a path: .load(path)")
+        so = json.loads(options.get("storage_options", "{}"))
+        with pqindex.dataset(path, storage_options=so) as ds:
+            schema = ds.schema
+        if "columns" in options:
+            schema = pa.schema([schema.field(c) for c in json.loads(options["columns"])])
+        return from_arrow_schema(schema)
+
+    def reader(self, schema: Any) -> PqIndexReader:
+        """``spark.read.format("pqindex").option("where", ...).load(path)`` (see spark/reader.py)."""
+        options = {str(k): str(v) for k, v in dict(self.options).items()}
+        return PqIndexReader(options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> PqIndexWriter:
         options = {str(k): str(v) for k, v in dict(self.options).items()}

@@ -1,0 +1,135 @@
+"""The read side of the ``"pqindex"`` data source: Spark tasks that read through pqindex.
+
+The driver plans the query with pqindex (hive partitions, footer statistics,
+embedded file- and row-group-level indexes, page index, dictionaries, Bloom
+filters); every kept file becomes one or more :class:`FileUnit` partitions
+(path, hive values, kept row-group indexes). ``where`` and ``columns`` travel as
+data source options, not through Spark's filter pushdown, so pqindex sees the
+whole predicate. A task re-plans only its file, restricted to its row groups
+(``pqindex.dataset(..., row_groups=)``), reads only the pages that plan keeps
+and yields Arrow batches typed as Spark's schema for the columns.
+
+The rows a task yields are pqindex's matching rows; ``pqindex.spark.read``
+applies ``where`` again in Spark, so Spark's semantics decide the result and
+pqindex only ever removes rows that cannot match.
+
+Options (all strings): ``path``; ``where``; ``columns`` (JSON list, the columns
+to read, predicate columns included); ``storage_options`` (JSON object);
+``units`` (JSON, the driver's plan: the tasks' partitions, so the planning
+process does not plan again); ``row_groups_per_task`` (default 4).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from pqindex.errors import UserInputError
+
+__all__ = ["FileUnit", "PqIndexReader", "units_of"]
+
+# A task reads at most this many of a file's kept row groups (more tasks, more
+# parallelism on a file with many kept row groups).
+ROW_GROUPS_PER_TASK = 4
+
+
+@dataclass(frozen=True)
+class FileUnit(InputPartition):
+    """One task's share: a file, the hive values its path carries, kept row groups."""
+
+    path: str
+    partition: tuple[tuple[str, str], ...]
+    row_groups: tuple[int, ...]
+    partition_types: tuple[tuple[str, str], ...] = ()  # hive key -> "int64" / "string"
+
+    def to_json(self) -> list[Any]:
+        return [self.path, [list(kv) for kv in self.partition], list(self.row_groups),
+                [list(kv) for kv in self.partition_types]]
+
+    @classmethod
+    def from_json(cls, v: Sequence[Any]) -> FileUnit:
+        return cls(str(v[0]), tuple((str(k), str(x)) for k, x in v[1]),
+                   tuple(int(i) for i in v[2]), tuple((str(k), str(t)) for k, t in v[3]))
+
+
+def units_of(dplan: Any, discovery: Any, per_task: int = ROW_GROUPS_PER_TASK) -> list[FileUnit]:
+    """The partitions of a :class:`~pqindex.dataset.plan.DatasetPlan`: kept row groups
+    of each kept file, ``per_task`` at a time."""
+    raw = {df.path: df.partition for df in discovery.files}
+    types = tuple((k, str(discovery.partition_types.get(k, "string")))
+                  for k in discovery.partition_columns)
+    out = []
+    for entry in dplan.kept:
+        kept = entry.row_groups_kept
+        for i in range(0, len(kept), per_task):
+            out.append(FileUnit(entry.path, tuple(raw.get(entry.path, ())),
+                                tuple(kept[i:i + per_task]), types))
+    return out
+
+
+def spark_arrow_schema(schema: Any) -> pa.Schema:
+    """The Arrow schema Spark expects batches of a Python data source to have."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def as_spark(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with ``target``'s columns, names and types (Spark checks them exactly)."""
+    cols = []
+    for f in target:
+        col = batch.column(f.name)
+        if col.type != f.type:
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise UserInputError(
+                    f"column {f.name!r} of type {col.type} does not convert to Spark's "
+                    f"{f.type}: {e}", column=f.name) from None
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+class PqIndexReader(DataSourceReader):
+    """Reads the rows of ``where`` in ``columns`` through pqindex, one file share per task."""
+
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        path = options.get("path")
+        if not path:
+            raise UserInputError("the pqindex data source needs a path: .load(path)")
+        self.path = path
+        self.where = options.get("where") or None
+        self.columns: list[str] = (json.loads(options["columns"]) if "columns" in options
+                                   else list(schema.fieldNames()))
+        self.storage_options: dict[str, Any] = json.loads(options.get("storage_options", "{}"))
+        self.units_json = options.get("units")
+        self.per_task = int(options.get("row_groups_per_task", ROW_GROUPS_PER_TASK))
+        self.target = spark_arrow_schema(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        if self.units_json is not None:
+            return [FileUnit.from_json(u) for u in json.loads(self.units_json)]
+        import pqindex
+
+        with pqindex.dataset(self.path, storage_options=self.storage_options) as ds:
+            dplan = ds.plan(self.columns, self.where)
+            disc = ds.discovery
+        return list(units_of(dplan, disc, self.per_task))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, FileUnit):  # Spark's stand-in when nothing is kept
+            return
+        import pqindex
+        from pqindex.dataset.discovery import DataFile, Discovery
+
+        types = dict(partition.partition_types)
+        disc = Discovery((DataFile(partition.path, partition.partition),), tuple(types), types)
+        with pqindex.dataset(partition.path, discovery=disc, storage_options=self.storage_options,
+                             row_groups={partition.path: partition.row_groups}) as ds:
+            for batch in ds.scan(self.columns, self.where).to_batches():
+                yield as_spark(batch, self.target)

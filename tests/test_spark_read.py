@@ -1,0 +1,289 @@
+"""Spark reads through pqindex (``pqindex.spark.read``, the "pqindex" data source reader).
+
+Differential: for files of several writers and a pipeline output, random Spark SQL
+predicates; the rows of ``engine="pqindex"`` (and ``"auto"``) must be exactly
+``spark.read.parquet(path).where(where).select(columns)``'s. The auto decision is
+asserted through ``explain`` (what was planned), never through timings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+import pqindex.spark as ps
+from pqindex.errors import PqIndexError
+from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
+
+# Writers whose files the differential reads (one file each, several row groups).
+WRITERS = ("pyarrow_v2_snappy_dict", "pyarrow_bloom", "duckdb", "polars")
+CASES = 3  # predicates per writer: every case is two Spark jobs on 2 shared cores
+# Columns the random projections draw from (nested ones check the Arrow -> Spark cast).
+COLUMNS = ("id", "desc", "shuffled", "f64", "category", "day", "ts", "price", "flag",
+           "tags", "point")
+
+
+def _sql_lit(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if isinstance(v, dt.datetime):
+        return f"TIMESTAMP '{v.astimezone(dt.UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    return str(v)
+
+
+class SparkPredicates:
+    """Random predicates in Spark SQL over a table's scalar columns, literals drawn from
+    its values (and just beside them), so that they select few, many or no rows."""
+
+    SCALAR = ("id", "desc", "shuffled", "category", "day", "price", "flag", "ts")
+
+    def __init__(self, table: pa.Table, rng: random.Random) -> None:
+        self.rng = rng
+        self.values = {c: [v for v in table.column(c).to_pylist() if v is not None]
+                       for c in self.SCALAR if c in table.column_names}
+
+    def leaf(self) -> str:
+        rng = self.rng
+        col = rng.choice(sorted(self.values))
+        vals = self.values[col]
+        if not vals or rng.random() < 0.1:
+            return f"`{col}` IS {'NOT ' if rng.random() < 0.5 else ''}NULL"
+        v = rng.choice(vals)
+        if isinstance(v, bool):
+            return f"`{col}` = {_sql_lit(v)}"
+        if isinstance(v, int) and rng.random() < 0.2:
+            v += rng.choice([-1, 1, 10**6])  # maybe absent
+        r = rng.random()
+        if r < 0.5:
+            return f"`{col}` {rng.choice(['=', '!=', '<', '<=', '>', '>='])} {_sql_lit(v)}"
+        if r < 0.7:
+            a, b = sorted([v, rng.choice(vals)])
+            return f"`{col}` BETWEEN {_sql_lit(a)} AND {_sql_lit(b)}"
+        items = ", ".join(_sql_lit(rng.choice(vals)) for _ in range(rng.choice([1, 2, 5])))
+        return f"`{col}` {'NOT ' if rng.random() < 0.2 else ''}IN ({items})"
+
+    def tree(self, depth: int = 2) -> str:
+        rng = self.rng
+        if depth == 0 or rng.random() < 0.4:
+            return self.leaf()
+        r = rng.random()
+        if r < 0.15:
+            return f"NOT ({self.tree(depth - 1)})"
+        op = " AND " if r < 0.65 else " OR "
+        return "(" + op.join(self.tree(depth - 1) for _ in range(2)) + ")"
+
+
+def _rows(df: Any) -> list[str]:
+    # repr: NaN equals itself, and rows of any type sort
+    return sorted(repr(tuple(r)) for r in df.collect())
+
+
+def _reference(spark: Any, path: str, where: str, columns: list[str]) -> list[str]:
+    return _rows(spark.read.parquet(path).where(where).select(*columns))
+
+
+def _check(spark: Any, path: str, where: str, columns: list[str], engine: str,
+           **kw: Any) -> None:
+    got = ps.read(spark, path, where, columns, engine=engine, **kw)
+    ref = spark.read.parquet(path).where(where).select(*columns)
+    assert got.schema == ref.schema, (where, got.schema, ref.schema)
+    assert _rows(got) == _rows(ref), f"{engine} differs from Spark for {path} where {where}"
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_pqindex_engine_matches_spark(spark: Any, written_files: Any, writer: str) -> None:
+    path = str(written_files[writer])
+    table = pq.read_table(path)
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    gen = SparkPredicates(table, rng)
+    for _ in range(CASES):
+        where = gen.tree()
+        columns = rng.sample([c for c in COLUMNS if c in table.column_names], rng.randint(1, 4))
+        try:  # in the data source's tasks, however small the plan
+            _check(spark, path, where, columns, "pqindex", driver_read_bytes=-1)
+        except AssertionError as e:
+            raise AssertionError(f"seed {seed}: {e}") from None
+
+
+def test_pqindex_reader_reads_only_kept_row_groups(spark: Any, written_files: Any) -> None:
+    """A point lookup: one task per kept file share, the other row groups never planned
+    by a task (the units are what the driver's plan kept)."""
+    path = str(written_files["pyarrow_bloom"])
+    info = ps.explain(spark, path, "id = 4321", columns=["id", "category"], engine="pqindex",
+                      driver_read_bytes=-1)
+    assert (info["engine"], info["engine_mode"]) == ("pqindex", "tasks")
+    assert info["units"] == 1  # one file, one kept row group of 3
+    assert 0 < info["bytes_kept"] < Path(path).stat().st_size / 3
+    _check(spark, path, "id = 4321", ["id", "category"], "pqindex", driver_read_bytes=-1)
+    # So small a plan is read on the driver by default: no task, same rows.
+    info = ps.explain(spark, path, "id = 4321", columns=["id", "category"], engine="pqindex")
+    assert (info["engine_mode"], info["units"]) == ("driver", 0)
+    _check(spark, path, "id = 4321", ["id", "category"], "pqindex")
+
+
+@pytest.fixture(scope="module")
+def pipeline_output(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    from pyspark.sql import functions as F
+
+    dest = str(tmp_path_factory.mktemp("spark_read") / "lake")
+    df = spark.range(0, 6000).select(
+        F.col("id").alias("k"),
+        (F.col("id") % 3).cast("int").alias("part"),
+        F.concat(F.lit("name-"), (F.col("id") % 97).cast("string")).alias("name"),
+        (F.col("id") * 1.5).alias("amount"),
+    )
+    ps.write(df, dest, sort_by="k", partition_by="part", row_group_rows=500, page_rows=100,
+             bloom=["name"], num_partitions=2)
+    return dest
+
+
+def test_pipeline_output_differential(spark: Any, pipeline_output: str) -> None:
+    rng = random.Random()
+    seed = rng.randrange(2**32)
+    rng.seed(seed)
+    k = rng.randrange(6000)
+    wheres = [
+        f"k = {k}",
+        f"part = {k % 3} AND k BETWEEN {k} AND {k + rng.randint(0, 700)}",
+        f"name IN ('name-{k % 97}', 'name-{(k + 5) % 97}') OR k < {rng.randint(0, 300)}",
+        f"NOT (k >= {rng.randint(0, 6000)}) AND part != {rng.randrange(3)}",
+    ]
+    for i, where in enumerate(wheres):
+        columns = rng.sample(["k", "part", "name", "amount"], rng.randint(1, 3))
+        try:  # tasks and driver in turn
+            _check(spark, pipeline_output, where, columns, "pqindex",
+                   driver_read_bytes=-1 if i % 2 == 0 else None)
+        except AssertionError as e:
+            raise AssertionError(f"seed {seed}: {e}") from None
+    # auto, on whatever it picks, gives the same rows
+    _check(spark, pipeline_output, wheres[1], ["k", "part"], "auto")
+
+
+def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
+    point = ps.explain(spark, pipeline_output, "k = 4242", columns=["k", "name"], engine="auto")
+    broad = ps.explain(spark, pipeline_output, "k >= 10", columns=["k", "name"], engine="auto")
+    assert point["engine"] == "pqindex", point["engine_reason"]
+    assert point["bytes_kept"] * 4 < broad["bytes_kept"]
+    # A threshold between the two: the broad scan goes to Spark's reader, on kept files.
+    threshold = (point["bytes_kept"] + broad["bytes_kept"]) // 2
+    broad = ps.explain(spark, pipeline_output, "k >= 10", columns=["k", "name"],
+                       engine="auto", threshold_bytes=threshold)
+    assert broad["engine"] == "native", broad["engine_reason"]
+    point = ps.explain(spark, pipeline_output, "k = 4242", columns=["k", "name"],
+                       engine="auto", threshold_bytes=threshold)
+    assert point["engine"] == "pqindex"
+    got = ps.read(spark, pipeline_output, "k >= 5990", ["k", "name"], engine="auto",
+                  threshold_bytes=1)
+    assert _rows(got) == _reference(spark, pipeline_output, "k >= 5990", ["k", "name"])
+    # No predicate: a full scan is Spark's.
+    assert ps.explain(spark, pipeline_output, None, engine="auto")["engine"] == "native"
+
+
+def test_auto_takes_lookups_by_bloom_size(spark: Any, written_files: Any) -> None:
+    """Above the bytes threshold, an equality on a Bloom-filtered column whose filter
+    sizes promise few rows per value still goes to pqindex; a range does not."""
+    from pqindex.spark.reading import LOOKUP_ROWS
+
+    path = str(written_files["pyarrow_bloom"])  # Bloom on id (unique values)
+    v = random.randrange(5000)
+    info = ps.explain(spark, path, f"id = {v}", columns=["id", "f64"], engine="auto",
+                      threshold_bytes=0)
+    assert info["engine"] == "pqindex" and "lookup" in info["engine_reason"], info
+    rows = int(info["engine_reason"].split("about ")[1].split()[0])
+    assert rows <= LOOKUP_ROWS
+    _check(spark, path, f"id = {v}", ["id", "f64"], "auto", threshold_bytes=0)
+    info = ps.explain(spark, path, f"id >= {v}", columns=["id", "f64"], engine="auto",
+                      threshold_bytes=0)
+    assert info["engine"] == "native", info
+
+
+def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  # noqa: F811
+                                                   written_files: Any) -> None:
+    """s3:// without hadoop-aws: Spark cannot list it; auto reads it through pqindex
+    (driver plan and tasks through pqindex's storage layer), rows as Spark's on the
+    same file read locally."""
+    local = written_files["duckdb"]
+    bucket = s3.new_bucket()
+    s3.put(bucket, "t/part-0.parquet", Path(local).read_bytes())
+    url = f"s3://{bucket}/t"
+    so = s3.storage_options()
+    info = ps.explain(spark, url, "id BETWEEN 100 AND 140", columns=["id", "category"],
+                      engine="auto", storage_options=so)
+    assert info["engine"] == "pqindex"
+    assert "no connector" in info["engine_reason"]
+    ref = _reference(spark, str(local), "id BETWEEN 100 AND 140", ["id", "category"])
+    for on_driver in (None, -1):  # the tasks read s3:// through pqindex's storage layer too
+        got = ps.read(spark, url, "id BETWEEN 100 AND 140", ["id", "category"],
+                      storage_options=so, driver_read_bytes=on_driver)
+        assert _rows(got) == ref
+    with pytest.raises(PqIndexError, match="no connector"):
+        ps.read(spark, url, "id = 1", ["id"], engine="native", storage_options=so)
+
+
+def test_data_source_reader_directly(spark: Any, written_files: Any) -> None:
+    """``spark.read.format("pqindex")`` without a driver plan: the planning process plans."""
+    path = str(written_files["polars"])
+    ps.register(spark)
+    df = (spark.read.format("pqindex").option("where", "id < 25")
+          .option("columns", '["id", "category"]').load(path))
+    assert sorted(r["id"] for r in df.collect()) == list(range(25))
+
+
+# Run in a subprocess: a Spark Connect session turns its whole process to Connect mode.
+_CONNECT_READ = r"""
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from pyspark.sql import SparkSession
+import pqindex.spark as ps
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+path, where, cols = sys.argv[3], sys.argv[4], ["id", "category"]
+out = {}
+for name, kw in (("tasks", {"driver_read_bytes": -1}), ("driver", {})):
+    got = ps.read(spark, path, where, cols, engine="pqindex", **kw)
+    ref = spark.read.parquet(path).where(where).select(*cols)
+    out[name] = sorted(map(repr, map(tuple, got.collect()))) == sorted(
+        map(repr, map(tuple, ref.collect())))
+    out[name + "_rows"] = got.count()
+    out[name + "_mode"] = ps.explain(spark, path, where, columns=cols, engine="pqindex",
+                                     **kw)["engine_mode"]
+print(json.dumps(out))
+"""
+
+
+def test_spark_connect_reads_through_pqindex(tmp_path: Path, written_files: Any) -> None:
+    """On a Spark Connect server (no sparkContext, no _jdf): tasks and driver reads."""
+    import json
+    import subprocess
+    import sys
+
+    from spark_servers import base_env, connect_server
+
+    path = str(written_files["pyarrow_bloom"])
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    where = "id BETWEEN 100 AND 140 OR (category = 'beta' AND id < 300)"
+    with connect_server(tmp_path, sys.executable) as url:
+        r = subprocess.run([sys.executable, "-c", _CONNECT_READ, url, src, path, where],
+                           env=base_env(tmp_path), capture_output=True, timeout=600,
+                           check=False)
+    lines = r.stdout.decode(errors="replace").strip().splitlines()
+    assert lines, r.stderr.decode(errors="replace")[-3000:]
+    out = json.loads(lines[-1])
+    t = pq.read_table(path, columns=["id", "category"]).to_pydict()  # independent count
+    n = sum(1 for i, c in zip(t["id"], t["category"], strict=True)
+            if 100 <= i <= 140 or (c == "beta" and i < 300))
+    assert n > 0
+    assert out == {"tasks": True, "tasks_rows": n, "tasks_mode": "tasks",
+                   "driver": True, "driver_rows": n, "driver_mode": "driver"}, out
