@@ -20,13 +20,13 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import abort_job, commit_job, data_files
+from pqindex.spark.reader import PqIndexReader
 from pqindex.spark.remote_commit import (
     abort_job_remote,
     commit_job_remote,
     data_objects,
     manifest_etag,
 )
-from pqindex.spark.reader import PqIndexReader
 from pqindex.spark.task import TaskOptions, parse_options, write_task
 
 __all__ = ["PqIndexDataSource", "PqIndexWriter", "TaskCommit"]
