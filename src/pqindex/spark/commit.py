@@ -29,6 +29,7 @@ __all__ = [
     "commit_job",
     "data_files",
     "job_dir",
+    "job_summary",
     "load_manifest",
     "manifest_status",
 ]
@@ -117,6 +118,20 @@ def _move_old_aside(dest: str, trash: str) -> list[tuple[str, str]]:
     return moved
 
 
+
+def job_summary(job_id: str, mode: str, files: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a committed job wrote, as its summary and the manifest's ``job`` entry."""
+    return {
+        "job": job_id,
+        "mode": mode,
+        "files": len(files),
+        "rows": sum(int(f["rows"]) for f in files),
+        "bytes": sum(int(f["bytes"]) for f in files),
+        "index_bytes": sum(int(f.get("index_bytes", 0)) for f in files),
+        "region_bytes": sum(int(f.get("region_bytes", 0)) for f in files),
+        "commit_seconds": 0.0,
+    }
+
 def commit_job(
     dest: str,
     job_id: str,
@@ -178,16 +193,7 @@ def commit_job(
             entries[rel] = dict(known.get(rel) or {"path": rel, "bytes": size, "rows": None})
     for f in files:
         entries[f["path"]] = {k: v for k, v in f.items() if k != "staged"}
-    summary = {
-        "job": job_id,
-        "mode": mode,
-        "files": len(files),
-        "rows": sum(int(f["rows"]) for f in files),
-        "bytes": sum(int(f["bytes"]) for f in files),
-        "index_bytes": sum(int(f.get("index_bytes", 0)) for f in files),
-        "region_bytes": sum(int(f.get("region_bytes", 0)) for f in files),
-        "commit_seconds": 0.0,
-    }
+    summary = job_summary(job_id, mode, files)
     manifest = {
         "version": MANIFEST_VERSION,
         "format": "pqindex",

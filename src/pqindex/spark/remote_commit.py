@@ -210,6 +210,7 @@ def commit_job_remote(
         SUCCESS,
         _index_summary,
         _total,
+        job_summary,
         manifest_status,
     )
 
@@ -263,16 +264,7 @@ def commit_job_remote(
                 st["schema"] = schemas.index(new_schemas[int(st["schema"])])
                 e.update(st)
             entries[f["path"]] = e
-        summary = {
-            "job": job_id,
-            "mode": mode,
-            "files": len(files),
-            "rows": sum(int(f["rows"]) for f in files),
-            "bytes": sum(int(f["bytes"]) for f in files),
-            "index_bytes": sum(int(f.get("index_bytes", 0)) for f in files),
-            "region_bytes": sum(int(f.get("region_bytes", 0)) for f in files),
-            "commit_seconds": 0.0,
-        }
+        summary = job_summary(job_id, mode, files)
         manifest = {
             "version": MANIFEST_VERSION,
             "format": "pqindex",
