@@ -3,8 +3,8 @@
 ``S3Endpoint`` starts moto's threaded server on 127.0.0.1 (a free port) and an
 asyncio HTTP proxy in front of it. The proxy waits ``delay`` seconds before it
 forwards each request (the first-byte latency of a real object store) and logs
-every request (method, path, Range header), so tests assert request counts and
-round trips instead of durations. ``bench/objstore.py`` imports this module too.
+every request (method, path, Range header, body length, headers), so tests
+assert request counts, uploaded bytes and round trips instead of durations. ``bench/objstore.py`` imports this module too.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ class LoggedRequest:
     query: str
     range: str | None  # the Range header, if any
     length: int = 0  # request body bytes (uploads)
+    headers: tuple[tuple[str, str], ...] = ()  # as sent, names as the client spelled them
+
+    def header(self, name: str) -> str | None:
+        """A request header's value (name case-insensitive), None if absent."""
+        return _get(list(self.headers), name.lower())
 
 
 @dataclass
@@ -82,6 +87,9 @@ class _Proxy:
         self.fail_next = 0  # answer this many next requests with 503 SlowDown
         # Requests (method, path, query) this answers with 400 instead of forwarding.
         self.reject: Callable[[str, str, str], bool] | None = None
+        # Called with each request before it is forwarded (in the proxy's thread);
+        # (status, S3 error code) answers it with that error instead.
+        self.answer: Callable[[LoggedRequest], tuple[int, str] | None] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
@@ -116,10 +124,10 @@ class _Proxy:
                 n = int(_get(headers, "content-length") or 0)
                 body = await reader.readexactly(n) if n else b""
                 url = urllib.parse.urlsplit(target)
+                logged = LoggedRequest(method, url.path, url.query, _get(headers, "range"), n,
+                                       tuple(headers))
                 with self.log.lock:
-                    self.log.requests.append(
-                        LoggedRequest(method, url.path, url.query, _get(headers, "range"), n)
-                    )
+                    self.log.requests.append(logged)
                 if self.in_flight == 0:
                     with self.log.lock:
                         self.log.waves += 1
@@ -133,6 +141,8 @@ class _Proxy:
                         response = _SLOW_DOWN
                     elif self.reject is not None and self.reject(method, url.path, url.query):
                         response = _REJECTED
+                    elif self.answer is not None and (error := self.answer(logged)):
+                        response = _error_response(*error)
                     else:
                         try:
                             response = await self._forward(method, head, headers, body)
@@ -219,6 +229,13 @@ _REJECTED = (
 )
 
 
+def _error_response(status: int, code: str) -> bytes:
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>answered by the test proxy</Message></Error>").encode()
+    return (f"HTTP/1.1 {status} {code}\r\nContent-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
 def _dechunk(data: bytes) -> bytes:
     out = bytearray()
     pos = 0
@@ -274,6 +291,22 @@ class S3Endpoint:
     @reject.setter
     def reject(self, pred: Callable[[str, str, str], bool] | None) -> None:
         self._proxy.reject = pred
+
+    @property
+    def answer(self) -> Callable[[LoggedRequest], tuple[int, str] | None] | None:
+        """Called with each request before it is forwarded (in the proxy's thread, so
+        it may change objects through :meth:`boto3`); a (status, S3 error code) it
+        returns is the answer instead (a store's refusal moto would not give)."""
+        return self._proxy.answer
+
+    @answer.setter
+    def answer(self, fn: Callable[[LoggedRequest], tuple[int, str] | None] | None) -> None:
+        self._proxy.answer = fn
+
+    @property
+    def uploaded_bytes(self) -> int:
+        """Request body bytes clients sent (PUT, POST) since the last :meth:`reset_log`."""
+        return sum(r.length for r in self.requests)
 
     @property
     def max_in_flight(self) -> int:

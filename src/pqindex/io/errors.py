@@ -18,6 +18,7 @@ __all__ = [
     "StorageError",
     "StorageTimeoutError",
     "ThrottledError",
+    "s3_error",
     "translate",
 ]
 
@@ -32,6 +33,22 @@ class StorageError(PqIndexError):
         self.operation = operation
         self.detail = message
         super().__init__(f"{operation} failed: {message}", path=path)
+
+    def located(self, *, path: str | None = None, row_group: int | None = None,
+                column: str | None = None, offset: int | None = None) -> PqIndexError:
+        err = super().located(path=path, row_group=row_group, column=column, offset=offset)
+        return self._keep(err)
+
+    def with_path(self, path: str) -> PqIndexError:
+        return self._keep(super().with_path(path))
+
+    def _keep(self, err: PqIndexError) -> PqIndexError:
+        # The copy keeps what was tried and any note (an upload left open, say).
+        if isinstance(err, StorageError):
+            err.operation, err.detail = self.operation, self.detail
+        for note in getattr(self, "__notes__", ()):
+            err.add_note(note)
+        return err
 
 
 class ObjectNotFoundError(StorageError):
@@ -141,3 +158,26 @@ def translate(exc: BaseException, url: str, operation: str) -> PqIndexError:
     if isinstance(exc, OSError) and exc.strerror:
         return StorageError(exc.strerror, path=url, operation=operation)
     return StorageError(detail or name, path=url, operation=operation)
+
+
+def s3_error(status: int, code: str | None, message: str, url: str,
+             operation: str) -> StorageError:
+    """The :class:`StorageError` for an S3 error response (HTTP status, ``<Code>``,
+    ``<Message>``) to a request pqindex signed itself (``io.s3multipart``)."""
+    detail = f"HTTP {status}" + (f" {code}" if code else "") + (f": {message}" if message else "")
+    if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
+        # 409 ConditionalRequestConflict: a concurrent write won the race.
+        return ObjectChangedError(
+            f"the object changed while it was read (ETag/version mismatch; {detail})",
+            path=url, operation=operation)
+    if code in ("NoSuchBucket", "NoSuchKey", "NoSuchUpload") or (status == 404 and not code):
+        what = {"NoSuchBucket": "the bucket does not exist",
+                "NoSuchUpload": "no such multipart upload"}.get(code or "", "no such object")
+        return ObjectNotFoundError(f"{what} ({detail})", path=url, operation=operation)
+    if status in (401, 403) or code in _ACCESS_CODES:
+        return StorageAccessError(f"access denied or no valid credentials ({detail})",
+                                  path=url, operation=operation)
+    if status in (429, 503) or code in ("SlowDown", "RequestLimitExceeded", "TooManyRequests"):
+        return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
+                              operation=operation)
+    return StorageError(detail, path=url, operation=operation)

@@ -9,13 +9,14 @@ sent as the last part. The object appears only when the upload completes; any
 error aborts it and leaves nothing.
 
 ``add_indexes`` on an object replaces it with its unchanged data range plus a
-new tail. S3 could copy the data range server side (``UploadPartCopy`` with a
-byte range), but obstore 0.12 exposes no part copy (``copy`` is whole-object
-only), so the data range is streamed down and up again, a part at a time, each
-ranged GET conditional on the ETag read at open. A small object is rewritten
-with one PUT conditional on that ETag (``If-Match``); a large one is a
-multipart upload whose completion cannot carry a condition through obstore, so
-the ETag is checked again just before the last part is handed over — a
+new tail. On S3 the range is copied server side (``write.remote_index``,
+``io.s3multipart``); :func:`rewrite_remote` is the path for everything else
+(other stores, ranges under S3's 5 MiB part minimum): obstore 0.12 exposes no
+ranged part copy, so the data range is streamed down and up again, a part at a
+time, each ranged GET conditional on the ETag read at open. A small object is
+rewritten with one PUT conditional on that ETag (``If-Match``); a large one is
+a multipart upload whose completion cannot carry a condition through obstore,
+so the ETag is checked again just before the last part is handed over — a
 concurrent change in the short window after that check goes undetected.
 """
 
@@ -409,7 +410,7 @@ class RemoteRewrite:
 
     result: RewriteResult
     uploaded: int  # bytes sent to the store
-    copied_server_side: int  # always 0 through obstore (no ranged part copy)
+    copied_server_side: int  # bytes the store copied itself (0 when streamed)
     parts: int
 
 

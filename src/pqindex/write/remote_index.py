@@ -1,19 +1,40 @@
 """``add_indexes`` on object-store URLs: each object is replaced by its data range
-plus a new index tail (``write.remote.rewrite_remote``), only if it is still the
-object that was read. See ``write.remote`` for why the data range travels down
-and up (obstore has no ranged server-side part copy) and for the ETag checks.
+plus a new index tail, only if it is still the object that was read.
+
+The data range ``[0, data_end)`` is every byte up to the end of the last column
+chunk (``write.tail.data_end``): the new tail (page index, Bloom filters,
+embedded region, footer) starts there and no footer offset points past it, so
+those bytes stay valid as they are. On S3 they never leave the store
+(:func:`rewrite_server_side`): a multipart upload whose first parts are
+``UploadPartCopy`` requests with a byte range, conditional on the ETag read
+(``x-amz-copy-source-if-match``), and whose last part is the new tail, completed
+with ``If-Match`` on that ETag. A data range under S3's 5 MiB part minimum,
+another store, credentials obstore finds but ``io.s3multipart`` does not sign
+with, or a store that answers NotImplemented take ``write.remote.rewrite_remote``
+(the range streamed down and up).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.format.file import ParquetFile
+from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.listing import list_objects
-from pqindex.io.source import open_source
+from pqindex.io.s3multipart import (
+    MAX_PART_BYTES,
+    MAX_PARTS,
+    MIN_PART_BYTES,
+    CopyNotSupportedError,
+    S3Multipart,
+    etag_matches,
+    s3_config,
+)
+from pqindex.io.source import ByteSource, open_source
 from pqindex.write.add_indexes import (
     DEFAULT_BLOOM_SCOPE,
     IndexResult,
@@ -26,10 +47,20 @@ from pqindex.write.add_indexes import (
     _region,
     bloom_scopes,
 )
-from pqindex.write.remote import build_tail, is_remote, rewrite_remote, spliced
-from pqindex.write.tail import Tail, region_locator
+from pqindex.write.remote import (
+    RemoteRewrite,
+    build_tail,
+    is_remote,
+    rewrite_remote,
+    spliced,
+)
+from pqindex.write.tail import RewriteResult, Tail, region_locator
 
-__all__ = ["add_indexes_remote", "index_object", "remote_targets"]
+__all__ = ["COPY_CONCURRENCY", "COPY_PART_BYTES", "add_indexes_remote", "copy_ranges",
+           "index_object", "remote_targets", "rewrite_server_side"]
+
+COPY_PART_BYTES = 32 << 20  # target size of a copied part (each is 1-2x this)
+COPY_CONCURRENCY = 16  # part copies in flight per object
 
 
 def remote_targets(paths: Sequence[str], storage_options: Mapping[str, Any] | None
@@ -96,7 +127,9 @@ def index_object(
                 with ParquetFile(src) as pf:
                     tail.region = _region(pf, dict(kinds), result, options)
                     base, tail_bytes, done = build_tail(pf, tail)
-        sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
+        sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
+        if sent is None:
+            sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
     except PqIndexError as e:
         raise e.located(path=url) from None
     finally:
@@ -107,6 +140,102 @@ def index_object(
     result.bytes_copied_server_side = sent.copied_server_side
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def copy_ranges(size: int, part_bytes: int | None = None) -> list[tuple[int, int]]:
+    """``[0, size)`` as ``(start, end)`` parts of ``part_bytes`` to twice that (never
+    under it, so never under S3's minimum when ``part_bytes`` is not), at most
+    5 GiB each."""
+    target = max(MIN_PART_BYTES, part_bytes or COPY_PART_BYTES)
+    n = max(1, size // target, -(-size // MAX_PART_BYTES))
+    step, extra = divmod(size, n)
+    out, pos = [], 0
+    for i in range(n):
+        end = pos + step + (i < extra)
+        out.append((pos, end))
+        pos = end
+    return out
+
+
+def rewrite_server_side(
+    source: ByteSource,
+    base: int,
+    tail_bytes: bytes,
+    done: RewriteResult,
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    part_bytes: int | None = None,
+) -> RemoteRewrite | None:
+    """Replace the S3 object ``url`` by its bytes ``[0, base)``, copied by S3, plus
+    ``tail_bytes``, only if it is still the object ``source`` read; None when
+    this cannot be done server side (the caller streams instead).
+
+    Stores that honour the conditions (AWS S3) refuse a copy from, or a
+    completion over, another version with 412. Some S3-compatible servers
+    ignore them (moto 5.2 does, on both), so the ETag is also checked with a
+    HEAD after the copies: a change before that check is always caught, one in
+    the instant between it and the completion only where ``If-Match`` is
+    honoured. Any failure aborts the upload; the object stays as it was.
+    """
+    if base < MIN_PART_BYTES:
+        return None  # the copied part(s) would be under S3's part minimum
+    config = s3_config(url, storage_options)
+    if config is None:
+        return None
+    ranges = copy_ranges(base, part_bytes)
+    if len(ranges) + 1 > MAX_PARTS or len(tail_bytes) > MAX_PART_BYTES:
+        return None
+    etag, version = source.etag, source.version
+    client = S3Multipart(config)
+    from pqindex.io.objstore import split_url
+
+    key = split_url(url)[1]
+    try:
+        upload_id = client.create(key)
+        try:
+            parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version)
+            if etag:
+                now, _size = client.head(key)
+                if not etag_matches(now, etag):
+                    raise ObjectChangedError(
+                        f"the object changed while indexes were added (ETag {etag} -> "
+                        f"{now}); nothing was replaced", path=url, operation="HEAD")
+            client.complete(key, upload_id, parts, if_match=etag, size=base + len(tail_bytes))
+        except BaseException as e:
+            try:
+                client.abort(key, upload_id)
+            except StorageError as bad:
+                e.add_note(f"the multipart upload {upload_id} could not be aborted: {bad}")
+            if isinstance(e, CopyNotSupportedError):
+                return None
+            raise
+    finally:
+        client.close()
+    return RemoteRewrite(done, uploaded=len(tail_bytes), copied_server_side=base,
+                         parts=len(parts))
+
+
+def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tuple[int, int]],
+                tail_bytes: bytes, etag: str | None, version: str | None
+                ) -> list[tuple[int, str]]:
+    """Copy ``ranges`` as parts 1..n and upload the tail as part n+1, concurrently;
+    the first failure cancels what has not started and is raised."""
+    futures: dict[Future[str], int] = {}
+    with ThreadPoolExecutor(min(COPY_CONCURRENCY, len(ranges) + 1),
+                            thread_name_prefix="pqindex-copy") as pool:
+        last = len(ranges) + 1
+        futures[pool.submit(client.upload_part, key, upload_id, last, tail_bytes)] = last
+        for i, (start, end) in enumerate(ranges, 1):
+            futures[pool.submit(client.copy_part, key, upload_id, i, key, start, end,
+                                if_match=etag, version=version)] = i
+        finished, _pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in finished:
+            err = f.exception()
+            if err is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise err
+    return sorted((n, f.result()) for f, n in futures.items())
 
 
 def add_indexes_remote(
