@@ -92,7 +92,11 @@ def _flag(value: str | None) -> bool:
 
 
 def _seconds(value: str | None, default: float) -> float:
+    # obstore's form: seconds ("30", "30s"), or a timedelta given as an option
     try:
+        if value and value.count(":") == 2:
+            h, m, sec = value.split(":")
+            return int(h) * 3600 + int(m) * 60 + float(sec)
         return float(value.rstrip("s")) if value else default
     except ValueError:
         return default
