@@ -311,23 +311,37 @@ def test_a_small_data_range_is_streamed(
     assert pq.read_table(io.BytesIO(after)).equals(t)
 
 
+@pytest.mark.parametrize("refused", ["copy", "create"])
 def test_a_store_without_part_copy_gets_the_stream(
-    s3: S3Endpoint, bucket: str, original: tuple[pa.Table, bytes]  # noqa: F811
+    s3: S3Endpoint, bucket: str, original: tuple[pa.Table, bytes], refused: str  # noqa: F811
 ) -> None:
-    """501 NotImplemented on UploadPartCopy (some S3-compatible stores): the upload
-    is aborted and the data range streamed down and up instead."""
+    """501 NotImplemented on UploadPartCopy (some S3-compatible stores) or on the
+    multipart API: the upload (if any) is aborted and the data range streamed down
+    and up instead."""
     t, before = original
-    key = "nocopy/f.parquet"
+    key = f"nocopy-{refused}/f.parquet"
     s3.put(bucket, key, before)
     s3.reset_log()
-    s3.answer = lambda r: (501, "NotImplemented") if _is_copy(r) else None
+    first = [True]
+
+    def refuse(r: LoggedRequest) -> tuple[int, str] | None:
+        if refused == "copy" and _is_copy(r):
+            return 501, "NotImplemented"
+        if refused == "create" and r.method == "POST" and r.query == "uploads" and first:
+            first.clear()  # only our CreateMultipartUpload; obstore's own may follow
+            return 501, "NotImplemented"
+        return None
+
+    s3.answer = refuse
     [res] = pqindex.add_indexes(f"s3://{bucket}/{key}", distinct=["s"],
                                 storage_options=s3.storage_options())
     after, _ = _object(s3, bucket, key)
     assert res.bytes_copied_server_side == 0 and res.bytes_uploaded == len(after)
     assert after[:_data_end(before)] == before[:_data_end(before)]
     assert pq.read_table(io.BytesIO(after)).equals(t)
-    assert any(r.method == "DELETE" and "uploadId=" in r.query for r in s3.requests)
+    aborted = any(r.method == "DELETE" and "uploadId=" in r.query for r in s3.requests)
+    assert aborted == (refused == "copy")
+    assert any(_is_copy(r) for r in s3.requests) == (refused == "copy")
     assert not _open_uploads(s3, bucket)
 
 

@@ -192,7 +192,10 @@ def rewrite_server_side(
 
     key = split_url(url)[1]
     try:
-        upload_id = client.create(key)
+        try:
+            upload_id = client.create(key)
+        except CopyNotSupportedError:
+            return None  # no multipart API at all: obstore's single PUT will do
         try:
             parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version)
             if etag:
