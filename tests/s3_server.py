@@ -4,7 +4,9 @@
 asyncio HTTP proxy in front of it. The proxy waits ``delay`` seconds before it
 forwards each request (the first-byte latency of a real object store) and logs
 every request (method, path, Range header, body length, headers), so tests
-assert request counts, uploaded bytes and round trips instead of durations. ``bench/objstore.py`` imports this module too.
+assert request counts, uploaded bytes and round trips instead of durations; an
+``answer`` hook can reply as a real store would where moto does not (a 412, a
+501). ``bench/objstore.py`` and ``bench/lake_write.py`` import this module too.
 """
 
 from __future__ import annotations
