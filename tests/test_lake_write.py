@@ -342,6 +342,7 @@ def test_cli_index_and_check_on_s3(s3: S3Endpoint, bucket: str) -> None:  # noqa
     out = json.loads(res.output)
     after = _object(s3, bucket, "cli/f.parquet")
     assert out["files"][0]["bytes_uploaded"] == len(after) == out["totals"]["bytes_after"]
+    assert out["totals"]["bytes_copied_server_side"] == 0  # small: streamed, nothing copied
     assert out["files"][0]["page_index_added"] > 0 and out["files"][0]["indexes"] == {
         "distinct": ["s"]}
     assert pq.read_table(io.BytesIO(after)).equals(t)

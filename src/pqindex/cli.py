@@ -741,6 +741,7 @@ def _index_totals(results: list[Any]) -> dict[str, Any]:
         "region_bytes": sum(r.region_bytes for r in results),
         "page_index_added": sum(r.page_index_added for r in results),
         "bytes_uploaded": sum(r.bytes_uploaded for r in results),
+        "bytes_copied_server_side": sum(r.bytes_copied_server_side for r in results),
         "seconds": sum(r.seconds for r in results),
     }
 
