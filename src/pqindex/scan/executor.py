@@ -26,18 +26,12 @@ it goes first and pyarrow decodes the rest.
 
 from __future__ import annotations
 
-import bisect
-import io
-import struct
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
@@ -45,9 +39,16 @@ from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
-from pqindex.io.source import coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded
+from pqindex.scan.fetch import (
+    Buffers,
+    ScanOptions,
+    ScanStats,
+    SourceFile,
+    arrow_metadata,
+    merge_stats,
+)
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
@@ -55,10 +56,16 @@ from pqindex.scan.page_decode import (
     field_byte_ranges,
     page_byte_ranges,
 )
+from pqindex.scan.whole import (
+    iter_whole_row_groups,
+    pyarrow_opens_free,
+    read_whole_row_groups,
+)
 
 __all__ = [
     "ScanOptions",
     "ScanStats",
+    "iter_whole_row_groups",
     "planned_data_waves",
     "pyarrow_opens_free",
     "read_row_group",
@@ -71,198 +78,10 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class ScanOptions:
-    """How the scanner reads.
-
-    ``coalesce_gap``: merge byte ranges whose gap is at most this many bytes; None
-    uses the store's policy (a few KiB on local files, up to 1 MiB remote).
-    ``read_ahead_bytes``: at most this much planned data is fetched in one wave for a
-    file's row groups; beyond it the row groups go in batches.
-    ``speculative_bytes``: when the other columns' pages for every row that *may*
-    match add at most this much, they join the predicate columns' wave (one round
-    trip instead of two; a page the predicate then rules out is read for nothing).
-    None: the store's price of a round trip (``plan.planner.round_trip_bytes``: 0 on
-    local files, bytes first; a few MiB on object stores).
-    """
-
-    coalesce_gap: int | None = None
-    read_ahead_bytes: int = 256 * 1024 * 1024
-    speculative_bytes: int | None = None
-
-
 def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     if options.speculative_bytes is not None:
         return options.speculative_bytes
     return round_trip_bytes(pf)
-
-
-@dataclass
-class ScanStats:
-    """What executing one file's plan did."""
-
-    row_groups_read: int = 0
-    pages_read: int = 0
-    rows_out: int = 0
-    fetch_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    data_bytes: int = 0
-    warnings: list[str] = field(default_factory=list)
-
-
-class _Buffers:
-    """Fetched byte ranges of one or more row groups of a file, served to the page
-    decoder. Each :meth:`fetch` is one wave: one ``read_ranges`` call."""
-
-    def __init__(self, pf: ParquetFile, stats: ScanStats, gap: int | None) -> None:
-        self.pf = pf
-        self.stats = stats
-        self.gap = gap
-        self._starts: list[int] = []
-        self._bufs: list[bytes] = []
-        self._lock = threading.Lock()
-
-    def fetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        missing = [
-            (o, n)
-            for o, n in ranges
-            if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)
-        ]
-        if not missing:
-            return
-        t0 = time.perf_counter()
-        merged = (
-            self.pf.source.coalesce(missing) if self.gap is None else coalesce(missing, self.gap)
-        )
-        merged = self._unheld(merged)  # a merged gap never re-reads what a fetch holds
-        # Parts read while planning (tail, dictionaries) aren't read again.
-        bufs = self.pf.read_ranges(merged)
-        with self._lock:
-            for (off, n), buf in zip(merged, bufs, strict=True):
-                self.stats.data_bytes += n
-                i = bisect.bisect(self._starts, off)
-                self._starts.insert(i, off)
-                self._bufs.insert(i, buf)
-            self.stats.fetch_seconds += time.perf_counter() - t0
-
-    def _unheld(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The parts of ``ranges`` that no earlier fetch holds."""
-        with self._lock:
-            held = [(s, s + len(b)) for s, b in zip(self._starts, self._bufs, strict=True)]
-        if not held:
-            return list(ranges)
-        out: list[tuple[int, int]] = []
-        for off, n in ranges:
-            pos, end = off, off + n
-            for s, e in held:  # sorted by start
-                if e <= pos or s >= end:
-                    continue
-                if s > pos:
-                    out.append((pos, s - pos))
-                pos = max(pos, e)
-                if pos >= end:
-                    break
-            if pos < end:
-                out.append((pos, end - pos))
-        return out
-
-    def _find(self, offset: int, length: int) -> bytes | None:
-        view = self.view(offset, length)
-        return None if view is None else bytes(view)
-
-    def view(self, offset: int, length: int) -> memoryview | None:
-        """The fetched bytes at ``offset`` without a copy, if one fetch holds them all."""
-        with self._lock:
-            i = bisect.bisect(self._starts, offset) - 1
-            while i >= 0:
-                s, b = self._starts[i], self._bufs[i]
-                if s <= offset and offset + length <= s + len(b):
-                    return memoryview(b)[offset - s : offset - s + length]
-                if s + len(b) < offset:
-                    break
-                i -= 1
-        return None
-
-    def _covered(self, offset: int, length: int) -> bool:
-        return self.view(offset, length) is not None
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        b = self._find(offset, length)
-        if b is None:
-            b = self._assemble(offset, length)
-        return b
-
-    def _assemble(self, offset: int, length: int) -> bytes:
-        """Bytes spanning adjacent fetches (a reader merged ranges we fetched apart);
-        what no fetch holds comes from the file (the tail, else one more request)."""
-        out: list[bytes | memoryview] = []
-        pos, end = offset, offset + length
-        while pos < end:
-            with self._lock:
-                i = bisect.bisect(self._starts, pos) - 1
-                hit = None
-                if i >= 0 and self._starts[i] + len(self._bufs[i]) > pos:
-                    hit = (self._starts[i], self._bufs[i])
-                nxt = self._starts[i + 1] if i + 1 < len(self._starts) else end
-            if hit is None:
-                # Only the gap up to the next fetch: what a fetch holds is not read again.
-                stop = min(end, nxt)
-                out.append(self.pf.read_bytes(pos, stop - pos))
-                pos = stop
-                continue
-            s, b = hit
-            stop = min(end, s + len(b))
-            out.append(memoryview(b)[pos - s : stop - s])
-            pos = stop
-        return b"".join(out)
-
-
-class _SourceFile(io.RawIOBase):
-    """A file as a file object for pyarrow: reads go through ``ParquetFile.read_bytes``,
-    so they are counted, and bytes already read (the tail) are not read again."""
-
-    def __init__(self, pf: ParquetFile, buffers: _Buffers | None = None) -> None:
-        self._pf = pf
-        self._src = pf.source
-        self._buffers = buffers
-        self._fetch: Callable[[int, int], bytes] = buffers or pf.read_bytes
-        self._pos = 0
-
-    def read(self, size: int = -1) -> bytes | memoryview:
-        # pyarrow wraps what read() returns without copying: hand it fetched bytes as is.
-        n = self._src.size() - self._pos if size < 0 else min(size, self._src.size() - self._pos)
-        if n <= 0:
-            return b""
-        data: bytes | memoryview | None = (
-            self._buffers.view(self._pos, n) if self._buffers is not None else None
-        )
-        if data is None:
-            data = self._fetch(self._pos, n)
-        self._pos += n
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        size = self._src.size()
-        self._pos = pos if whence == 0 else self._pos + pos if whence == 1 else size + pos
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, b: Any) -> int:
-        n = min(len(b), self._src.size() - self._pos)
-        if n <= 0:
-            return 0
-        data = self._fetch(self._pos, n)
-        b[:n] = data
-        self._pos += n
-        return n
 
 
 def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -295,16 +114,6 @@ def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) 
     return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
 
 
-def _arrow_metadata(pf: ParquetFile) -> pq.FileMetaData:
-    """pyarrow's view of the footer we already read (no second footer read)."""
-    md = pf.derived.get("arrow_metadata")
-    if md is None:
-        buf = b"PAR1" + pf.footer_bytes + struct.pack("<I", len(pf.footer_bytes)) + b"PAR1"
-        md = pq.read_metadata(pa.BufferReader(buf))
-        pf.derived["arrow_metadata"] = md
-    return md
-
-
 def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
     """The leaf under a decoded top-level field, with its parents' nulls applied."""
     for name in path[1:]:
@@ -324,14 +133,14 @@ class _RowGroupReader:
         schema: pa.Schema,
         stats: ScanStats,
         options: ScanOptions,
-        buffers: _Buffers | None = None,
+        buffers: Buffers | None = None,
     ) -> None:
         self.pf = pf
         self.rg = plan.index
         self.plan = plan
         self.schema = schema
         self.stats = stats
-        self.buffers = buffers or _Buffers(pf, stats, options.coalesce_gap)
+        self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
@@ -397,7 +206,7 @@ class _RowGroupReader:
                 n for n in todo if as_dictionary and self._dictionary_string(n)
             ] or None
             reader = pq.ParquetFile(
-                _SourceFile(self.pf, self.buffers), metadata=_arrow_metadata(self.pf),
+                SourceFile(self.pf, self.buffers), metadata=arrow_metadata(self.pf),
                 pre_buffer=True, read_dictionary=dictionary,
             )
             table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
@@ -847,7 +656,7 @@ class _Batch:
         self.partition = plan.partition
         self.partition_types = partition_types
         self.options = options
-        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.buffers = Buffers(pf, stats, options.coalesce_gap)
         self.stats = [ScanStats() for _ in batch]  # one per row group: decoded in parallel
         self.readers = [
             _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
@@ -939,17 +748,7 @@ def scan_file(
             if t is not None:
                 yield t
         for st in batch.stats:
-            _merge_stats(stats, st)
-
-
-def _merge_stats(into: ScanStats, st: ScanStats) -> None:
-    into.row_groups_read += st.row_groups_read
-    into.pages_read += st.pages_read
-    into.rows_out += st.rows_out
-    into.fetch_seconds += st.fetch_seconds
-    into.decode_seconds += st.decode_seconds
-    into.data_bytes += st.data_bytes
-    into.warnings += st.warnings
+            merge_stats(stats, st)
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
@@ -978,79 +777,3 @@ def read_row_group(
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
                         row_group=rgp.index) from e
-
-
-# Arrow C++ reads this much from the end of a file to find the footer.
-_ARROW_FOOTER_READ = 64 * 1024
-
-
-def pyarrow_opens_free(pf: ParquetFile) -> bool:
-    """Whether pyarrow opening the file is served by the tail already read (no request,
-    no index bytes): its speculative footer read lies inside our tail."""
-    size = pf.source.size()
-    n = min(size, _ARROW_FOOTER_READ)
-    return pf.has_bytes(size - n, n)
-
-
-def read_whole_row_groups(
-    pf: ParquetFile,
-    row_groups: Sequence[int],
-    fields: Sequence[str],
-    partition: dict[str, Any],
-    partition_types: dict[str, pa.DataType],
-    stats: ScanStats,
-    options: ScanOptions | None = None,
-) -> pa.Table:
-    """Row groups where every row is wanted, read by pyarrow's own scanner.
-
-    Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would,
-    row groups in parallel. Their chunks are fetched first, in one wave per
-    ``options.read_ahead_bytes`` of them; pyarrow then reads from memory (its footer
-    comes from the tail already read) and reads no index bytes.
-    """
-    options = options or ScanOptions()
-    file_fields = [f for f in fields if f not in partition_types]
-    leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
-
-    def chunks(rg: int) -> list[tuple[int, int]]:
-        return [chunk_range(pf.column_meta(rg, c)) for c in leaves]
-
-    batches: list[list[int]] = []
-    size = 0
-    for rg in row_groups:
-        n = sum(length for _, length in chunks(rg))
-        if batches and size + n <= options.read_ahead_bytes:
-            batches[-1].append(rg)
-            size += n
-        else:
-            batches.append([rg])
-            size = n
-    parts = []
-    for batch in batches:
-        buffers = _Buffers(pf, stats, options.coalesce_gap)
-        try:
-            buffers.fetch([r for rg in batch for r in chunks(rg)])
-            fragment = pads.ParquetFileFormat().make_fragment(
-                _SourceFile(pf, buffers), row_groups=batch
-            )
-            t0 = time.perf_counter()
-            parts.append(fragment.to_table(columns=file_fields, use_threads=True))
-        except PqIndexError as e:
-            raise e.located(path=pf.path) from None
-        except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
-            one = batch[0] if len(batch) == 1 else None
-            what = "cannot decode" if one is not None else (
-                f"cannot decode row groups {', '.join(map(str, batch))}")
-            raise translate(e, default=CorruptFileError, what=what, path=pf.path,
-                            row_group=one) from e
-        stats.decode_seconds += time.perf_counter() - t0
-    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    for name in fields:
-        if name in partition_types:
-            value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
-            t = t.append_column(name, value)
-    stats.rows_out += t.num_rows
-    stats.row_groups_read += len(row_groups)
-    for rg in row_groups:
-        stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
-    return t.select(list(fields))
