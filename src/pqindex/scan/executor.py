@@ -58,7 +58,9 @@ from pqindex.scan.page_decode import (
 )
 from pqindex.scan.whole import (
     iter_whole_row_groups,
+    native_path,
     pyarrow_opens_free,
+    read_native_ranges,
     read_whole_row_groups,
 )
 
@@ -146,6 +148,7 @@ class _RowGroupReader:
         self._whole_cache: dict[str, pa.Array] = {}
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
         self._dictionaries = encoded.Dictionaries.of(pf)
+        self._native = native_path(pf)  # a local file pyarrow may read itself
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -196,20 +199,34 @@ class _RowGroupReader:
         """
         todo = [n for n in names if n not in self._whole_cache]
         if todo:
-            # Fetch the chunks ourselves (coalesced, once); pyarrow then reads from memory.
-            cols = [c.index for c in self.pf.schema.leaves if c.path[0] in todo]
-            self.buffers.fetch([chunk_range(self.pf.column_meta(self.rg, c)) for c in cols])
+            ranges = [r for n in todo for r in self._chunk_ranges(n)]
+            native = self._native is not None and all(self._native_whole(n) for n in todo)
+            if not native:
+                # Fetch the chunks ourselves (coalesced, once); pyarrow reads from memory.
+                self.buffers.fetch(ranges)
             t0 = time.perf_counter()
             # Dictionary-encoded string chunks stay dictionaries for predicates: one
             # comparison per distinct value instead of one per row.
             dictionary = [
                 n for n in todo if as_dictionary and self._dictionary_string(n)
             ] or None
-            reader = pq.ParquetFile(
-                SourceFile(self.pf, self.buffers), metadata=arrow_metadata(self.pf),
-                pre_buffer=True, read_dictionary=dictionary,
-            )
-            table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
+            if native and self._native is not None:
+                # A local file: pyarrow reads the chunks itself (no copy through Python).
+                with pa.OSFile(self._native) as f:
+                    reader = pq.ParquetFile(f, metadata=arrow_metadata(self.pf),
+                                            pre_buffer=True, read_dictionary=dictionary)
+                    table = reader.read_row_group(self.rg, columns=todo,
+                                                  use_threads=len(todo) > 1)
+                read_native_ranges(self.pf, ranges, self.buffers.gap, self.stats)
+                if not self.buffers.native_waved:  # row groups of a step read side by side
+                    self.buffers.native_waved = True
+                    self.pf.source.stats.record_wave()
+            else:
+                reader = pq.ParquetFile(
+                    SourceFile(self.pf, self.buffers), metadata=arrow_metadata(self.pf),
+                    pre_buffer=True, read_dictionary=dictionary,
+                )
+                table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
             for n in todo:
                 self._whole_cache[n] = table.column(n).combine_chunks()
                 for leaf in self.pf.schema.leaves:
@@ -252,7 +269,7 @@ class _RowGroupReader:
         t0 = time.perf_counter()
         if missing:
             self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing,
-                                                prefix_needed=self._prefix_needed(col)))
+                                                prefix_needed=self._prefix_needed(col, missing)))
             arr = self._encoded_pages(col, missing, target)
             if arr is None:
                 arr, _ = decode_pages(
@@ -343,7 +360,8 @@ class _RowGroupReader:
     def _decode_group(self, members: list[tuple[str, int, list[int], Any, Any]]) -> list[Any]:
         """Decode the pages of aligned columns in one pass; the pages are kept for reuse."""
         cols = [m[1] for m in members]
-        ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
+        ranges = [r for m in members for r in page_byte_ranges(
+            self.pf, self.rg, m[1], m[2], prefix_needed=self._prefix_needed(m[1], m[2]))]
         self.buffers.fetch(ranges)
         t0 = time.perf_counter()
         types = [self.schema.field(m[0]).type for m in members]
@@ -419,12 +437,24 @@ class _RowGroupReader:
     # of a file can be fetched together in one wave. They mirror the methods' choices;
     # anything missed is still fetched on demand (one more wave, never a wrong row).
 
-    def _whole_ranges(self, field_name: str) -> list[tuple[int, int]]:
+    def _chunk_ranges(self, field_name: str) -> list[tuple[int, int]]:
         return [
             chunk_range(self.pf.column_meta(self.rg, c.index))
             for c in self.pf.schema.leaves
             if c.path[0] == field_name
         ]
+
+    def _native_whole(self, field_name: str) -> bool:
+        """Whether :meth:`whole_fields` has pyarrow read the field's chunks from the local
+        file itself: none of their bytes is held (they would be read twice)."""
+        return self._native is not None and not any(
+            self.pf.holds_any(o, n) or self.buffers.holds_any(o, n)
+            for o, n in self._chunk_ranges(field_name))
+
+    def _whole_ranges(self, field_name: str) -> list[tuple[int, int]]:
+        """What :meth:`whole_fields` fetches for a field (nothing when pyarrow reads the
+        local file itself)."""
+        return [] if self._native_whole(field_name) else self._chunk_ranges(field_name)
 
     def field_ranges(self, field_name: str, rows: RowRanges) -> list[tuple[int, int]]:
         """What :meth:`field` (and :meth:`flat_fields`) fetch for ``rows``."""
@@ -437,7 +467,7 @@ class _RowGroupReader:
             found = self._pages_for(leaf_cols[0], rows)
             if found is not None:
                 return page_byte_ranges(self.pf, self.rg, leaf_cols[0], found[0],
-                                        prefix_needed=self._prefix_needed(leaf_cols[0]))
+                                        prefix_needed=self._prefix_needed(leaf_cols[0], found[0]))
             return self._whole_ranges(field_name)
         ois = [self.pf.offset_index(self.rg, c) for c in leaf_cols]
         if all(oi is not None for oi in ois):
@@ -453,20 +483,30 @@ class _RowGroupReader:
             return []
         leaf = self.pf.leaf(col)
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            if leaf.path[0] not in self._whole_cache and encoded.worth_matching(
+                    self.pf, self.rg, col, self.schema.field(leaf.path[0]).type):
+                return self._chunk_ranges(leaf.path[0])  # evaluated on the encoded pages
             return self._whole_ranges(leaf.path[0])
         found = self._pages_for(col, rows)
         if found is not None:
             # Predicates on all-dictionary chunks run on the encoded pages, dictionary
             # page included (encoded.matching_rows).
-            keep = self._prefix_needed(col) or self.pf.all_dictionary_encoded(self.rg, col)
+            keep = self._prefix_needed(col, found[0]) or self.pf.all_dictionary_encoded(
+                self.rg, col)
             return page_byte_ranges(self.pf, self.rg, col, found[0], prefix_needed=keep is True)
         return self.field_ranges(leaf.path[0], rows)
 
-    def _prefix_needed(self, col: int) -> bool:
+    def _prefix_needed(self, col: int, pages: Sequence[int]) -> bool:
         """Whether the chunk's dictionary page must be fetched: not when numpy decoded
-        it before (warm queries; only ``encoded.decode_pages`` fills that cache). Were
-        pyarrow to decode after all, the page is read on demand (one more request)."""
-        return not self._dictionaries.has((self.rg, col))
+        it before (warm queries; only ``encoded.decode_pages`` fills that cache), nor
+        for pages past the writer's fallback to PLAIN. Were a decoder to need it after
+        all, the page is read on demand (one more request)."""
+        if self._dictionaries.has((self.rg, col)):
+            return False
+        target = self.schema.field(self.pf.leaf(col).path[0]).type
+        # Only numpy's decode reads the dictionary lazily (pyarrow's wants it in front).
+        return not encoded.decodes_pages(self.pf, col, target) or encoded.dictionary_needed(
+            self.pf, self.rg, col, pages)
 
 
 def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
@@ -674,6 +714,7 @@ class _Batch:
         return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
 
     def _fetch(self, wave: list[tuple[int, int]]) -> None:
+        self.buffers.native_waved = False  # a new step
         _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
 
     def predicate_wave(self) -> None:

@@ -70,6 +70,8 @@ class Buffers:
         self._starts: list[int] = []
         self._bufs: list[bytes] = []
         self._lock = threading.Lock()
+        # Whether pyarrow's own reads of this step were counted as a wave already.
+        self.native_waved = False
 
     def fetch(self, ranges: Iterable[tuple[int, int]]) -> None:
         missing = [
@@ -93,6 +95,13 @@ class Buffers:
                 self._starts.insert(i, off)
                 self._bufs.insert(i, buf)
             self.stats.fetch_seconds += time.perf_counter() - t0
+
+    def holds_any(self, offset: int, length: int) -> bool:
+        """Whether a fetch holds any byte of ``[offset, offset + length)``."""
+        end = offset + length
+        with self._lock:
+            return any(s < end and offset < s + len(b)
+                       for s, b in zip(self._starts, self._bufs, strict=True))
 
     def _unheld(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """The parts of ``ranges`` that no earlier fetch holds."""

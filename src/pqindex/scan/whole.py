@@ -39,7 +39,13 @@ from pqindex.scan.fetch import (
     merge_stats,
 )
 
-__all__ = ["iter_whole_row_groups", "pyarrow_opens_free", "read_whole_row_groups"]
+__all__ = [
+    "iter_whole_row_groups",
+    "native_path",
+    "pyarrow_opens_free",
+    "read_native_ranges",
+    "read_whole_row_groups",
+]
 
 # Arrow C++ reads this much from the end of a file to find the footer.
 _ARROW_FOOTER_READ = 64 * 1024
@@ -65,7 +71,7 @@ def _decode_error(pf: ParquetFile, batch: Sequence[int], e: BaseException) -> Pq
     return translate(e, default=CorruptFileError, what=what, path=pf.path, row_group=one)
 
 
-def _native_path(pf: ParquetFile) -> str | None:
+def native_path(pf: ParquetFile) -> str | None:
     """The path pyarrow may open itself: a local file still as we opened it (else its
     bytes could disagree with our footer)."""
     src = pf.source
@@ -78,6 +84,18 @@ def _native_path(pf: ParquetFile) -> str | None:
     if st.st_size != src.size() or st.st_mtime_ns != src.mtime_ns:
         return None
     return src.path
+
+
+def read_native_ranges(
+    pf: ParquetFile, ranges: Sequence[tuple[int, int]], gap: int | None, stats: ScanStats
+) -> int:
+    """Count the chunk ranges pyarrow read itself from a local file (pre-buffered, merged
+    like ours) as requests of the file's source; how many requests that makes."""
+    merged = pf.source.coalesce(ranges) if gap is None else coalesce(ranges, gap)
+    for off, n in merged:
+        pf.source.stats.record(off, n)
+        stats.data_bytes += n
+    return len(merged)
 
 
 def _tasks(sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
@@ -175,36 +193,23 @@ def iter_whole_row_groups(
             stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
         return t.select(list(fields))
 
-    path = _native_path(pf) if file_fields else None
+    path = native_path(pf) if file_fields else None
     if path is None:
         yield from _fetched_parts(pf, row_groups, chunks, finish, file_fields, options, stream)
         return
     # Row groups holding bytes read before (the tail may end inside the last chunks) are
-    # fetched and decoded from our buffers: pyarrow would read those bytes again.
+    # fetched and decoded from our buffers, side by side with the others: pyarrow
+    # would read those bytes again.
     held = {rg for rg in row_groups if any(pf.holds_any(o, n) for o, n in chunks(rg))}
     native = [rg for rg in row_groups if rg not in held]
-    fetched = ScanStats()  # added to the first part's costs
-    buffers: Buffers | None = None
-    if held:
-        buffers = Buffers(pf, fetched, options.coalesce_gap)
-        _located(pf, sorted(held), buffers.fetch, [r for rg in sorted(held) for r in chunks(rg)])
 
-    def read(rgs: list[int]) -> pa.Table:
-        if rgs[0] in held:
-            assert buffers is not None
-            return _read_fetched(pf, buffers, rgs, file_fields)
-        return _read_native(pf, path, rgs, file_fields)
-
-    def count(rgs: list[int], stats: ScanStats) -> None:
-        ranges = [r for rg in rgs if rg not in held for r in chunks(rg)]
-        merged = pf.source.coalesce(ranges) if options.coalesce_gap is None else (
-            coalesce(ranges, options.coalesce_gap))
-        # pyarrow read these ranges itself (pre-buffered, merged like ours): count them.
-        for off, n in merged:
-            pf.source.stats.record(off, n)
-            stats.data_bytes += n
-        if merged:
-            pf.source.stats.record_wave()
+    def read(rgs: list[int]) -> tuple[pa.Table, ScanStats]:
+        st = ScanStats()
+        if rgs[0] not in held:
+            return _read_native(pf, path, rgs, file_fields), st
+        buffers = Buffers(pf, st, options.coalesce_gap)
+        _located(pf, rgs, buffers.fetch, [r for rg in rgs for r in chunks(rg)])
+        return _read_fetched(pf, buffers, rgs, file_fields), st
 
     if stream:
         steps = [[[rg]] for rg in row_groups]
@@ -213,13 +218,20 @@ def iter_whole_row_groups(
             [(rg, sum(n for _, n in chunks(rg))) for rg in native])
         steps = [sorted(tasks, key=lambda task: task[0])]
     for step in steps:
-        stats, fetched = fetched, ScanStats()
+        stats = ScanStats()
         t0 = time.perf_counter()
-        parts = list((map_fn if len(step) > 1 else map)(read, step))
+        done = list((map_fn if len(step) > 1 else map)(read, step))
+        for _, st in done:
+            merge_stats(stats, st)
         rgs = [rg for task in step for rg in task]
-        count(rgs, stats)
+        ranges = [r for rg in rgs if rg not in held for r in chunks(rg)]
+        # One wait for the step's reads, ours (a fetch counts its wave) and pyarrow's.
+        if read_native_ranges(pf, ranges, options.coalesce_gap, stats) and not any(
+                task[0] in held for task in step):
+            pf.source.stats.record_wave()
+        parts = [t for t, _ in done]
         t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        stats.decode_seconds += time.perf_counter() - t0
+        stats.decode_seconds += time.perf_counter() - t0 - stats.fetch_seconds
         yield finish(t, rgs, stats), stats
 
 
