@@ -148,7 +148,7 @@ class _RowGroupReader:
         self._whole_cache: dict[str, pa.Array] = {}
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
         self._dictionaries = encoded.Dictionaries.of(pf)
-        self._native = native_path(pf)  # a local file pyarrow may read itself
+        self._native_checked: tuple[str | None] | None = None
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -443,6 +443,13 @@ class _RowGroupReader:
             for c in self.pf.schema.leaves
             if c.path[0] == field_name
         ]
+
+    @property
+    def _native(self) -> str | None:
+        """The local file pyarrow may read itself (checked once, when first needed)."""
+        if self._native_checked is None:
+            self._native_checked = (native_path(self.pf),)
+        return self._native_checked[0]
 
     def _native_whole(self, field_name: str) -> bool:
         """Whether :meth:`whole_fields` has pyarrow read the field's chunks from the local
