@@ -218,8 +218,7 @@ class _RowGroupReader:
                     table = reader.read_row_group(self.rg, columns=todo,
                                                   use_threads=len(todo) > 1)
                 read_native_ranges(self.pf, ranges, self.buffers.gap, self.stats)
-                if not self.buffers.native_waved:  # row groups of a step read side by side
-                    self.buffers.native_waved = True
+                if self.buffers.first_native_read():
                     self.pf.source.stats.record_wave()
             else:
                 reader = pq.ParquetFile(

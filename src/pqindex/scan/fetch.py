@@ -96,6 +96,13 @@ class Buffers:
                 self._bufs.insert(i, buf)
             self.stats.fetch_seconds += time.perf_counter() - t0
 
+    def first_native_read(self) -> bool:
+        """True once per step: pyarrow's own reads of a step's row groups, side by side,
+        make one wave."""
+        with self._lock:
+            first, self.native_waved = not self.native_waved, True
+            return first
+
     def holds_any(self, offset: int, length: int) -> bool:
         """Whether a fetch holds any byte of ``[offset, offset + length)``."""
         end = offset + length
