@@ -532,6 +532,11 @@ class _Dictionary:
 def _levels(data: bytes, n: int) -> np.ndarray | None:
     """Definition levels (max 1) of ``n`` values; None when all are 1 (no nulls), as
     a page without nulls usually says in one RLE run."""
+    if data:
+        # The usual case, one RLE run of n ones, read without the general run parser.
+        header, pos = _varint(data, 0, len(data))
+        if not header & 1 and header >> 1 >= n and pos < len(data) and data[pos] == 1:
+            return None
     r = _runs(data, 0, len(data), 1, n)
     if len(r.kinds) == 1 and not r.kinds[0] and r.sources[0] == 1:
         return None
