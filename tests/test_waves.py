@@ -202,7 +202,9 @@ def test_report_counters_equal_the_trace(io_file: Path, where: str | None, mode:
     assert rep["requests"] == stats.requests == len(stats.trace)
     assert rep["bytes_read"] == stats.bytes_read == sum(m for _, m in stats.trace)
     assert rep["round_trips"] == stats.round_trips  # one file: its waves are the path
-    assert 2 <= rep["round_trips"] <= 4
+    # Streaming a local full scan: pyarrow reads each row group as it is consumed.
+    most = 1 + rep["row_groups_read"] if mode == "to_batches" and where is None else 4
+    assert 2 <= rep["round_trips"] <= most
     assert rep["rows_matched"] == n
     assert f"{rep['round_trips']} round trips" in str(scan.report)
     # Planning alone (explain) reports its own waves.

@@ -50,8 +50,8 @@ from pqindex.plan.planner import (
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
+    iter_whole_row_groups,
     pyarrow_opens_free,
-    read_whole_row_groups,
     scan_file,
 )
 from pqindex.scan.page_decode import arrow_schema
@@ -88,13 +88,13 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     return out
 
 
-def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
-              whole_runs: bool) -> list[tuple[bool, list[RowGroupPlan]]]:
+def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str]
+              ) -> list[tuple[bool, list[RowGroupPlan]]]:
     """A file's planned row groups as consecutive segments: ``(True, run)`` for a run of
-    row groups where every row matches (pyarrow reads it like ``read_table``, when
-    ``whole_runs``), ``(False, group)`` for the others (read in waves)."""
+    row groups where every row matches (pyarrow reads it like ``read_table``),
+    ``(False, group)`` for the others (read in waves)."""
     out: list[tuple[bool, list[RowGroupPlan]]] = []
-    free = whole_runs and any(c.path[0] in fields for c in of.pf.schema.leaves) and (
+    free = any(c.path[0] in fields for c in of.pf.schema.leaves) and (
         pyarrow_opens_free(of.pf))
     for rgp in rgps:
         whole = free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows
@@ -759,12 +759,13 @@ class Scan:
             of, plan, bound, rgps = item
             # A column other files have and this one lacks is NULL here (conform).
             fields = [f for f in plans.fields if f in ptypes or f in of.arrow.names]
-            for whole, group in _segments(of, rgps, fields, parallel):
+            for whole, group in _segments(of, rgps, fields):
                 stats = ScanStats()
                 if whole:
-                    t = read_whole_row_groups(of.pf, [r.index for r in group], fields,
-                                              plan.partition, ptypes, stats, opts)
-                    yield [t], stats, of.pf.path
+                    for t, stats in iter_whole_row_groups(
+                            of.pf, [r.index for r in group], fields, plan.partition, ptypes,
+                            opts, map_fn, stream=not parallel):
+                        yield [t], stats, of.pf.path
                     continue
                 tables = scan_file(of.pf, plan, group, bound, fields, of.arrow, ptypes,
                                    opts, stats, map_fn, stream=not parallel)

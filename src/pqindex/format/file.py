@@ -531,6 +531,11 @@ class ParquetFile:
             out.append(b"".join(pieces))
         return out
 
+    def holds_any(self, offset: int, length: int) -> bool:
+        """Whether an earlier read holds any byte of ``[offset, offset + length)``."""
+        end = offset + length
+        return any(s < end and offset < s + len(b) for s, b in self._buffers)
+
     def _buffered(self, offset: int, length: int) -> bool:
         return any(s <= offset and offset + length <= s + len(b) for s, b in self._buffers)
 

@@ -48,6 +48,8 @@ __all__ = [
     "decode_chunk",
     "decode_hybrid",
     "decode_pages",
+    "decodes_pages",
+    "dictionary_needed",
     "find_hybrid",
     "find_many",
     "matching_rows",
@@ -433,6 +435,30 @@ def worth_matching(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> b
     return supported(pf, rg, col, target) and pf.all_dictionary_encoded(rg, col) is True
 
 
+def decodes_pages(pf: ParquetFile, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`decode_pages` may decode pages of this leaf (it may still fall
+    back to pyarrow)."""
+    leaf = pf.leaf(col)
+    return (len(leaf.path) == 1 and not leaf.max_repetition_level
+            and leaf.max_definition_level <= 1 and _fixed_dtype(pf, col, target) is not None)
+
+
+def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) -> bool:
+    """Whether data pages ``pages`` of the chunk may be dictionary-encoded, as far as
+    the footer's encoding stats tell: writers fall back from dictionary to PLAIN
+    once, so with k dictionary-encoded data pages, pages k and later are PLAIN. Only
+    a fetch decision: a page found dictionary-encoded after all reads the
+    dictionary page on demand."""
+    stats = pf.column_meta(rg, col).encoding_stats
+    if not stats or not pages:
+        return True
+    data = [s for s in stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
+    if not data or any(s.encoding not in (*_DICT_ENCODINGS, Encoding.PLAIN) for s in data):
+        return True
+    k = sum(s.count or 0 for s in data if s.encoding in _DICT_ENCODINGS)
+    return min(pages) < k
+
+
 # ---------------------------------------------------------------- pages
 
 
@@ -506,6 +532,11 @@ class _Dictionary:
 def _levels(data: bytes, n: int) -> np.ndarray | None:
     """Definition levels (max 1) of ``n`` values; None when all are 1 (no nulls), as
     a page without nulls usually says in one RLE run."""
+    if data:
+        # The usual case, one RLE run of n ones, read without the general run parser.
+        header, pos = _varint(data, 0, len(data))
+        if not header & 1 and header >> 1 >= n and pos < len(data) and data[pos] == 1:
+            return None
     r = _runs(data, 0, len(data), 1, n)
     if len(r.kinds) == 1 and not r.kinds[0] and r.sources[0] == 1:
         return None
@@ -915,22 +946,27 @@ def decode_pages(
         return None
     locs = oi.page_locations
     optional = leaf.max_definition_level == 1
+    key = (rg, col)
+
+    def dictionary() -> np.ndarray | None:
+        # Decoded only for a page that needs it: a large dictionary page costs more to
+        # decompress than a page past the writer's fallback to PLAIN.
+        if dictionaries.has(key):
+            return dictionaries.get(key)
+        found = None
+        start = chunk_range(meta)[0]
+        first = locs[0].offset or 0
+        if first > start:
+            item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+            if not isinstance(item, _Dictionary):
+                raise _Fallback
+            if len(item.data) < item.count * dtype.itemsize:
+                raise _Fallback
+            found = np.frombuffer(item.data, dtype=dtype, count=item.count)
+        dictionaries.put(key, found)
+        return found
+
     try:
-        key = (rg, col)
-        dictionary = None
-        if not dictionaries.has(key):
-            start = chunk_range(meta)[0]
-            first = locs[0].offset or 0
-            if first > start:
-                item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
-                if not isinstance(item, _Dictionary):
-                    raise _Fallback
-                if len(item.data) < item.count * dtype.itemsize:
-                    raise _Fallback
-                dictionary = np.frombuffer(item.data, dtype=dtype, count=item.count)
-            dictionaries.put(key, dictionary)
-        else:
-            dictionary = dictionaries.get(key)
         values: list[np.ndarray] = []
         valid: list[np.ndarray | None] = []
         page_rows = pf.page_rows(rg, col) or []
@@ -941,7 +977,7 @@ def decode_pages(
             item, end = _read_page(raw, 0, codec, optional, 0)
             if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
                 raise _Fallback
-            v, m = _page_values(item, dtype, dictionary)
+            v, m = _page_values(item, dtype, dictionary() if item.dictionary else None)
             values.append(v)
             valid.append(m)
     except (_Fallback, pa.ArrowException, ValueError):

@@ -26,18 +26,12 @@ it goes first and pyarrow decodes the rest.
 
 from __future__ import annotations
 
-import bisect
-import io
-import struct
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
@@ -45,9 +39,16 @@ from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
-from pqindex.io.source import coalesce
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded
+from pqindex.scan.fetch import (
+    Buffers,
+    ScanOptions,
+    ScanStats,
+    SourceFile,
+    arrow_metadata,
+    merge_stats,
+)
 from pqindex.scan.page_decode import (
     decode_columns,
     decode_field_pages,
@@ -55,10 +56,18 @@ from pqindex.scan.page_decode import (
     field_byte_ranges,
     page_byte_ranges,
 )
+from pqindex.scan.whole import (
+    iter_whole_row_groups,
+    native_path,
+    pyarrow_opens_free,
+    read_native_ranges,
+    read_whole_row_groups,
+)
 
 __all__ = [
     "ScanOptions",
     "ScanStats",
+    "iter_whole_row_groups",
     "planned_data_waves",
     "pyarrow_opens_free",
     "read_row_group",
@@ -71,198 +80,10 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class ScanOptions:
-    """How the scanner reads.
-
-    ``coalesce_gap``: merge byte ranges whose gap is at most this many bytes; None
-    uses the store's policy (a few KiB on local files, up to 1 MiB remote).
-    ``read_ahead_bytes``: at most this much planned data is fetched in one wave for a
-    file's row groups; beyond it the row groups go in batches.
-    ``speculative_bytes``: when the other columns' pages for every row that *may*
-    match add at most this much, they join the predicate columns' wave (one round
-    trip instead of two; a page the predicate then rules out is read for nothing).
-    None: the store's price of a round trip (``plan.planner.round_trip_bytes``: 0 on
-    local files, bytes first; a few MiB on object stores).
-    """
-
-    coalesce_gap: int | None = None
-    read_ahead_bytes: int = 256 * 1024 * 1024
-    speculative_bytes: int | None = None
-
-
 def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     if options.speculative_bytes is not None:
         return options.speculative_bytes
     return round_trip_bytes(pf)
-
-
-@dataclass
-class ScanStats:
-    """What executing one file's plan did."""
-
-    row_groups_read: int = 0
-    pages_read: int = 0
-    rows_out: int = 0
-    fetch_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    data_bytes: int = 0
-    warnings: list[str] = field(default_factory=list)
-
-
-class _Buffers:
-    """Fetched byte ranges of one or more row groups of a file, served to the page
-    decoder. Each :meth:`fetch` is one wave: one ``read_ranges`` call."""
-
-    def __init__(self, pf: ParquetFile, stats: ScanStats, gap: int | None) -> None:
-        self.pf = pf
-        self.stats = stats
-        self.gap = gap
-        self._starts: list[int] = []
-        self._bufs: list[bytes] = []
-        self._lock = threading.Lock()
-
-    def fetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        missing = [
-            (o, n)
-            for o, n in ranges
-            if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)
-        ]
-        if not missing:
-            return
-        t0 = time.perf_counter()
-        merged = (
-            self.pf.source.coalesce(missing) if self.gap is None else coalesce(missing, self.gap)
-        )
-        merged = self._unheld(merged)  # a merged gap never re-reads what a fetch holds
-        # Parts read while planning (tail, dictionaries) aren't read again.
-        bufs = self.pf.read_ranges(merged)
-        with self._lock:
-            for (off, n), buf in zip(merged, bufs, strict=True):
-                self.stats.data_bytes += n
-                i = bisect.bisect(self._starts, off)
-                self._starts.insert(i, off)
-                self._bufs.insert(i, buf)
-            self.stats.fetch_seconds += time.perf_counter() - t0
-
-    def _unheld(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The parts of ``ranges`` that no earlier fetch holds."""
-        with self._lock:
-            held = [(s, s + len(b)) for s, b in zip(self._starts, self._bufs, strict=True)]
-        if not held:
-            return list(ranges)
-        out: list[tuple[int, int]] = []
-        for off, n in ranges:
-            pos, end = off, off + n
-            for s, e in held:  # sorted by start
-                if e <= pos or s >= end:
-                    continue
-                if s > pos:
-                    out.append((pos, s - pos))
-                pos = max(pos, e)
-                if pos >= end:
-                    break
-            if pos < end:
-                out.append((pos, end - pos))
-        return out
-
-    def _find(self, offset: int, length: int) -> bytes | None:
-        view = self.view(offset, length)
-        return None if view is None else bytes(view)
-
-    def view(self, offset: int, length: int) -> memoryview | None:
-        """The fetched bytes at ``offset`` without a copy, if one fetch holds them all."""
-        with self._lock:
-            i = bisect.bisect(self._starts, offset) - 1
-            while i >= 0:
-                s, b = self._starts[i], self._bufs[i]
-                if s <= offset and offset + length <= s + len(b):
-                    return memoryview(b)[offset - s : offset - s + length]
-                if s + len(b) < offset:
-                    break
-                i -= 1
-        return None
-
-    def _covered(self, offset: int, length: int) -> bool:
-        return self.view(offset, length) is not None
-
-    def __call__(self, offset: int, length: int) -> bytes:
-        b = self._find(offset, length)
-        if b is None:
-            b = self._assemble(offset, length)
-        return b
-
-    def _assemble(self, offset: int, length: int) -> bytes:
-        """Bytes spanning adjacent fetches (a reader merged ranges we fetched apart);
-        what no fetch holds comes from the file (the tail, else one more request)."""
-        out: list[bytes | memoryview] = []
-        pos, end = offset, offset + length
-        while pos < end:
-            with self._lock:
-                i = bisect.bisect(self._starts, pos) - 1
-                hit = None
-                if i >= 0 and self._starts[i] + len(self._bufs[i]) > pos:
-                    hit = (self._starts[i], self._bufs[i])
-                nxt = self._starts[i + 1] if i + 1 < len(self._starts) else end
-            if hit is None:
-                # Only the gap up to the next fetch: what a fetch holds is not read again.
-                stop = min(end, nxt)
-                out.append(self.pf.read_bytes(pos, stop - pos))
-                pos = stop
-                continue
-            s, b = hit
-            stop = min(end, s + len(b))
-            out.append(memoryview(b)[pos - s : stop - s])
-            pos = stop
-        return b"".join(out)
-
-
-class _SourceFile(io.RawIOBase):
-    """A file as a file object for pyarrow: reads go through ``ParquetFile.read_bytes``,
-    so they are counted, and bytes already read (the tail) are not read again."""
-
-    def __init__(self, pf: ParquetFile, buffers: _Buffers | None = None) -> None:
-        self._pf = pf
-        self._src = pf.source
-        self._buffers = buffers
-        self._fetch: Callable[[int, int], bytes] = buffers or pf.read_bytes
-        self._pos = 0
-
-    def read(self, size: int = -1) -> bytes | memoryview:
-        # pyarrow wraps what read() returns without copying: hand it fetched bytes as is.
-        n = self._src.size() - self._pos if size < 0 else min(size, self._src.size() - self._pos)
-        if n <= 0:
-            return b""
-        data: bytes | memoryview | None = (
-            self._buffers.view(self._pos, n) if self._buffers is not None else None
-        )
-        if data is None:
-            data = self._fetch(self._pos, n)
-        self._pos += n
-        return data
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        size = self._src.size()
-        self._pos = pos if whence == 0 else self._pos + pos if whence == 1 else size + pos
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, b: Any) -> int:
-        n = min(len(b), self._src.size() - self._pos)
-        if n <= 0:
-            return 0
-        data = self._fetch(self._pos, n)
-        b[:n] = data
-        self._pos += n
-        return n
 
 
 def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -295,16 +116,6 @@ def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) 
     return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
 
 
-def _arrow_metadata(pf: ParquetFile) -> pq.FileMetaData:
-    """pyarrow's view of the footer we already read (no second footer read)."""
-    md = pf.derived.get("arrow_metadata")
-    if md is None:
-        buf = b"PAR1" + pf.footer_bytes + struct.pack("<I", len(pf.footer_bytes)) + b"PAR1"
-        md = pq.read_metadata(pa.BufferReader(buf))
-        pf.derived["arrow_metadata"] = md
-    return md
-
-
 def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
     """The leaf under a decoded top-level field, with its parents' nulls applied."""
     for name in path[1:]:
@@ -324,19 +135,20 @@ class _RowGroupReader:
         schema: pa.Schema,
         stats: ScanStats,
         options: ScanOptions,
-        buffers: _Buffers | None = None,
+        buffers: Buffers | None = None,
     ) -> None:
         self.pf = pf
         self.rg = plan.index
         self.plan = plan
         self.schema = schema
         self.stats = stats
-        self.buffers = buffers or _Buffers(pf, stats, options.coalesce_gap)
+        self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
         self._dictionaries = encoded.Dictionaries.of(pf)
+        self._native_checked: tuple[str | None] | None = None
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -387,20 +199,33 @@ class _RowGroupReader:
         """
         todo = [n for n in names if n not in self._whole_cache]
         if todo:
-            # Fetch the chunks ourselves (coalesced, once); pyarrow then reads from memory.
-            cols = [c.index for c in self.pf.schema.leaves if c.path[0] in todo]
-            self.buffers.fetch([chunk_range(self.pf.column_meta(self.rg, c)) for c in cols])
+            ranges = [r for n in todo for r in self._chunk_ranges(n)]
+            native = self._native is not None and all(self._native_whole(n) for n in todo)
+            if not native:
+                # Fetch the chunks ourselves (coalesced, once); pyarrow reads from memory.
+                self.buffers.fetch(ranges)
             t0 = time.perf_counter()
             # Dictionary-encoded string chunks stay dictionaries for predicates: one
             # comparison per distinct value instead of one per row.
             dictionary = [
                 n for n in todo if as_dictionary and self._dictionary_string(n)
             ] or None
-            reader = pq.ParquetFile(
-                _SourceFile(self.pf, self.buffers), metadata=_arrow_metadata(self.pf),
-                pre_buffer=True, read_dictionary=dictionary,
-            )
-            table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
+            if native and self._native is not None:
+                # A local file: pyarrow reads the chunks itself (no copy through Python).
+                with pa.OSFile(self._native) as f:
+                    reader = pq.ParquetFile(f, metadata=arrow_metadata(self.pf),
+                                            pre_buffer=True, read_dictionary=dictionary)
+                    table = reader.read_row_group(self.rg, columns=todo,
+                                                  use_threads=len(todo) > 1)
+                read_native_ranges(self.pf, ranges, self.buffers.gap, self.stats)
+                if self.buffers.first_native_read():
+                    self.pf.source.stats.record_wave()
+            else:
+                reader = pq.ParquetFile(
+                    SourceFile(self.pf, self.buffers), metadata=arrow_metadata(self.pf),
+                    pre_buffer=True, read_dictionary=dictionary,
+                )
+                table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
             for n in todo:
                 self._whole_cache[n] = table.column(n).combine_chunks()
                 for leaf in self.pf.schema.leaves:
@@ -443,7 +268,7 @@ class _RowGroupReader:
         t0 = time.perf_counter()
         if missing:
             self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing,
-                                                prefix_needed=self._prefix_needed(col)))
+                                                prefix_needed=self._prefix_needed(col, missing)))
             arr = self._encoded_pages(col, missing, target)
             if arr is None:
                 arr, _ = decode_pages(
@@ -534,7 +359,8 @@ class _RowGroupReader:
     def _decode_group(self, members: list[tuple[str, int, list[int], Any, Any]]) -> list[Any]:
         """Decode the pages of aligned columns in one pass; the pages are kept for reuse."""
         cols = [m[1] for m in members]
-        ranges = [r for m in members for r in page_byte_ranges(self.pf, self.rg, m[1], m[2])]
+        ranges = [r for m in members for r in page_byte_ranges(
+            self.pf, self.rg, m[1], m[2], prefix_needed=self._prefix_needed(m[1], m[2]))]
         self.buffers.fetch(ranges)
         t0 = time.perf_counter()
         types = [self.schema.field(m[0]).type for m in members]
@@ -610,12 +436,31 @@ class _RowGroupReader:
     # of a file can be fetched together in one wave. They mirror the methods' choices;
     # anything missed is still fetched on demand (one more wave, never a wrong row).
 
-    def _whole_ranges(self, field_name: str) -> list[tuple[int, int]]:
+    def _chunk_ranges(self, field_name: str) -> list[tuple[int, int]]:
         return [
             chunk_range(self.pf.column_meta(self.rg, c.index))
             for c in self.pf.schema.leaves
             if c.path[0] == field_name
         ]
+
+    @property
+    def _native(self) -> str | None:
+        """The local file pyarrow may read itself (checked once, when first needed)."""
+        if self._native_checked is None:
+            self._native_checked = (native_path(self.pf),)
+        return self._native_checked[0]
+
+    def _native_whole(self, field_name: str) -> bool:
+        """Whether :meth:`whole_fields` has pyarrow read the field's chunks from the local
+        file itself: none of their bytes is held (they would be read twice)."""
+        return self._native is not None and not any(
+            self.pf.holds_any(o, n) or self.buffers.holds_any(o, n)
+            for o, n in self._chunk_ranges(field_name))
+
+    def _whole_ranges(self, field_name: str) -> list[tuple[int, int]]:
+        """What :meth:`whole_fields` fetches for a field (nothing when pyarrow reads the
+        local file itself)."""
+        return [] if self._native_whole(field_name) else self._chunk_ranges(field_name)
 
     def field_ranges(self, field_name: str, rows: RowRanges) -> list[tuple[int, int]]:
         """What :meth:`field` (and :meth:`flat_fields`) fetch for ``rows``."""
@@ -628,7 +473,7 @@ class _RowGroupReader:
             found = self._pages_for(leaf_cols[0], rows)
             if found is not None:
                 return page_byte_ranges(self.pf, self.rg, leaf_cols[0], found[0],
-                                        prefix_needed=self._prefix_needed(leaf_cols[0]))
+                                        prefix_needed=self._prefix_needed(leaf_cols[0], found[0]))
             return self._whole_ranges(field_name)
         ois = [self.pf.offset_index(self.rg, c) for c in leaf_cols]
         if all(oi is not None for oi in ois):
@@ -644,20 +489,30 @@ class _RowGroupReader:
             return []
         leaf = self.pf.leaf(col)
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            if leaf.path[0] not in self._whole_cache and encoded.worth_matching(
+                    self.pf, self.rg, col, self.schema.field(leaf.path[0]).type):
+                return self._chunk_ranges(leaf.path[0])  # evaluated on the encoded pages
             return self._whole_ranges(leaf.path[0])
         found = self._pages_for(col, rows)
         if found is not None:
             # Predicates on all-dictionary chunks run on the encoded pages, dictionary
             # page included (encoded.matching_rows).
-            keep = self._prefix_needed(col) or self.pf.all_dictionary_encoded(self.rg, col)
+            keep = self._prefix_needed(col, found[0]) or self.pf.all_dictionary_encoded(
+                self.rg, col)
             return page_byte_ranges(self.pf, self.rg, col, found[0], prefix_needed=keep is True)
         return self.field_ranges(leaf.path[0], rows)
 
-    def _prefix_needed(self, col: int) -> bool:
+    def _prefix_needed(self, col: int, pages: Sequence[int]) -> bool:
         """Whether the chunk's dictionary page must be fetched: not when numpy decoded
-        it before (warm queries; only ``encoded.decode_pages`` fills that cache). Were
-        pyarrow to decode after all, the page is read on demand (one more request)."""
-        return not self._dictionaries.has((self.rg, col))
+        it before (warm queries; only ``encoded.decode_pages`` fills that cache), nor
+        for pages past the writer's fallback to PLAIN. Were a decoder to need it after
+        all, the page is read on demand (one more request)."""
+        if self._dictionaries.has((self.rg, col)):
+            return False
+        target = self.schema.field(self.pf.leaf(col).path[0]).type
+        # Only numpy's decode reads the dictionary lazily (pyarrow's wants it in front).
+        return not encoded.decodes_pages(self.pf, col, target) or encoded.dictionary_needed(
+            self.pf, self.rg, col, pages)
 
 
 def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
@@ -847,7 +702,7 @@ class _Batch:
         self.partition = plan.partition
         self.partition_types = partition_types
         self.options = options
-        self.buffers = _Buffers(pf, stats, options.coalesce_gap)
+        self.buffers = Buffers(pf, stats, options.coalesce_gap)
         self.stats = [ScanStats() for _ in batch]  # one per row group: decoded in parallel
         self.readers = [
             _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
@@ -865,6 +720,7 @@ class _Batch:
         return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
 
     def _fetch(self, wave: list[tuple[int, int]]) -> None:
+        self.buffers.native_waved = False  # a new step
         _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
 
     def predicate_wave(self) -> None:
@@ -939,17 +795,7 @@ def scan_file(
             if t is not None:
                 yield t
         for st in batch.stats:
-            _merge_stats(stats, st)
-
-
-def _merge_stats(into: ScanStats, st: ScanStats) -> None:
-    into.row_groups_read += st.row_groups_read
-    into.pages_read += st.pages_read
-    into.rows_out += st.rows_out
-    into.fetch_seconds += st.fetch_seconds
-    into.decode_seconds += st.decode_seconds
-    into.data_bytes += st.data_bytes
-    into.warnings += st.warnings
+            merge_stats(stats, st)
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
@@ -978,79 +824,3 @@ def read_row_group(
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
                         row_group=rgp.index) from e
-
-
-# Arrow C++ reads this much from the end of a file to find the footer.
-_ARROW_FOOTER_READ = 64 * 1024
-
-
-def pyarrow_opens_free(pf: ParquetFile) -> bool:
-    """Whether pyarrow opening the file is served by the tail already read (no request,
-    no index bytes): its speculative footer read lies inside our tail."""
-    size = pf.source.size()
-    n = min(size, _ARROW_FOOTER_READ)
-    return pf.has_bytes(size - n, n)
-
-
-def read_whole_row_groups(
-    pf: ParquetFile,
-    row_groups: Sequence[int],
-    fields: Sequence[str],
-    partition: dict[str, Any],
-    partition_types: dict[str, pa.DataType],
-    stats: ScanStats,
-    options: ScanOptions | None = None,
-) -> pa.Table:
-    """Row groups where every row is wanted, read by pyarrow's own scanner.
-
-    Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would,
-    row groups in parallel. Their chunks are fetched first, in one wave per
-    ``options.read_ahead_bytes`` of them; pyarrow then reads from memory (its footer
-    comes from the tail already read) and reads no index bytes.
-    """
-    options = options or ScanOptions()
-    file_fields = [f for f in fields if f not in partition_types]
-    leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
-
-    def chunks(rg: int) -> list[tuple[int, int]]:
-        return [chunk_range(pf.column_meta(rg, c)) for c in leaves]
-
-    batches: list[list[int]] = []
-    size = 0
-    for rg in row_groups:
-        n = sum(length for _, length in chunks(rg))
-        if batches and size + n <= options.read_ahead_bytes:
-            batches[-1].append(rg)
-            size += n
-        else:
-            batches.append([rg])
-            size = n
-    parts = []
-    for batch in batches:
-        buffers = _Buffers(pf, stats, options.coalesce_gap)
-        try:
-            buffers.fetch([r for rg in batch for r in chunks(rg)])
-            fragment = pads.ParquetFileFormat().make_fragment(
-                _SourceFile(pf, buffers), row_groups=batch
-            )
-            t0 = time.perf_counter()
-            parts.append(fragment.to_table(columns=file_fields, use_threads=True))
-        except PqIndexError as e:
-            raise e.located(path=pf.path) from None
-        except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
-            one = batch[0] if len(batch) == 1 else None
-            what = "cannot decode" if one is not None else (
-                f"cannot decode row groups {', '.join(map(str, batch))}")
-            raise translate(e, default=CorruptFileError, what=what, path=pf.path,
-                            row_group=one) from e
-        stats.decode_seconds += time.perf_counter() - t0
-    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    for name in fields:
-        if name in partition_types:
-            value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
-            t = t.append_column(name, value)
-    stats.rows_out += t.num_rows
-    stats.row_groups_read += len(row_groups)
-    for rg in row_groups:
-        stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
-    return t.select(list(fields))

@@ -1,0 +1,287 @@
+"""Row groups where every row is wanted, read by pyarrow's own Parquet reader.
+
+Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would:
+
+* a **local file** is opened by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
+  its I/O threads, pre-buffered, no copy through Python bytes) with the footer we
+  already decoded, so the footer is not read or parsed again. The row groups are
+  split into a few contiguous tasks that ``map_fn`` (the scan's thread pool) runs
+  side by side, as pyarrow's dataset scanner does. What pyarrow reads — the
+  projected chunks, merged like our own reads — is counted in the file's
+  ``IOStats`` as requests of ours would be.
+* any other source: the chunks are fetched first in one wave per
+  ``ScanOptions.read_ahead_bytes`` (one round trip however many ranges), then
+  pyarrow decodes them from memory through :class:`~pqindex.scan.fetch.SourceFile`.
+
+Either way no index bytes are read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
+from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.io.source import LocalFileSource, coalesce
+from pqindex.scan.fetch import (
+    Buffers,
+    ScanOptions,
+    ScanStats,
+    SourceFile,
+    arrow_metadata,
+    merge_stats,
+)
+
+__all__ = [
+    "iter_whole_row_groups",
+    "native_path",
+    "pyarrow_opens_free",
+    "read_native_ranges",
+    "read_whole_row_groups",
+]
+
+# Arrow C++ reads this much from the end of a file to find the footer.
+_ARROW_FOOTER_READ = 64 * 1024
+# A task of the native local read holds at least this much compressed data: fewer,
+# larger tasks when row groups are small (a task costs a reader construction).
+_MIN_TASK_BYTES = 1 << 20
+# At most this many tasks per call (the scan's pool has a few threads).
+_MAX_TASKS = 8
+
+
+def pyarrow_opens_free(pf: ParquetFile) -> bool:
+    """Whether pyarrow opening the file is served by the tail already read (no request,
+    no index bytes): its speculative footer read lies inside our tail."""
+    size = pf.source.size()
+    n = min(size, _ARROW_FOOTER_READ)
+    return pf.has_bytes(size - n, n)
+
+
+def _decode_error(pf: ParquetFile, batch: Sequence[int], e: BaseException) -> PqIndexError:
+    one = batch[0] if len(batch) == 1 else None
+    what = "cannot decode" if one is not None else (
+        f"cannot decode row groups {', '.join(map(str, batch))}")
+    return translate(e, default=CorruptFileError, what=what, path=pf.path, row_group=one)
+
+
+def native_path(pf: ParquetFile) -> str | None:
+    """The path pyarrow may open itself: a local file still as we opened it (else its
+    bytes could disagree with our footer)."""
+    src = pf.source
+    if not isinstance(src, LocalFileSource):
+        return None
+    try:
+        st = os.stat(src.path)
+    except OSError:
+        return None
+    if st.st_size != src.size() or st.st_mtime_ns != src.mtime_ns:
+        return None
+    return src.path
+
+
+def read_native_ranges(
+    pf: ParquetFile, ranges: Sequence[tuple[int, int]], gap: int | None, stats: ScanStats
+) -> int:
+    """Count the chunk ranges pyarrow read itself from a local file (pre-buffered, merged
+    like ours) as requests of the file's source; how many requests that makes."""
+    merged = pf.source.coalesce(ranges) if gap is None else coalesce(ranges, gap)
+    for off, n in merged:
+        pf.source.stats.record(off, n)
+        stats.data_bytes += n
+    return len(merged)
+
+
+def _tasks(sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Row groups ``(index, bytes)`` as at most ``_MAX_TASKS`` contiguous runs of
+    similar size (each at least ``_MIN_TASK_BYTES`` where the data allows)."""
+    total = sum(n for _, n in sizes)
+    target = max(total / _MAX_TASKS, _MIN_TASK_BYTES)
+    out: list[list[int]] = []
+    size = 0.0
+    for rg, n in sizes:
+        if out and size < target:
+            out[-1].append(rg)
+        else:
+            out.append([rg])
+            size = 0.0
+        size += n
+    return out
+
+
+def _read_native(
+    pf: ParquetFile, path: str, rgs: list[int], file_fields: list[str]
+) -> pa.Table:
+    try:
+        with pa.OSFile(path) as f:
+            reader = pq.ParquetFile(f, metadata=arrow_metadata(pf), pre_buffer=True)
+            return reader.read_row_groups(rgs, columns=file_fields, use_threads=True)
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        if len(rgs) > 1:
+            for rg in rgs:  # name the row group that fails alone
+                _read_native(pf, path, [rg], file_fields)
+        raise _decode_error(pf, rgs, e) from e
+
+
+def _read_fetched(
+    pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
+) -> pa.Table:
+    try:
+        fragment = pads.ParquetFileFormat().make_fragment(
+            SourceFile(pf, buffers), row_groups=rgs
+        )
+        return fragment.to_table(columns=file_fields, use_threads=True)
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
+        raise _decode_error(pf, rgs, e) from e
+
+
+def _batches(sizes: Sequence[tuple[int, int]], limit: int) -> list[list[int]]:
+    """Consecutive row groups whose chunks fit in ``limit`` bytes (at least one each)."""
+    batches: list[list[int]] = []
+    size = 0
+    for rg, n in sizes:
+        if batches and size + n <= limit:
+            batches[-1].append(rg)
+            size += n
+        else:
+            batches.append([rg])
+            size = n
+    return batches
+
+
+def iter_whole_row_groups(
+    pf: ParquetFile,
+    row_groups: Sequence[int],
+    fields: Sequence[str],
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    options: ScanOptions | None = None,
+    map_fn: Callable[..., Iterable[Any]] = map,
+    *,
+    stream: bool = False,
+) -> Iterator[tuple[pa.Table, ScanStats]]:
+    """Row groups where every row is wanted, projected to ``fields`` (partition
+    columns filled in), read by pyarrow's own reader (see the module docstring), with
+    what each part cost. ``map_fn`` runs the native read's tasks (a thread pool's
+    ``map``). ``stream``: one table per row group, decoded as it is consumed (memory
+    holds one decoded row group, and on the fetched path the read-ahead's bytes)."""
+    options = options or ScanOptions()
+    file_fields = [f for f in fields if f not in partition_types]
+    leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
+
+    def chunks(rg: int) -> list[tuple[int, int]]:
+        return [chunk_range(pf.column_meta(rg, c)) for c in leaves]
+
+    def finish(t: pa.Table, rgs: Sequence[int], stats: ScanStats) -> pa.Table:
+        for name in fields:
+            if name in partition_types:
+                value = pa.array([partition.get(name)] * t.num_rows, partition_types[name])
+                t = t.append_column(name, value)
+        stats.rows_out += t.num_rows
+        stats.row_groups_read += len(rgs)
+        for rg in rgs:
+            stats.pages_read += sum(pf.data_page_count(rg, c) for c in leaves)
+        return t.select(list(fields))
+
+    path = native_path(pf) if file_fields else None
+    if path is None:
+        yield from _fetched_parts(pf, row_groups, chunks, finish, file_fields, options, stream)
+        return
+    # Row groups holding bytes read before (the tail may end inside the last chunks) are
+    # fetched and decoded from our buffers, side by side with the others: pyarrow
+    # would read those bytes again.
+    held = {rg for rg in row_groups if any(pf.holds_any(o, n) for o, n in chunks(rg))}
+    native = [rg for rg in row_groups if rg not in held]
+
+    def read(rgs: list[int]) -> tuple[pa.Table, ScanStats]:
+        st = ScanStats()
+        if rgs[0] not in held:
+            return _read_native(pf, path, rgs, file_fields), st
+        buffers = Buffers(pf, st, options.coalesce_gap)
+        _located(pf, rgs, buffers.fetch, [r for rg in rgs for r in chunks(rg)])
+        return _read_fetched(pf, buffers, rgs, file_fields), st
+
+    if stream:
+        steps = [[[rg]] for rg in row_groups]
+    else:
+        tasks = [[rg] for rg in held] + _tasks(
+            [(rg, sum(n for _, n in chunks(rg))) for rg in native])
+        steps = [sorted(tasks, key=lambda task: task[0])]
+    for step in steps:
+        stats = ScanStats()
+        t0 = time.perf_counter()
+        done = list((map_fn if len(step) > 1 else map)(read, step))
+        for _, st in done:
+            merge_stats(stats, st)
+        rgs = [rg for task in step for rg in task]
+        ranges = [r for rg in rgs if rg not in held for r in chunks(rg)]
+        # One wait for the step's reads, ours (a fetch counts its wave) and pyarrow's.
+        if read_native_ranges(pf, ranges, options.coalesce_gap, stats) and not any(
+                task[0] in held for task in step):
+            pf.source.stats.record_wave()
+        parts = [t for t, _ in done]
+        t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        stats.decode_seconds += time.perf_counter() - t0 - stats.fetch_seconds
+        yield finish(t, rgs, stats), stats
+
+
+def _fetched_parts(
+    pf: ParquetFile,
+    row_groups: Sequence[int],
+    chunks: Callable[[int], list[tuple[int, int]]],
+    finish: Callable[[pa.Table, Sequence[int], ScanStats], pa.Table],
+    file_fields: list[str],
+    options: ScanOptions,
+    stream: bool,
+) -> Iterator[tuple[pa.Table, ScanStats]]:
+    """The row groups' chunks fetched in waves of ``options.read_ahead_bytes``, then
+    decoded by pyarrow from memory."""
+    sizes = [(rg, sum(n for _, n in chunks(rg))) for rg in row_groups]
+    for batch in _batches(sizes, options.read_ahead_bytes):
+        stats = ScanStats()
+        buffers = Buffers(pf, stats, options.coalesce_gap)
+        _located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
+        for rgs in [[rg] for rg in batch] if stream else [batch]:
+            t0 = time.perf_counter()
+            t = _read_fetched(pf, buffers, rgs, file_fields)
+            stats.decode_seconds += time.perf_counter() - t0
+            yield finish(t, rgs, stats), stats
+            stats = ScanStats()
+
+
+def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except DECODE_ERRORS as e:
+        raise _decode_error(pf, rgs, e) from e
+
+
+def read_whole_row_groups(
+    pf: ParquetFile,
+    row_groups: Sequence[int],
+    fields: Sequence[str],
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    stats: ScanStats,
+    options: ScanOptions | None = None,
+    map_fn: Callable[..., Iterable[Any]] = map,
+) -> pa.Table:
+    """All of :func:`iter_whole_row_groups` as one table; its costs added to ``stats``."""
+    parts = []
+    for t, st in iter_whole_row_groups(pf, row_groups, fields, partition, partition_types,
+                                       options, map_fn):
+        parts.append(t)
+        merge_stats(stats, st)
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)

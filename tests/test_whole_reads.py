@@ -1,0 +1,231 @@
+"""Whole row groups and whole chunks read by pyarrow itself from a local file
+(pqindex.scan.whole, ``_RowGroupReader.whole_fields``).
+
+The reference is ``pyarrow.parquet.read_table`` (plus a filter) on the same file;
+the I/O trace must still say exactly what was read: every projected chunk once,
+no byte twice, the report equal to the trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import pqindex
+from pqindex.errors import CorruptFileError
+from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.pages import walk_pages
+from pqindex.scan import encoded, whole
+
+ROWS = 240_000
+ROW_GROUP = 40_000
+
+
+def _table(seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "id": np.arange(ROWS, dtype=np.int64),
+        "category": pa.array([f"c{i % 17}" for i in range(ROWS)]).dictionary_encode(),
+        "user_id": rng.integers(0, 10**12, ROWS),
+        "amount": np.round(rng.random(ROWS) * 1000, 2),
+        "note": pa.array([None if i % 5 == 0 else f"n{i % 301}" for i in range(ROWS)]),
+    })
+
+
+def _write(path: Path, codec: str, **kw: Any) -> pa.Table:
+    t = _table()
+    pq.write_table(t, path, compression=codec, row_group_size=ROW_GROUP,
+                   write_page_index=True, data_page_size=32 * 1024, **kw)
+    return pq.read_table(path)
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    calls = {"native": 0}
+    real = whole._read_native
+
+    def spy(*a: Any, **k: Any) -> Any:
+        calls["native"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(whole, "_read_native", spy)
+    return calls
+
+
+def _no_byte_twice(trace: list[tuple[int, int]]) -> None:
+    for (a, n), (b, _m) in itertools.pairwise(sorted(trace)):
+        assert b >= a + n, f"bytes [{b}, {a + n}) read twice"
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+@pytest.mark.parametrize("mode", ["to_table", "to_batches"])
+def test_full_scan_is_read_by_pyarrow_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str, mode: str
+) -> None:
+    path = tmp_path / "f.parquet"
+    want = _write(path, codec)
+    calls = _spy(monkeypatch)
+    columns = ["id", "amount", "note"]
+    ds = pqindex.dataset(path)
+    scan = ds.scan(columns=columns)
+    if mode == "to_table":
+        got = scan.to_table()
+    else:
+        batches = list(scan.to_batches())
+        # Streaming: one row group at a time.
+        assert all(b.num_rows <= ROW_GROUP for b in batches)
+        got = pa.Table.from_batches(batches)
+    assert got.equals(want.select(columns).cast(got.schema))
+    assert calls["native"] >= 1
+    trace = list(ds.io_stats()[str(path)].trace)
+    rep = scan.report.to_dict()
+    assert rep["requests"] == len(trace)
+    assert rep["bytes_read"] == sum(n for _, n in trace)
+    _no_byte_twice(trace)
+    # Every projected chunk is read, nothing else but the tail.
+    with ParquetFile.open(path) as pf:
+        chunks = [chunk_range(pf.column_meta(rg, c.index))
+                  for rg in range(ROWS // ROW_GROUP) for c in pf.schema.leaves
+                  if c.path[0] in columns]
+    for off, n in chunks:
+        covered = sum(max(0, min(o + m, off + n) - max(o, off)) for o, m in trace)
+        assert covered == n, (off, n)
+    assert rep["bytes_read"] <= sum(n for _, n in chunks) + 64 * 1024
+    assert rep["rows_matched"] == ROWS
+
+
+def test_a_file_changed_since_it_was_opened_is_not_read_by_pyarrow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow would open the path again: its bytes could disagree with the footer we
+    hold. Same bytes, newer mtime: read through our own source, still correct."""
+    path = tmp_path / "f.parquet"
+    want = _write(path, "snappy")
+    ds = pqindex.dataset(path)
+    assert ds.scan(columns=["id"], where="id = 5").to_table().num_rows == 1  # opened
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    calls = _spy(monkeypatch)
+    got = ds.scan(columns=["id", "amount"]).to_table()
+    assert calls["native"] == 0
+    assert got.equals(want.select(["id", "amount"]).cast(got.schema))
+
+
+def test_hive_partition_columns_are_filled_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for part in ("a", "b"):
+        (tmp_path / f"p={part}").mkdir()
+        _write(tmp_path / f"p={part}" / "f.parquet", "snappy")
+    calls = _spy(monkeypatch)
+    got = pqindex.dataset(tmp_path).scan(columns=["id", "p"]).to_table()
+    assert calls["native"] >= 2
+    assert got.num_rows == 2 * ROWS
+    counts = pc.value_counts(got.column("p").cast(pa.string())).to_pylist()
+    assert sorted((c["values"], c["counts"]) for c in counts) == [("a", ROWS), ("b", ROWS)]
+
+
+@pytest.mark.parametrize("mode", ["to_table", "to_batches"])
+def test_a_damaged_page_names_its_row_group(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "f.parquet"
+    _write(path, "snappy")
+    damaged = 3
+    with ParquetFile.open(path) as pf:
+        col = next(c.index for c in pf.schema.leaves if c.name == "amount")
+        page = next(p for p in walk_pages(pf, damaged, col) if p.page_type in (0, 3))
+        body = page.offset + page.header_length
+        size = page.header.compressed_page_size or 0
+    data = bytearray(path.read_bytes())
+    for i in range(body, body + size):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    scan = pqindex.dataset(path).scan(columns=["id", "amount"])
+    with pytest.raises(CorruptFileError) as e:
+        if mode == "to_table":
+            scan.to_table()
+        else:
+            list(scan.to_batches())
+    assert e.value.path == str(path) and e.value.row_group == damaged, e.value
+
+
+@pytest.mark.parametrize("mode", ["to_table", "to_batches"])
+def test_a_predicate_column_read_whole_is_read_by_pyarrow_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """``user_id`` (random, its dictionary falling back to PLAIN): no index narrows it,
+    so its chunks are read whole — by pyarrow from the file, counted once each."""
+    path = tmp_path / "f.parquet"
+    want = _write(path, "snappy", dictionary_pagesize_limit=64 * 1024)
+    uid = int(want.column("user_id")[123_456].as_py())
+    calls = {"reads": 0}
+    real = pa.OSFile
+
+    def spy(*a: Any, **k: Any) -> Any:
+        calls["reads"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(pa, "OSFile", spy)
+    ds = pqindex.dataset(path)
+    scan = ds.scan(columns=["id", "amount"], where=f"user_id = {uid} OR user_id < 1000000")
+    got = scan.to_table() if mode == "to_table" else pa.Table.from_batches(
+        list(scan.to_batches()))
+    ref = want.filter(pc.or_(pc.equal(want.column("user_id"), uid),
+                             pc.less(want.column("user_id"), 1_000_000)))
+    assert got.sort_by("id").equals(ref.select(["id", "amount"]).cast(got.schema))
+    assert calls["reads"] >= 1
+    trace = list(ds.io_stats()[str(path)].trace)
+    rep = scan.report.to_dict()
+    assert rep["requests"] == len(trace) and rep["bytes_read"] == sum(n for _, n in trace)
+    _no_byte_twice(trace)
+
+
+def test_pages_past_the_plain_fallback_read_no_dictionary_page(tmp_path: Path) -> None:
+    """A lookup whose pages lie past the writer's fallback to PLAIN neither fetches nor
+    decompresses the chunk's dictionary page; one before it does."""
+    path = tmp_path / "f.parquet"
+    want = _write(path, "snappy", dictionary_pagesize_limit=16 * 1024)
+    with ParquetFile.open(path) as pf:
+        col = next(c.index for c in pf.schema.leaves if c.name == "amount")
+        meta = pf.column_meta(0, col)
+        dict_range = (meta.dictionary_page_offset, (pf.offset_index(0, col).page_locations[0]
+                                                    .offset or 0) - (meta.dictionary_page_offset or 0))
+        k = sum(s.count or 0 for s in meta.encoding_stats or []
+                if s.page_type == 0 and s.encoding in (2, 8))
+        firsts = [loc.first_row_index or 0 for loc in pf.offset_index(0, col).page_locations]
+    assert 0 < k < len(firsts), "the writer fell back to PLAIN mid-chunk"
+    late, early = firsts[k] + 1, firsts[0] + 1  # rows of row group 0 (id = row)
+    for row, dictionary_read in ((late, False), (early, True)):
+        ds = pqindex.dataset(path)
+        scan = ds.scan(columns=["id", "amount"], where=f"id = {row}")
+        got = scan.to_table()
+        assert got.to_pylist() == want.select(["id", "amount"]).slice(row, 1).to_pylist()
+        trace = ds.io_stats()[str(path)].trace
+        start, n = dict_range
+        assert start is not None
+        touched = any(o < start + n and start < o + m for o, m in trace)
+        assert touched == dictionary_read, (row, trace)
+
+
+def test_dictionary_needed_agrees_with_the_pages(tmp_path: Path) -> None:
+    """``encoded.dictionary_needed`` says False only for pages that are PLAIN."""
+    rng = np.random.default_rng(11)
+    for limit, version in itertools.product([256, 4096, 1 << 20], ["1.0", "2.0"]):
+        path = tmp_path / f"d{limit}{version}.parquet"
+        t = pa.table({"v": rng.integers(0, 5000, 30_000), "f": rng.random(30_000)})
+        pq.write_table(t, path, dictionary_pagesize_limit=limit, data_page_version=version,
+                       data_page_size=4096, write_page_index=True, row_group_size=10_000)
+        with ParquetFile.open(path) as pf:
+            for rg, c in itertools.product(range(3), range(2)):
+                pages = [p for p in walk_pages(pf, rg, c) if p.page_type in (0, 3)]
+                for i, p in enumerate(pages):
+                    h = p.header.data_page_header or p.header.data_page_header_v2
+                    assert h is not None
+                    if not encoded.dictionary_needed(pf, rg, c, [i]):
+                        assert h.encoding == 0, (limit, version, rg, c, i)
