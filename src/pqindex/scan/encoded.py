@@ -915,22 +915,28 @@ def decode_pages(
         return None
     locs = oi.page_locations
     optional = leaf.max_definition_level == 1
+    key = (rg, col)
+
+    def load_dictionary() -> np.ndarray | None:
+        # Only when a chosen page is dictionary-encoded: PLAIN pages after a writer's
+        # fallback need no dictionary (cold point lookups skip decompressing it).
+        if dictionaries.has(key):
+            return dictionaries.get(key)
+        found = None
+        start = chunk_range(meta)[0]
+        first = locs[0].offset or 0
+        if first > start:
+            item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+            if not isinstance(item, _Dictionary):
+                raise _Fallback
+            if len(item.data) < item.count * dtype.itemsize:
+                raise _Fallback
+            found = np.frombuffer(item.data, dtype=dtype, count=item.count)
+        dictionaries.put(key, found)
+        return found
+
     try:
-        key = (rg, col)
-        dictionary = None
-        if not dictionaries.has(key):
-            start = chunk_range(meta)[0]
-            first = locs[0].offset or 0
-            if first > start:
-                item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
-                if not isinstance(item, _Dictionary):
-                    raise _Fallback
-                if len(item.data) < item.count * dtype.itemsize:
-                    raise _Fallback
-                dictionary = np.frombuffer(item.data, dtype=dtype, count=item.count)
-            dictionaries.put(key, dictionary)
-        else:
-            dictionary = dictionaries.get(key)
+        dictionary = dictionaries.get(key) if dictionaries.has(key) else None
         values: list[np.ndarray] = []
         valid: list[np.ndarray | None] = []
         page_rows = pf.page_rows(rg, col) or []
@@ -941,6 +947,8 @@ def decode_pages(
             item, end = _read_page(raw, 0, codec, optional, 0)
             if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
                 raise _Fallback
+            if item.dictionary and dictionary is None:
+                dictionary = load_dictionary()
             v, m = _page_values(item, dtype, dictionary)
             values.append(v)
             valid.append(m)
