@@ -278,14 +278,29 @@ class Region:
                  warnings: list[str], *, region_offset: int = 0, ignored: bool = False,
                  schema: Schema | None = None, length: int | None = None,
                  fetch: Fetch | None = None, verified: Mapping[int, bytes] | None = None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, pending: Sequence[Any] = (),
+                 blob_end: int | None = None,
+                 held: Callable[[int, int], bool] | None = None) -> None:
+        # ``data``: the region's last bytes (blob bytes in it are served from it).
         self._data = data
         self._length = len(data) if length is None else length
+        self._base = self._length - len(data)  # region offset of data[0]
         self._fetch = fetch
+        self._held = held  # whether blob bytes are at hand elsewhere (the tail buffer)
         self._strict = strict
         self.version = version
-        self._entries: tuple[BlobEntry, ...] = tuple(entries)
-        self._index = {id(e): i for i, e in enumerate(self._entries)}
+        # Entries by directory position. ``pending`` holds raw directory entries not
+        # validated yet: a column's are validated when it is first asked about (a
+        # point lookup on one column never parses the other columns' hundreds).
+        self._entries: dict[int, BlobEntry] = dict(enumerate(entries))
+        self._pending: dict[str | None, list[tuple[int, Any]]] = {}
+        first = len(self._entries)
+        for k, raw in enumerate(pending):
+            col = raw.get("column") if isinstance(raw, dict) else None
+            self._pending.setdefault(col if isinstance(col, str) else None, []).append(
+                (first + k, raw))
+        self._blob_end = self._length - TRAILER_SIZE if blob_end is None else blob_end
+        self._index: dict[int, int] = {}
         self._bytes: dict[int, bytes] = dict(verified or {})  # checked blob bytes
         self._dropped: set[int] = set()
         self._blobs: tuple[BlobEntry, ...] | None = None
@@ -298,18 +313,58 @@ class Region:
         # Blobs that give evidence, per (column, scope), in region order: the
         # neighbours worth fetching along with one of them.
         self._siblings: dict[tuple[str, Scope], list[int]] = {}
-        useful = _known_evidence(e.kind for e in self._entries)
-        for i, e in enumerate(self._entries):
-            self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
-            if e.kind in useful:
-                self._siblings.setdefault((e.column, e.scope), []).append(i)
         self._position: dict[int, int] = {}
-        for group in self._siblings.values():
-            group.sort(key=lambda i: self._entries[i].offset)
-            self._position.update((i, k) for k, i in enumerate(group))
         self._evidence: dict[int, Any] = {}
         self._kinds: dict[str, IndexKind] = {}
         self._lock = threading.RLock()
+        self._add(list(self._entries))
+
+    def _add(self, positions: Sequence[int]) -> None:
+        """Index validated entries (the lookups by unit and the sibling groups)."""
+        if not positions:
+            return
+        entries = self._entries
+        useful = _known_evidence(entries[i].kind for i in positions)
+        touched = set()
+        for i in positions:
+            e = entries[i]
+            self._index[id(e)] = i
+            self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
+            if e.kind in useful:
+                self._siblings.setdefault((e.column, e.scope), []).append(i)
+                touched.add((e.column, e.scope))
+        for key in touched:
+            group = self._siblings[key]
+            group.sort(key=lambda i: entries[i].offset)
+            self._position.update((i, k) for k, i in enumerate(group))
+
+    def _materialize(self, column: str | None = None, *, every: bool = False) -> None:
+        """Validate the pending directory entries of ``column`` (all with ``every``);
+        a malformed one is dropped with a warning (raised when strict)."""
+        if not self._pending:
+            return
+        with self._lock:
+            keys = list(self._pending) if every else [column]
+            added = []
+            for key in keys:
+                for i, raw in self._pending.pop(key, ()):
+                    try:
+                        self._entries[i] = _entry(raw, HEADER_SIZE, self._blob_end)
+                    except RegionError as e:
+                        if self._strict:
+                            raise
+                        self.warnings.append(f"embedded index: {e.reason}")
+                        continue
+                    added.append(i)
+            if added:
+                self._blobs = None
+                self._add(added)
+                # Bytes at hand cost nothing to check: now, as the column is opened.
+                held = self._held
+                self._load([i for i in added if self._entries[i].offset >= self._base
+                            or (held is not None
+                                and held(self._entries[i].offset, self._entries[i].length))],
+                           neighbours=False)
 
     @property
     def size(self) -> int:
@@ -320,8 +375,10 @@ class Region:
     def blobs(self) -> tuple[BlobEntry, ...]:
         """Directory entries, without the blobs dropped so far (bad checksums)."""
         blobs = self._blobs
-        if blobs is None:
-            blobs = tuple(e for i, e in enumerate(self._entries) if i not in self._dropped)
+        if blobs is None or self._pending:
+            self._materialize(every=True)
+            blobs = tuple(self._entries[i] for i in sorted(self._entries)
+                          if i not in self._dropped)
             self._blobs = blobs
         return blobs
 
@@ -330,13 +387,16 @@ class Region:
     @classmethod
     def parse(cls, data: bytes, *, file_size: int, region_offset: int,
               schema: Schema | None = None, strict: bool = False, length: int | None = None,
-              fetch: Fetch | None = None) -> Region:
+              fetch: Fetch | None = None,
+              held: Callable[[int, int], bool] | None = None) -> Region:
         """Validate and index a region read from ``region_offset`` of a ``file_size`` file.
 
         ``data`` is the region's last bytes: all of it, or (with ``length``, the
         region's full length, and ``fetch``) at least its directory and trailer.
-        Blobs whose bytes are in ``data`` are checked now, the others when first
-        used. Damage gives a Region with warnings (``ignored`` when nothing is
+        Directory entries are validated, and blobs whose bytes are in ``data``
+        (or where ``held(offset, length)`` says) checked, per column when the
+        column is first asked about (``evidence``, ``find``; all of them for
+        ``blobs`` and with ``strict``); other blobs when first used. Damage gives a Region with warnings (``ignored`` when nothing is
         usable); ``strict=True`` raises RegionError / RegionVersionError instead.
         """
         data = bytes(data)
@@ -350,27 +410,16 @@ class Region:
             return cls(b"", (0, 0), (), [f"embedded index region ignored: {e.reason}"],
                        region_offset=region_offset, ignored=True, schema=schema,
                        length=length)
-        base = length - len(data)  # region offset of data[0]
-        entries: list[BlobEntry] = []
-        verified: dict[int, bytes] = {}
-        for raw in directory["blobs"]:
-            try:
-                entry = _entry(raw, HEADER_SIZE, end)
-                if entry.offset >= base:
-                    blob = data[entry.offset - base : entry.offset - base + entry.length]
-                    if _xxh64(blob) != entry.checksum:
-                        raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
-                    verified[len(entries)] = blob
-            except RegionError as e:
-                if strict:
-                    raise
-                warnings.append(f"embedded index: {e.reason}")
-                continue
-            entries.append(entry)
-        # Only directory and trailer are kept; verified blobs keep their own bytes.
-        return cls(data[end - base:], version, entries, warnings, region_offset=region_offset,
-                   schema=schema, length=length, fetch=fetch, verified=verified,
-                   strict=strict)
+        # Entries are validated per column when first used, and blob bytes held in
+        # ``data`` checked when first used too (strict: all of them now).
+        region = cls(data, version, (), warnings, region_offset=region_offset,
+                     schema=schema, length=length, fetch=fetch, strict=strict,
+                     pending=directory["blobs"], blob_end=end, held=held)
+        if strict:
+            region._materialize(every=True)
+            if region._dropped:
+                raise RegionError(region.warnings[-1].removeprefix("embedded index: "))
+        return region
 
     @staticmethod
     def _directory(data: bytes, length: int, file_size: int,
@@ -423,7 +472,8 @@ class Region:
     def _position_of(self, entry: BlobEntry) -> int:
         i = self._index.get(id(entry))
         if i is None:
-            for k, e in enumerate(self._entries):
+            self._materialize(entry.column)
+            for k, e in self._entries.items():
                 if e == entry:
                     return k
             raise UserInputError(f"{_where(entry)} is not an entry of this region")
@@ -498,6 +548,8 @@ class Region:
     def _read(self, offset: int, length: int) -> bytes:
         if length == 0:
             return b""
+        if offset >= self._base:  # in the bytes given to parse
+            return self._data[offset - self._base : offset - self._base + length]
         if self._fetch is None:
             raise RegionError("blob bytes were not read with the region and it has no "
                               "way to fetch them")
@@ -531,7 +583,13 @@ class Region:
     def find(self, *, kind: str | None = None, column: str | None = None,
              scope: Scope | None = None) -> list[BlobEntry]:
         """Directory entries, filtered (no I/O)."""
-        return [e for e in self.blobs if (kind is None or e.kind == kind)
+        if column is not None:
+            self._materialize(column)
+            entries = [self._entries[i] for i in sorted(self._entries)
+                       if i not in self._dropped]
+        else:
+            entries = list(self.blobs)
+        return [e for e in entries if (kind is None or e.kind == kind)
                 and (column is None or e.column == column)
                 and (scope is None or e.scope == scope)]
 
@@ -554,6 +612,8 @@ class Region:
         to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
         scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
         key = (column, scope, row_group if scope != Scope.FILE else None,
                page if scope == Scope.PAGE else None)
         indexes = self._by_unit.get(key)
@@ -682,14 +742,13 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
                 data = fetch(length - need, need)  # free
             else:
                 data = fetch(length - need, need - len(data)) + data
+    # Blob bytes already in the tail buffer cost nothing: checked as their column is
+    # opened (all now when strict).
     region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
-                          schema=pf.schema, strict=strict, length=length, fetch=fetch)
-    if not region.ignored:
-        # Bytes already in the tail buffer cost nothing: check them now.
-        with region._lock:
-            region._load([i for i, e in enumerate(region._entries)
-                          if pf.has_bytes(offset + e.offset, e.length)], neighbours=False)
-        if strict and region._dropped:
+                          schema=pf.schema, strict=strict, length=length, fetch=fetch,
+                          held=lambda at, n: pf.has_bytes(offset + at, n))
+    if not region.ignored and strict:
+        if region._dropped:
             raise RegionError(region.warnings[-1], path=pf.path)
     warnings = [f"{where}{w}" for w in region.warnings]
     return (None if region.ignored else region), warnings
