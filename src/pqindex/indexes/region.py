@@ -744,11 +744,11 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
                 data = fetch(length - need, need - len(data)) + data
     # Blob bytes already in the tail buffer cost nothing: checked as their column is
     # opened (all now when strict).
-    region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
-                          schema=pf.schema, strict=strict, length=length, fetch=fetch,
-                          held=lambda at, n: pf.has_bytes(offset + at, n))
-    if not region.ignored and strict:
-        if region._dropped:
-            raise RegionError(region.warnings[-1], path=pf.path)
+    try:
+        region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
+                              schema=pf.schema, strict=strict, length=length, fetch=fetch,
+                              held=lambda at, n: pf.has_bytes(offset + at, n))
+    except (RegionError, RegionVersionError) as e:  # strict only
+        raise e.located(path=pf.path) from None
     warnings = [f"{where}{w}" for w in region.warnings]
     return (None if region.ignored else region), warnings
