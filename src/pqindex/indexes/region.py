@@ -66,10 +66,14 @@ from typing import Any
 import xxhash
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.format.bloom import BLOCK_BYTES, BloomProbe, block_index
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, Schema
+from pqindex.format.structs import BloomFilterHeader
 from pqindex.indexes.base import REGISTRY, Blob, IndexKind, Scope
-from pqindex.indexes.encoding import RegionError, RegionVersionError
+from pqindex.indexes.bloom_file import read_bloom_header
+from pqindex.indexes.encoding import RegionError, RegionVersionError, check_leaf_type
+from pqindex.indexes.evidence import BloomEvidence
 
 __all__ = [
     "HEADER_SIZE",
@@ -100,6 +104,12 @@ COALESCE_BYTES = 64 * 1024
 # bytes before the trailer too, enough for most directories.
 SPECULATIVE_DIRECTORY_BYTES = 16 * 1024
 _MAX_KIND = 128  # longer kind names are damage, not a future kind
+# A "bloom" blob at least this long is probed one 32-byte block per value (its header
+# and the blocks the values' hashes select) instead of read whole. Only its header is
+# checked then: the blob's XXH64 covers bytes the probe never reads, as Parquet's own
+# Bloom filters carry no checksum at all.
+PROBE_MIN_BYTES = 4096
+_MAX_BLOOM_HEADER = 64  # version, value type and size: a few bytes
 
 
 def _xxh64(data: bytes | memoryview) -> int:
@@ -628,13 +638,73 @@ class Region:
             todo = [i for i in indexes if i not in self._evidence]
             useful = [i for i in todo if self._entries[i].known
                       and _gives_evidence(self._entries[i].kind)]
-            self._load(useful)
+            probed = {i for i in useful if self._probe_header(i) is not None}
+            self._load([i for i in useful if i not in probed])
             for i in todo:
-                self._evidence[i] = self._decode(i, leaf) if i in useful else None
+                if i in probed:
+                    self._evidence[i] = self._probe(i, leaf)
+                else:
+                    self._evidence[i] = self._decode(i, leaf) if i in useful else None
             evs = [self._evidence[i] for i in indexes]
         for ev in evs:
             if ev is not None:
                 out.append(ev)
+        return out
+
+    def _probe_header(self, i: int) -> int | None:
+        """The header length of a "bloom" blob to probe block by block (its bytes not
+        at hand, large enough, its size property consistent), else None."""
+        e = self._entries[i]
+        if (e.kind != "bloom" or i in self._bytes or self._fetch is None
+                or e.length < PROBE_MIN_BYTES or e.offset >= self._base):
+            return None
+        size = e.properties.get("bytes")
+        if type(size) is not int or size % BLOCK_BYTES:
+            return None
+        hlen = e.length - size
+        return hlen if 0 < hlen <= _MAX_BLOOM_HEADER else None
+
+    def _probe(self, i: int, leaf: LeafColumn) -> Any:
+        """Evidence of a "bloom" blob that reads its header now and, per value looked
+        up, the one block the value's hash selects (free when prefetched)."""
+        e = self._entries[i]
+        hlen = self._probe_header(i)
+        assert hlen is not None
+        try:
+            vt, size = read_bloom_header(self._read(e.offset, hlen), e.column, e.length)
+            check_leaf_type(leaf, vt, f"bloom blob for {e.column!r}")
+        except (PqIndexError, ValueError, struct.error) as err:
+            reason = err.reason if isinstance(err, PqIndexError) else str(err)
+            self.warnings.append(f"embedded index: {_where(e)} unusable: {reason}")
+            return None
+        return BloomEvidence(BloomProbe(BloomFilterHeader(numBytes=size), e.offset + hlen,
+                                        size, self._read))
+
+    def probe_ranges(self, scope: Scope, column: str, units: Iterable[tuple[int | None,
+                     int | None]], hashes: Sequence[int]) -> list[tuple[int, int]]:
+        """File ``(offset, length)`` ranges that looking ``hashes`` up in the probed
+        "bloom" blobs of ``column``'s units (``(row_group, page)``) reads: each blob's
+        header and the selected blocks. A planner prefetches them in one wave."""
+        scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
+        out: list[tuple[int, int]] = []
+        base = self.region_offset
+        for rg, page in units:
+            key = (column, scope, rg if scope != Scope.FILE else None,
+                   page if scope == Scope.PAGE else None)
+            for i in self._by_unit.get(key, ()):
+                if i in self._evidence or i in self._dropped:
+                    continue
+                hlen = self._probe_header(i)
+                if hlen is None:
+                    continue
+                e = self._entries[i]
+                nblocks = (e.length - hlen) // BLOCK_BYTES
+                out.append((base + e.offset, hlen))
+                start = base + e.offset + hlen
+                out += sorted({(start + block_index(h, nblocks) * BLOCK_BYTES, BLOCK_BYTES)
+                               for h in hashes})
         return out
 
     def _decode(self, i: int, leaf: LeafColumn) -> Any:

@@ -429,6 +429,13 @@ def plan_file(
     if warnings is not None:
         warnings += region_warnings
     seen = len(region.warnings) if region is not None else 0
+    if region is not None:
+        # Embedded Bloom filters of the file and of every row group are probed one
+        # block per value: their headers and blocks in one wave, before either level.
+        units = [(rg, None) for rg in range(pf.num_row_groups)
+                 if (row_groups is None or rg in row_groups) and pf.row_group_rows(rg)]
+        pf.prefetch([], exact=_probe_ranges(region, Scope.FILE, expr, [(None, None)])
+                    + _probe_ranges(region, Scope.ROW_GROUP, expr, units))
     if region is not None and _file_match(pf, expr, region, partition) == Match.NONE:
         if warnings is not None:  # blobs refused while planning: this scan reports them
             warnings += region.warnings[seen:]
@@ -722,7 +729,7 @@ def _page_level(
         used = True
         matches = pi.matching_pages(pred.op, pred.keys)
         if ev.region is not None:
-            matches = _with_page_blobs(ev.region, pred, rg, matches)
+            matches = _with_page_blobs(pf, ev.region, pred, rg, matches)
         return pi.rows_for(matches)
 
     sel = select(expr, leaf_select, n)
@@ -749,9 +756,30 @@ def _page_index(pf: ParquetFile, rg: int, col: int, warnings: list[str]) -> Page
     return result
 
 
-def _with_page_blobs(region: Region, pred: BoundPredicate, rg: int, matches: Any) -> Any:
-    """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone maps)."""
+def _probe_ranges(region: Region, scope: Scope, expr: BoundExpr,
+                  units: Sequence[tuple[int | None, int | None]]) -> list[tuple[int, int]]:
+    """What looking the = / IN values of ``expr`` up in the units' probed embedded
+    Bloom filters reads (see ``Region.probe_ranges``)."""
+    out: list[tuple[int, int]] = []
+    if not units:
+        return out
+    for pred in leaves(expr):
+        hashes = bloom_hashes(pred)
+        if hashes:
+            out += region.probe_ranges(scope, pred.leaf.name, units, hashes)
+    return out
+
+
+def _with_page_blobs(
+    pf: ParquetFile, region: Region, pred: BoundPredicate, rg: int, matches: Any
+) -> Any:
+    """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone
+    maps, Bloom filters: those probed a block at a time in one wave first)."""
     out = None
+    hashes = bloom_hashes(pred)
+    if hashes:
+        pages = [(rg, p) for p in range(len(matches)) if matches[p] == Match.SOME]
+        pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
     for page in range(len(matches)):
         if matches[page] != Match.SOME:
             continue
