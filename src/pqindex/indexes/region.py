@@ -110,6 +110,8 @@ _MAX_KIND = 128  # longer kind names are damage, not a future kind
 # Bloom filters carry no checksum at all.
 PROBE_MIN_BYTES = 4096
 _MAX_BLOOM_HEADER = 64  # version, value type and size: a few bytes
+# Kinds whose evidence depends on the blob's bytes (and the column) only.
+_BYTES_ONLY = frozenset({"distinct"})
 
 
 def _xxh64(data: bytes | memoryview) -> int:
@@ -326,6 +328,7 @@ class Region:
         self._position: dict[int, int] = {}
         self._evidence: dict[int, Any] = {}
         self._kinds: dict[str, IndexKind] = {}
+        self._same: dict[tuple[str, str, int, bytes], tuple[LeafColumn, Any]] = {}
         self._lock = threading.RLock()
         self._add(list(self._entries))
 
@@ -713,10 +716,21 @@ class Region:
         data = self._bytes.get(i)
         if kind is None or data is None:
             return None  # unknown kind (listed by summary(), never used), or dropped
+        same = None
+        if entry.kind in _BYTES_ONLY:
+            # Page-scope sets repeat (every page of a low-cardinality column holds the
+            # same values): equal bytes decode to equal evidence, decoded once.
+            same = (entry.kind, entry.column, id(leaf), data)
+            found = self._same.get(same)
+            if found is not None and found[0] is leaf:
+                return found[1]
         blob = Blob(entry.kind, entry.column, entry.scope, entry.row_group, entry.page,
                     data, entry.properties)
         try:
-            return kind.evidence(leaf, blob)
+            ev = kind.evidence(leaf, blob)
+            if same is not None:
+                self._same[same] = (leaf, ev)
+            return ev
         except (PqIndexError, ValueError, struct.error, OverflowError) as e:
             reason = e.reason if isinstance(e, PqIndexError) else str(e)
             self.warnings.append(f"embedded index: {_where(entry)} unusable: {reason}")
