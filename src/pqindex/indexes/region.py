@@ -39,11 +39,14 @@ The header only identifies the region; a reader checks it when the region's
 first bytes are at hand and never reads it just for that. Version 1 regions
 (directory first) are refused as an unknown version.
 
-Reading is lazy: ``read_region`` reads trailer and directory only, and each blob
-is read (``pf.read_bytes``), checked against its XXH64 and kept the first time
-it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and their
-unread neighbours of the same column and scope, in one request. Blob bytes that
-were at hand when the region was opened (the tail buffer) are checked then.
+Reading is lazy: ``read_region`` reads trailer and directory only; directory
+entries are validated per column when the column is first asked about; each
+blob is read (``pf.read_bytes``), checked against its XXH64 and kept the first
+time it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and
+their unread neighbours of the same column and scope, in one request. Blob
+bytes at hand (the tail buffer) are checked as their column's entries are
+validated. Large "bloom" blobs are probed instead: their header and one 32-byte
+block per value looked up (``probe_ranges`` says which, for a planner's wave).
 
 Damage never raises out of ``Region.parse`` / ``read_region`` (unless
 ``strict=True``): a bad trailer (magic, version), header (when at hand) or
