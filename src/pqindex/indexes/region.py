@@ -713,6 +713,27 @@ class Region:
                                for h in hashes})
         return out
 
+    def load_units(self, scope: Scope, column: str,
+                   units: Iterable[tuple[int | None, int | None]]) -> None:
+        """Read now, in as few requests as their layout allows, the blobs that
+        ``evidence`` would read for these units of ``column`` (not probed ones): a
+        planner asking page after page then waits for one request, not one per
+        64 KiB of neighbours. I/O errors propagate."""
+        scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
+        wanted = []
+        for rg, page in units:
+            key = (column, scope, rg if scope != Scope.FILE else None,
+                   page if scope == Scope.PAGE else None)
+            wanted += [i for i in self._by_unit.get(key, ())
+                       if i not in self._evidence and self._entries[i].known
+                       and _gives_evidence(self._entries[i].kind)
+                       and self._probe_header(i) is None]
+        if wanted:
+            with self._lock:
+                self._load(wanted, neighbours=False)
+
     def _decode(self, i: int, leaf: LeafColumn) -> Any:
         entry = self._entries[i]
         kind = self._kind(entry.kind)

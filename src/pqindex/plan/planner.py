@@ -469,11 +469,22 @@ def plan_file(
     undecided = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
     file_preds = [p for p in preds if p.leaf.index < n_leaves]
     wave: list[tuple[int, int]] = []
-    if options.page_index and undecided and pred_cols:
-        wave += pf.page_index_ranges(undecided, pred_cols)
-        wave += pf.page_index_ranges(
-            undecided, [c for c in read_cols if c not in pred_cols], column_index=False
-        )
+    budget = round_trip_bytes(pf)
+
+    def page_index_ranges(rgs: list[int]) -> list[tuple[int, int]]:
+        if not (options.page_index and rgs and pred_cols):
+            return []
+        return pf.page_index_ranges(rgs, pred_cols) + pf.page_index_ranges(
+            rgs, [c for c in read_cols if c not in pred_cols], column_index=False)
+
+    # Where bytes cost more than round trips (local files), the page index of a row
+    # group an equality dictionary or Bloom filter may still rule out waits for them:
+    # with small pages it is far larger than the dictionary that decides.
+    waiting = [] if budget or not (options.dictionary or options.bloom) else [
+        rg for rg in undecided
+        if (options.dictionary and _dictionary_ranges(pf, rg, file_preds, equality_only=True))
+        or (options.bloom and _predictable_blooms(pf, rg, file_preds))]
+    wave += page_index_ranges([rg for rg in undecided if rg not in waiting])
     # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
     # dictionaries it covers wait for its answer unless reading them now costs less
     # than a round trip.
@@ -492,7 +503,6 @@ def plan_file(
                     deferred.setdefault(rg, []).append(ext)
                 else:
                     wave.append(ext)
-    budget = round_trip_bytes(pf)
     if sum(n for exts in deferred.values() for _, n in exts) <= budget:
         wave += [ext for exts in deferred.values() for ext in exts]
     if budget and options.dictionary:
@@ -523,6 +533,9 @@ def plan_file(
                     stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
                 stages.append(("dictionary", ev.dictionary_for_equality))
                 pending[i] = (rg, ev, *_staged_match(expr, stages))
+    if waiting:
+        still = {rg for rg, _, m, _, _ in pending if m == Match.SOME}
+        pf.prefetch(page_index_ranges([rg for rg in waiting if rg in still]))
     # Page level, then (wave 2, only for row groups still undecided) the remaining
     # dictionaries and Bloom filters of all of them at once.
     sels: list[tuple[Selection, str, str]] = []
@@ -777,9 +790,10 @@ def _with_page_blobs(
     maps, Bloom filters: those probed a block at a time in one wave first)."""
     out = None
     hashes = bloom_hashes(pred)
+    pages = [(rg, p) for p in range(len(matches)) if matches[p] == Match.SOME]
     if hashes:
-        pages = [(rg, p) for p in range(len(matches)) if matches[p] == Match.SOME]
         pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
+    region.load_units(Scope.PAGE, pred.leaf.name, pages)  # the other page blobs at once
     for page in range(len(matches)):
         if matches[page] != Match.SOME:
             continue
