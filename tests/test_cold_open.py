@@ -269,3 +269,23 @@ def test_bad_checksum_found_when_its_column_opens() -> None:
     assert region.warnings == []
     assert region.find(column="b") == []  # held bytes checked as `b` opens: dropped
     assert any("checksum" in w for w in region.warnings)
+
+
+def test_warm_probes_of_new_values_in_one_wave(bloom_file: Path) -> None:
+    """A second query on the same open file probes its own values' blocks of every
+    row group in one wave too (the headers are not read again)."""
+    src = WaveLog(bloom_file)
+    pf = ParquetFile(src)
+    base, rg_blobs = _bloom_blobs(bloom_file, Scope.ROW_GROUP)
+    for value in (11, 12):
+        before = len(src.waves)
+        bound = bind(parse_where(f"k = {value}"), pf.schema)
+        plan = plan_file(pf, bound, [0, 1])
+        assert all(rg.skipped for rg in plan.row_groups)  # absent values (10^12 range)
+        new = src.waves[before:]
+        touching = [i for i, w in enumerate(new)
+                    if any(_overlap(w, base + e.offset, base + e.offset + e.length)
+                           for e in rg_blobs)]
+        assert len(touching) == 1, new
+        assert sum(_overlap(new[touching[0]], base + e.offset, base + e.offset + e.length)
+                   for e in rg_blobs) <= len(rg_blobs) * (32 + 64)

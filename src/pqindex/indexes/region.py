@@ -332,6 +332,7 @@ class Region:
         self._evidence: dict[int, Any] = {}
         self._kinds: dict[str, IndexKind] = {}
         self._same: dict[tuple[str, str, int, bytes], tuple[LeafColumn, Any]] = {}
+        self._probed: set[int] = set()  # entries whose evidence probes block by block
         self._lock = threading.RLock()
         self._add(list(self._entries))
 
@@ -649,6 +650,7 @@ class Region:
             for i in todo:
                 if i in probed:
                     self._evidence[i] = self._probe(i, leaf)
+                    self._probed.add(i)
                 else:
                     self._evidence[i] = self._decode(i, leaf) if i in useful else None
             evs = [self._evidence[i] for i in indexes]
@@ -700,7 +702,8 @@ class Region:
             key = (column, scope, rg if scope != Scope.FILE else None,
                    page if scope == Scope.PAGE else None)
             for i in self._by_unit.get(key, ()):
-                if i in self._evidence or i in self._dropped:
+                # A probed filter is probed again for the next query's values.
+                if i in self._dropped or (i in self._evidence and i not in self._probed):
                     continue
                 hlen = self._probe_header(i)
                 if hlen is None:
