@@ -735,7 +735,7 @@ class Region:
                        and self._probe_header(i) is None]
         if wanted:
             with self._lock:
-                self._load(wanted, neighbours=False)
+                self._load(wanted)  # with unread neighbours: the next row group's too
 
     def _decode(self, i: int, leaf: LeafColumn) -> Any:
         entry = self._entries[i]
