@@ -698,11 +698,14 @@ def test_damaged_region_is_ignored(damaged_dir: Path, damage: str) -> None:
         assert got.column("id").to_pylist() == want.column("id").to_pylist(), (damage, where)
         assert got.equals(want), (damage, where)
         ws = scan.report.warnings
-        assert any("part-002.parquet" in w and "embedded index" in w for w in ws), (
-            damage,
-            where,
-            ws,
-        )
+        # One damaged blob (of `cat`) is found when `cat`'s entries are first used:
+        # a query on other columns never validates or reads them.
+        if damage != "flip_blob" or "cat" in where:
+            assert any("part-002.parquet" in w and "embedded index" in w for w in ws), (
+                damage,
+                where,
+                ws,
+            )
         assert all("part-002.parquet" in w for w in ws), ws
     # the undamaged files still prune with their indexes
     ds = pqindex.dataset(str(damaged_dir))

@@ -152,11 +152,14 @@ def test_page_index_of_all_row_groups_in_one_wave(io_file: Path, where: str, mas
         return any(o < s + n and s < o + m for o, m in wave for s, n in index_regions)
 
     index_waves = [i for i, w in enumerate(log.waves) if reads_index(w)]
-    assert index_waves == [1], [len(w) for w in log.waves]
+    # On a local file (bytes first) the page index of row groups an equality
+    # dictionary may rule out waits one wave for the dictionaries.
+    waited = index_waves == [2] and "=" in where and "<" not in where
+    assert index_waves == [1] or waited, [len(w) for w in log.waves]
     # A range comparison on a dictionary-encoded column adds the dictionaries of the
     # row groups the page index kept (one wave for all of them).
     late_dictionaries = "user_id <" in where
-    assert len(log.waves) <= 1 + 3 + late_dictionaries
+    assert len(log.waves) <= 1 + 3 + late_dictionaries + waited
 
 
 def test_read_ahead_limit_splits_the_waves(io_file: Path) -> None:

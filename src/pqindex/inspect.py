@@ -360,10 +360,11 @@ def check_embedded(pf: ParquetFile) -> None:
         raise CorruptFileError(f"embedded index region: {warnings[0]}", path=pf.path)
     if region is None:
         return
+    blobs = region.blobs  # validates every entry, checks the blobs at hand
     if region.warnings:
         raise CorruptFileError(region.warnings[0], path=pf.path)
     leaves = {leaf.name: leaf for leaf in pf.schema.leaves}
-    for entry in region.blobs:
+    for entry in blobs:
         blob = region.blob(entry)  # RegionError (a CorruptFileError) on a bad checksum
         factory = REGISTRY.get(entry.kind)
         leaf = leaves.get(entry.column)

@@ -903,6 +903,45 @@ class ParquetFile:
                 return n
         return 1
 
+    def pages_need_dictionary(self, rg: int, col: int, pages: Iterable[int]) -> bool:
+        """Whether decoding data pages ``pages`` may need the chunk's dictionary page.
+
+        False only when the footer's encoding stats say so: no data page is
+        dictionary-encoded, or the chosen pages all come after the chunk's
+        dictionary-encoded ones (writers fall back to PLAIN once a dictionary is
+        full and never return to it: parquet-cpp, parquet-java, arrow-rs). A hint
+        for what to fetch: a page that turns out to be dictionary-encoded has its
+        dictionary read on demand, never decoded without it.
+        """
+        key = ("dictionary_pages", rg, col)
+        known = self.derived.get(key)
+        if known is None:
+            known = self._leading_dictionary_pages(rg, col)
+            if known is None:
+                return True
+            self.derived[key] = known
+        return any(p < known for p in pages)
+
+    def _leading_dictionary_pages(self, rg: int, col: int) -> int | None:
+        """How many data pages (the first ones) are dictionary-encoded, when the
+        encoding stats and the offset index agree on the page count; else None."""
+        stats = self.column_meta(rg, col).encoding_stats
+        if not stats:
+            return None
+        total = encoded = 0
+        for s in stats:
+            if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2):
+                n = s.count or 0
+                total += n
+                if s.encoding in _DICTIONARY_ENCODINGS:
+                    encoded += n
+        if encoded == 0:
+            return 0
+        oi = self._offset_indexes.get((rg, col))
+        if oi is None or len(oi.page_locations or []) != total:
+            return None
+        return encoded
+
     def all_dictionary_encoded(self, rg: int, col: int) -> bool | None:
         """Whether every data page is dictionary-encoded; None when the footer can't tell."""
         cmd = self.column_meta(rg, col)

@@ -50,7 +50,14 @@ from pqindex.indexes.evidence import BloomEvidence
 from pqindex.indexes.leaf_values import indexable, unit_hashes
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["BloomFileKind", "bloom_bytes", "build_bitset", "read_bloom", "unique_count"]
+__all__ = [
+    "BloomFileKind",
+    "bloom_bytes",
+    "build_bitset",
+    "read_bloom",
+    "read_bloom_header",
+    "unique_count",
+]
 
 DEFAULT_FPP = 0.01
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -111,13 +118,32 @@ def unique_count(hashes: np.ndarray) -> tuple[np.ndarray, int]:
 def read_bloom(blob: Blob) -> tuple[ValueType, BloomFilter]:
     """Decode a "bloom" blob; RegionError when it is malformed."""
     r = BodyReader(blob.data, f"bloom blob for {blob.column!r}")
-    r.version(_VERSION)
-    vt = read_value_type(r)
-    size = r.u32()
-    if size == 0 or size % BLOCK_BYTES or size > MAX_BLOOM_BYTES or size != r.remaining:
+    vt, size = _header(r)
+    if size != r.remaining:
         raise RegionError(f"{r.what}: bitset of {size} bytes with {r.remaining} in the body")
     bitset = r.raw(size)
     return vt, BloomFilter(BloomFilterHeader(numBytes=size), bitset)
+
+
+def _header(r: BodyReader) -> tuple[ValueType, int]:
+    r.version(_VERSION)
+    vt = read_value_type(r)
+    size = r.u32()
+    if size == 0 or size % BLOCK_BYTES or size > MAX_BLOOM_BYTES:
+        raise RegionError(f"{r.what}: bitset of {size} bytes")
+    return vt, size
+
+
+def read_bloom_header(data: bytes, column: str, body_length: int) -> tuple[ValueType, int]:
+    """Value type and bitset size from the first bytes of a "bloom" blob of
+    ``body_length`` bytes: ``data`` must be exactly what precedes the bitset
+    (a probe reads it and the blocks it needs, never the whole blob)."""
+    r = BodyReader(data, f"bloom blob for {column!r}")
+    vt, size = _header(r)
+    if r.remaining or len(data) + size != body_length:
+        raise RegionError(f"{r.what}: a {len(data)}-byte header and a bitset of {size} "
+                          f"bytes in a {body_length}-byte body")
+    return vt, size
 
 
 @register

@@ -39,11 +39,14 @@ The header only identifies the region; a reader checks it when the region's
 first bytes are at hand and never reads it just for that. Version 1 regions
 (directory first) are refused as an unknown version.
 
-Reading is lazy: ``read_region`` reads trailer and directory only, and each blob
-is read (``pf.read_bytes``), checked against its XXH64 and kept the first time
-it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and their
-unread neighbours of the same column and scope, in one request. Blob bytes that
-were at hand when the region was opened (the tail buffer) are checked then.
+Reading is lazy: ``read_region`` reads trailer and directory only; directory
+entries are validated per column when the column is first asked about; each
+blob is read (``pf.read_bytes``), checked against its XXH64 and kept the first
+time it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and
+their unread neighbours of the same column and scope, in one request. Blob
+bytes at hand (the tail buffer) are checked as their column's entries are
+validated. Large "bloom" blobs are probed instead: their header and one 32-byte
+block per value looked up (``probe_ranges`` says which, for a planner's wave).
 
 Damage never raises out of ``Region.parse`` / ``read_region`` (unless
 ``strict=True``): a bad trailer (magic, version), header (when at hand) or
@@ -66,10 +69,14 @@ from typing import Any
 import xxhash
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.format.bloom import BLOCK_BYTES, BloomProbe, block_index
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, Schema
+from pqindex.format.structs import BloomFilterHeader
 from pqindex.indexes.base import REGISTRY, Blob, IndexKind, Scope
-from pqindex.indexes.encoding import RegionError, RegionVersionError
+from pqindex.indexes.bloom_file import read_bloom_header
+from pqindex.indexes.encoding import RegionError, RegionVersionError, check_leaf_type
+from pqindex.indexes.evidence import BloomEvidence
 
 __all__ = [
     "HEADER_SIZE",
@@ -100,6 +107,14 @@ COALESCE_BYTES = 64 * 1024
 # bytes before the trailer too, enough for most directories.
 SPECULATIVE_DIRECTORY_BYTES = 16 * 1024
 _MAX_KIND = 128  # longer kind names are damage, not a future kind
+# A "bloom" blob at least this long is probed one 32-byte block per value (its header
+# and the blocks the values' hashes select) instead of read whole. Only its header is
+# checked then: the blob's XXH64 covers bytes the probe never reads, as Parquet's own
+# Bloom filters carry no checksum at all.
+PROBE_MIN_BYTES = 4096
+_MAX_BLOOM_HEADER = 64  # version, value type and size: a few bytes
+# Kinds whose evidence depends on the blob's bytes (and the column) only.
+_BYTES_ONLY = frozenset({"distinct"})
 
 
 def _xxh64(data: bytes | memoryview) -> int:
@@ -278,14 +293,29 @@ class Region:
                  warnings: list[str], *, region_offset: int = 0, ignored: bool = False,
                  schema: Schema | None = None, length: int | None = None,
                  fetch: Fetch | None = None, verified: Mapping[int, bytes] | None = None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, pending: Sequence[Any] = (),
+                 blob_end: int | None = None,
+                 held: Callable[[int, int], bool] | None = None) -> None:
+        # ``data``: the region's last bytes (blob bytes in it are served from it).
         self._data = data
         self._length = len(data) if length is None else length
+        self._base = self._length - len(data)  # region offset of data[0]
         self._fetch = fetch
+        self._held = held  # whether blob bytes are at hand elsewhere (the tail buffer)
         self._strict = strict
         self.version = version
-        self._entries: tuple[BlobEntry, ...] = tuple(entries)
-        self._index = {id(e): i for i, e in enumerate(self._entries)}
+        # Entries by directory position. ``pending`` holds raw directory entries not
+        # validated yet: a column's are validated when it is first asked about (a
+        # point lookup on one column never parses the other columns' hundreds).
+        self._entries: dict[int, BlobEntry] = dict(enumerate(entries))
+        self._pending: dict[str | None, list[tuple[int, Any]]] = {}
+        first = len(self._entries)
+        for k, raw in enumerate(pending):
+            col = raw.get("column") if isinstance(raw, dict) else None
+            self._pending.setdefault(col if isinstance(col, str) else None, []).append(
+                (first + k, raw))
+        self._blob_end = self._length - TRAILER_SIZE if blob_end is None else blob_end
+        self._index: dict[int, int] = {}
         self._bytes: dict[int, bytes] = dict(verified or {})  # checked blob bytes
         self._dropped: set[int] = set()
         self._blobs: tuple[BlobEntry, ...] | None = None
@@ -298,18 +328,60 @@ class Region:
         # Blobs that give evidence, per (column, scope), in region order: the
         # neighbours worth fetching along with one of them.
         self._siblings: dict[tuple[str, Scope], list[int]] = {}
-        useful = _known_evidence(e.kind for e in self._entries)
-        for i, e in enumerate(self._entries):
+        self._position: dict[int, int] = {}
+        self._evidence: dict[int, Any] = {}
+        self._kinds: dict[str, IndexKind] = {}
+        self._same: dict[tuple[str, str, int, bytes], tuple[LeafColumn, Any]] = {}
+        self._probed: set[int] = set()  # entries whose evidence probes block by block
+        self._lock = threading.RLock()
+        self._add(list(self._entries))
+
+    def _add(self, positions: Sequence[int]) -> None:
+        """Index validated entries (the lookups by unit and the sibling groups)."""
+        if not positions:
+            return
+        entries = self._entries
+        useful = _known_evidence(entries[i].kind for i in positions)
+        touched = set()
+        for i in positions:
+            e = entries[i]
+            self._index[id(e)] = i
             self._by_unit.setdefault((e.column, e.scope, e.row_group, e.page), []).append(i)
             if e.kind in useful:
                 self._siblings.setdefault((e.column, e.scope), []).append(i)
-        self._position: dict[int, int] = {}
-        for group in self._siblings.values():
-            group.sort(key=lambda i: self._entries[i].offset)
+                touched.add((e.column, e.scope))
+        for key in touched:
+            group = self._siblings[key]
+            group.sort(key=lambda i: entries[i].offset)
             self._position.update((i, k) for k, i in enumerate(group))
-        self._evidence: dict[int, Any] = {}
-        self._kinds: dict[str, IndexKind] = {}
-        self._lock = threading.RLock()
+
+    def _materialize(self, column: str | None = None, *, every: bool = False) -> None:
+        """Validate the pending directory entries of ``column`` (all with ``every``);
+        a malformed one is dropped with a warning (raised when strict)."""
+        if not self._pending:
+            return
+        with self._lock:
+            keys = list(self._pending) if every else [column]
+            added = []
+            for key in keys:
+                for i, raw in self._pending.pop(key, ()):
+                    try:
+                        self._entries[i] = _entry(raw, HEADER_SIZE, self._blob_end)
+                    except RegionError as e:
+                        if self._strict:
+                            raise
+                        self.warnings.append(f"embedded index: {e.reason}")
+                        continue
+                    added.append(i)
+            if added:
+                self._blobs = None
+                self._add(added)
+                # Bytes at hand cost nothing to check: now, as the column is opened.
+                held = self._held
+                self._load([i for i in added if self._entries[i].offset >= self._base
+                            or (held is not None
+                                and held(self._entries[i].offset, self._entries[i].length))],
+                           neighbours=False)
 
     @property
     def size(self) -> int:
@@ -320,8 +392,10 @@ class Region:
     def blobs(self) -> tuple[BlobEntry, ...]:
         """Directory entries, without the blobs dropped so far (bad checksums)."""
         blobs = self._blobs
-        if blobs is None:
-            blobs = tuple(e for i, e in enumerate(self._entries) if i not in self._dropped)
+        if blobs is None or self._pending:
+            self._materialize(every=True)
+            blobs = tuple(self._entries[i] for i in sorted(self._entries)
+                          if i not in self._dropped)
             self._blobs = blobs
         return blobs
 
@@ -330,13 +404,16 @@ class Region:
     @classmethod
     def parse(cls, data: bytes, *, file_size: int, region_offset: int,
               schema: Schema | None = None, strict: bool = False, length: int | None = None,
-              fetch: Fetch | None = None) -> Region:
+              fetch: Fetch | None = None,
+              held: Callable[[int, int], bool] | None = None) -> Region:
         """Validate and index a region read from ``region_offset`` of a ``file_size`` file.
 
         ``data`` is the region's last bytes: all of it, or (with ``length``, the
         region's full length, and ``fetch``) at least its directory and trailer.
-        Blobs whose bytes are in ``data`` are checked now, the others when first
-        used. Damage gives a Region with warnings (``ignored`` when nothing is
+        Directory entries are validated, and blobs whose bytes are in ``data``
+        (or where ``held(offset, length)`` says) checked, per column when the
+        column is first asked about (``evidence``, ``find``; all of them for
+        ``blobs`` and with ``strict``); other blobs when first used. Damage gives a Region with warnings (``ignored`` when nothing is
         usable); ``strict=True`` raises RegionError / RegionVersionError instead.
         """
         data = bytes(data)
@@ -350,27 +427,16 @@ class Region:
             return cls(b"", (0, 0), (), [f"embedded index region ignored: {e.reason}"],
                        region_offset=region_offset, ignored=True, schema=schema,
                        length=length)
-        base = length - len(data)  # region offset of data[0]
-        entries: list[BlobEntry] = []
-        verified: dict[int, bytes] = {}
-        for raw in directory["blobs"]:
-            try:
-                entry = _entry(raw, HEADER_SIZE, end)
-                if entry.offset >= base:
-                    blob = data[entry.offset - base : entry.offset - base + entry.length]
-                    if _xxh64(blob) != entry.checksum:
-                        raise RegionError(f"{_where(entry)}: checksum mismatch, blob dropped")
-                    verified[len(entries)] = blob
-            except RegionError as e:
-                if strict:
-                    raise
-                warnings.append(f"embedded index: {e.reason}")
-                continue
-            entries.append(entry)
-        # Only directory and trailer are kept; verified blobs keep their own bytes.
-        return cls(data[end - base:], version, entries, warnings, region_offset=region_offset,
-                   schema=schema, length=length, fetch=fetch, verified=verified,
-                   strict=strict)
+        # Entries are validated per column when first used, and blob bytes held in
+        # ``data`` checked when first used too (strict: all of them now).
+        region = cls(data, version, (), warnings, region_offset=region_offset,
+                     schema=schema, length=length, fetch=fetch, strict=strict,
+                     pending=directory["blobs"], blob_end=end, held=held)
+        if strict:
+            region._materialize(every=True)
+            if region._dropped:
+                raise RegionError(region.warnings[-1].removeprefix("embedded index: "))
+        return region
 
     @staticmethod
     def _directory(data: bytes, length: int, file_size: int,
@@ -423,7 +489,8 @@ class Region:
     def _position_of(self, entry: BlobEntry) -> int:
         i = self._index.get(id(entry))
         if i is None:
-            for k, e in enumerate(self._entries):
+            self._materialize(entry.column)
+            for k, e in self._entries.items():
                 if e == entry:
                     return k
             raise UserInputError(f"{_where(entry)} is not an entry of this region")
@@ -498,6 +565,8 @@ class Region:
     def _read(self, offset: int, length: int) -> bytes:
         if length == 0:
             return b""
+        if offset >= self._base:  # in the bytes given to parse
+            return self._data[offset - self._base : offset - self._base + length]
         if self._fetch is None:
             raise RegionError("blob bytes were not read with the region and it has no "
                               "way to fetch them")
@@ -531,7 +600,13 @@ class Region:
     def find(self, *, kind: str | None = None, column: str | None = None,
              scope: Scope | None = None) -> list[BlobEntry]:
         """Directory entries, filtered (no I/O)."""
-        return [e for e in self.blobs if (kind is None or e.kind == kind)
+        if column is not None:
+            self._materialize(column)
+            entries = [self._entries[i] for i in sorted(self._entries)
+                       if i not in self._dropped]
+        else:
+            entries = list(self.blobs)
+        return [e for e in entries if (kind is None or e.kind == kind)
                 and (column is None or e.column == column)
                 and (scope is None or e.scope == scope)]
 
@@ -554,6 +629,8 @@ class Region:
         to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
         scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
         key = (column, scope, row_group if scope != Scope.FILE else None,
                page if scope == Scope.PAGE else None)
         indexes = self._by_unit.get(key)
@@ -568,14 +645,97 @@ class Region:
             todo = [i for i in indexes if i not in self._evidence]
             useful = [i for i in todo if self._entries[i].known
                       and _gives_evidence(self._entries[i].kind)]
-            self._load(useful)
+            probed = {i for i in useful if self._probe_header(i) is not None}
+            self._load([i for i in useful if i not in probed])
             for i in todo:
-                self._evidence[i] = self._decode(i, leaf) if i in useful else None
+                if i in probed:
+                    self._evidence[i] = self._probe(i, leaf)
+                    self._probed.add(i)
+                else:
+                    self._evidence[i] = self._decode(i, leaf) if i in useful else None
             evs = [self._evidence[i] for i in indexes]
         for ev in evs:
             if ev is not None:
                 out.append(ev)
         return out
+
+    def _probe_header(self, i: int) -> int | None:
+        """The header length of a "bloom" blob to probe block by block (its bytes not
+        at hand, large enough, its size property consistent), else None."""
+        e = self._entries[i]
+        if (e.kind != "bloom" or i in self._bytes or self._fetch is None
+                or e.length < PROBE_MIN_BYTES or e.offset >= self._base):
+            return None
+        size = e.properties.get("bytes")
+        if type(size) is not int or size % BLOCK_BYTES:
+            return None
+        hlen = e.length - size
+        return hlen if 0 < hlen <= _MAX_BLOOM_HEADER else None
+
+    def _probe(self, i: int, leaf: LeafColumn) -> Any:
+        """Evidence of a "bloom" blob that reads its header now and, per value looked
+        up, the one block the value's hash selects (free when prefetched)."""
+        e = self._entries[i]
+        hlen = self._probe_header(i)
+        assert hlen is not None
+        try:
+            vt, size = read_bloom_header(self._read(e.offset, hlen), e.column, e.length)
+            check_leaf_type(leaf, vt, f"bloom blob for {e.column!r}")
+        except (PqIndexError, ValueError, struct.error) as err:
+            reason = err.reason if isinstance(err, PqIndexError) else str(err)
+            self.warnings.append(f"embedded index: {_where(e)} unusable: {reason}")
+            return None
+        return BloomEvidence(BloomProbe(BloomFilterHeader(numBytes=size), e.offset + hlen,
+                                        size, self._read))
+
+    def probe_ranges(self, scope: Scope, column: str, units: Iterable[tuple[int | None,
+                     int | None]], hashes: Sequence[int]) -> list[tuple[int, int]]:
+        """File ``(offset, length)`` ranges that looking ``hashes`` up in the probed
+        "bloom" blobs of ``column``'s units (``(row_group, page)``) reads: each blob's
+        header and the selected blocks. A planner prefetches them in one wave."""
+        scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
+        out: list[tuple[int, int]] = []
+        base = self.region_offset
+        for rg, page in units:
+            key = (column, scope, rg if scope != Scope.FILE else None,
+                   page if scope == Scope.PAGE else None)
+            for i in self._by_unit.get(key, ()):
+                # A probed filter is probed again for the next query's values.
+                if i in self._dropped or (i in self._evidence and i not in self._probed):
+                    continue
+                hlen = self._probe_header(i)
+                if hlen is None:
+                    continue
+                e = self._entries[i]
+                nblocks = (e.length - hlen) // BLOCK_BYTES
+                out.append((base + e.offset, hlen))
+                start = base + e.offset + hlen
+                out += sorted({(start + block_index(h, nblocks) * BLOCK_BYTES, BLOCK_BYTES)
+                               for h in hashes})
+        return out
+
+    def load_units(self, scope: Scope, column: str,
+                   units: Iterable[tuple[int | None, int | None]]) -> None:
+        """Read now, in as few requests as their layout allows, the blobs that
+        ``evidence`` would read for these units of ``column`` (not probed ones): a
+        planner asking page after page then waits for one request, not one per
+        64 KiB of neighbours. I/O errors propagate."""
+        scope = Scope(scope)
+        if self._pending:
+            self._materialize(column)
+        wanted = []
+        for rg, page in units:
+            key = (column, scope, rg if scope != Scope.FILE else None,
+                   page if scope == Scope.PAGE else None)
+            wanted += [i for i in self._by_unit.get(key, ())
+                       if i not in self._evidence and self._entries[i].known
+                       and _gives_evidence(self._entries[i].kind)
+                       and self._probe_header(i) is None]
+        if wanted:
+            with self._lock:
+                self._load(wanted)  # with unread neighbours: the next row group's too
 
     def _decode(self, i: int, leaf: LeafColumn) -> Any:
         entry = self._entries[i]
@@ -583,10 +743,21 @@ class Region:
         data = self._bytes.get(i)
         if kind is None or data is None:
             return None  # unknown kind (listed by summary(), never used), or dropped
+        same = None
+        if entry.kind in _BYTES_ONLY:
+            # Page-scope sets repeat (every page of a low-cardinality column holds the
+            # same values): equal bytes decode to equal evidence, decoded once.
+            same = (entry.kind, entry.column, id(leaf), data)
+            found = self._same.get(same)
+            if found is not None and found[0] is leaf:
+                return found[1]
         blob = Blob(entry.kind, entry.column, entry.scope, entry.row_group, entry.page,
                     data, entry.properties)
         try:
-            return kind.evidence(leaf, blob)
+            ev = kind.evidence(leaf, blob)
+            if same is not None:
+                self._same[same] = (leaf, ev)
+            return ev
         except (PqIndexError, ValueError, struct.error, OverflowError) as e:
             reason = e.reason if isinstance(e, PqIndexError) else str(e)
             self.warnings.append(f"embedded index: {_where(entry)} unusable: {reason}")
@@ -682,14 +853,13 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
                 data = fetch(length - need, need)  # free
             else:
                 data = fetch(length - need, need - len(data)) + data
-    region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
-                          schema=pf.schema, strict=strict, length=length, fetch=fetch)
-    if not region.ignored:
-        # Bytes already in the tail buffer cost nothing: check them now.
-        with region._lock:
-            region._load([i for i, e in enumerate(region._entries)
-                          if pf.has_bytes(offset + e.offset, e.length)], neighbours=False)
-        if strict and region._dropped:
-            raise RegionError(region.warnings[-1], path=pf.path)
+    # Blob bytes already in the tail buffer cost nothing: checked as their column is
+    # opened (all now when strict).
+    try:
+        region = Region.parse(data, file_size=pf.file_size, region_offset=offset,
+                              schema=pf.schema, strict=strict, length=length, fetch=fetch,
+                              held=lambda at, n: pf.has_bytes(offset + at, n))
+    except (RegionError, RegionVersionError) as e:  # strict only
+        raise e.located(path=pf.path) from None
     warnings = [f"{where}{w}" for w in region.warnings]
     return (None if region.ignored else region), warnings

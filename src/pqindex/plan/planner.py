@@ -429,6 +429,13 @@ def plan_file(
     if warnings is not None:
         warnings += region_warnings
     seen = len(region.warnings) if region is not None else 0
+    if region is not None:
+        # Embedded Bloom filters of the file and of every row group are probed one
+        # block per value: their headers and blocks in one wave, before either level.
+        units = [(rg, None) for rg in range(pf.num_row_groups)
+                 if (row_groups is None or rg in row_groups) and pf.row_group_rows(rg)]
+        pf.prefetch([], exact=_probe_ranges(region, Scope.FILE, expr, [(None, None)])
+                    + _probe_ranges(region, Scope.ROW_GROUP, expr, units))
     if region is not None and _file_match(pf, expr, region, partition) == Match.NONE:
         if warnings is not None:  # blobs refused while planning: this scan reports them
             warnings += region.warnings[seen:]
@@ -462,11 +469,22 @@ def plan_file(
     undecided = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
     file_preds = [p for p in preds if p.leaf.index < n_leaves]
     wave: list[tuple[int, int]] = []
-    if options.page_index and undecided and pred_cols:
-        wave += pf.page_index_ranges(undecided, pred_cols)
-        wave += pf.page_index_ranges(
-            undecided, [c for c in read_cols if c not in pred_cols], column_index=False
-        )
+    budget = round_trip_bytes(pf)
+
+    def page_index_ranges(rgs: list[int]) -> list[tuple[int, int]]:
+        if not (options.page_index and rgs and pred_cols):
+            return []
+        return pf.page_index_ranges(rgs, pred_cols) + pf.page_index_ranges(
+            rgs, [c for c in read_cols if c not in pred_cols], column_index=False)
+
+    # Where bytes cost more than round trips (local files), the page index of a row
+    # group an equality dictionary or Bloom filter may still rule out waits for them:
+    # with small pages it is far larger than the dictionary that decides.
+    waiting = [] if budget or not (options.dictionary or options.bloom) else [
+        rg for rg in undecided
+        if (options.dictionary and _dictionary_ranges(pf, rg, file_preds, equality_only=True))
+        or (options.bloom and _predictable_blooms(pf, rg, file_preds))]
+    wave += page_index_ranges([rg for rg in undecided if rg not in waiting])
     # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
     # dictionaries it covers wait for its answer unless reading them now costs less
     # than a round trip.
@@ -485,7 +503,6 @@ def plan_file(
                     deferred.setdefault(rg, []).append(ext)
                 else:
                     wave.append(ext)
-    budget = round_trip_bytes(pf)
     if sum(n for exts in deferred.values() for _, n in exts) <= budget:
         wave += [ext for exts in deferred.values() for ext in exts]
     if budget and options.dictionary:
@@ -516,6 +533,9 @@ def plan_file(
                     stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
                 stages.append(("dictionary", ev.dictionary_for_equality))
                 pending[i] = (rg, ev, *_staged_match(expr, stages))
+    if waiting:
+        still = {rg for rg, _, m, _, _ in pending if m == Match.SOME}
+        pf.prefetch(page_index_ranges([rg for rg in waiting if rg in still]))
     # Page level, then (wave 2, only for row groups still undecided) the remaining
     # dictionaries and Bloom filters of all of them at once.
     sels: list[tuple[Selection, str, str]] = []
@@ -722,7 +742,7 @@ def _page_level(
         used = True
         matches = pi.matching_pages(pred.op, pred.keys)
         if ev.region is not None:
-            matches = _with_page_blobs(ev.region, pred, rg, matches)
+            matches = _with_page_blobs(pf, ev.region, pred, rg, matches)
         return pi.rows_for(matches)
 
     sel = select(expr, leaf_select, n)
@@ -749,9 +769,31 @@ def _page_index(pf: ParquetFile, rg: int, col: int, warnings: list[str]) -> Page
     return result
 
 
-def _with_page_blobs(region: Region, pred: BoundPredicate, rg: int, matches: Any) -> Any:
-    """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone maps)."""
+def _probe_ranges(region: Region, scope: Scope, expr: BoundExpr,
+                  units: Sequence[tuple[int | None, int | None]]) -> list[tuple[int, int]]:
+    """What looking the = / IN values of ``expr`` up in the units' probed embedded
+    Bloom filters reads (see ``Region.probe_ranges``)."""
+    out: list[tuple[int, int]] = []
+    if not units:
+        return out
+    for pred in leaves(expr):
+        hashes = bloom_hashes(pred)
+        if hashes:
+            out += region.probe_ranges(scope, pred.leaf.name, units, hashes)
+    return out
+
+
+def _with_page_blobs(
+    pf: ParquetFile, region: Region, pred: BoundPredicate, rg: int, matches: Any
+) -> Any:
+    """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone
+    maps, Bloom filters: those probed a block at a time in one wave first)."""
     out = None
+    hashes = bloom_hashes(pred)
+    pages = [(rg, p) for p in range(len(matches)) if matches[p] == Match.SOME]
+    if hashes:
+        pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
+    region.load_units(Scope.PAGE, pred.leaf.name, pages)  # the other page blobs at once
     for page in range(len(matches)):
         if matches[page] != Match.SOME:
             continue

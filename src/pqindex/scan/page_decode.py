@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import CorruptFileError, UnsupportedError, located
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import PageInfo
-from pqindex.format.schema import ConvertedType, PageType, PhysicalType
+from pqindex.format.schema import ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import (
     ColumnChunk,
     ColumnOrder,
@@ -66,6 +66,7 @@ Fetch = Mapping[int, bytes] | Callable[[int, int], bytes]
 
 _MAGIC = b"PAR1"
 _DATA_PAGES = (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
+_DICTIONARY_PAGE_ENCODINGS = frozenset({Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY})
 
 
 # ---------------------------------------------------------------- byte ranges
@@ -116,11 +117,14 @@ def page_byte_ranges(
     Pure: reads nothing beyond the (cached) OffsetIndex. Ranges are in file order;
     fetching and coalescing them is the I/O layer's job. The dictionary range is
     everything between the chunk's start and its first data page; it is left out
-    when ``prefix_needed`` is False (the caller already holds the decoded dictionary).
+    when ``prefix_needed`` is False (the caller already holds the decoded dictionary)
+    and when the footer says the chosen pages are not dictionary-encoded (a decoder
+    that meets one after all reads the dictionary on demand).
     """
     locs = _offset_index(pf, rg, col).page_locations or []
     out = []
-    prefix = _prefix_range(pf, rg, col) if prefix_needed else None
+    wanted = prefix_needed and pf.pages_need_dictionary(rg, col, pages)
+    prefix = _prefix_range(pf, rg, col) if wanted else None
     if prefix is not None:
         out.append(prefix)
     for p in _check_pages(pf, rg, col, pages):
@@ -246,14 +250,6 @@ class _Chunk:
 def _gather(pf: ParquetFile, rg: int, col: int, pages: list[int], src: _Bytes) -> _Chunk:
     name = pf.leaf(col).name
     dictionary = dict_header = None
-    prefix = _prefix_range(pf, rg, col)
-    if prefix is not None:
-        raw = src.get(*prefix)
-        for ph, hlen, pos in _headers(raw, pf, rg, col, prefix[0]):
-            if ph.type == PageType.DICTIONARY_PAGE:
-                dictionary = raw[pos : pos + hlen + (ph.compressed_page_size or 0)]
-                dict_header = ph
-                break
     locs = _offset_index(pf, rg, col).page_locations or []
     page_rows = pf.page_rows(rg, col) or []
     out = []
@@ -271,6 +267,17 @@ def _gather(pf: ParquetFile, rg: int, col: int, pages: list[int], src: _Bytes) -
             )
         ph, hlen, _ = found[0]
         out.append((raw, ph, hlen))
+    # The dictionary page only when a chosen page is dictionary-encoded (PLAIN pages
+    # after a writer's fallback need none, and page_byte_ranges may not fetch it).
+    prefix = _prefix_range(pf, rg, col)
+    if prefix is not None and any(_encoding(ph) in _DICTIONARY_PAGE_ENCODINGS
+                                  for _, ph, _ in out):
+        raw = src.get(*prefix)
+        for ph, hlen, pos in _headers(raw, pf, rg, col, prefix[0]):
+            if ph.type == PageType.DICTIONARY_PAGE:
+                dictionary = raw[pos : pos + hlen + (ph.compressed_page_size or 0)]
+                dict_header = ph
+                break
     return _Chunk(col, dictionary, dict_header, out, sum(page_rows[p] for p in pages))
 
 
