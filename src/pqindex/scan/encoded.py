@@ -445,18 +445,10 @@ def decodes_pages(pf: ParquetFile, col: int, target: pa.DataType) -> bool:
 
 def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) -> bool:
     """Whether data pages ``pages`` of the chunk may be dictionary-encoded, as far as
-    the footer's encoding stats tell: writers fall back from dictionary to PLAIN
-    once, so with k dictionary-encoded data pages, pages k and later are PLAIN. Only
+    the footer's encoding stats tell (``ParquetFile.pages_need_dictionary``). Only
     a fetch decision: a page found dictionary-encoded after all reads the
     dictionary page on demand."""
-    stats = pf.column_meta(rg, col).encoding_stats
-    if not stats or not pages:
-        return True
-    data = [s for s in stats if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
-    if not data or any(s.encoding not in (*_DICT_ENCODINGS, Encoding.PLAIN) for s in data):
-        return True
-    k = sum(s.count or 0 for s in data if s.encoding in _DICT_ENCODINGS)
-    return min(pages) < k
+    return not pages or pf.pages_need_dictionary(rg, col, pages)
 
 
 # ---------------------------------------------------------------- pages
