@@ -123,3 +123,29 @@ def test_dictionary_evidence_kept_per_file(fallback_file: Path,
         assert sorted(decoded) == list(range(ROWS // RG))
     finally:
         ds.close()
+
+
+def test_a_long_lived_file_keeps_a_bounded_number_of_buffers(tmp_path: Path) -> None:
+    """Probe-sized waves (Bloom blocks) on one open file, forever: the held list stays
+    bounded, dropped ranges are read again, and every byte returned is the file's."""
+    from pqindex.format import file as file_mod
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(200_000, dtype=np.int64)}), path)
+    data = path.read_bytes()
+    pf = ParquetFile.open(path)
+    pinned = len(pf._buffers)
+    limit = file_mod.MAX_HELD_BUFFERS
+    offsets = [4 + 64 * i for i in range(limit + 500)]
+    for off in offsets:
+        pf.prefetch([], exact=[(off, 32)])
+    assert len(pf._buffers) <= pinned + limit
+    before = pf.source.stats.requests
+    assert pf.read_bytes(offsets[0], 32) == data[offsets[0] : offsets[0] + 32]  # dropped
+    assert pf.source.stats.requests == before + 1
+    assert pf.read_bytes(offsets[-1], 32) == data[offsets[-1] : offsets[-1] + 32]  # held
+    assert pf.source.stats.requests == before + 1
+    # One wave larger than the limit is kept whole while it is being used.
+    pf.prefetch([], exact=[(40 + 64 * i, 16) for i in range(limit + 10)])
+    assert len(pf._buffers) >= limit + 10
+    pf.close()

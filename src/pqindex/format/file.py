@@ -56,6 +56,9 @@ __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile"]
 
 DEFAULT_TAIL_BYTES = 64 * 1024
 KEEP_LIMIT = 64 * 1024 * 1024
+# Earlier waves' buffers a file keeps besides its tail: a long-lived dataset's Bloom
+# probes (32 bytes per value) would otherwise grow the list, and every lookup in it.
+MAX_HELD_BUFFERS = 4096
 MAGIC = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 # A page header is small; this much is read first and grown only if needed.
@@ -98,6 +101,7 @@ class ParquetFile:
             with located(default=CorruptFileError, what="cannot read the footer",
                          path=self.path):
                 self._read_footer(tail_bytes)
+            self._pinned = len(self._buffers)  # the tail: never dropped
         except BaseException:
             source.close()
             raise
@@ -487,9 +491,15 @@ class ParquetFile:
         merged = sorted({p for o, n in merged for p in self._missing(o, n)})
         if not merged:
             return
-        for (off, _), buf in zip(merged, self.source.read_ranges(merged), strict=True):
-            with self._lock:
-                self._buffers.append((off, buf))
+        got = self.source.read_ranges(merged)
+        with self._lock:
+            older = len(self._buffers) - self._pinned
+            self._buffers.extend(zip((off for off, _ in merged), got, strict=True))
+            # Oldest waves go first, never this one: what a later query needs again
+            # is read again.
+            excess = min(older, len(self._buffers) - self._pinned - MAX_HELD_BUFFERS)
+            if excess > 0:
+                del self._buffers[self._pinned : self._pinned + excess]
 
     def _missing(self, offset: int, length: int) -> list[tuple[int, int]]:
         """The parts of a range that no earlier read holds, in order."""
