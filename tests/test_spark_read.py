@@ -190,6 +190,13 @@ def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
     assert _rows(got) == _reference(spark, pipeline_output, "k >= 5990", ["k", "name"])
     # No predicate: a full scan is Spark's.
     assert ps.explain(spark, pipeline_output, None, engine="auto")["engine"] == "native"
+    # No file can match: Spark's reader on no file (an empty relation), no rows to hand
+    # over from pqindex (measured: pqindex's driver read costs more, for nothing).
+    none = ps.explain(spark, pipeline_output, "k = -7", columns=["k"], engine="auto")
+    assert none["engine"] == "native" and none["files_kept"] == 0, none
+    assert "keeps no file" in none["engine_reason"]
+    got = ps.read(spark, pipeline_output, "k = -7", ["k", "name"], engine="auto")
+    assert _rows(got) == _reference(spark, pipeline_output, "k = -7", ["k", "name"]) == []
 
 
 def test_auto_takes_lookups_by_bloom_size(spark: Any, written_files: Any) -> None:

@@ -459,6 +459,9 @@ def _decide(
         out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"
     elif why_not is not None:
         out.engine, out.engine_reason = "native", why_not
+    elif not out.kept:
+        # Spark then reads no file at all (an empty relation): no rows to hand over.
+        out.engine, out.engine_reason = "native", "the plan keeps no file"
     elif out.bytes_kept <= threshold:
         out.engine, out.engine_reason = "pqindex", (
             f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
@@ -549,10 +552,13 @@ def read(
     ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme,
     when the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
     or when it is an equality lookup the Bloom filters expect to return few rows
-    (:func:`lookup_rows`); Spark's on the kept files otherwise. pqindex reads a plan keeping at most
+    (:func:`lookup_rows`); Spark's on the kept files otherwise, and when no file is
+    kept (Spark then reads nothing). pqindex reads a plan keeping at most
     ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
     the data source's tasks. ``where`` is applied in Spark in every case,
     so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
+    ``storage_options`` travel as a data source option, which a Spark Connect
+    server logs with the plan: prefer the environment (``AWS_*`` etc.) for secrets.
     """
     _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
                     threshold_bytes, driver_read_bytes)
