@@ -426,36 +426,43 @@ def render_engines(info: dict[str, Any]) -> str:
         f"One warm-up per engine, then {info['runs']} rounds in rotating order; medians.")
     L.append("")
     L.append("| query | rows | kept by plan | native ms | pqindex ms (where) | auto ms (→ engine) "
-             "| native MiB | pqindex MiB | auto MiB | auto / best | pqindex / native "
-             "| others (cores) |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+             "| native MiB | pqindex MiB | auto MiB | auto / best | auto / best, paired "
+             "| pqindex / native | pqindex / native, paired | others (cores) |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | --- |")
     auto_ok, lookup_ok = [], None
     for q in info["queries"]:
         m = q["meas"]
         t = {e: med(m[e], "s") for e in ENGINES}
         b = {e: med(m[e], "bytes") for e in ENGINES}
         ratio = t["auto"] / min(t["native"], t["pqindex"])
-        auto_ok.append((q["name"], ratio))
         pn = t["pqindex"] / t["native"]
+        # Paired: the median over rounds of the ratio within a round (the three engines
+        # run back to back, so they share that moment's load from other jobs).
+        rounds = range(len(m["auto"]))
+        ratio_p = statistics.median(
+            m["auto"][i]["s"] / min(m["native"][i]["s"], m["pqindex"][i]["s"]) for i in rounds)
+        pn_p = statistics.median(m["pqindex"][i]["s"] / m["native"][i]["s"] for i in rounds)
+        auto_ok.append((q["name"], ratio, ratio_p))
         if q["name"] == "order-key lookup":
-            lookup_ok = pn
+            lookup_ok = (pn, pn_p)
         oth = statistics.median(x["others"] for e in ENGINES for x in m[e])
         L.append(
             f"| {q['name']} | {q['rows']:,} | {_mib(q['bytes_kept'] or 0)} | "
             f"{t['native'] * 1e3:,.0f} | {t['pqindex'] * 1e3:,.0f} ({q['mode']}) | "
             f"{t['auto'] * 1e3:,.0f} (→ {q['auto']}) | {b['native'] / 2**20:,.2f} | "
             f"{b['pqindex'] / 2**20:,.2f} | {b['auto'] / 2**20:,.2f} | {ratio:.2f}× | "
-            f"{pn:.2f}× | {oth:.2f} |")
+            f"{ratio_p:.2f}× | {pn:.2f}× | {pn_p:.2f}× | {oth:.2f} |")
     L.append("")
-    bad = [f"{n} ({r:.2f}×)" for n, r in auto_ok if r > 1.0]
+    bad = [f"{n} ({r:.2f}×, paired {rp:.2f}×)" for n, r, rp in auto_ok if max(r, rp) > 1.0]
     L.append(
-        "Target `auto` ≤ 1.0× the better of native and pqindex on every query: "
-        + ("**met**." if not bad else f"**not met** on {', '.join(bad)} (medians; auto runs "
-           f"the same engine as one of the two plus a planning pass, so differences of a few "
-           f"percent are the run-to-run spread on a shared machine)."))
+        "Target `auto` ≤ 1.0× the better of native and pqindex on every query (medians and "
+        "paired): " + ("**met**." if not bad else f"**not met** on {', '.join(bad)}."))
     if lookup_ok is not None:
+        ok = max(lookup_ok) <= 0.5
         L.append(f"Target order-key lookup with pqindex's reader ≤ 0.5× Spark native: "
-                 f"{lookup_ok:.2f}×, **{'met' if lookup_ok <= 0.5 else 'not met'}**.")
+                 f"{lookup_ok[0]:.2f}× (paired {lookup_ok[1]:.2f}×), "
+                 f"**{'met' if ok else 'not met'}**.")
     L.append("")
     L.append("Predicates: " + "; ".join(f"{q['name']}: `{q['where']}` → "
                                         f"`{', '.join(q['cols'])}`" for q in info["queries"]) + ".")

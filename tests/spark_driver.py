@@ -9,7 +9,12 @@ to ``sys.path`` by hand so that Spark's workers do not inherit it through
 Steps: ``raw`` registers the data source without pqindex's worker check and
 writes (the unguarded path of the issue); ``pipeline`` writes with
 ``pqindex.spark.write``, then compares ``pqindex.spark.read`` with Spark's own
-read on random predicates, runs ``add_indexes`` and compares again.
+read on random predicates, runs ``add_indexes`` and compares again; ``s3``
+writes the same rows to ``s3://<--s3-bucket>/lake`` (endpoint and credentials
+from the ``AWS_*`` environment, which the cluster's executors have too), then
+compares ``pqindex.spark.read`` (engines ``pqindex`` and ``auto``: Spark has no
+S3 connector here) with Spark's own read of a byte-for-byte local copy of the
+objects (downloaded with boto3, not pqindex).
 """
 
 from __future__ import annotations
@@ -94,6 +99,86 @@ def _executor_jvms(spark: Any) -> list[dict[str, Any]]:
     return [dict(zip(("pid", "executor"), json.loads(r["j"]), strict=True)) for r in rows]
 
 
+def _download(bucket: str, prefix: str, to: str) -> list[str]:
+    """Every object under ``prefix`` copied to ``to`` (boto3, the ``AWS_*`` environment)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    keys = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            keys.append(obj["Key"])
+            local = os.path.join(to, obj["Key"][len(prefix):])
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            client.download_file(bucket, obj["Key"], local)
+    return keys
+
+
+def _plan_text(df: Any) -> str:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(True)
+    return buf.getvalue()
+
+
+def s3_step(spark: Any, sdf: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Write to and read from the S3 endpoint of the environment (see the module doc)."""
+    import pqindex.spark
+    from pqindex.errors import PqIndexError
+    from pqindex.spark.workers import is_connect
+
+    dest = f"s3://{args.s3_bucket}/lake"
+    r = pqindex.spark.write(sdf, dest, sort_by="k", partition_by="p", bloom=["s"],
+                            indexes={"distinct": ["s"]}, page_rows=100,
+                            target_file_bytes=40_000)
+    out: dict[str, Any] = {"write": {k: r[k] for k in ("files", "rows", "tasks", "path")}}
+    copy = os.path.join(args.out, "s3-copy")
+    _download(args.s3_bucket, "lake/", copy)
+    base = spark.read.parquet(copy)
+    mismatches: list[str] = []
+    engines: dict[str, set[str]] = {}
+    queries = [(w, None) for w in predicates(7, args.predicates)]
+    queries.append(("k < 50", ["id", "s"]))
+    for w, cols in queries:
+        want = base.where(w) if cols is None else base.where(w).select(*cols)
+        # pqindex's reader in Spark tasks (executors read S3), and auto's choice.
+        for engine, on_driver in (("pqindex", -1), ("auto", None)):
+            got = pqindex.spark.read(spark, dest, where=w, columns=cols, engine=engine,
+                                     driver_read_bytes=on_driver)
+            if got.schema != want.schema or _rows(got) != _rows(want):
+                mismatches.append(f"{engine}: {w} {cols or ''}")
+        e = pqindex.spark.explain(spark, dest, w, columns=cols, engine="auto")
+        engines.setdefault(e["engine"], set()).add(e["engine_reason"])
+    out["read"] = {"mismatches": mismatches, "queries": len(queries),
+                   "auto": {k: sorted(v) for k, v in engines.items()}}
+    try:
+        pqindex.spark.read(spark, dest, where="k < 5", engine="native")
+        out["native_error"] = None
+    except PqIndexError as e:
+        out["native_error"] = str(e)
+    plans = [_plan_text(pqindex.spark.read(spark, dest, where="k < 20", engine="pqindex",
+                                           driver_read_bytes=-1))]
+    out["plans"] = plans
+    out["with_options_rows_equal"] = None
+    if is_connect(spark):
+        # A Connect server logs each request's plan, options included (its statement
+        # text): credentials go to it through the environment only.
+        return out
+    # Credentials given as storage options instead of the environment: the plan
+    # Spark shows must not carry them.
+    so = {"endpoint": os.environ["AWS_ENDPOINT_URL"], "region": os.environ["AWS_REGION"],
+          "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+          "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"], "allow_http": "true"}
+    got = pqindex.spark.read(spark, dest, where="k < 20", engine="pqindex",
+                             storage_options=so, driver_read_bytes=-1)
+    out["with_options_rows_equal"] = _rows(got) == _rows(base.where("k < 20"))
+    plans.append(_plan_text(got))
+    return out
+
+
 def _session(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession
 
@@ -134,6 +219,7 @@ def main() -> None:
     ap.add_argument("--conf", action="append", default=[])
     ap.add_argument("--steps", default="pipeline")
     ap.add_argument("--predicates", type=int, default=4)
+    ap.add_argument("--s3-bucket")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     warnings.simplefilter("ignore")
@@ -207,8 +293,11 @@ def main() -> None:
             out["after_add_rows_equal"] = _rows(
                 pqindex.spark.read(spark, dest, where="x > 5")
             ) == _rows(spark.read.parquet(dest).where("x > 5"))
-            out["jvms"] = _executor_jvms(spark)
             lap("rest")
+        if "s3" in steps:
+            out["s3"] = s3_step(spark, sdf, args)
+            lap("s3")
+        out["jvms"] = _executor_jvms(spark)
     except Exception:
         out["crash"] = traceback.format_exc()
     finally:

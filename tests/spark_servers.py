@@ -107,11 +107,17 @@ class Processes:
 
 
 @contextlib.contextmanager
-def standalone_cluster(tmp: Path, workers: int = 2) -> Iterator[str]:
-    """A master and ``workers`` workers (1 core, 1 GiB each); yields the master URL."""
+def standalone_cluster(
+    tmp: Path, workers: int = 2, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A master and ``workers`` workers (1 core, 1 GiB each); yields the master URL.
+
+    ``env`` is added to the workers' environment, which their executors and Python
+    workers inherit (object-store credentials that then appear in no Spark conf)."""
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
+    worker_env = base_env(tmp, **(env or {}))
     env = base_env(tmp)
     procs = Processes()
     try:
@@ -152,7 +158,7 @@ def standalone_cluster(tmp: Path, workers: int = 2) -> Iterator[str]:
                     "--work-dir",
                     str(work),
                 ],
-                {**env, "SPARK_WORKER_DIR": str(work)},
+                {**worker_env, "SPARK_WORKER_DIR": str(work)},
                 log,
             )
         procs.wait_for(
@@ -165,12 +171,17 @@ def standalone_cluster(tmp: Path, workers: int = 2) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def connect_server(tmp: Path, python: str, master: str = "local[2]") -> Iterator[str]:
+def connect_server(
+    tmp: Path, python: str, master: str = "local[2]", env: dict[str, str] | None = None
+) -> Iterator[str]:
     """A Spark Connect server (``sbin/start-connect-server.sh``) whose Python workers
-    run ``python``; yields its ``sc://`` URL."""
+    run ``python``, with ``env`` added to its environment; yields its ``sc://`` URL.
+    Its event log (plans, statements, environment) goes to ``tmp/events``."""
     script = os.path.join(spark_home(), "sbin", "start-connect-server.sh")
     port = free_port()
-    env = base_env(tmp, PYSPARK_PYTHON=python)
+    events = tmp / "events"
+    events.mkdir(parents=True, exist_ok=True)
+    env = base_env(tmp, PYSPARK_PYTHON=python, **(env or {}))
     procs = Processes()
     try:
         procs.start(
@@ -202,6 +213,7 @@ def connect_server(tmp: Path, python: str, master: str = "local[2]") -> Iterator
                 "spark.executor.cores=1",
                 "--conf",
                 "spark.cores.max=2",
+                *event_log_conf(events),
             ],
             env,
             tmp / "connect.log",
@@ -210,6 +222,35 @@ def connect_server(tmp: Path, python: str, master: str = "local[2]") -> Iterator
         yield f"sc://127.0.0.1:{port}"
     finally:
         procs.stop()
+
+
+def event_log_conf(where: Path) -> list[str]:
+    """``--conf`` arguments writing Spark's event log uncompressed under ``where``."""
+    return [
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={where}",
+        "--conf",
+        "spark.eventLog.compress=false",
+    ]
+
+
+def files_containing(needle: str, *roots: Path) -> list[str]:
+    """Files under ``roots`` whose bytes contain ``needle`` (logs, event logs, work dirs)."""
+    raw = needle.encode()
+    out = []
+    for root in roots:
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    with open(path, "rb") as f:
+                        if raw in f.read():
+                            out.append(path)
+                except OSError:
+                    pass
+    return out
 
 
 def python_without_pqindex(where: Path) -> str:

@@ -190,6 +190,13 @@ def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
     assert _rows(got) == _reference(spark, pipeline_output, "k >= 5990", ["k", "name"])
     # No predicate: a full scan is Spark's.
     assert ps.explain(spark, pipeline_output, None, engine="auto")["engine"] == "native"
+    # No file can match: Spark's reader on no file (an empty relation), no rows to hand
+    # over from pqindex (measured: pqindex's driver read costs more, for nothing).
+    none = ps.explain(spark, pipeline_output, "k = -7", columns=["k"], engine="auto")
+    assert none["engine"] == "native" and none["files_kept"] == 0, none
+    assert "keeps no file" in none["engine_reason"]
+    got = ps.read(spark, pipeline_output, "k = -7", ["k", "name"], engine="auto")
+    assert _rows(got) == _reference(spark, pipeline_output, "k = -7", ["k", "name"]) == []
 
 
 def test_auto_takes_lookups_by_bloom_size(spark: Any, written_files: Any) -> None:
@@ -231,6 +238,29 @@ def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  #
         assert _rows(got) == ref
     with pytest.raises(PqIndexError, match="no connector"):
         ps.read(spark, url, "id = 1", ["id"], engine="native", storage_options=so)
+
+
+def test_no_spark_connector_types_partitions_as_spark(spark: Any, s3: S3Endpoint,  # noqa: F811
+                                                     tmp_path: Path) -> None:
+    """Regression: without a connector the schema came from pqindex's Arrow types, so a
+    hive column ``p=0`` read as bigint where Spark's read says int (and a value beyond
+    32 bits as bigint): same schema and rows as Spark's read of the same objects."""
+    bucket = s3.new_bucket()
+    t = pa.table({"id": pa.array(range(40), pa.int64()),
+                  "s": pa.array([f"v{i % 3}" for i in range(40)])})
+    layout = {"small/p=0": t.slice(0, 20), "small/p=7": t.slice(20, 20),
+              "big/q=1": t.slice(0, 20), "big/q=5000000000": t.slice(20, 20)}
+    for rel, part in layout.items():
+        local = tmp_path / rel / "part-0.parquet"
+        local.parent.mkdir(parents=True)
+        pq.write_table(part, local)
+        s3.put(bucket, f"{rel}/part-0.parquet", local.read_bytes())
+    so = s3.storage_options()
+    for root, where in (("small", "p = 7 AND id < 30"), ("big", "q > 1 AND id < 30")):
+        want = spark.read.parquet(str(tmp_path / root)).where(where)
+        got = ps.read(spark, f"s3://{bucket}/{root}", where, storage_options=so)
+        assert got.schema == want.schema, (got.schema, want.schema)
+        assert _rows(got) == _rows(want)
 
 
 def test_data_source_reader_directly(spark: Any, written_files: Any) -> None:

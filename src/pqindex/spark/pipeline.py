@@ -208,7 +208,9 @@ def write(
     through pqindex's storage layer with ``storage_options`` (sent to them as a
     data source option; executors need the endpoint and credentials too, or the
     standard environment variables), and the driver commits with conditional
-    PUTs of the manifest (``spark.remote_commit``).
+    PUTs of the manifest (``spark.remote_commit``). Secrets are better given by
+    the environment of the driver and executors: a Spark Connect server logs the
+    options of each request's plan.
     """
     from pyspark.sql import functions as F
 

@@ -263,33 +263,109 @@ def lookup_rows(dplan: Any, expr: Any) -> int | None:
     return int(total)
 
 
+def _spark_schema_of(arrow_schema: Any, disc: Any) -> Any:
+    """The schema Spark would give the dataset (when it cannot read it itself): Spark
+    types an integer hive partition column as ``int`` when every value fits 32 bits
+    (its partition type inference), pqindex as int64."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(arrow_schema)
+    fields = []
+    for f in schema.fields:
+        if f.name in disc.partition_columns and disc.partition_types.get(f.name) == "int64":
+            values = [int(v) for df in disc.files for k, v in df.partition
+                      if k == f.name and v != "__HIVE_DEFAULT_PARTITION__"]
+            if all(-(2**31) <= v < 2**31 for v in values):
+                f = T.StructField(f.name, T.IntegerType(), f.nullable, f.metadata)
+        fields.append(f)
+    return T.StructType(fields)
+
+
 def _no_connector(e: BaseException) -> bool:
     """Spark failed because no Hadoop file system handles the URL's scheme."""
     text = str(e)
     return "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
 
 
-def _native_base(spark: Any, path: str) -> Any:
-    """``spark.read.parquet(path)`` analyzed, or None when Spark has no connector for it."""
+@dataclass
+class _SparkView:
+    """What pqindex needs of ``spark.read.parquet(path)``: Spark's schema and files; the
+    DataFrame itself only when a query reads the dataset whole."""
+
+    spark: Any
+    path: str
+    schema: Any
+    files: list[str]
+    df_: Any = None
+
+    def inputFiles(self) -> list[str]:  # as DataFrame.inputFiles
+        return list(self.files)
+
+    def df(self) -> Any:
+        if self.df_ is None:  # the schema given: Spark lists, but infers nothing
+            self.df_ = self.spark.read.schema(self.schema).parquet(self.path)
+        return self.df_
+
+
+# Spark's schema and files of local datasets, by session, path and listing (every
+# file's name, size and mtime): Spark infers a schema with a job reading footers,
+# tens of ms per query that a selective read through pqindex would otherwise pay.
+_VIEWS: dict[tuple[int, str, tuple[tuple[str, int, int], ...]], _SparkView] = {}
+_VIEWS_MAX = 64
+
+
+def _local_listing(path: str) -> tuple[tuple[str, int, int], ...] | None:
+    """Every file under a local ``path`` (hidden ones too) with size and mtime; None when
+    it is not local or cannot be listed."""
+    local = _local(path) if "://" in path else os.path.abspath(path)
+    if local is None:
+        return None
+    out = []
+    try:
+        if os.path.isfile(local):
+            st = os.stat(local)
+            return (("", st.st_size, st.st_mtime_ns),)
+        for dirpath, _dirs, names in os.walk(local):
+            for name in names:
+                st = os.stat(os.path.join(dirpath, name))
+                out.append((os.path.relpath(os.path.join(dirpath, name), local),
+                            st.st_size, st.st_mtime_ns))
+    except OSError:
+        return None
+    return tuple(sorted(out)) if out else None
+
+
+def _native_base(spark: Any, path: str) -> _SparkView | None:
+    """Spark's view of ``spark.read.parquet(path)``, or None when Spark has no
+    connector for it. Cached for local datasets while their files stay the same."""
+    listing = _local_listing(path)
+    key = (id(spark), os.path.abspath(_local(path) or path), listing) if listing else None
+    if key is not None and (hit := _VIEWS.get(key)) is not None:
+        return hit
     try:
         base = spark.read.parquet(path)
-        _ = base.schema  # Connect analyzes lazily: make it fail here
-        return base
+        view = _SparkView(spark, path, base.schema, base.inputFiles(), base)
     except Exception as e:
         if _no_connector(e):
             return None
         raise
+    if key is not None and _local_listing(path) == listing:  # unchanged while Spark listed
+        if len(_VIEWS) >= _VIEWS_MAX:
+            _VIEWS.pop(next(iter(_VIEWS)))
+        _VIEWS[key] = view
+    return view
 
 
-def _native_df(spark: Any, base: Any, path: str, p: SparkPlan) -> Any:
+def _native_df(spark: Any, base: _SparkView, path: str, p: SparkPlan) -> Any:
     if p.fallback or not p.pruned:
-        return base
+        return base.df()
     if p.kept:
         return (spark.read.schema(base.schema)
                 .option("basePath", os.path.abspath(path)).parquet(*p.kept))
     from pyspark.sql import functions as F
 
-    return base.where(F.lit(False))  # no file can match: an empty result, same schema
+    return base.df().where(F.lit(False))  # no file can match: an empty result, same schema
 
 
 def _kept_bytes(dplan: Any) -> int:
@@ -359,9 +435,7 @@ def _decide(
                            "differently by Spark")
                 pq_where, expr_cols = None, []
         else:
-            from pyspark.sql.pandas.types import from_arrow_schema
-
-            spark_schema = from_arrow_schema(ds.schema)
+            spark_schema = _spark_schema_of(ds.schema, disc)
         names = spark_schema.fieldNames()
         wanted = list(columns) if columns is not None else list(names)
         if why_not is not None and has_where:
@@ -385,6 +459,9 @@ def _decide(
         out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"
     elif why_not is not None:
         out.engine, out.engine_reason = "native", why_not
+    elif not out.kept:
+        # Spark then reads no file at all (an empty relation): no rows to hand over.
+        out.engine, out.engine_reason = "native", "the plan keeps no file"
     elif out.bytes_kept <= threshold:
         out.engine, out.engine_reason = "pqindex", (
             f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
@@ -397,6 +474,7 @@ def _decide(
         out.engine, out.engine_reason = "native", (
             f"the plan keeps {out.bytes_kept} bytes > {threshold}")
     if out.engine == "native":
+        assert base is not None  # native is chosen only where Spark has a connector
         ds.close()
         spark_files = base.inputFiles()
         kept_paths = {os.path.normpath(os.path.abspath(p)) for p in out.kept}
@@ -474,10 +552,13 @@ def read(
     ``"auto"``: pqindex's reader when Spark has no connector for the URL's scheme,
     when the plan keeps at most ``threshold_bytes`` (:data:`AUTO_THRESHOLD_BYTES`),
     or when it is an equality lookup the Bloom filters expect to return few rows
-    (:func:`lookup_rows`); Spark's on the kept files otherwise. pqindex reads a plan keeping at most
+    (:func:`lookup_rows`); Spark's on the kept files otherwise, and when no file is
+    kept (Spark then reads nothing). pqindex reads a plan keeping at most
     ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
     the data source's tasks. ``where`` is applied in Spark in every case,
     so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
+    ``storage_options`` travel as a data source option, which a Spark Connect
+    server logs with the plan: prefer the environment (``AWS_*`` etc.) for secrets.
     """
     _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
                     threshold_bytes, driver_read_bytes)
