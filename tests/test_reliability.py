@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -830,6 +831,45 @@ def test_dataset_plan_is_public_and_typed(tmp_path: Path) -> None:
     assert ds.aggregate(["count(*)", "max(id)"], where="p = 2 AND id < 2100") == {
         "count(*)": 100, "max(id)": 2099}
     assert str(tmp_path / "p=2" / "f.parquet") in ds.io_stats()
+
+
+def test_a_plan_is_read_as_it_is(tmp_path: Path) -> None:
+    """``scan(plan=)`` reads the plan it is given (no second planning pass: no planner
+    reads at all), with the rows of a fresh scan; a second use plans afresh."""
+    import importlib
+
+    from pqindex.errors import UserInputError
+
+    dataset_mod = importlib.import_module("pqindex.dataset.dataset")  # the module
+
+    path = tmp_path / "f.parquet"
+    t = pa.table({"id": list(range(4_000)), "s": [str(i % 7) for i in range(4_000)]})
+    pq.write_table(t, path, row_group_size=1_000, data_page_size=512, write_page_index=True)
+    where = "id BETWEEN 1500 AND 2600 AND s = '3'"
+    want = pqindex.dataset(path).to_table(["id", "s"], where)
+    assert want.equals(t.filter(pc.and_(pc.and_(pc.greater_equal(t["id"], 1500),
+                                                pc.less_equal(t["id"], 2600)),
+                                        pc.equal(t["s"], "3"))))
+    ds = pqindex.dataset(path)
+    plan = ds.plan(["id", "s"], where)
+    calls = []
+    real = dataset_mod.plan_file
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*a, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dataset_mod, "plan_file", counting)
+        scan = ds.scan(plan=plan)
+        assert scan.to_table().equals(want) and calls == []
+        assert scan.report.row_groups_skipped == plan.report.row_groups_skipped
+        assert sum(scan.report.row_groups_skipped.values()) == 2
+        assert ds.scan(plan=plan).to_table().equals(want) and calls  # planned again
+    with pytest.raises(UserInputError):
+        pqindex.dataset(path).scan(plan=ds.plan(["id"], where))  # another dataset's
+    with pytest.raises(UserInputError):
+        ds.scan(["id"], plan=ds.plan(["id"], where))
 
 
 def test_no_import_cycle_between_aggregate_and_dataset() -> None:

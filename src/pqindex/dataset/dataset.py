@@ -155,6 +155,16 @@ class _Plans:
     page_units: list[tuple[ParquetFile, int, list[int]]]
 
 
+@dataclass
+class _Made:
+    """What ``Dataset.plan`` planned, kept for ``Dataset.scan(plan=...)``."""
+
+    dataset: Dataset
+    columns: Sequence[str] | None
+    expr: Expr
+    plans: _Plans | None
+
+
 class Dataset:
     """One or many Parquet files read as one table."""
 
@@ -537,11 +547,26 @@ class Dataset:
         *,
         filters: Sequence[Any] | None = None,
         batch_size: int = 65_536,
+        plan: DatasetPlan | None = None,
     ) -> Scan:
-        """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds."""
+        """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds.
+
+        ``plan``: what ``self.plan(columns, where)`` returned, read as it is (no second
+        planning pass); ``columns`` and ``where`` are then taken from it.
+        """
         if batch_size <= 0:
             raise UserInputError("batch_size must be positive")
-        return Scan(self, columns, _where(where, filters), batch_size)
+        if plan is None:
+            return Scan(self, columns, _where(where, filters), batch_size)
+        made = plan.source
+        if not isinstance(made, _Made) or made.dataset is not self:
+            raise UserInputError("plan= takes a plan made by this dataset's plan()")
+        if where is not None or filters is not None or columns is not None:
+            raise UserInputError("plan= already holds columns and where: give neither")
+        scan = Scan(self, made.columns, made.expr, batch_size)
+        # Once: a plan's report becomes its scan's; a second scan plans afresh.
+        scan._premade, made.plans = made.plans, None
+        return scan
 
     @public_api
     def plan(
@@ -552,7 +577,8 @@ class Dataset:
         filters: Sequence[Any] | None = None,
     ) -> DatasetPlan:
         """The typed plan of a scan, without reading data pages (``dataset/plan.py``)."""
-        plans = self._plan(columns, _where(where, filters))
+        expr = _where(where, filters)
+        plans = self._plan(columns, expr)
         disc = self.discovery
         entries = tuple(
             FileEntry(
@@ -573,6 +599,7 @@ class Dataset:
             partition_types={k: self._partition_type(k) for k in self._partition_keys},
             scan_options=self.scan_options,
             report=plans.report,
+            source=_Made(self, columns, expr, plans),
         )
 
     def to_table(
@@ -712,6 +739,7 @@ class Scan:
         self.batch_size = batch_size
         self.report = ScanReport()
         self._files_read: set[str] = set()
+        self._premade: _Plans | None = None  # a plan made beforehand: read once as is
 
     def _io_before(self) -> dict[str, tuple[int, int]]:
         return {p: (of.stats.bytes_read, of.stats.requests) for p, of in self._ds._open.items()}
@@ -730,7 +758,7 @@ class Scan:
     def _tables(self, parallel: bool) -> Iterator[pa.Table]:
         t0 = time.perf_counter()
         before = self._io_before()
-        plans = self._ds._plan(self._columns, self._expr)
+        plans, self._premade = self._premade or self._ds._plan(self._columns, self._expr), None
         self._page_units = plans.page_units
         self.report = plans.report
         self.schema = plans.schema

@@ -9,7 +9,7 @@ use this instead of the dataset's private members.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +75,8 @@ class DatasetPlan:
     partition_types: dict[str, pa.DataType]  # partition column -> Arrow type
     scan_options: ScanOptions
     report: ScanReport  # planning counters (files / row groups skipped, by level)
+    # What made it, so ``Dataset.scan(plan=...)`` reads it without planning again.
+    source: Any = field(default=None, repr=False, compare=False)
 
     @property
     def kept(self) -> list[FileEntry]:

@@ -494,7 +494,7 @@ def _decide(
     if out.bytes_kept <= on_driver:
         out.engine_mode = "driver"
         try:
-            df = _driver_read(spark, ds, read_cols, pq_where, read_schema)
+            df = _driver_read(spark, ds, dplan, read_schema)
         finally:
             ds.close()
         out.plan_seconds = time.perf_counter() - t0
@@ -515,14 +515,13 @@ def _decide(
     return out, df
 
 
-def _driver_read(spark: Any, ds: Any, read_cols: list[str], where: str | None,
-                 read_schema: Any) -> Any:
-    """A small plan read here with pqindex (the planning dataset: footers and indexes
-    already read), the rows handed to Spark as Arrow."""
+def _driver_read(spark: Any, ds: Any, dplan: Any, read_schema: Any) -> Any:
+    """A small plan read here with pqindex (the plan the choice was made on, read as
+    it is: no second planning pass), the rows handed to Spark as Arrow."""
     from pqindex.spark.reader import as_spark, spark_arrow_schema
 
     target = spark_arrow_schema(read_schema)
-    batches = [as_spark(b, target) for b in ds.scan(read_cols, where).to_batches()]
+    batches = [as_spark(b, target) for b in ds.scan(plan=dplan).to_batches()]
     return spark.createDataFrame(_table(batches, target), schema=read_schema)
 
 
