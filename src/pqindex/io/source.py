@@ -52,6 +52,7 @@ __all__ = [
     "ObjectInfo",
     "coalesce",
     "open_source",
+    "quoted_etag",
 ]
 
 LOCAL_TAIL_BYTES = 64 * 1024
@@ -120,6 +121,14 @@ class ObjectInfo:
     etag: str | None = None
     version: str | None = None
     mtime: int | None = None
+
+
+def quoted_etag(etag: str | None) -> str | None:
+    """An ETag in its HTTP form (``"..."`` or ``W/"..."``): Azure lists ETags bare
+    but sends them quoted, and If-Match needs the quoted form."""
+    if not etag or etag.startswith(('"', 'W/"')):
+        return etag or None
+    return f'"{etag}"'
 
 
 @runtime_checkable
