@@ -123,6 +123,61 @@ class PqIndex(Reader):
         return t.num_rows
 
 
+def _worker(conn: Any) -> None:
+    """pqindex in a process of its own (``--pqindex-process``): one dataset at a time."""
+    ds: Any = None
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        if msg[0] == "cold":
+            metadata_cache().clear()
+            ds = pqindex.dataset(msg[1], storage_options=msg[2])
+            conn.send(None)
+        else:
+            scan = ds.scan(columns=msg[2], where=msg[1])
+            n = scan.to_table().num_rows
+            conn.send((n, scan.report))
+
+
+class _Child:
+    """The one pqindex worker process, started on first use."""
+
+    conn: Any = None
+    proc: Any = None
+
+    @classmethod
+    def ask(cls, *msg: Any) -> Any:
+        if cls.conn is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            cls.conn, child = ctx.Pipe()
+            cls.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+            cls.proc.start()
+        cls.conn.send(msg)
+        return cls.conn.recv()
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.conn is not None:
+            cls.conn.send(("stop",))
+            cls.proc.join(10)
+            cls.conn = cls.proc = None
+
+
+class PqIndexProcess(PqIndex):
+    """pqindex run in another process: its Python work does not share the GIL with
+    the proxy (the other readers release it in their Rust/C++ code)."""
+
+    def cold(self) -> None:
+        _Child.ask("cold", f"s3://{self.bucket}/{self.prefix}", self.ep.storage_options())
+
+    def run(self, where: str | None, columns: list[str]) -> int:
+        n, self.report = _Child.ask("run", where, columns)
+        return int(n)
+
+
 def _arrow_filter(where: str | None) -> Any:
     import pyarrow.compute as pc
 
@@ -238,7 +293,8 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, seconds: flo
         "",
         f"{dt.date.today()}, {platform.machine()}, Python {platform.python_version()}, "
         f"moto on 127.0.0.1 ({'a thread of the benchmark' if args.moto_in_process else 'its own process'}) "
-        "behind a proxy adding a fixed delay per request; "
+        "behind a proxy adding a fixed delay per request; pqindex ran in "
+        f"{'a process of its own' if args.pqindex_process else 'the benchmark process'}; "
         f"median of {args.rounds} rounds; run took {seconds:.0f} s on a shared 2-core machine "
         f"(1-minute load average {loads[0]:.1f}–{loads[-1]:.1f}, median "
         f"{statistics.median(loads):.1f}, sampled after each measurement). "
@@ -286,11 +342,16 @@ def main() -> None:
     ap.add_argument("--delays", default="20,50", help="milliseconds, comma-separated")
     ap.add_argument("--readers", default=",".join(c.name for c in READERS))
     ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
+    ap.add_argument("--pqindex-process", action="store_true",
+                    help="run pqindex in a child process (its Python work then does not "
+                         "compete with the proxy for this process's GIL)")
     ap.add_argument("--moto-in-process", action="store_true",
                     help="run moto in a thread of this process (before 2026-11-25: it then "
                          "competes for the GIL with the Python readers)")
     args = ap.parse_args()
     wanted = set(args.readers.split(","))
+    if args.pqindex_process:
+        READERS[0] = PqIndexProcess
     t0 = time.perf_counter()
     ep = S3Endpoint(separate_process=not args.moto_in_process)
     results: list[dict[str, Any]] = []
@@ -320,6 +381,7 @@ def main() -> None:
                                   + (f" (report: {m['reported']})" if m["reported"] else ""),
                                   flush=True)
     finally:
+        _Child.stop()
         ep.stop()
     section = render(results, args, time.perf_counter() - t0)
     if args.no_doc:
