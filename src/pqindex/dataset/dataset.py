@@ -426,7 +426,10 @@ class Dataset:
         else:
             # The first file (or the manifest's stand-in for it) is opened before the
             # others: its schema binds the predicate and prunes partitions first.
-            first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
+            # The manifest's stand-in made no request (its stats are not the file's,
+            # which may be open already from an earlier scan).
+            first_waves = 0 if first is self._stand_in else (
+                first.stats.round_trips - waves0.get(first.df.path, 0))
             with self._lock:
                 waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         schema = self._first_schema()
