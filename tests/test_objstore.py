@@ -265,6 +265,14 @@ def test_coalescing_by_store_cost(s3: S3Endpoint, bucket: str, tmp_path: Path) -
     far = [(0, 10), (10 + REMOTE_MAX_GAP, 10), (20 + 2 * REMOTE_MAX_GAP + 1, 10)]
     assert remote.coalesce(far) == [(0, 20 + REMOTE_MAX_GAP), far[2]]
     assert remote.coalesce(ranges) == [(0, ranges[2][0] + 5)]
+    # Large neighbours are merged only up to one split part: a wave's parts transfer
+    # in parallel, one long response would serialize them. Overlaps always merge.
+    mib = 1024 * 1024
+    chunks = [(k * 4 * mib, 4 * mib - 1000) for k in range(4)]  # 1,000-byte gaps
+    assert remote.coalesce(chunks) == [(0, 8 * mib - 1000), (8 * mib, 8 * mib - 1000)]
+    assert all(n <= SPLIT_PART_BYTES for _, n in remote.coalesce(chunks))
+    assert remote.coalesce([(0, 9 * mib), (mib, 9 * mib)]) == [(0, 10 * mib)]
+    assert local.coalesce(chunks) == [(0, 16 * mib - 1000)]  # local: no cap
 
 
 # ------------------------------------------------------------------ listing

@@ -240,6 +240,7 @@ class ObjectStoreSource:
 
     default_tail_bytes = REMOTE_TAIL_BYTES
     max_gap = REMOTE_MAX_GAP
+    max_merged: int | None = SPLIT_PART_BYTES
 
     def __init__(
         self,
@@ -418,7 +419,8 @@ class ObjectStoreSource:
         return out
 
     def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        return coalesce(ranges, self.max_gap)
+        # Merged pieces stay within one split part: parts of a wave transfer in parallel.
+        return coalesce(ranges, self.max_gap, self.max_merged)
 
     def close(self) -> None:
         pass
