@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import platform
 import statistics
 import sys
@@ -116,8 +117,65 @@ class PqIndex(Reader):
                                   storage_options=self.ep.storage_options())
 
     def run(self, where: str | None, columns: list[str]) -> int:
-        t = self.ds.scan(columns=columns, where=where).to_table()
+        scan = self.ds.scan(columns=columns, where=where)
+        t = scan.to_table()
+        self.report = scan.report  # its own counts, printed beside the proxy's
         return t.num_rows
+
+
+def _worker(conn: Any) -> None:
+    """pqindex in a process of its own (``--pqindex-process``): one dataset at a time."""
+    ds: Any = None
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        if msg[0] == "cold":
+            metadata_cache().clear()
+            ds = pqindex.dataset(msg[1], storage_options=msg[2])
+            conn.send(None)
+        else:
+            scan = ds.scan(columns=msg[2], where=msg[1])
+            n = scan.to_table().num_rows
+            conn.send((n, scan.report))
+
+
+class _Child:
+    """The one pqindex worker process, started on first use."""
+
+    conn: Any = None
+    proc: Any = None
+
+    @classmethod
+    def ask(cls, *msg: Any) -> Any:
+        if cls.conn is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            cls.conn, child = ctx.Pipe()
+            cls.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+            cls.proc.start()
+        cls.conn.send(msg)
+        return cls.conn.recv()
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.conn is not None:
+            cls.conn.send(("stop",))
+            cls.proc.join(10)
+            cls.conn = cls.proc = None
+
+
+class PqIndexProcess(PqIndex):
+    """pqindex run in another process: its Python work does not share the GIL with
+    the proxy (the other readers release it in their Rust/C++ code)."""
+
+    def cold(self) -> None:
+        _Child.ask("cold", f"s3://{self.bucket}/{self.prefix}", self.ep.storage_options())
+
+    def run(self, where: str | None, columns: list[str]) -> int:
+        n, self.report = _Child.ask("run", where, columns)
+        return int(n)
 
 
 def _arrow_filter(where: str | None) -> Any:
@@ -197,7 +255,7 @@ READERS: list[type[Reader]] = [PqIndex, PyArrow, Polars, DataFusion]
 
 def measure(ep: S3Endpoint, reader: Reader, mode: str, where: str | None, columns: list[str],
             expected: int, rounds: int) -> dict[str, Any]:
-    times, reqs, nbytes, waves = [], [], [], []
+    times, reqs, nbytes, waves, own = [], [], [], [], []
     reader.cold()
     if mode == "warm":
         reader.run(where, columns)  # metadata read once
@@ -213,8 +271,14 @@ def measure(ep: S3Endpoint, reader: Reader, mode: str, where: str | None, column
         reqs.append(len(ep.requests))
         nbytes.append(ep.body_bytes)
         waves.append(ep.waves)
+        rep = getattr(reader, "report", None)
+        if rep is not None:
+            own.append(f"{rep.requests} req {rep.round_trips} rt, plan {rep.plan_seconds * 1e3:.0f}"
+                       f" fetch {rep.fetch_seconds * 1e3:.0f} decode "
+                       f"{rep.decode_seconds * 1e3:.0f} ms")
     return {"ms": statistics.median(times) * 1000, "requests": statistics.median(reqs),
-            "bytes": statistics.median(nbytes), "round_trips": statistics.median(waves)}
+            "bytes": statistics.median(nbytes), "round_trips": statistics.median(waves),
+            "load": os.getloadavg()[0], "reported": ", ".join(own)}
 
 
 def _kb(n: float) -> str:
@@ -222,13 +286,18 @@ def _kb(n: float) -> str:
 
 
 def render(results: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> str:
+    loads = sorted(r["load"] for r in results) or [0.0]
     lines = [
         START,
         "## Object storage (bench/objstore.py)",
         "",
         f"{dt.date.today()}, {platform.machine()}, Python {platform.python_version()}, "
-        f"moto on 127.0.0.1 behind a proxy adding a fixed delay per request; "
-        f"median of {args.rounds} rounds; run took {seconds:.0f} s on a shared 2-core machine. "
+        f"moto on 127.0.0.1 ({'a thread of the benchmark' if args.moto_in_process else 'its own process'}) "
+        "behind a proxy adding a fixed delay per request; pqindex ran in "
+        f"{'a process of its own' if args.pqindex_process else 'the benchmark process'}; "
+        f"median of {args.rounds} rounds; run took {seconds:.0f} s on a shared 2-core machine "
+        f"(1-minute load average {loads[0]:.1f}–{loads[-1]:.1f}, median "
+        f"{statistics.median(loads):.1f}, sampled after each measurement). "
         "Cold: a fresh dataset / filesystem / context and pqindex's metadata cache cleared "
         "(the objects are the same, unlike the issue's table). Warm: the same one again. "
         "Requests, response bytes and round trips are counted by the proxy (a round trip = "
@@ -273,10 +342,18 @@ def main() -> None:
     ap.add_argument("--delays", default="20,50", help="milliseconds, comma-separated")
     ap.add_argument("--readers", default=",".join(c.name for c in READERS))
     ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
+    ap.add_argument("--pqindex-process", action="store_true",
+                    help="run pqindex in a child process (its Python work then does not "
+                         "compete with the proxy for this process's GIL)")
+    ap.add_argument("--moto-in-process", action="store_true",
+                    help="run moto in a thread of this process (before 2026-11-25: it then "
+                         "competes for the GIL with the Python readers)")
     args = ap.parse_args()
     wanted = set(args.readers.split(","))
+    if args.pqindex_process:
+        READERS[0] = PqIndexProcess
     t0 = time.perf_counter()
-    ep = S3Endpoint()
+    ep = S3Endpoint(separate_process=not args.moto_in_process)
     results: list[dict[str, Any]] = []
     try:
         bucket = ep.new_bucket("bench")
@@ -299,8 +376,12 @@ def main() -> None:
                             results.append(m)
                             print(f"{delay} ms | {data} | {q} | {mode} | {cls.name}: "
                                   f"{m['ms']:.0f} ms, {m['requests']:.0f} req, "
-                                  f"{m['round_trips']:.0f} rt, {_kb(m['bytes'])}", flush=True)
+                                  f"{m['round_trips']:.0f} rt, {_kb(m['bytes'])}, "
+                                  f"load {m['load']:.1f}"
+                                  + (f" (report: {m['reported']})" if m["reported"] else ""),
+                                  flush=True)
     finally:
+        _Child.stop()
         ep.stop()
     section = render(results, args, time.perf_counter() - t0)
     if args.no_doc:

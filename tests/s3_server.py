@@ -250,15 +250,57 @@ def _dechunk(data: bytes) -> bytes:
         pos = eol + 2 + n + 2
 
 
-class S3Endpoint:
-    """moto's S3 server plus the delaying, counting proxy, both on 127.0.0.1."""
+class _MotoProcess:
+    """moto's server in a process of its own: a benchmark's Python reader then does
+    not share the GIL with the server (a real store is never in the client's process)."""
 
     def __init__(self) -> None:
+        import socket
+        import subprocess
+        import sys
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("moto's server did not start") from None
+                time.sleep(0.1)
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        return "127.0.0.1", self.port
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(10)
+
+
+class S3Endpoint:
+    """moto's S3 server plus the delaying, counting proxy, both on 127.0.0.1.
+
+    ``separate_process``: moto runs in a child process instead of a thread (the
+    benchmarks; tests keep the thread, which starts faster)."""
+
+    def __init__(self, separate_process: bool = False) -> None:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._moto.start()
+        self._moto: Any
+        if separate_process:
+            self._moto = _MotoProcess()
+        else:
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            self._moto.start()
         host, port = self._moto.get_host_and_port()
         self.direct_url = f"http://{host}:{port}"
         self._log = _Log()

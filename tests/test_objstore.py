@@ -265,6 +265,14 @@ def test_coalescing_by_store_cost(s3: S3Endpoint, bucket: str, tmp_path: Path) -
     far = [(0, 10), (10 + REMOTE_MAX_GAP, 10), (20 + 2 * REMOTE_MAX_GAP + 1, 10)]
     assert remote.coalesce(far) == [(0, 20 + REMOTE_MAX_GAP), far[2]]
     assert remote.coalesce(ranges) == [(0, ranges[2][0] + 5)]
+    # Large neighbours are merged only up to one split part: a wave's parts transfer
+    # in parallel, one long response would serialize them. Overlaps always merge.
+    mib = 1024 * 1024
+    chunks = [(k * 4 * mib, 4 * mib - 1000) for k in range(4)]  # 1,000-byte gaps
+    assert remote.coalesce(chunks) == [(0, 8 * mib - 1000), (8 * mib, 8 * mib - 1000)]
+    assert all(n <= SPLIT_PART_BYTES for _, n in remote.coalesce(chunks))
+    assert remote.coalesce([(0, 9 * mib), (mib, 9 * mib)]) == [(0, 10 * mib)]
+    assert local.coalesce(chunks) == [(0, 16 * mib - 1000)]  # local: no cap
 
 
 # ------------------------------------------------------------------ listing
@@ -283,7 +291,12 @@ def test_listing_one_request_with_hive_partitions(
         s3.put(bucket, f"{root}/{k}", data)
     s3.reset_log()
     disc = discover(f"s3://{bucket}/{root}", s3.storage_options())
-    assert [r.query for r in s3.requests] == [f"list-type=2&prefix={root}%2F"]
+    # One LIST, and the manifest looked for beside it (absent here: a 404).
+    assert sorted(r.query for r in s3.requests) == ["", f"list-type=2&prefix={root}%2F"]
+    assert [r.path for r in s3.requests if not r.query] == [
+        f"/{bucket}/{root}/_pqindex_manifest.json"]
+    assert disc.manifest is None
+    assert (disc.io.requests, disc.io.round_trips) == (2, 1)
     assert [f.path for f in disc.files] == [f"s3://{bucket}/{root}/{k}" for k in keys[:3]]
     assert disc.partition_columns == ("year", "month")
     assert disc.partition_types == {"year": "int64", "month": "int64"}
@@ -476,20 +489,60 @@ def test_footers_of_many_files_in_one_wave(
     url, _ = sorted_dataset
     metadata_cache().clear()
     s3.reset_log()
-    ds = pqindex.dataset(url, storage_options=s3.storage_options())
-    scan = ds.scan(where="id = 9001")
-    assert scan.to_table().column("id").to_pylist() == [9001]
+    s3.delay = 0.05  # a wave's requests overlap for sure: the proxy counts waves
+    try:
+        ds = pqindex.dataset(url, storage_options=s3.storage_options())
+        scan = ds.scan(where="id = 9001")
+        assert scan.to_table().column("id").to_pylist() == [9001]
+    finally:
+        s3.delay = 0.0
     tails = [r for r in s3.requests if r.range == f"bytes=-{REMOTE_TAIL_BYTES}"]
     # the first file's footer (for the schema), then the five others together
     assert len(tails) == 6
-    assert s3.requests[0].query.startswith("list-type=2")
+    assert sum(r.query.startswith("list-type=2") for r in s3.requests) == 1
     rep = scan.report.to_dict()
-    assert rep["requests"] == len(s3.requests) - 1  # all but the LIST
+    # every request: the LIST, the manifest looked for beside it, tails, data
+    assert rep["requests"] == len(s3.requests)
+    assert rep["bytes_read"] <= s3.body_bytes  # the proxy also counts LIST/404 bodies
+    assert rep["round_trips"] == s3.waves
     # warm: a new dataset over the same unchanged objects reads no tail again
     s3.reset_log()
     again = pqindex.dataset(url, storage_options=s3.storage_options()).scan(where="id = 9001")
     assert again.to_table().num_rows == 1
     assert not [r for r in s3.requests if r.range == f"bytes=-{REMOTE_TAIL_BYTES}"]
+
+
+def test_report_counts_the_requests_this_scan_caused(
+    s3: S3Endpoint, sorted_dataset: tuple[str, pa.Table]  # noqa: F811
+) -> None:
+    """The first scan of a dataset pays the LIST (and the manifest lookup); later
+    scans of the same dataset do not, and their reports say so. Requests and bytes
+    equal the proxy's counts, scan after scan; io_stats(include_listing=True) adds
+    up to every request made."""
+    url, _ = sorted_dataset
+    metadata_cache().clear()
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    total = 0
+    for where in ("id = 9001", "id BETWEEN 100 AND 5000", "id = 9001"):
+        s3.reset_log()
+        scan = ds.scan(where=where)
+        scan.to_table()
+        lists = sum(r.query.startswith("list-type=2") for r in s3.requests)
+        assert lists == (1 if total == 0 else 0)
+        assert scan.report.requests == len(s3.requests), (where, str(scan.report))
+        data = sum(int(r.range.split("=")[1].split("-")[1]) - int(r.range.split("=")[1]
+                   .split("-")[0]) + 1 for r in s3.requests
+                   if r.range and not r.range.startswith("bytes=-"))
+        assert scan.report.bytes_read >= data
+        total += len(s3.requests)
+    assert sum(st.requests for st in ds.io_stats(include_listing=True).values()) == total
+    assert sum(st.requests for st in ds.io_stats().values()) == total - 2  # LIST, 404
+    # plan() and explain() report what they read too
+    metadata_cache().clear()
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    s3.reset_log()
+    plan = ds.plan(where="id = 9001")
+    assert plan.report.requests == len(s3.requests)
 
 
 def test_cli_query_with_storage_options(

@@ -198,6 +198,7 @@ class Dataset:
         # path -> the only row groups to read of that file (a Spark task's share of it).
         self.row_groups = {k: frozenset(v) for k, v in (row_groups or {}).items()}
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
+        self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
         self._stand_in: _OpenFile | None = None
         self._open: dict[str, _OpenFile] = {}
         self._lock = threading.Lock()
@@ -250,10 +251,46 @@ class Dataset:
             self._ahead.update({p: s for p, (_, s) in ahead.items()})
         return 1
 
-    def io_stats(self) -> dict[str, IOStats]:
-        """Per file opened so far, its I/O counters and request trace."""
+    def io_stats(self, include_listing: bool = False) -> dict[str, IOStats]:
+        """Per file opened so far, its I/O counters and request trace; with
+        ``include_listing``, also the dataset's own requests: the LIST pages and
+        probes (keyed by the dataset's path) and the manifest GET (by its URL)."""
         with self._lock:
-            return {path: of.stats for path, of in self._open.items()}
+            out = {path: of.stats for path, of in self._open.items()}
+        if include_listing:
+            out.update(self._meta_io())
+        return out
+
+    def _meta_io(self) -> dict[str, IOStats]:
+        """The requests of the dataset itself, not of one data file."""
+        out: dict[str, IOStats] = {}
+        if self._discovery is not None:
+            src = self._source
+            out[os.fspath(src) if isinstance(src, (str, os.PathLike)) else "<paths>"] = (
+                self._discovery.io)
+            if self._discovery.manifest is not None:
+                out[self._discovery.manifest[0]] = self._manifest_io
+        return out
+
+    def _io_counts(self) -> dict[str, tuple[int, int, int]]:
+        """(bytes, requests, round trips) of every stats object so far, by key."""
+        with self._lock:
+            stats = {p: st for p, st in self._ahead.items()}
+            stats.update({p: of.stats for p, of in self._open.items()})
+        stats.update({f"\0{k}": st for k, st in self._meta_io().items()})
+        return {k: (st.bytes_read, st.requests, st.round_trips) for k, st in stats.items()}
+
+    def _io_since(self, before: Mapping[str, tuple[int, int, int]]) -> tuple[int, int, int]:
+        """Bytes, requests and the dataset's own round trips (listing, manifest) since
+        ``before``; the files' round trips overlap, so callers count those."""
+        nbytes = requests = waves = 0
+        for k, (b, r, w) in self._io_counts().items():
+            b0, r0, w0 = before.get(k, (0, 0, 0))
+            nbytes += b - b0
+            requests += r - r0
+            if k.startswith("\0"):
+                waves += w - w0
+        return nbytes, requests, waves
 
     def close(self) -> None:
         with self._lock:
@@ -273,7 +310,8 @@ class Dataset:
         if self._manifest is None:
             from pqindex.dataset.manifest import load_view
 
-            view = load_view(self._source, self.discovery, self.storage_options, warnings)
+            view = load_view(self._source, self.discovery, self.storage_options, warnings,
+                             self._manifest_io)
             self._manifest = view if view is not None else False
         return self._manifest or None
 
@@ -351,6 +389,7 @@ class Dataset:
 
     def _plan(self, columns: Sequence[str] | None, expr: Expr) -> _Plans:
         t0 = time.perf_counter()
+        before = self._io_counts()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
         view = self.manifest_view(report.warnings)
@@ -366,7 +405,10 @@ class Dataset:
         finally:
             if pool is not None:
                 pool.shutdown()
-        plans.report.round_trips += ahead
+        # The LIST pages and the manifest GET come before any file's request.
+        nbytes, requests, meta_waves = self._io_since(before)
+        plans.report.round_trips += ahead + meta_waves
+        plans.report.bytes_read, plans.report.requests = nbytes, requests
         return plans
 
     def _plan_files(self, columns: Sequence[str] | None, expr: Expr, t0: float,
@@ -394,7 +436,10 @@ class Dataset:
         else:
             # The first file (or the manifest's stand-in for it) is opened before the
             # others: its schema binds the predicate and prunes partitions first.
-            first_waves = first.stats.round_trips - waves0.get(first.df.path, 0)
+            # The manifest's stand-in made no request (its stats are not the file's,
+            # which may be open already from an earlier scan).
+            first_waves = 0 if first is self._stand_in else (
+                first.stats.round_trips - waves0.get(first.df.path, 0))
             with self._lock:
                 waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
         schema = self._first_schema()
@@ -525,10 +570,6 @@ class Dataset:
         # waited for the most waves sets the path.
         report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
         report.plan_seconds = time.perf_counter() - t0
-        with self._lock:
-            opened = list(self._open.values())
-        report.bytes_read = sum(of.stats.bytes_read for of in opened)
-        report.requests = sum(of.stats.requests for of in opened)
         # The files read decide the types: pyarrow's unification across them.
         schema = self._unified([first, *(of for _df, of, _p, _b in files
                                          if of is not None and of is not first)])
@@ -741,23 +782,18 @@ class Scan:
         self._files_read: set[str] = set()
         self._premade: _Plans | None = None  # a plan made beforehand: read once as is
 
-    def _io_before(self) -> dict[str, tuple[int, int]]:
-        return {p: (of.stats.bytes_read, of.stats.requests) for p, of in self._ds._open.items()}
-
-    def _finish(self, before: dict[str, tuple[int, int]], t0: float) -> None:
+    def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report
         # Offset indexes read while scanning may now tell more pages than the footer did.
         rep.pages_total = _count_pages(getattr(self, "_page_units", []))
-        rep.bytes_read = rep.requests = 0
-        for p, of in self._ds._open.items():
-            b, r = before.get(p, (0, 0))
-            rep.bytes_read += of.stats.bytes_read - b
-            rep.requests += of.stats.requests - r
+        # Every request the scan caused: the listing and manifest (first scan of the
+        # dataset), tails, page index, data.
+        rep.bytes_read, rep.requests, _ = self._ds._io_since(before)
         rep.total_seconds = time.perf_counter() - t0
 
     def _tables(self, parallel: bool) -> Iterator[pa.Table]:
         t0 = time.perf_counter()
-        before = self._io_before()
+        before = self._ds._io_counts()  # a premade plan's reads were plan()'s
         plans, self._premade = self._premade or self._ds._plan(self._columns, self._expr), None
         self._page_units = plans.page_units
         self.report = plans.report

@@ -16,7 +16,7 @@ from typing import Any
 
 from pqindex.errors import UserInputError
 from pqindex.io.errors import ObjectNotFoundError
-from pqindex.io.listing import list_objects, probe_object
+from pqindex.io.listing import list_with, probe_object
 from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 
 __all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover"]
@@ -43,6 +43,8 @@ class Discovery:
     io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
     # The dataset manifest beside the files of a one-directory dataset (URL, listing info).
     manifest: tuple[str, ObjectInfo | None] | None = None
+    # Its bytes when they came with the LIST (fetched concurrently, the same version).
+    manifest_data: bytes | None = None
 
     def partition_values(self, f: DataFile) -> dict[str, Any]:
         """Typed partition values of one file (None for the hive null marker)."""
@@ -101,7 +103,7 @@ _FILE_SUFFIXES = (".parquet", ".parq", ".pq")
 
 def _discover_remote(
     url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool,
-    found: dict[str, ObjectInfo] | None = None,
+    found: dict[str, ObjectInfo] | None = None, fetched: dict[str, bytes] | None = None,
 ) -> list[DataFile]:
     """A file or a prefix of a store: one request in the common cases.
 
@@ -109,7 +111,9 @@ def _discover_remote(
     metadata cache, so opening it costs nothing more); anything else, or a probe
     that finds no object (Spark's ``table.parquet/`` directories), is LISTed.
     Among many paths (``probe`` false), such names are taken as files unread, so a
-    list of 1,000 URLs costs no request here.
+    list of 1,000 URLs costs no request here. With ``found``, the manifest is looked
+    for in the LIST and GET beside its first page (``fetched``: its bytes, when the
+    LIST shows it too).
     """
     object_store = is_object_store_url(url)
     scheme = url.split("://", 1)[0].lower()
@@ -122,10 +126,15 @@ def _discover_remote(
             return [DataFile(url, (), info)]
         if scheme in ("http", "https"):  # plain HTTP servers cannot list
             raise ObjectNotFoundError("no such object", path=url, operation="GET (tail)")
-    listed = list_objects(url, storage_options, stats)
+    listing = list_with(url, storage_options, stats,
+                        MANIFEST_NAME if found is not None and object_store else None)
+    listed = listing.objects
     if found is not None:  # the manifest, seen in the same LIST
         at = f"{url.rstrip('/')}/{MANIFEST_NAME}"
         found.update((u, i) for u, i in listed if u == at)
+        # Any version of it is safe: each entry is matched against this listing.
+        if at in found and listing.fetched is not None and fetched is not None:
+            fetched[at] = listing.fetched[0]
     if listed:
         return _walk_remote(url, listed)
     if object_store and not url.endswith("/"):
@@ -163,11 +172,13 @@ def discover(
     files: list[DataFile] = []
     stats = IOStats()
     found: dict[str, ObjectInfo] = {}
+    fetched: dict[str, bytes] = {}
     for item in items:
         p = os.fspath(item)
         if "://" in p and not p.startswith("file://"):
             files += _discover_remote(p, storage_options, stats, probe=len(items) == 1,
-                                      found=found if len(items) == 1 else None)
+                                      found=found if len(items) == 1 else None,
+                                      fetched=fetched)
             continue
         if p.startswith("file://"):
             p = p[len("file://") :]
@@ -188,4 +199,6 @@ def discover(
             if k not in keys:
                 keys.append(k)
     types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
-    return Discovery(tuple(files), tuple(keys), types, stats, next(iter(found.items()), None))
+    manifest = next(iter(found.items()), None)
+    return Discovery(tuple(files), tuple(keys), types, stats, manifest,
+                     None if manifest is None else fetched.get(manifest[0]))

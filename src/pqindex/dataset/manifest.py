@@ -563,8 +563,8 @@ def _matches(e: FileEntry, info: ObjectInfo | None) -> bool:
     """The entry describes the object the listing shows (never a guess)."""
     if info is None or e.size != info.size:
         return False
-    if e.etag and info.etag:
-        return e.etag == info.etag
+    if e.etag and info.etag:  # Azure lists ETags bare, other paths quote them
+        return e.etag.strip('"') == info.etag.strip('"')
     if e.mtime is not None and info.mtime is not None:
         return e.mtime == info.mtime
     return True
@@ -664,12 +664,14 @@ def _listing_infos(files: Sequence[DataFile]) -> dict[str, ObjectInfo | None]:
 
 def load_view(
     source: Any, disc: Discovery, storage_options: Mapping[str, Any] | None = None,
-    warnings: list[str] | None = None,
+    warnings: list[str] | None = None, stats: IOStats | None = None,
 ) -> ManifestView | None:
     """The manifest of a one-directory dataset matched against its listing, or None.
 
     None when there is no manifest, and when it cannot be read or trusted (then
     with a warning, logged on logger ``pqindex`` and returned in ``warnings``).
+    The GET is counted in ``stats``; none is made when the listing brought the
+    manifest's bytes along (``Discovery.manifest_data``).
     """
     from pqindex.io.objects import get_object
 
@@ -678,9 +680,11 @@ def load_view(
         return None
     url, _info = found
     root = url[: -len(MANIFEST_NAME)].rstrip("/").rstrip(os.sep)
-    stats = IOStats()
+    stats = stats if stats is not None else IOStats()
+    data: bytes | None = getattr(disc, "manifest_data", None)
     try:
-        data = get_object(url, storage_options, stats)
+        if data is None:
+            data = get_object(url, storage_options, stats)
     except PqIndexError as e:
         _warn(warnings, f"{url}: manifest not read: {e.reason}")
         return None

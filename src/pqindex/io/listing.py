@@ -2,18 +2,24 @@
 
 One paginated LIST per prefix on object stores (obstore ``list``), ``fs.find``
 with details on fsspec filesystems. Object stores answer a LIST page with up to
-1,000 keys; the requests are counted that way.
+1,000 keys; the requests are counted that way: one request and one round trip per
+page (a page needs the previous one's continuation token).
+
+``list_with(..., also_get=name)`` GETs the object ``name`` below the prefix
+(the dataset manifest) while the first page is in flight: a dataset with a
+manifest then pays no extra round trip for it, one without pays one 404.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pqindex.io.errors import ObjectNotFoundError, translate
-from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
+from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url, quoted_etag
 
-__all__ = ["list_objects", "probe_object"]
+__all__ = ["Listing", "list_objects", "list_with", "probe_object"]
 
 _LIST_PAGE = 1000
 
@@ -22,10 +28,19 @@ def _info(meta: Mapping[str, Any]) -> ObjectInfo:
     lm = meta.get("last_modified")
     return ObjectInfo(
         size=int(meta["size"]),
-        etag=meta.get("e_tag"),
+        etag=quoted_etag(meta.get("e_tag")),
         version=meta.get("version"),
         mtime=None if lm is None else int(lm.timestamp() * 1_000_000_000),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The objects below a prefix, and the object fetched beside the LIST."""
+
+    objects: list[tuple[str, ObjectInfo]]
+    # ``also_get``'s (bytes, info) when it existed at the time of the GET.
+    fetched: tuple[bytes, ObjectInfo] | None = None
 
 
 def list_objects(
@@ -37,14 +52,29 @@ def list_objects(
 
     An absent prefix lists nothing; an absent bucket raises ObjectNotFoundError.
     """
+    return list_with(url, storage_options, stats).objects
+
+
+def list_with(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    stats: IOStats | None = None,
+    also_get: str | None = None,
+) -> Listing:
+    """:func:`list_objects`, plus the object ``also_get`` (a name below ``url``)
+    fetched concurrently with the first LIST page on object stores (one more
+    request, no more round trip; not fetched elsewhere)."""
     if is_object_store_url(url):
-        return _list_obstore(url, storage_options, stats)
-    return _list_fsspec(url, storage_options, stats)
+        return _list_obstore(url, storage_options, stats, also_get)
+    return Listing(_list_fsspec(url, storage_options, stats))
 
 
 def _list_obstore(
-    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats | None
-) -> list[tuple[str, ObjectInfo]]:
+    url: str, storage_options: Mapping[str, Any] | None, stats: IOStats | None,
+    also_get: str | None,
+) -> Listing:
+    import asyncio
+
     import obstore as obs
 
     from pqindex.io.objstore import get_store, run
@@ -58,16 +88,32 @@ def _list_obstore(
             out.extend(chunk)
         return out
 
+    async def fetch(name: str) -> tuple[bytes, Any] | BaseException:
+        try:
+            res = await obs.get_async(handle.store, f"{prefix}/{name}" if prefix else name)
+            return bytes(await res.bytes_async()), res.meta
+        except Exception as e:  # absent (the usual 404) or refused: left to the caller
+            return e
+
+    async def both() -> tuple[list[Any], tuple[bytes, Any] | BaseException | None]:
+        if also_get is None:
+            return await collect(), None
+        metas, got = await asyncio.gather(collect(), fetch(also_get))
+        return metas, got
+
     try:
-        metas = run(collect())
+        metas, got = run(both())
     except Exception as e:
         raise translate(e, url, "LIST") from None
     if stats is not None:
         for _ in range(max(1, -(-len(metas) // _LIST_PAGE))):
             stats.record(0, 0)
             stats.record_wave()
+        if got is not None:  # beside the first page: a request, not a round trip
+            stats.record(0, len(got[0]) if isinstance(got, tuple) else 0)
     root = handle.url.rstrip("/")
-    return sorted((f"{root}/{m['path']}", _info(m)) for m in metas)
+    fetched = (got[0], _info(got[1])) if isinstance(got, tuple) else None
+    return Listing(sorted((f"{root}/{m['path']}", _info(m)) for m in metas), fetched)
 
 
 def _list_fsspec(

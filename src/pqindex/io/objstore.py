@@ -38,6 +38,7 @@ from pqindex.io.source import (
     IOStats,
     ObjectInfo,
     coalesce,
+    quoted_etag,
 )
 
 __all__ = ["ObjectStoreSource", "StoreHandle", "get_store", "run"]
@@ -101,6 +102,8 @@ class StoreHandle:
     store: Any
     url: str  # the store's root, e.g. s3://bucket
     max_in_flight: int
+    # Azure Blob Storage has no suffix ranges: a tail needs the size (listing or HEAD).
+    suffix_ranges: bool = True
 
 
 _stores: dict[tuple[str, str], StoreHandle] = {}
@@ -200,7 +203,8 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
             raise StorageConfigError(err.detail, path=url, operation="configure the store") \
                 from None
         raise err from None
-    handle = StoreHandle(store, root, in_flight)
+    handle = StoreHandle(store, root, in_flight,
+                         suffix_ranges=type(store).__name__ != "AzureStore")
     with _stores_lock:
         return _stores.setdefault(cache_key, handle), key
 
@@ -236,6 +240,7 @@ class ObjectStoreSource:
 
     default_tail_bytes = REMOTE_TAIL_BYTES
     max_gap = REMOTE_MAX_GAP
+    max_merged: int | None = SPLIT_PART_BYTES
 
     def __init__(
         self,
@@ -256,7 +261,7 @@ class ObjectStoreSource:
         self._mtime: int | None = None
         if info is not None:
             self._size = info.size
-            self.etag = info.etag
+            self.etag = quoted_etag(info.etag)
             self.version = info.version
             self._mtime = info.mtime
         self._lock = threading.Lock()
@@ -265,7 +270,7 @@ class ObjectStoreSource:
 
     def _learn(self, meta: Mapping[str, Any], operation: str) -> None:
         """Take size/ETag/version from a response; a different ETag means a new object."""
-        etag = meta.get("e_tag")
+        etag = quoted_etag(meta.get("e_tag"))
         version = meta.get("version")
         with self._lock:
             if (self.etag and etag and etag != self.etag) or (
@@ -327,6 +332,14 @@ class ObjectStoreSource:
             opts["version"] = self.version
         return opts
 
+    def _tail_range(self, length: int) -> dict[str, Any]:
+        """The range option of a tail GET: a suffix, or where the store has none
+        (Azure) the last ``length`` bytes of the known size (a HEAD first if unknown)."""
+        if self._handle.suffix_ranges:
+            return {"suffix": length}
+        size = self.size()
+        return {"offset": max(0, size - length)}
+
     async def _get(self, options: dict[str, Any], operation: str) -> tuple[bytes, int, int]:
         import obstore as obs
 
@@ -339,9 +352,9 @@ class ObjectStoreSource:
     def tail(self, length: int) -> bytes:
         if length <= 0:
             return b""
-        if self._size == 0:
+        if self._size == 0 or (not self._handle.suffix_ranges and self.size() == 0):
             return b""
-        options = {"range": {"suffix": length}, **self._conditions()}
+        options = {"range": self._tail_range(length), **self._conditions()}
         try:
             data, start, end = run(self._get(options, "GET (tail)"))
         except Exception as e:
@@ -406,7 +419,8 @@ class ObjectStoreSource:
         return out
 
     def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        return coalesce(ranges, self.max_gap)
+        # Merged pieces stay within one split part: parts of a wave transfer in parallel.
+        return coalesce(ranges, self.max_gap, self.max_merged)
 
     def close(self) -> None:
         pass
@@ -447,17 +461,19 @@ def prefetch_tails(
     if not todo:
         return 0
     limit = todo[0].max_in_flight
+    # Sizes are known (listing): no HEAD inside the wave.
+    options = [{"range": s._tail_range(tail_bytes or s.default_tail_bytes), **s._conditions()}
+               for s in todo]
 
     async def wave() -> list[Any]:
         sem = asyncio.Semaphore(limit)
 
-        async def one(src: ObjectStoreSource) -> tuple[bytes, int, int]:
-            n = tail_bytes or src.default_tail_bytes
+        async def one(src: ObjectStoreSource, options: dict[str, Any]) -> tuple[bytes, int, int]:
             async with sem:
-                return await src._get({"range": {"suffix": n}, **src._conditions()},
-                                      "GET (tail)")
+                return await src._get(options, "GET (tail)")
 
-        return await asyncio.gather(*(one(s) for s in todo), return_exceptions=True)
+        return await asyncio.gather(*(one(s, o) for s, o in zip(todo, options, strict=True)),
+                                    return_exceptions=True)
 
     got = run(wave())
     fetched = 0

@@ -11,8 +11,10 @@ The contract the planner and executor rely on:
   call. Callers hand it all the ranges that do not depend on each other.
 * ``coalesce(ranges)`` merges ranges when fetching the gap costs less than one
   more request: a gap of at most :data:`LOCAL_MAX_GAP` on local files, at most
-  :data:`REMOTE_MAX_GAP` on remote stores. It only merges; splitting happens
-  inside ``read_ranges``.
+  :data:`REMOTE_MAX_GAP` on remote stores (obstore's), where ranges apart are
+  merged only while the result stays within :data:`SPLIT_PART_BYTES` (a wave's
+  parts transfer in parallel). It only merges; splitting happens inside
+  ``read_ranges``.
 * ``tail(length)`` is the last ``length`` bytes (fewer if the file is shorter) in
   ONE request; on object stores a suffix-range GET with no HEAD, the size, ETag
   and version come back with the response, so ``size()`` afterwards costs nothing.
@@ -52,6 +54,7 @@ __all__ = [
     "ObjectInfo",
     "coalesce",
     "open_source",
+    "quoted_etag",
 ]
 
 LOCAL_TAIL_BYTES = 64 * 1024
@@ -120,6 +123,14 @@ class ObjectInfo:
     etag: str | None = None
     version: str | None = None
     mtime: int | None = None
+
+
+def quoted_etag(etag: str | None) -> str | None:
+    """An ETag in its HTTP form (``"..."`` or ``W/"..."``): Azure lists ETags bare
+    but sends them quoted, and If-Match needs the quoted form."""
+    if not etag or etag.startswith(('"', 'W/"')):
+        return etag or None
+    return f'"{etag}"'
 
 
 @runtime_checkable
@@ -446,17 +457,22 @@ def open_source(
     return LocalFileSource(p, stats)
 
 
-def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024) -> list[tuple[int, int]]:
+def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024,
+             max_merged: int | None = None) -> list[tuple[int, int]]:
     """Merge ``(offset, length)`` ranges whose gap is at most ``max_gap`` bytes.
 
-    Returns sorted, non-overlapping ranges covering every input range.
+    With ``max_merged``, ranges apart (not overlapping) are merged only while the
+    result stays within ``max_merged`` bytes: the requests of a wave run in
+    parallel, and one long response would serialize what parallel ones transfer
+    side by side. Returns sorted, non-overlapping ranges covering every input range.
     """
     out: list[tuple[int, int]] = []
     for off, n in sorted(ranges):
         if out:
             o0, n0 = out[-1]
             end0 = o0 + n0
-            if off <= end0 + max_gap:
+            if off < end0 or (off <= end0 + max_gap and (
+                    max_merged is None or max(end0, off + n) - o0 <= max_merged)):
                 out[-1] = (o0, max(end0, off + n) - o0)
                 continue
         out.append((off, n))

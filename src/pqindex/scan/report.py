@@ -16,10 +16,13 @@ class ScanReport:
     ``pages_total`` counts the data pages of the columns the scan involves in every
     row group of every opened file, skipped ones included (from the offset index when
     it was read, else the footer's encoding stats, else one per chunk);
-    ``bytes_read`` and ``requests`` are every read of every file, footers included;
-    ``round_trips`` is the number of sequential waves of requests the scan waited
-    for: per file, a wave is one batch of ranges issued together; files planned or
-    read concurrently count as their slowest one (the critical path).
+    ``bytes_read`` and ``requests`` count every request the scan caused: the LIST
+    pages, probe and manifest GET of the dataset's first scan, and every read of
+    every file, footers included; ``round_trips`` is the number of sequential waves
+    of requests the scan waited for: each LIST page (pages follow one another; the
+    manifest GET rides with the first), a manifest GET made on its own, then per
+    file, a wave is one batch of ranges issued together; files planned or read
+    concurrently count as their slowest one (the critical path).
     """
 
     files_total: int = 0
