@@ -347,3 +347,18 @@ def test_decode_checks_counts_and_bounds_before_allocating() -> None:
         decode_column(sub + b"\x00", cd, HEADER_SIZE, blob_end)
     with pytest.raises(RegionError, match="kind"):
         decode_column(sub, dataclasses.replace(cd, kinds=()), HEADER_SIZE, blob_end)
+
+
+def test_check_validates_every_subdirectory(indexed: tuple[pa.Table, Path],
+                                            tmp_path: Path) -> None:
+    from pqindex.errors import CorruptFileError
+    from pqindex.inspect import check_embedded
+
+    _, path = indexed
+    with ParquetFile.open(path) as pf:
+        check_embedded(pf)  # a sound region passes
+    bad = tmp_path / "bad.parquet"
+    shutil.copyfile(path, bad)
+    _reseal_subdirectory(bad, "cat", _out_of_bounds)
+    with ParquetFile.open(bad) as pf, pytest.raises(CorruptFileError, match="'cat'"):
+        check_embedded(pf)

@@ -6,41 +6,48 @@ splice, see ``docs/embedded-indexes.md``); the footer's key/value entry
 readers never look at it. The shape follows Iceberg Puffin: a directory of
 blobs, each with a kind, what it indexes, its place and its checksum.
 
-Layout, format version 2.0 (all integers little-endian; offsets relative to the
-region's first byte; ``L`` is the region's length, ``D`` the directory's)::
+Layout, format version 3.0 (all integers little-endian; offsets relative to the
+region's first byte; ``L`` is the region's length, ``D`` the top directory's)::
 
     offset        size  field
     0             4     magic b"PQIX"
-    4             2     major version (u16) = 2
+    4             2     major version (u16) = 3
     6             2     minor version (u16) = 0
-    8             ...   blob bytes, at the offsets the directory gives
-    L - 20 - D    D     directory: compact UTF-8 JSON (below)
-    L - 20        4     trailer: directory length D (u32)
-    L - 16        8     trailer: XXH64 (seed 0) of the directory bytes (u64)
-    L - 8         2     trailer: major version (u16) = 2; a reader refuses other majors
+    8             ...   blob bytes, at the offsets the sub-directories give
+    ...           ...   one binary sub-directory per column (``region_dir``)
+    L - 20 - D    D     top-level directory: compact UTF-8 JSON (below)
+    L - 20        4     trailer: top-level directory length D (u32)
+    L - 16        8     trailer: XXH64 (seed 0) of the top-level directory (u64)
+    L - 8         2     trailer: major version (u16) = 3; a reader refuses majors
+                        other than READ_MAJORS (2 and 3)
     L - 6         2     trailer: minor version (u16) = 0; newer minors only add JSON keys
     L - 4         4     trailer: magic b"PQIX"
 
-    directory = {"blobs": [{
-        "kind": "distinct",         # index kind; unknown kinds are listed, never used
-        "column": "a.b",            # dotted leaf path
-        "scope": "page",            # "file" | "row_group" | "page"
-        "row_group": 0,             # absent for file scope
-        "page": 3,                  # present for page scope only
-        "offset": 812, "length": 64,  # blob bytes, relative to the region start
-        "xxh64": "9f0c...",         # XXH64 of the blob bytes, 16 hex digits
-        "properties": {...}         # small, kind-specific, informative; may be absent
+    top-level directory = {"columns": [{
+        "column": "a.b",                 # dotted leaf path
+        "kinds": ["bloom", "distinct"],  # the sub-directory's kind codes index this
+        "scopes": ["page", "row_group"], # present scopes: prune without reading
+        "blobs": 812,                    # entries in the sub-directory
+        "offset": 90210, "length": 15000, "xxh64": "9f0c..."  # the sub-directory
     }, ...]}
 
-Directory and trailer end the region, next to the footer, so the tail read that
-found the footer usually holds them: opening a region then costs no request at
-all, however large its blobs are (else one, for exactly trailer and directory).
-The header only identifies the region; a reader checks it when the region's
-first bytes are at hand and never reads it just for that. Version 1 regions
-(directory first) are refused as an unknown version.
+A sub-directory holds, per blob, kind, scope, row group, page, length, XXH64
+and properties as little-endian arrays (offsets implied: ascending, gaps only
+at listed jumps); ``region_dir`` has its layout. A new major version because
+2.0's minors promise only added JSON keys; 2.0 regions (one JSON directory,
+an entry per blob: 73 KB for 425 page blobs, read by every query) still read.
 
-Reading is lazy: ``read_region`` reads trailer and directory only; directory
-entries are validated per column when the column is first asked about; each
+Top-level directory and trailer end the region, next to the footer, so the
+tail read that found the footer usually holds them: opening a region then
+costs no request (else one, for trailer, directory and the 4 KiB before it,
+where small sub-directories lie). A column's sub-directory is read, checked
+and decoded when the column is first used (``open_columns`` reads several in
+one request). The header only identifies the region; a reader checks it when
+the region's first bytes are at hand and never reads it just for that.
+Version 1 regions (directory first) are refused as an unknown version.
+
+Reading is lazy: ``read_region`` reads trailer and top-level directory only;
+entries are decoded per column when the column is first asked about; each
 blob is read (``pf.read_bytes``), checked against its XXH64 and kept the first
 time it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and
 their unread neighbours of the same column and scope, in one request. Blob
@@ -50,7 +57,8 @@ block per value looked up (``probe_ranges`` says which, for a planner's wave).
 
 Damage never raises out of ``Region.parse`` / ``read_region`` (unless
 ``strict=True``): a bad trailer (magic, version), header (when at hand) or
-directory checksum ignores the whole region; a bad blob (offset or length
+directory checksum ignores the whole region; a bad sub-directory (checksum,
+counts, bounds) drops that column's indexes; a bad blob (offset or length
 outside the region, malformed entry) drops that blob, and so does a wrong
 checksum, found when the blob is read; each with a message in
 ``Region.warnings``. Lengths are checked before slicing; no more than the
