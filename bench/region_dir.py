@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--point", type=int, default=2_440_007)
     a = ap.parse_args()
     sides = {"old": (a.old_src, a.old_file), "new": (a.new_src, a.new_file)}
-    for name, (src, path) in sides.items():
+    for name, (_src, path) in sides.items():
         print(name, _run(a.new_src, _DIR, path))  # the new reader reads both versions
     queries = {"point": f"id = {a.point}", "absent": "category = 'absent'",
                "user_id": f"user_id = {a.user_id}"}
