@@ -277,11 +277,17 @@ class Region:
                 self._blobs = None
                 self._add(added)
                 # Bytes at hand cost nothing to check: now, as the column is opened.
-                held = self._held
-                self._load([i for i in added if self._entries[i].offset >= self._base
-                            or (held is not None
-                                and held(self._entries[i].offset, self._entries[i].length))],
-                           neighbours=False)
+                # The tail buffer is a suffix: look from the end, stop at the first
+                # blob not held (one missed elsewhere is checked when used).
+                ents = self._entries
+                at_hand = [i for i in added if ents[i].offset >= self._base]
+                if self._held is not None:
+                    for i in sorted((i for i in added if ents[i].offset < self._base),
+                                    key=lambda i: ents[i].offset, reverse=True):
+                        if not self._held(ents[i].offset, ents[i].length):
+                            break
+                        at_hand.append(i)
+                self._load(at_hand, neighbours=False)
 
     def _open_column(self, column: str) -> list[int]:
         """Read, check and decode a column's sub-directory (call with the lock held);
