@@ -702,7 +702,8 @@ class Region:
             return None
 
     def summary(self) -> dict[str, Any]:
-        """Kinds, columns and sizes, for ``pqindex inspect`` (no I/O)."""
+        """Kinds, columns and sizes, for ``pqindex inspect`` (reads no blob; opens every
+        column's sub-directory)."""
         kinds: dict[str, dict[str, Any]] = {}
         for e in self.blobs:
             k = kinds.setdefault(e.kind, {"known": e.known, "blobs": 0, "bytes": 0,
