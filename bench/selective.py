@@ -126,8 +126,9 @@ def data_path(rows: int, variant: str | None = None) -> Path:
     variant = VARIANT if variant is None else variant
     if SHAPE_NAME == "bench" and variant == "plain":
         return DATA_DIR / f"selective-{rows}-v{FORMAT_VERSION}.parquet"
-    # "indexed-2": Bloom filters per row group and page (the CLI's default since then).
-    tag = "indexed-2" if variant == "indexed" else variant
+    # "indexed-2": Bloom filters per row group and page (the CLI's default since then);
+    # "indexed-3": region format 3.0 (per-column sub-directories).
+    tag = "indexed-3" if variant == "indexed" else variant
     return DATA_DIR / f"selective-{SHAPE_NAME}-{rows}-{tag}-v{FORMAT_VERSION}.parquet"
 
 

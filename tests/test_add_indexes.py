@@ -604,7 +604,7 @@ def test_inspect_shows_embedded_indexes(copy_of: Callable[[str], Path]) -> None:
     report = json.loads(out)
     assert report["schema_version"] == 1
     e = report["embedded_indexes"]
-    assert e["version"] == "2.0" and e["warnings"] == []
+    assert e["version"] == "3.0" and e["warnings"] == []
     assert e["locator"] == f"{e['offset']}:{e['length']}"
     assert set(e["kinds"]) == set(KINDS)
     assert {(b["kind"], b["column"]) for b in e["blobs"]} == {

@@ -5,6 +5,7 @@ datasets of many small files written by ``pqindex.write_table``; damaged regions
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import random
 import re
@@ -19,12 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-import xxhash
 
 import pqindex
 from pqindex.format.file import ParquetFile
-from pqindex.indexes.base import Scope
-from pqindex.indexes.region import HEADER_SIZE, REGION_KEY, TRAILER_SIZE, Region
+from pqindex.indexes.base import Blob, Scope
+from pqindex.indexes.region import HEADER_SIZE, REGION_KEY, TRAILER_SIZE, Region, encode_region
 from pqindex.plan.planner import PlanOptions
 
 FILES = 12
@@ -590,16 +590,16 @@ def _reseal_blob(path: Path, entry: Any, edit: Callable[[bytearray], None]) -> N
     edit(blob)
     assert len(blob) == entry.length
     data[start : start + entry.length] = blob
-    trailer = off + length - TRAILER_SIZE
-    dir_len = struct.unpack_from("<I", data, trailer)[0]
-    d0 = trailer - dir_len
-    directory = bytes(data[d0 : d0 + dir_len])
-    old = f'"xxh64":"{entry.checksum:016x}"'.encode()
-    new = f'"xxh64":"{xxhash.xxh64_intdigest(bytes(blob), 0):016x}"'.encode()
-    assert directory.count(old) == 1
-    directory = directory.replace(old, new)
-    data[d0 : d0 + dir_len] = directory
-    struct.pack_into("<Q", data, trailer + 4, xxhash.xxh64_intdigest(directory, 0))
+    # Re-encode the whole region with the edited blob: same lengths, same layout.
+    region = _parse_region(path)
+    blobs = [Blob(e.kind, e.column, e.scope, e.row_group, e.page,
+                  bytes(data[off + e.offset : off + e.offset + e.length]), e.properties)
+             for e in sorted(region.blobs, key=lambda e: e.offset)]
+    assert [e.offset for e in sorted(region.blobs, key=lambda e: e.offset)] == list(
+        itertools.accumulate([HEADER_SIZE] + [len(b.data) for b in blobs[:-1]]))
+    encoded = encode_region(blobs)
+    assert len(encoded) == length
+    data[off : off + length] = encoded
     path.write_bytes(bytes(data))
 
 

@@ -6,41 +6,48 @@ splice, see ``docs/embedded-indexes.md``); the footer's key/value entry
 readers never look at it. The shape follows Iceberg Puffin: a directory of
 blobs, each with a kind, what it indexes, its place and its checksum.
 
-Layout, format version 2.0 (all integers little-endian; offsets relative to the
-region's first byte; ``L`` is the region's length, ``D`` the directory's)::
+Layout, format version 3.0 (all integers little-endian; offsets relative to the
+region's first byte; ``L`` is the region's length, ``D`` the top directory's)::
 
     offset        size  field
     0             4     magic b"PQIX"
-    4             2     major version (u16) = 2
+    4             2     major version (u16) = 3
     6             2     minor version (u16) = 0
-    8             ...   blob bytes, at the offsets the directory gives
-    L - 20 - D    D     directory: compact UTF-8 JSON (below)
-    L - 20        4     trailer: directory length D (u32)
-    L - 16        8     trailer: XXH64 (seed 0) of the directory bytes (u64)
-    L - 8         2     trailer: major version (u16) = 2; a reader refuses other majors
+    8             ...   blob bytes, at the offsets the sub-directories give
+    ...           ...   one binary sub-directory per column (``region_dir``)
+    L - 20 - D    D     top-level directory: compact UTF-8 JSON (below)
+    L - 20        4     trailer: top-level directory length D (u32)
+    L - 16        8     trailer: XXH64 (seed 0) of the top-level directory (u64)
+    L - 8         2     trailer: major version (u16) = 3; a reader refuses majors
+                        other than READ_MAJORS (2 and 3)
     L - 6         2     trailer: minor version (u16) = 0; newer minors only add JSON keys
     L - 4         4     trailer: magic b"PQIX"
 
-    directory = {"blobs": [{
-        "kind": "distinct",         # index kind; unknown kinds are listed, never used
-        "column": "a.b",            # dotted leaf path
-        "scope": "page",            # "file" | "row_group" | "page"
-        "row_group": 0,             # absent for file scope
-        "page": 3,                  # present for page scope only
-        "offset": 812, "length": 64,  # blob bytes, relative to the region start
-        "xxh64": "9f0c...",         # XXH64 of the blob bytes, 16 hex digits
-        "properties": {...}         # small, kind-specific, informative; may be absent
+    top-level directory = {"columns": [{
+        "column": "a.b",                 # dotted leaf path
+        "kinds": ["bloom", "distinct"],  # the sub-directory's kind codes index this
+        "scopes": ["page", "row_group"], # present scopes: prune without reading
+        "blobs": 812,                    # entries in the sub-directory
+        "offset": 90210, "length": 15000, "xxh64": "9f0c..."  # the sub-directory
     }, ...]}
 
-Directory and trailer end the region, next to the footer, so the tail read that
-found the footer usually holds them: opening a region then costs no request at
-all, however large its blobs are (else one, for exactly trailer and directory).
-The header only identifies the region; a reader checks it when the region's
-first bytes are at hand and never reads it just for that. Version 1 regions
-(directory first) are refused as an unknown version.
+A sub-directory holds, per blob, kind, scope, row group, page, length, XXH64
+and properties as little-endian arrays (offsets implied: ascending, gaps only
+at listed jumps); ``region_dir`` has its layout. A new major version because
+2.0's minors promise only added JSON keys; 2.0 regions (one JSON directory,
+an entry per blob: 73 KB for 425 page blobs, read by every query) still read.
 
-Reading is lazy: ``read_region`` reads trailer and directory only; directory
-entries are validated per column when the column is first asked about; each
+Top-level directory and trailer end the region, next to the footer, so the
+tail read that found the footer usually holds them: opening a region then
+costs no request (else one, for trailer, directory and the 4 KiB before it,
+where small sub-directories lie). A column's sub-directory is read, checked
+and decoded when the column is first used (``open_columns`` reads several in
+one request). The header only identifies the region; a reader checks it when
+the region's first bytes are at hand and never reads it just for that.
+Version 1 regions (directory first) are refused as an unknown version.
+
+Reading is lazy: ``read_region`` reads trailer and top-level directory only;
+entries are decoded per column when the column is first asked about; each
 blob is read (``pf.read_bytes``), checked against its XXH64 and kept the first
 time it is used (``Region.blob``, ``Region.evidence``); blobs of one unit, and
 their unread neighbours of the same column and scope, in one request. Blob
@@ -50,7 +57,8 @@ block per value looked up (``probe_ranges`` says which, for a planner's wave).
 
 Damage never raises out of ``Region.parse`` / ``read_region`` (unless
 ``strict=True``): a bad trailer (magic, version), header (when at hand) or
-directory checksum ignores the whole region; a bad blob (offset or length
+directory checksum ignores the whole region; a bad sub-directory (checksum,
+counts, bounds) drops that column's indexes; a bad blob (offset or length
 outside the region, malformed entry) drops that blob, and so does a wrong
 checksum, found when the blob is read; each with a message in
 ``Region.warnings``. Lengths are checked before slicing; no more than the
@@ -63,24 +71,41 @@ import json
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import xxhash
 
 from pqindex.errors import PqIndexError, UserInputError
-from pqindex.format.bloom import BLOCK_BYTES, BloomProbe, block_index
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, Schema
-from pqindex.format.structs import BloomFilterHeader
 from pqindex.indexes.base import REGISTRY, Blob, IndexKind, Scope
-from pqindex.indexes.bloom_file import read_bloom_header
-from pqindex.indexes.encoding import RegionError, RegionVersionError, check_leaf_type
-from pqindex.indexes.evidence import BloomEvidence
+from pqindex.indexes.encoding import RegionError, RegionVersionError
+from pqindex.indexes.region_dir import (
+    _HEADER,
+    _TRAILER,
+    HEADER_SIZE,
+    MAGIC,
+    READ_MAJORS,
+    TRAILER_SIZE,
+    VERSION,
+    BlobEntry,
+    ColumnDirectory,
+    decode_column,
+    encode_region,
+    legacy_entry,
+    parse_columns,
+)
+from pqindex.indexes.region_probe import (
+    PROBE_MIN_BYTES,
+    probe_blocks,
+    probe_evidence,
+    probe_header_length,
+)
 
 __all__ = [
     "HEADER_SIZE",
     "MAGIC",
+    "PROBE_MIN_BYTES",
     "REGION_KEY",
     "TRAILER_SIZE",
     "VERSION",
@@ -91,13 +116,7 @@ __all__ = [
     "region_key_value",
 ]
 
-MAGIC = b"PQIX"
-VERSION = (2, 0)
 REGION_KEY = "pqindex.region"
-HEADER_SIZE = 8
-TRAILER_SIZE = 20
-_HEADER = struct.Struct("<4sHH")
-_TRAILER = struct.Struct("<IQHH4s")
 # Reading blobs lazily: unread bytes between two wanted blobs worth reading to save a
 # request, and how many bytes of neighbouring blobs (same column and scope) to read
 # along with a wanted one.
@@ -106,13 +125,9 @@ COALESCE_BYTES = 64 * 1024
 # Opening a region whose trailer is not buffered: the first read takes this many
 # bytes before the trailer too, enough for most directories.
 SPECULATIVE_DIRECTORY_BYTES = 16 * 1024
-_MAX_KIND = 128  # longer kind names are damage, not a future kind
-# A "bloom" blob at least this long is probed one 32-byte block per value (its header
-# and the blocks the values' hashes select) instead of read whole. Only its header is
-# checked then: the blob's XXH64 covers bytes the probe never reads, as Parquet's own
-# Bloom filters carry no checksum at all.
-PROBE_MIN_BYTES = 4096
-_MAX_BLOOM_HEADER = 64  # version, value type and size: a few bytes
+# Reading the top-level directory (format 3.0) costs a request: it takes this many
+# bytes before it too, where the sub-directories of a small region lie.
+SUBDIRECTORY_AHEAD_BYTES = 4096
 # Kinds whose evidence depends on the blob's bytes (and the column) only.
 _BYTES_ONLY = frozenset({"distinct"})
 
@@ -121,85 +136,7 @@ def _xxh64(data: bytes | memoryview) -> int:
     return xxhash.xxh64_intdigest(data, 0)
 
 
-@dataclass(frozen=True)
-class BlobEntry:
-    """One directory entry: what a blob indexes and where its bytes are."""
-
-    kind: str
-    column: str
-    scope: Scope
-    row_group: int | None
-    page: int | None
-    offset: int  # relative to the region start
-    length: int
-    checksum: int  # XXH64 of the blob bytes
-    properties: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def known(self) -> bool:
-        """Whether this reader has the kind (unknown kinds are listed, never used)."""
-        return self.kind in REGISTRY
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry as printed by ``inspect --json``."""
-        return {"kind": self.kind, "column": self.column, "scope": self.scope.value,
-                "row_group": self.row_group, "page": self.page, "offset": self.offset,
-                "length": self.length, "xxh64": f"{self.checksum:016x}",
-                "properties": dict(self.properties), "known": self.known}
-
-
 # ---------------------------------------------------------------- writing
-
-
-def _check_blob(b: Blob) -> None:
-    if not isinstance(b.kind, str) or not b.kind or len(b.kind) > _MAX_KIND:
-        raise UserInputError(f"blob kind must be a non-empty string of at most "
-                             f"{_MAX_KIND} characters, not {b.kind!r}")
-    scope = Scope(b.scope)
-    want_rg = scope != Scope.FILE
-    want_page = scope == Scope.PAGE
-    if (b.row_group is not None) != want_rg or (b.page is not None) != want_page:
-        raise UserInputError(
-            f"{b.kind} blob for {b.column!r}: scope {scope.value} with row_group="
-            f"{b.row_group} page={b.page}", column=b.column)
-    for what, v in (("row_group", b.row_group), ("page", b.page)):
-        if v is not None and (not isinstance(v, int) or v < 0):
-            raise UserInputError(f"{b.kind} blob: {what} must be a non-negative int",
-                                 column=b.column)
-
-
-def encode_region(blobs: Sequence[Blob]) -> bytes:
-    """The region bytes for ``blobs`` (in the given order); UserInputError for a bad blob."""
-    for b in blobs:
-        _check_blob(b)
-
-    entries = []
-    pos = HEADER_SIZE
-    for b in blobs:
-        e: dict[str, Any] = {"kind": b.kind, "column": b.column,
-                             "scope": Scope(b.scope).value}
-        if b.row_group is not None:
-            e["row_group"] = b.row_group
-        if b.page is not None:
-            e["page"] = b.page
-        e["offset"] = pos
-        e["length"] = len(b.data)
-        e["xxh64"] = f"{_xxh64(b.data):016x}"
-        if b.properties:
-            e["properties"] = dict(b.properties)
-        entries.append(e)
-        pos += len(b.data)
-    try:
-        text = json.dumps({"blobs": entries}, separators=(",", ":"), sort_keys=False,
-                          allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise UserInputError(f"blob properties must be plain JSON values: {err}") from None
-    d = text.encode("utf-8")
-    if len(d) > 0xFFFFFFFF:
-        raise UserInputError(f"region directory of {len(d)} bytes is too large")
-    header = _HEADER.pack(MAGIC, VERSION[0], VERSION[1])
-    trailer = _TRAILER.pack(len(d), _xxh64(d), VERSION[0], VERSION[1], MAGIC)
-    return b"".join([header, *(bytes(b.data) for b in blobs), d, trailer])
 
 
 def region_key_value(offset: int, length: int) -> str:
@@ -208,55 +145,6 @@ def region_key_value(offset: int, length: int) -> str:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def _int(e: Mapping[str, Any], key: str, *, optional: bool = False) -> int | None:
-    v = e.get(key)
-    if v is None and optional:
-        return None
-    if type(v) is not int or v < 0:  # bool is an int subclass: refused too
-        raise RegionError(f"directory entry has no valid {key!r}: {v!r}")
-    return v
-
-
-_SCOPES = {s.value: s for s in Scope}
-
-
-def _entry(e: Any, start: int, end: int) -> BlobEntry:
-    """A validated directory entry; RegionError says what is wrong with it."""
-    if not isinstance(e, dict):
-        raise RegionError("directory entry is not an object")
-    kind, column, scope_name = e.get("kind"), e.get("column"), e.get("scope")
-    if not isinstance(kind, str) or not kind or len(kind) > _MAX_KIND:
-        raise RegionError(f"directory entry has no valid kind: {kind!r}")
-    if not isinstance(column, str):
-        raise RegionError(f"{kind} entry has no valid column: {column!r}")
-    scope = _SCOPES.get(scope_name) if isinstance(scope_name, str) else None
-    if scope is None:
-        raise RegionError(f"{kind} entry for {column!r} has unknown scope {scope_name!r}")
-    row_group = _int(e, "row_group", optional=True)
-    page = _int(e, "page", optional=True)
-    if (row_group is not None) != (scope != Scope.FILE) or (page is not None) != (
-            scope == Scope.PAGE):
-        raise RegionError(f"{kind} entry for {column!r}: scope {scope.value} with "
-                          f"row_group={row_group} page={page}")
-    offset, length = _int(e, "offset"), _int(e, "length")
-    assert offset is not None and length is not None
-    if offset < start or offset + length > end:
-        raise RegionError(f"{kind} blob for {column!r} at [{offset}, {offset + length}) lies "
-                          f"outside the region's blob area [{start}, {end})")
-    digest = e.get("xxh64")
-    try:
-        if not isinstance(digest, str) or len(digest) != 16:
-            raise ValueError
-        checksum = int(digest, 16)
-    except ValueError:
-        raise RegionError(f"{kind} entry for {column!r} has no valid xxh64: {digest!r}"
-                          ) from None
-    props = e.get("properties", {})
-    if not isinstance(props, dict):
-        raise RegionError(f"{kind} entry for {column!r}: properties are not an object")
-    return BlobEntry(kind, column, scope, row_group, page, offset, length, checksum, props)
 
 
 def _where(entry: BlobEntry) -> str:
@@ -295,7 +183,8 @@ class Region:
                  fetch: Fetch | None = None, verified: Mapping[int, bytes] | None = None,
                  strict: bool = False, pending: Sequence[Any] = (),
                  blob_end: int | None = None,
-                 held: Callable[[int, int], bool] | None = None) -> None:
+                 held: Callable[[int, int], bool] | None = None,
+                 columns: Sequence[ColumnDirectory] = ()) -> None:
         # ``data``: the region's last bytes (blob bytes in it are served from it).
         self._data = data
         self._length = len(data) if length is None else length
@@ -314,6 +203,14 @@ class Region:
             col = raw.get("column") if isinstance(raw, dict) else None
             self._pending.setdefault(col if isinstance(col, str) else None, []).append(
                 (first + k, raw))
+        # Format 3.0: per-column sub-directories not read yet, and the directory
+        # position of each one's first entry.
+        self._columns: dict[str, tuple[int, ColumnDirectory]] = {}
+        first += len(pending)
+        for cd in columns:
+            self._columns[cd.column] = (first, cd)
+            first += cd.count
+        self._sub_bytes: dict[str, bytes] = {}  # sub-directories read ahead (open_columns)
         self._blob_end = self._length - TRAILER_SIZE if blob_end is None else blob_end
         self._index: dict[int, int] = {}
         self._bytes: dict[int, bytes] = dict(verified or {})  # checked blob bytes
@@ -358,7 +255,7 @@ class Region:
     def _materialize(self, column: str | None = None, *, every: bool = False) -> None:
         """Validate the pending directory entries of ``column`` (all with ``every``);
         a malformed one is dropped with a warning (raised when strict)."""
-        if not self._pending:
+        if not self._pending and not self._columns:
             return
         with self._lock:
             keys = list(self._pending) if every else [column]
@@ -366,22 +263,72 @@ class Region:
             for key in keys:
                 for i, raw in self._pending.pop(key, ()):
                     try:
-                        self._entries[i] = _entry(raw, HEADER_SIZE, self._blob_end)
+                        self._entries[i] = legacy_entry(raw, HEADER_SIZE, self._blob_end)
                     except RegionError as e:
                         if self._strict:
                             raise
                         self.warnings.append(f"embedded index: {e.reason}")
                         continue
                     added.append(i)
+            for key in list(self._columns) if every else [column]:
+                if key is not None and key in self._columns:
+                    added += self._open_column(key)
             if added:
                 self._blobs = None
                 self._add(added)
                 # Bytes at hand cost nothing to check: now, as the column is opened.
-                held = self._held
-                self._load([i for i in added if self._entries[i].offset >= self._base
-                            or (held is not None
-                                and held(self._entries[i].offset, self._entries[i].length))],
-                           neighbours=False)
+                # The tail buffer is a suffix: look from the end, stop at the first
+                # blob not held (one missed elsewhere is checked when used).
+                ents = self._entries
+                at_hand = [i for i in added if ents[i].offset >= self._base]
+                if self._held is not None:
+                    for i in sorted((i for i in added if ents[i].offset < self._base),
+                                    key=lambda i: ents[i].offset, reverse=True):
+                        if not self._held(ents[i].offset, ents[i].length):
+                            break
+                        at_hand.append(i)
+                self._load(at_hand, neighbours=False)
+
+    def _open_column(self, column: str) -> list[int]:
+        """Read, check and decode a column's sub-directory (call with the lock held);
+        damage drops the column's indexes with a warning (raises when strict)."""
+        first, cd = self._columns.pop(column)
+        try:
+            data = self._sub_bytes.pop(column, None)
+            if data is None:
+                data = self._read(cd.offset, cd.length)
+            if len(data) != cd.length or _xxh64(data) != cd.checksum:
+                raise RegionError(f"column {column!r}: sub-directory checksum mismatch")
+            entries = decode_column(data, cd, HEADER_SIZE, self._blob_end)
+        except RegionError as e:
+            if self._strict:
+                raise
+            self.warnings.append(f"embedded index: {e.reason}; the column's indexes "
+                                 f"are not used")
+            return []
+        for k, entry in enumerate(entries):
+            self._entries[first + k] = entry
+        return list(range(first, first + len(entries)))
+
+    def open_columns(self, columns: Iterable[str]) -> None:
+        """Read the sub-directories of ``columns`` not read yet in as few requests as
+        their layout allows (one when they are neighbours); checked when first used.
+        I/O errors propagate."""
+        with self._lock:
+            todo = sorted((self._columns[c][1] for c in set(columns)
+                           if c in self._columns and c not in self._sub_bytes),
+                          key=lambda cd: cd.offset)
+            runs: list[list[ColumnDirectory]] = []
+            for cd in todo:
+                if runs and cd.offset - (runs[-1][-1].offset + runs[-1][-1].length) <= GAP_BYTES:
+                    runs[-1].append(cd)
+                else:
+                    runs.append([cd])
+            for run in runs:
+                lo, hi = run[0].offset, max(cd.offset + cd.length for cd in run)
+                buf = self._read(lo, hi - lo)
+                for cd in run:
+                    self._sub_bytes[cd.column] = buf[cd.offset - lo : cd.offset - lo + cd.length]
 
     @property
     def size(self) -> int:
@@ -392,7 +339,7 @@ class Region:
     def blobs(self) -> tuple[BlobEntry, ...]:
         """Directory entries, without the blobs dropped so far (bad checksums)."""
         blobs = self._blobs
-        if blobs is None or self._pending:
+        if blobs is None or self._pending or self._columns:
             self._materialize(every=True)
             blobs = tuple(self._entries[i] for i in sorted(self._entries)
                           if i not in self._dropped)
@@ -420,7 +367,8 @@ class Region:
         length = len(data) if length is None else max(length, len(data))
         warnings: list[str] = []
         try:
-            version, directory, end = cls._directory(data, length, file_size, region_offset)
+            version, pending, columns, end = cls._directory(data, length, file_size,
+                                                            region_offset)
         except (RegionError, RegionVersionError) as e:
             if strict:
                 raise
@@ -431,7 +379,7 @@ class Region:
         # ``data`` checked when first used too (strict: all of them now).
         region = cls(data, version, (), warnings, region_offset=region_offset,
                      schema=schema, length=length, fetch=fetch, strict=strict,
-                     pending=directory["blobs"], blob_end=end, held=held)
+                     pending=pending, blob_end=end, held=held, columns=columns)
         if strict:
             region._materialize(every=True)
             if region._dropped:
@@ -440,8 +388,9 @@ class Region:
 
     @staticmethod
     def _directory(data: bytes, length: int, file_size: int,
-                   region_offset: int) -> tuple[tuple[int, int], dict[str, Any], int]:
-        """Version, parsed directory and where the blob area ends (the directory starts)."""
+                   region_offset: int) -> tuple[tuple[int, int], list[Any],
+                                                list[ColumnDirectory], int]:
+        """Version, raw 2.0 entries or 3.0 column items, and where the blob area ends."""
         if region_offset < 4 or region_offset + length > file_size:
             raise RegionError(f"region [{region_offset}, {region_offset + length}) lies "
                               f"outside the file's {file_size} bytes")
@@ -452,9 +401,9 @@ class Region:
             magic, major, minor = _HEADER.unpack_from(data, 0)
             if magic != MAGIC:
                 raise RegionError(f"region starts with {magic!r}, expected {MAGIC!r}")
-            if major != VERSION[0]:
+            if major not in READ_MAJORS:
                 raise RegionVersionError(f"region format version {major}.{minor}; this "
-                                         f"reader knows major version {VERSION[0]}")
+                                         f"reader knows major versions {READ_MAJORS}")
         if len(data) < TRAILER_SIZE:
             raise RegionError(f"only {len(data)} bytes of the region's trailer were read")
         dir_len, dir_sum, major, minor, magic = _TRAILER.unpack_from(
@@ -462,9 +411,9 @@ class Region:
         if magic != MAGIC:
             raise RegionError(f"region ends with {magic!r}, expected {MAGIC!r} (region "
                               f"truncated or overwritten?)")
-        if major != VERSION[0]:
+        if major not in READ_MAJORS:
             raise RegionVersionError(f"region format version {major}.{minor}; this reader "
-                                     f"knows major version {VERSION[0]}")
+                                     f"knows major versions {READ_MAJORS}")
         if HEADER_SIZE + dir_len + TRAILER_SIZE > length:
             raise RegionError(f"directory of {dir_len} bytes does not fit in the region's "
                               f"{length} bytes")
@@ -480,9 +429,13 @@ class Region:
             parsed = json.loads(bytes(directory).decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise RegionError("directory is not valid JSON") from None
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("blobs"), list):
-            raise RegionError("directory has no 'blobs' list")
-        return (major, minor), parsed, length - TRAILER_SIZE - dir_len
+        end = length - TRAILER_SIZE - dir_len
+        if major == 2:
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("blobs"), list):
+                raise RegionError("directory has no 'blobs' list")
+            return (major, minor), parsed["blobs"], [], end
+        columns, end = parse_columns(parsed, HEADER_SIZE, end)
+        return (major, minor), [], columns, end
 
     # ------------------------------------------------------------ blob bytes
 
@@ -599,9 +552,17 @@ class Region:
 
     def find(self, *, kind: str | None = None, column: str | None = None,
              scope: Scope | None = None) -> list[BlobEntry]:
-        """Directory entries, filtered (no I/O)."""
-        if column is not None:
-            self._materialize(column)
+        """Directory entries, filtered. May read the sub-directories of the columns
+        (format 3.0) whose kinds and scopes can match, not others."""
+        if column is not None or not self._pending:
+            wanted = [c for c, (_, cd) in self._columns.items()
+                      if (column is None or c == column) and (kind is None or kind in cd.kinds)
+                      and (scope is None or scope in cd.scopes)]
+            self.open_columns(wanted)
+            for c in wanted:
+                self._materialize(c)
+            if column is not None:
+                self._materialize(column)  # a 2.0 column
             entries = [self._entries[i] for i in sorted(self._entries)
                        if i not in self._dropped]
         else:
@@ -629,8 +590,7 @@ class Region:
         to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
         scope = Scope(scope)
-        if self._pending:
-            self._materialize(column)
+        self._materialize(column)
         key = (column, scope, row_group if scope != Scope.FILE else None,
                page if scope == Scope.PAGE else None)
         indexes = self._by_unit.get(key)
@@ -663,30 +623,15 @@ class Region:
         """The header length of a "bloom" blob to probe block by block (its bytes not
         at hand, large enough, its size property consistent), else None."""
         e = self._entries[i]
-        if (e.kind != "bloom" or i in self._bytes or self._fetch is None
-                or e.length < PROBE_MIN_BYTES or e.offset >= self._base):
+        if i in self._bytes or self._fetch is None or e.offset >= self._base:
             return None
-        size = e.properties.get("bytes")
-        if type(size) is not int or size % BLOCK_BYTES:
-            return None
-        hlen = e.length - size
-        return hlen if 0 < hlen <= _MAX_BLOOM_HEADER else None
+        return probe_header_length(e)
 
     def _probe(self, i: int, leaf: LeafColumn) -> Any:
-        """Evidence of a "bloom" blob that reads its header now and, per value looked
-        up, the one block the value's hash selects (free when prefetched)."""
-        e = self._entries[i]
         hlen = self._probe_header(i)
         assert hlen is not None
-        try:
-            vt, size = read_bloom_header(self._read(e.offset, hlen), e.column, e.length)
-            check_leaf_type(leaf, vt, f"bloom blob for {e.column!r}")
-        except (PqIndexError, ValueError, struct.error) as err:
-            reason = err.reason if isinstance(err, PqIndexError) else str(err)
-            self.warnings.append(f"embedded index: {_where(e)} unusable: {reason}")
-            return None
-        return BloomEvidence(BloomProbe(BloomFilterHeader(numBytes=size), e.offset + hlen,
-                                        size, self._read))
+        e = self._entries[i]
+        return probe_evidence(e, hlen, leaf, self._read, self.warnings, _where(e))
 
     def probe_ranges(self, scope: Scope, column: str, units: Iterable[tuple[int | None,
                      int | None]], hashes: Sequence[int]) -> list[tuple[int, int]]:
@@ -694,8 +639,7 @@ class Region:
         "bloom" blobs of ``column``'s units (``(row_group, page)``) reads: each blob's
         header and the selected blocks. A planner prefetches them in one wave."""
         scope = Scope(scope)
-        if self._pending:
-            self._materialize(column)
+        self._materialize(column)
         out: list[tuple[int, int]] = []
         base = self.region_offset
         for rg, page in units:
@@ -708,12 +652,7 @@ class Region:
                 hlen = self._probe_header(i)
                 if hlen is None:
                     continue
-                e = self._entries[i]
-                nblocks = (e.length - hlen) // BLOCK_BYTES
-                out.append((base + e.offset, hlen))
-                start = base + e.offset + hlen
-                out += sorted({(start + block_index(h, nblocks) * BLOCK_BYTES, BLOCK_BYTES)
-                               for h in hashes})
+                out += probe_blocks(self._entries[i], hlen, base, hashes)
         return out
 
     def load_units(self, scope: Scope, column: str,
@@ -723,8 +662,7 @@ class Region:
         planner asking page after page then waits for one request, not one per
         64 KiB of neighbours. I/O errors propagate."""
         scope = Scope(scope)
-        if self._pending:
-            self._materialize(column)
+        self._materialize(column)
         wanted = []
         for rg, page in units:
             key = (column, scope, rg if scope != Scope.FILE else None,
@@ -764,7 +702,8 @@ class Region:
             return None
 
     def summary(self) -> dict[str, Any]:
-        """Kinds, columns and sizes, for ``pqindex inspect`` (no I/O)."""
+        """Kinds, columns and sizes, for ``pqindex inspect`` (reads no blob; opens every
+        column's sub-directory)."""
         kinds: dict[str, dict[str, Any]] = {}
         for e in self.blobs:
             k = kinds.setdefault(e.kind, {"known": e.known, "blobs": 0, "bytes": 0,
@@ -844,7 +783,7 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
         else:
             n = min(length, TRAILER_SIZE + SPECULATIVE_DIRECTORY_BYTES)
             data = fetch(length - n, n)
-        dir_len, _sum, _major, _minor, magic = _TRAILER.unpack_from(
+        dir_len, _sum, major, _minor, magic = _TRAILER.unpack_from(
             data, len(data) - TRAILER_SIZE)
         need = dir_len + TRAILER_SIZE
         # A hint only: Region.parse checks it all again.
@@ -852,6 +791,8 @@ def read_region(pf: ParquetFile, *, strict: bool = False) -> tuple[Region | None
             if pf.has_bytes(offset + length - need, need):
                 data = fetch(length - need, need)  # free
             else:
+                if major == 3:  # small sub-directories, just before, in the same request
+                    need = min(length - HEADER_SIZE, need + SUBDIRECTORY_AHEAD_BYTES)
                 data = fetch(length - need, need - len(data)) + data
     # Blob bytes already in the tail buffer cost nothing: checked as their column is
     # opened (all now when strict).

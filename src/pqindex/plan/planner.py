@@ -430,6 +430,8 @@ def plan_file(
         warnings += region_warnings
     seen = len(region.warnings) if region is not None else 0
     if region is not None:
+        # The predicate columns' sub-directories, in one request (format 3.0).
+        region.open_columns(p.leaf.name for p in leaves(expr) if p.leaf.index < n_leaves)
         # Embedded Bloom filters of the file and of every row group are probed one
         # block per value: their headers and blocks in one wave, before either level.
         units = [(rg, None) for rg in range(pf.num_row_groups)
