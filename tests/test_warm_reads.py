@@ -149,3 +149,34 @@ def test_a_long_lived_file_keeps_a_bounded_number_of_buffers(tmp_path: Path) -> 
     pf.prefetch([], exact=[(40 + 64 * i, 16) for i in range(limit + 10)])
     assert len(pf._buffers) >= limit + 10
     pf.close()
+
+
+def test_warm_scans_of_many_files_settle_pruned_files_from_their_footers(
+    tmp_path: Path,
+) -> None:
+    """A warm scan decides the open files their footer statistics rule out without a
+    task or a request, with the same report and rows as the cold scan (pyarrow's)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    parts = []
+    for i in range(12):
+        ids = np.arange(i * 1_000, (i + 1) * 1_000, dtype=np.int64)
+        t = pa.table({"id": ids, "v": ids * 2})
+        pq.write_table(t, d / f"part-{i:02d}.parquet", row_group_size=250,
+                       write_page_index=True)
+        parts.append(t)
+    every = pa.concat_tables(parts)
+    ds = pqindex.dataset(d)
+    for where, mask in [("id = 4321", pc.equal(every["id"], 4321)),
+                        ("id BETWEEN 2990 AND 3010", pc.and_(pc.greater_equal(every["id"], 2990),
+                                                             pc.less_equal(every["id"], 3010))),
+                        ("id < 0", pc.less(every["id"], 0))]:
+        cold = ds.scan(["id", "v"], where)
+        first = cold.to_table()
+        warm = ds.scan(["id", "v"], where)
+        second = warm.to_table()
+        want = every.filter(mask)
+        assert first.sort_by("id").equals(want) and second.sort_by("id").equals(want)
+        assert warm.report.files_skipped == cold.report.files_skipped
+        assert warm.report.row_groups_skipped == cold.report.row_groups_skipped
+        assert warm.report.requests <= cold.report.requests

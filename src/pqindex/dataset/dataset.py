@@ -37,6 +37,7 @@ from pqindex.format.structs import (
     TypeDefinedOrder,
 )
 from pqindex.indexes.evidence import ConstantEvidence
+from pqindex.indexes.region import REGION_KEY
 from pqindex.io.objstore import prefetch_tails
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import (
@@ -423,13 +424,21 @@ class Dataset:
             open_clock.add(of.stats.round_trips - waves0.get(df.path, 0))
             return of
 
-        if (pool is not None and view is None
-                and not set(disc.partition_columns) & set(columns_of(expr))):
+        every = (pool is not None and view is None
+                 and not set(disc.partition_columns) & set(columns_of(expr)))
+        if every:
             # Every file will be opened (no partition value or manifest can rule one
-            # out): all at once, the first file's among them.
-            opening = {df.path: pool.submit(open_counted, df) for df in disc.files}
-        first = opening[disc.files[0].path].result() if opening else self._first()
-        if opening:
+            # out): all at once, the first file's among them. Open ones need no task
+            # (a warm scan of 1,000 files paid more in tasks than in planning).
+            assert pool is not None
+            opening = {df.path: pool.submit(open_counted, df)
+                       for df in disc.files if df.path not in self._open}
+        head = disc.files[0]
+        if every:
+            first = opening[head.path].result() if head.path in opening else self._file(head)
+        else:
+            first = self._first()
+        if every:
             first_waves = 0
             with self._lock:
                 waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
@@ -469,6 +478,20 @@ class Dataset:
             return evaluate(first_bound, leaf) == Match.NONE
 
         stand_in_bound: dict[int, BoundExpr | None] = {}
+        bound_by_footer: dict[bytes, BoundExpr] = {}
+
+        def bind_like(pf: ParquetFile) -> BoundExpr:
+            # Files of one writer share a schema: bound once per footer schema (its
+            # encoded stub: elements, column orders, created_by), not once per file.
+            sig = pf.derived.get("schema_stub")
+            if sig is None:
+                from pqindex.dataset.manifest import schema_stub
+
+                sig = pf.derived["schema_stub"] = schema_stub(pf)
+            got = bound_by_footer.get(sig)
+            if got is None:
+                got = bound_by_footer[sig] = bind(expr, self._bound_schema(pf))
+            return got
 
         def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
             # Files share a few schemas: bound once per manifest schema.
@@ -509,10 +532,10 @@ class Dataset:
                 plan_clock.add(of.stats.round_trips - before)
 
         def plan_opened(
-            df: DataFile, of: _OpenFile
+            df: DataFile, of: _OpenFile, options: PlanOptions | None = None
         ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
             try:
-                bound = first_bound if of is first else bind(expr, self._bound_schema(of.pf))
+                bound = first_bound if of is first else bind_like(of.pf)
             except UserInputError as e:
                 raise e.located(path=df.path) from None
             warnings: list[str] = []
@@ -525,11 +548,30 @@ class Dataset:
                     bound,
                     leaf_cols,
                     partition=disc.partition_values(df),
-                    options=self.plan_options,
+                    options=options or self.plan_options,
                     warnings=warnings,
                     row_groups=self.row_groups.get(df.path),
                 )
             return df, of, plan, bound, warnings
+
+        footer_only = (PlanOptions(dictionary=False, page_index=False, bloom=False,
+                                   embedded=False)
+                       if self.plan_options.statistics else None)
+
+        def footer_settled(
+            df: DataFile,
+        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None,
+                   list[str]] | None:
+            """The plan of an open file its footer statistics skip whole, else None.
+            Files with an embedded region go the full way (its file level decides first
+            and names itself in the report)."""
+            of = self._open.get(df.path)
+            if (footer_only is None or of is None or REGION_KEY in of.pf.key_value_metadata
+                    or prune_by_partition(df) or manifest_skips.get(df.path) is not None):
+                return None
+            done = plan_opened(df, of, footer_only)
+            plan = done[2]
+            return done if plan is not None and plan.skipped else None
 
         # Tails of the files still in play, in one wave (counted here, not per file).
         if not opening and self._read_ahead(
@@ -542,7 +584,13 @@ class Dataset:
         if pool is None:
             results = [plan_one(disc.files[0])]
         else:
-            results = list(pool.map(plan_one, disc.files))
+            # Open files their footer statistics rule out are settled here: no task
+            # (planning needs no request then; a task costs more than the plan).
+            settled = {df.path: r for df in disc.files
+                       if (r := footer_settled(df)) is not None}
+            rest = iter(pool.map(plan_one, [df for df in disc.files
+                                            if df.path not in settled]))
+            results = [settled.get(df.path) or next(rest) for df in disc.files]
         files = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         for df, of, plan, bound, warnings in results:
