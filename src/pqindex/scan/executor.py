@@ -95,6 +95,10 @@ def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> 
 
 # Up to this many row intervals are cut with zero-copy slices; more use one take.
 _MAX_SLICES = 256
+# Rows of a projected column gathered one by one from its pages (see sparse_fields):
+# at most this many, and at most one in this many rows of the pages they lie in.
+_SPARSE_MAX_ROWS = 4096
+_SPARSE_RATIO = 16
 
 
 def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -> Any:
@@ -188,6 +192,55 @@ class _RowGroupReader:
         firsts, counts = known
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
+
+    def _sparse_pages(
+        self, col: int, rows: RowRanges
+    ) -> tuple[list[int], list[np.ndarray]] | None:
+        """The pages of leaf ``col`` holding ``rows`` and the rows' positions in each,
+        when so few rows of those pages are wanted that gathering just them beats
+        decoding the pages whole (None otherwise)."""
+        if col in self._decoded or rows.count() > _SPARSE_MAX_ROWS:
+            return None
+        found = self._pages_for(col, rows)
+        if found is None or not found[0]:
+            return None
+        pages, firsts, counts = found
+        if rows.count() * _SPARSE_RATIO > int(counts[pages].sum()):
+            return None
+        idx = rows.to_indices()
+        cuts = np.searchsorted(idx, np.append(firsts[pages], self.n))
+        at = [idx[cuts[i] : cuts[i + 1]] - firsts[p] for i, p in enumerate(pages)]
+        return pages, at
+
+    def sparse_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
+        """Flat fixed-width fields of which only a few rows per page are wanted: just
+        those rows gathered from the pages (encoded.decode_pages with positions), the
+        pages' byte ranges fetched together. Fields it does not decode are left out."""
+        todo = []
+        for name in names:
+            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            if len(leaves) != 1 or len(leaves[0].path) != 1 or name in self._whole_cache:
+                continue
+            target = self.schema.field(name).type
+            if not encoded.decodes_pages(self.pf, leaves[0].index, target):
+                continue
+            found = self._sparse_pages(leaves[0].index, rows)
+            if found is not None:
+                todo.append((name, leaves[0].index, target, *found))
+        if not todo:
+            return {}
+        self.buffers.fetch([r for _n, col, _t, pages, _a in todo for r in page_byte_ranges(
+            self.pf, self.rg, col, pages, prefix_needed=self._prefix_needed(col, pages))])
+        t0 = time.perf_counter()
+        out = {}
+        for name, col, target, pages, at in todo:
+            arr = encoded.decode_pages(self.pf, self.rg, col, pages, self._view, target,
+                                       self._dictionaries, at=at)
+            if arr is not None:
+                self._count(col, pages)
+                out[name] = arr
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return out
 
     def whole_fields(self, names: Sequence[str], *, as_dictionary: bool = False
                      ) -> dict[str, Any]:
@@ -386,7 +439,8 @@ class _RowGroupReader:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
             return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = self.sparse_fields(names, rows)
+        names = [n for n in names if n not in out]
         for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
                 continue
