@@ -120,6 +120,15 @@ def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) 
     return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
 
 
+def _concat_pieces(pieces: list[pa.Array], target: pa.DataType) -> pa.Array:
+    """Decoded page pieces as one array. Dictionary pieces from separate decodes don't
+    share a dictionary: pyarrow (>= 26) unifies them, far cheaper than casting every
+    piece to ``target``; mixed types are cast."""
+    if len({piece.type for piece in pieces}) == 1:
+        return pa.concat_arrays(pieces)
+    return pa.concat_arrays([p.cast(target) if p.type != target else p for p in pieces])
+
+
 def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
     """The leaf under a decoded top-level field, with its parents' nulls applied."""
     for name in path[1:]:
@@ -334,12 +343,7 @@ class _RowGroupReader:
                 cache[p] = arr.slice(start, int(counts[p]))
                 start += int(counts[p])
         pieces = [cache[p] for p in pages]
-        if len({piece.type for piece in pieces}) > 1 or (
-            len(pieces) > 1 and pa.types.is_dictionary(pieces[0].type)
-        ):
-            # Dictionary-decoded pieces from separate decodes don't share a dictionary.
-            pieces = [piece.cast(target) if piece.type != target else piece for piece in pieces]
-        arr = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        arr = pieces[0] if len(pieces) == 1 else _concat_pieces(pieces, target)
         out = _cut(arr, firsts[pages], counts[pages], rows)
         if not as_dictionary and out.type != target:
             out = out.cast(target)
