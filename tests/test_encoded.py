@@ -287,6 +287,8 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                 pages = sorted(rng.choice(n_pages, size=int(rng.integers(1, n_pages + 1)),
                                           replace=False).tolist())
                 cache = encoded.Dictionaries()
+                firsts_ = [loc.first_row_index or 0 for loc in oi.page_locations]
+                ends_ = [*firsts_[1:], len(expected)]
 
                 def fetch(off: int, n: int) -> bytes:
                     return pf.read_bytes(off, n)
@@ -298,6 +300,17 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                     want = pa.concat_arrays([expected.slice(firsts[p], ends[p] - firsts[p])
                                              for p in pages])
                     assert _same(arr, want), (path, rg, leaf.name, pages)
+                # Predicates on those pages only (dictionary page read from the prefix).
+                in_pages = {r for p in pages for r in range(firsts_[p], ends_[p])}
+                for pred in _predicates(expected, rng):
+                    def evaluate_(a: pa.Array, pred: Any = pred) -> pa.BooleanArray:
+                        return pc.fill_null(pred(a), False)
+
+                    rows = encoded.matching_page_rows(pf, rg, leaf.index, target, pages, fetch,
+                                                      evaluate_)
+                    if rows is not None:
+                        want_rows = [r for r in _positions(pred(expected)) if r in in_pages]
+                        assert rows.tolist() == want_rows, (path, rg, leaf.name, pages)
                 # A few rows of each page, page boundaries included (the sparse path).
                 firsts = [loc.first_row_index or 0 for loc in oi.page_locations]
                 ends = [*firsts[1:], len(expected)]

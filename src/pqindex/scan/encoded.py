@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,7 @@ __all__ = [
     "dictionary_needed",
     "find_hybrid",
     "find_many",
+    "matching_page_rows",
     "matching_rows",
     "supported",
     "worth_matching",
@@ -552,8 +553,8 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: bool) -> np.ndarray:
 
 
 def _matches(
-    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
-    evaluate: Evaluate,
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType,
+    items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
     null_hit = bool(evaluate(pa.nulls(1, type=arrow))[0].as_py())
@@ -565,7 +566,7 @@ def _matches(
     # are searched together too.
     plain: list[tuple[_Page, np.ndarray]] = []
     indexed: list[_Page] = []
-    for page in _walk(pf, rg, col, raw):
+    for page in items:
         if isinstance(page, _Dictionary):
             dict_size = page.count
             lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
@@ -615,7 +616,56 @@ def matching_rows(
     if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
         return None
     try:
-        return _matches(pf, rg, col, target, raw, evaluate)
+        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw), evaluate)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+def _selected(
+    pf: ParquetFile, rg: int, col: int, pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview],
+) -> Iterator[_Page | _Dictionary]:
+    """The chunk's dictionary page (from the bytes before its first data page, if
+    any) and its data pages ``pages`` (OffsetIndex ranges), decompressed."""
+    oi = pf.offset_index(rg, col)
+    if oi is None or not oi.page_locations:
+        raise _Fallback
+    locs = oi.page_locations
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    optional = pf.leaf(col).max_definition_level == 1
+    start = chunk_range(meta)[0]
+    first = locs[0].offset or 0
+    has_dictionary = False
+    if first > start:
+        item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+        if not isinstance(item, _Dictionary):
+            raise _Fallback
+        has_dictionary = True
+        yield item
+    page_rows = pf.page_rows(rg, col) or []
+    for p in pages:
+        loc = locs[p]
+        size = loc.compressed_page_size or 0
+        raw = fetch(loc.offset or 0, size)
+        page, end = _read_page(raw, 0, codec, optional, loc.first_row_index or 0)
+        if (not isinstance(page, _Page) or end != size or page.rows != page_rows[p]
+                or (page.dictionary and not has_dictionary)):
+            raise _Fallback
+        yield page
+
+
+def matching_page_rows(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview], evaluate: Evaluate,
+) -> np.ndarray | None:
+    """:func:`matching_rows` over the data pages ``pages`` (ascending) only: rows
+    within the row group, from those pages. ``fetch(offset, length)`` serves the
+    pages and the bytes before the first data page (the dictionary page)."""
+    if not supported(pf, rg, col, target):
+        return None
+    try:
+        return _matches(pf, rg, col, target, _selected(pf, rg, col, pages, fetch), evaluate)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
 

@@ -475,6 +475,32 @@ class _RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return rows
 
+    def encoded_page_matches(self, expr: BoundExpr, col: int, rows: RowRanges
+                             ) -> np.ndarray | None:
+        """Rows of the pages of flat leaf ``col`` overlapping ``rows`` where ``expr``,
+        a predicate on that leaf alone, holds: evaluated on those encoded pages (an
+        all-dictionary chunk: once per dictionary entry); None where pyarrow decodes."""
+        leaf = self.pf.leaf(col)
+        name = leaf.path[0]
+        target = self.schema.field(name).type
+        if (name in self._whole_cache or col in self._decoded
+                or not encoded.worth_matching(self.pf, self.rg, col, target)):
+            return None
+        found = self._pages_for(col, rows)
+        if found is None or not found[0]:
+            return None
+        pages = found[0]
+        self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, pages, prefix_needed=True))
+        t0 = time.perf_counter()
+        out = encoded.matching_page_rows(
+            self.pf, self.rg, col, target, pages, self._view,
+            lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
+        )
+        if out is not None:
+            self._count(col, pages)
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return out
+
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
@@ -581,6 +607,14 @@ def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
     return np.asarray(ranges.starts[k] + (positions - offsets[k]), dtype=np.int64)
 
 
+def _within(ranges: RowRanges, idx: np.ndarray) -> np.ndarray:
+    """The sorted row numbers ``idx`` that lie in ``ranges``."""
+    k = np.searchsorted(ranges.ends, idx, side="right")
+    inside = k < len(ranges)
+    inside[inside] = ranges.starts[k[inside]] <= idx[inside]
+    return idx[inside]
+
+
 def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
     if idx.size == 0:
         return RowRanges.empty()
@@ -626,6 +660,13 @@ def _exact_rows(
         # Every row of the row group, one column not returned (a returned one is decoded
         # by pyarrow once, for both): evaluated on its encoded pages.
         found = reader.encoded_matches(expr, preds[0].leaf.index)
+    elif not uncertain.is_empty and len({p.leaf.index for p in preds}) == 1 and (
+        preds[0].leaf.index < n_leaves and pf.leaf(preds[0].leaf.index).path[0] not in fields
+    ):
+        # Some pages, the same way (rows of those pages outside ``uncertain`` dropped).
+        found = reader.encoded_page_matches(expr, preds[0].leaf.index, uncertain)
+        if found is not None:
+            found = _within(uncertain, found)
     if found is not None:
         exact = exact | _ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
