@@ -41,6 +41,14 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded
+from pqindex.scan.cut import (
+    concat_pieces,
+    cut,
+    leaf_array,
+    ranges_from_indices,
+    rows_at,
+    within,
+)
 from pqindex.scan.fetch import (
     Buffers,
     ScanOptions,
@@ -86,58 +94,10 @@ def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     return round_trip_bytes(pf)
 
 
-def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Index of each wanted row in the concatenation of the decoded pages."""
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
-    page = np.searchsorted(first_rows, rows, side="right") - 1
-    return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)
-
-
-# Up to this many row intervals are cut with zero-copy slices; more use one take.
-_MAX_SLICES = 256
 # Rows of a projected column gathered one by one from its pages (see sparse_fields):
 # at most this many, and at most one in this many rows of the pages they lie in.
 _SPARSE_MAX_ROWS = 4096
 _SPARSE_RATIO = 16
-
-
-def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -> Any:
-    """The rows ``rows`` out of ``arr``, the decoded concatenation of pages that start at
-    ``first_rows`` and hold ``counts`` rows. Every row of ``rows`` lies in those pages."""
-    if rows.count() == len(arr):
-        return arr
-    if len(rows) <= _MAX_SLICES:
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
-        pieces = []
-        for s, e in rows.intervals():
-            p = int(np.searchsorted(first_rows, s, side="right")) - 1
-            pieces.append(arr.slice(int(starts[p] + s - first_rows[p]), e - s))
-        if len(pieces) == 1:
-            return pieces[0]
-        return pa.concat_arrays(pieces) if isinstance(arr, pa.Array) else pa.chunked_array(
-            [c for piece in pieces for c in piece.chunks], type=arr.type
-        )
-    return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
-
-
-def _concat_pieces(pieces: list[pa.Array], target: pa.DataType) -> pa.Array:
-    """Decoded page pieces as one array. Dictionary pieces from separate decodes don't
-    share a dictionary: pyarrow (>= 26) unifies them, far cheaper than casting every
-    piece to ``target``; mixed types are cast."""
-    if len({piece.type for piece in pieces}) == 1:
-        return pa.concat_arrays(pieces)
-    return pa.concat_arrays([p.cast(target) if p.type != target else p for p in pieces])
-
-
-def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
-    """The leaf under a decoded top-level field, with its parents' nulls applied."""
-    for name in path[1:]:
-        if not pa.types.is_struct(arr.type):
-            return arr
-        children = arr.flatten()
-        idx = arr.type.get_field_index(name)
-        arr = children[idx]
-    return arr
 
 
 class _RowGroupReader:
@@ -343,8 +303,8 @@ class _RowGroupReader:
                 cache[p] = arr.slice(start, int(counts[p]))
                 start += int(counts[p])
         pieces = [cache[p] for p in pages]
-        arr = pieces[0] if len(pieces) == 1 else _concat_pieces(pieces, target)
-        out = _cut(arr, firsts[pages], counts[pages], rows)
+        arr = pieces[0] if len(pieces) == 1 else concat_pieces(pieces, target)
+        out = cut(arr, firsts[pages], counts[pages], rows)
         if not as_dictionary and out.type != target:
             out = out.cast(target)
         self.stats.decode_seconds += time.perf_counter() - t0
@@ -364,7 +324,7 @@ class _RowGroupReader:
         if (rows.count() == self.n and not self._partly_decoded(field_name)) or (
             field_name in self._whole_cache
         ):
-            return _cut(self._whole(field_name), *whole_rg, rows)
+            return cut(self._whole(field_name), *whole_rg, rows)
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
             if out is not None:
@@ -383,10 +343,10 @@ class _RowGroupReader:
             )
             for c, pages in zip(leaf_cols, per_leaf, strict=True):
                 self._count(c, pages)
-            out = _cut(arr, *whole_rg, rows)
+            out = cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
-        return _cut(self._whole(field_name), *whole_rg, rows)
+        return cut(self._whole(field_name), *whole_rg, rows)
 
     def _flat_groups(
         self, names: Sequence[str], rows: RowRanges
@@ -450,7 +410,7 @@ class _RowGroupReader:
                 continue
             arrays = self._decode_group(members)
             for (name, _col, pages, firsts, counts), arr in zip(members, arrays, strict=True):
-                out[name] = _cut(arr, firsts[pages], counts[pages], rows)
+                out[name] = cut(arr, firsts[pages], counts[pages], rows)
         return out
 
     def encoded_matches(self, expr: BoundExpr, col: int) -> np.ndarray | None:
@@ -507,13 +467,13 @@ class _RowGroupReader:
         target = self.schema.field(leaf.path[0]).type
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
             whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-            arr = _cut(self._whole(leaf.path[0], as_dictionary=True), *whole_rg, rows)
-            return _leaf_array(arr, leaf.path)
+            arr = cut(self._whole(leaf.path[0], as_dictionary=True), *whole_rg, rows)
+            return leaf_array(arr, leaf.path)
         dictionary = self.pf.all_dictionary_encoded(self.rg, col) is True
         arr = self._decode_leaf(col, rows, target, as_dictionary=dictionary)
         if arr is None:
             arr = self.field(leaf.path[0], rows)
-        return _leaf_array(arr, leaf.path)
+        return leaf_array(arr, leaf.path)
 
 
     # Byte ranges the methods above will fetch, computed ahead so that the row groups
@@ -599,31 +559,6 @@ class _RowGroupReader:
             self.pf, self.rg, col, pages)
 
 
-def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
-    """Row numbers of the given positions within the concatenation of ``ranges``."""
-    lengths = ranges.ends - ranges.starts
-    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    k = np.searchsorted(offsets, positions, side="right") - 1
-    return np.asarray(ranges.starts[k] + (positions - offsets[k]), dtype=np.int64)
-
-
-def _within(ranges: RowRanges, idx: np.ndarray) -> np.ndarray:
-    """The sorted row numbers ``idx`` that lie in ``ranges``."""
-    k = np.searchsorted(ranges.ends, idx, side="right")
-    inside = k < len(ranges)
-    inside[inside] = ranges.starts[k[inside]] <= idx[inside]
-    return idx[inside]
-
-
-def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
-    if idx.size == 0:
-        return RowRanges.empty()
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    starts = idx[np.concatenate(([0], breaks))]
-    ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
-    return RowRanges(starts, ends)
-
-
 def _predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
     """File leaf columns the exact predicate check reads."""
     n_leaves = len(pf.schema.leaves)
@@ -666,9 +601,9 @@ def _exact_rows(
         # Some pages, the same way (rows of those pages outside ``uncertain`` dropped).
         found = reader.encoded_page_matches(expr, preds[0].leaf.index, uncertain)
         if found is not None:
-            found = _within(uncertain, found)
+            found = within(uncertain, found)
     if found is not None:
-        exact = exact | _ranges_from_indices(found)
+        exact = exact | ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
         for p in preds:
@@ -684,9 +619,9 @@ def _exact_rows(
         t0 = time.perf_counter()
         mask = to_arrow_mask(expr, table)
         hits = true_positions(mask)
-        idx = _rows_at(uncertain, hits)
+        idx = rows_at(uncertain, hits)
         stats.decode_seconds += time.perf_counter() - t0
-        exact = exact | _ranges_from_indices(idx)
+        exact = exact | ranges_from_indices(idx)
     elif not uncertain.is_empty:
         exact = plan.maybe
     return exact
