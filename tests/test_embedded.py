@@ -780,3 +780,35 @@ def test_scan_without_predicate_reads_no_region(data_dir: Path) -> None:
     ds = pqindex.dataset(str(data_dir))
     ds.explain(columns=["id"])
     assert sum(s.requests for s in ds.io_stats().values()) == FILES  # the tails only
+
+
+def test_page_blob_answers_kept_per_file_give_the_same_scans(
+    data_dir: Path, full: pa.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm queries reuse the page-scope answers of earlier ones (planner cache): the
+    rows and the pages read stay those of the first scan, also when old answers are
+    dropped for new ones (a tiny bound forces that)."""
+    from pqindex.plan import planner
+
+    monkeypatch.setattr(planner, "_PAGE_BLOB_ANSWERS", 2)
+    ds = pqindex.dataset(str(data_dir))
+    wheres = {
+        f"cat = '{RARE}'": pc.equal(full.column("cat"), RARE),
+        f"cat = '{ABSENT}'": pc.equal(full.column("cat"), ABSENT),
+        "cat = 'dog'": pc.equal(full.column("cat"), "dog"),
+        "x = 40": pc.equal(full.column("x"), 40),
+        f"cat IN ('{RARE}', 'fox')": pc.is_in(full.column("cat"), pa.array([RARE, "fox"])),
+    }
+    for _round in range(2):
+        for where, mask in wheres.items():
+            first = ds.scan(columns=["id", "cat", "x"], where=where)
+            t1 = first.to_table()
+            again = ds.scan(columns=["id", "cat", "x"], where=where)
+            t2 = again.to_table()
+            ref = full.filter(pc.fill_null(mask, False)).select(["id", "cat", "x"])
+            assert t1.sort_by("id").equals(ref.sort_by("id")), where
+            assert t2.sort_by("id").equals(ref.sort_by("id")), where
+            assert again.report.pages_read == first.report.pages_read, where
+    kept = [of.pf.derived.get("page_blob_answers") for of in ds._open.values()]
+    assert any(kept)  # the scans used (and kept) page-scope answers
+    assert all(len(k or {}) <= 2 for k in kept)

@@ -113,6 +113,20 @@ def test_hybrid_search_finds_exactly_the_wanted_ids(
     assert got.tolist() == want
 
 
+@settings(max_examples=300, deadline=None)
+@given(_hybrid_case(), st.data())
+def test_hybrid_values_at_positions_are_the_decoded_ones(
+    case: tuple[list[int], int, list[tuple[bool, int]]], data: st.DataObject
+) -> None:
+    values, width, plan = case
+    buf = b"\xaa" + _encode_hybrid(values, width, plan) + b"\xbb"
+    count = data.draw(st.integers(0, len(values)))
+    at = sorted(set(data.draw(st.lists(st.integers(0, max(count - 1, 0)), max_size=12))))
+    at = [a for a in at if a < count]
+    got = encoded.decode_hybrid_at(buf, 1, len(buf) - 1, width, count, np.array(at, np.intp))
+    assert got.tolist() == [values[a] for a in at]
+
+
 def test_hybrid_rejects_short_data() -> None:
     buf = _encode_hybrid([1, 2, 3, 4, 5, 6, 7, 0], 3, [(True, 8)])
     with pytest.raises(ValueError):
@@ -273,6 +287,8 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                 pages = sorted(rng.choice(n_pages, size=int(rng.integers(1, n_pages + 1)),
                                           replace=False).tolist())
                 cache = encoded.Dictionaries()
+                firsts_ = [loc.first_row_index or 0 for loc in oi.page_locations]
+                ends_ = [*firsts_[1:], len(expected)]
 
                 def fetch(off: int, n: int) -> bytes:
                     return pf.read_bytes(off, n)
@@ -284,6 +300,30 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                     want = pa.concat_arrays([expected.slice(firsts[p], ends[p] - firsts[p])
                                              for p in pages])
                     assert _same(arr, want), (path, rg, leaf.name, pages)
+                # Predicates on those pages only (dictionary page read from the prefix).
+                in_pages = {r for p in pages for r in range(firsts_[p], ends_[p])}
+                for pred in _predicates(expected, rng):
+                    def evaluate_(a: pa.Array, pred: Any = pred) -> pa.BooleanArray:
+                        return pc.fill_null(pred(a), False)
+
+                    rows = encoded.matching_page_rows(pf, rg, leaf.index, target, pages, fetch,
+                                                      evaluate_)
+                    if rows is not None:
+                        want_rows = [r for r in _positions(pred(expected)) if r in in_pages]
+                        assert rows.tolist() == want_rows, (path, rg, leaf.name, pages)
+                # A few rows of each page, page boundaries included (the sparse path).
+                firsts = [loc.first_row_index or 0 for loc in oi.page_locations]
+                ends = [*firsts[1:], len(expected)]
+                at = []
+                for p in pages:
+                    size = ends[p] - firsts[p]
+                    some = rng.choice(size, size=int(rng.integers(1, min(size, 5) + 1)),
+                                      replace=False)
+                    at.append(np.unique(np.concatenate((some, [0, size - 1]))).astype(np.intp))
+                arr = encoded.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache, at=at)
+                if arr is not None:
+                    rows = np.concatenate([firsts[p] + a for p, a in zip(pages, at, strict=True)])
+                    assert _same(arr, expected.take(pa.array(rows))), (path, rg, leaf.name, pages)
     finally:
         pf.close()
     return handled

@@ -16,9 +16,12 @@ Each answers NONE / SOME / ALL; anything unusable answers SOME.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
@@ -785,20 +788,37 @@ def _probe_ranges(region: Region, scope: Scope, expr: BoundExpr,
     return out
 
 
+# Per-file page-blob answers kept (see _with_page_blobs).
+_PAGE_BLOB_ANSWERS = 1024
+
+
 def _with_page_blobs(
     pf: ParquetFile, region: Region, pred: BoundPredicate, rg: int, matches: Any
 ) -> Any:
     """Per-page answers sharpened by page-scope embedded blobs (distinct values, zone
-    maps, Bloom filters: those probed a block at a time in one wave first)."""
+    maps, Bloom filters: those probed a block at a time in one wave first).
+
+    The answers depend only on the file and the leaf, so they are kept per file
+    (a bounded number): a warm query asks each page's blobs once, not every time."""
+    some = np.flatnonzero(np.asarray(matches) == int(Match.SOME)).tolist()
+    if not some:
+        return matches
+    cache: dict[Any, Any] = pf.derived.setdefault("page_blob_answers", {})
+    try:
+        key: Any = (rg, pred.leaf.index, pred.leaf.name, pred.value_type, pred.op,
+                    pred.values, np.asarray(matches).tobytes())
+        known = cache.get(key)
+    except TypeError:  # an unhashable literal: not kept
+        key, known = None, None
+    if known is not None:
+        return known.copy()
     out = None
     hashes = bloom_hashes(pred)
-    pages = [(rg, p) for p in range(len(matches)) if matches[p] == Match.SOME]
+    pages = [(rg, p) for p in some]
     if hashes:
         pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
     region.load_units(Scope.PAGE, pred.leaf.name, pages)  # the other page blobs at once
-    for page in range(len(matches)):
-        if matches[page] != Match.SOME:
-            continue
+    for page in some:
         evs = region.evidence(Scope.PAGE, pred.leaf.name, rg, page, leaf=pred.leaf)
         if not evs:
             continue
@@ -807,7 +827,14 @@ def _with_page_blobs(
             if out is None:
                 out = matches.copy()
             out[page] = m
-    return matches if out is None else out
+    result = matches if out is None else out
+    if key is not None:
+        if len(cache) >= _PAGE_BLOB_ANSWERS:
+            # The oldest goes; a race with another thread only delays that.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del cache[next(iter(cache))]
+        cache[key] = result.copy()
+    return result
 
 
 def _reads(

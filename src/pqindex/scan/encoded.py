@@ -28,9 +28,8 @@ for anything this module finds malformed (pyarrow then names the error).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,17 +40,27 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
+from pqindex.scan.hybrid import (
+    _runs,
+    _varint,
+    decode_hybrid,
+    decode_hybrid_at,
+    find_hybrid,
+    find_many,
+)
 
 __all__ = [
     "Dictionaries",
     "Evaluate",
     "decode_chunk",
     "decode_hybrid",
+    "decode_hybrid_at",
     "decode_pages",
     "decodes_pages",
     "dictionary_needed",
     "find_hybrid",
     "find_many",
+    "matching_page_rows",
     "matching_rows",
     "supported",
     "worth_matching",
@@ -77,249 +86,6 @@ _MAX_BYTE_DICTIONARY = 1 << 16
 
 class _Fallback(Exception):
     """This chunk is left to pyarrow."""
-
-
-# ---------------------------------------------------------------- RLE / bit-packed
-
-
-def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
-    """Values of concatenated bit-packed 8-value groups of ``width`` bits (LSB first),
-    as intp (ready to index with)."""
-    raw = np.frombuffer(packed, dtype=np.uint8) if isinstance(packed, bytes) else packed
-    groups = raw.size // width
-    # Each group padded so that an 8-byte read at any value's first byte stays inside it.
-    stride = width + 8
-    padded = np.zeros((groups, stride), dtype=np.uint8)
-    padded[:, :width] = raw[: groups * width].reshape(groups, width)
-    out = np.empty((groups, 8), dtype=np.intp)
-    mask = np.uint64((1 << width) - 1)
-    for i in range(8):
-        bit = i * width
-        window = np.ndarray(
-            (groups,), dtype="<u8", buffer=padded, offset=bit >> 3, strides=(stride,)
-        )
-        out[:, i] = (window >> np.uint64(bit & 7)) & mask
-    return out.reshape(-1)
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end or shift > 35:
-            raise ValueError("run header runs past the data")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-@dataclasses.dataclass
-class _Runs:
-    """The runs of a hybrid-encoded stream, in output order."""
-
-    packed: list[np.ndarray]  # bit-packed runs' bytes
-    kinds: list[bool]  # bit-packed (True) or RLE
-    lengths: list[int]  # values each run gives
-    sources: list[int]  # bit-packed: first value among the unpacked ones; RLE: the value
-
-
-def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
-    if not 1 <= width <= 32:
-        raise ValueError(f"bit width {width}")
-    value_bytes = (width + 7) // 8
-    arr: np.ndarray | None = None
-    packed: list[np.ndarray] = []
-    # Segments in output order: bit-packed or not, how many values, and where its
-    # values start among the unpacked ones (bit-packed) or its value (RLE).
-    kinds: list[bool] = []
-    lengths: list[int] = []
-    sources: list[int] = []
-    done = 0
-    unpacked = 0
-    while done < count:
-        if pos >= end:
-            raise ValueError(f"runs end after {done} of {count} values")
-        header, body = _varint(data, pos, end)
-        if header & 1:
-            groups = header >> 1
-            size = groups * width
-            run = body - pos + size
-            if arr is None:
-                arr = np.frombuffer(data, dtype=np.uint8)
-            # Writers repeat full-size literal runs: take every run that follows with
-            # the same header in one step instead of one loop turn each.
-            k = 1
-            left = count - done
-            if groups * 8 < left:
-                most = min((end - pos) // run, -(-left // (groups * 8)))
-                if most > 1:
-                    heads = arr[pos : pos + most * run].reshape(most, run)[:, : body - pos]
-                    same = np.all(heads == arr[pos:body], axis=1)
-                    k = most if bool(same.all()) else int(np.argmin(same))
-            if pos + k * run <= end:
-                block = arr[pos : pos + k * run].reshape(k, run)[:, body - pos :].reshape(-1)
-            else:
-                # The last run may stop at the last value it needs.
-                need = (min(groups * 8, left) * width + 7) // 8
-                if body + need > end:
-                    raise ValueError("bit-packed run runs past the data")
-                block = np.zeros(size, dtype=np.uint8)
-                block[: end - body] = arr[body:end]
-            n = k * groups * 8
-            take = min(n, left)
-            packed.append(block)
-            kinds.append(True)
-            lengths.append(take)
-            sources.append(unpacked)
-            unpacked += n
-            done += take
-            pos += k * run
-        else:
-            n = header >> 1
-            pos = body
-            if pos + value_bytes > end:
-                raise ValueError("RLE run value runs past the data")
-            value = int.from_bytes(data[pos : pos + value_bytes], "little")
-            pos += value_bytes
-            if value >> width:
-                raise ValueError(f"RLE value {value} wider than {width} bits")
-            take = min(n, count - done)
-            kinds.append(False)
-            lengths.append(take)
-            sources.append(value)
-            done += take
-    return _Runs(packed, kinds, lengths, sources)
-
-
-def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
-    """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
-
-    Returns intp values. Raises ValueError when the runs end before ``count``
-    values or a value does not fit ``width`` bits.
-    """
-    if width == 0 and count >= 0:
-        return np.zeros(count, dtype=np.intp)
-    r = _runs(data, pos, end, width, count)
-    packed, kinds, lengths, sources = r.packed, r.kinds, r.lengths, r.sources
-    if len(kinds) == 1 and not kinds[0]:
-        return np.full(count, sources[0], dtype=np.intp)
-    values = (
-        _unpack(packed[0] if len(packed) == 1 else np.concatenate(packed), width)
-        if packed else np.zeros(0, dtype=np.intp)
-    )
-    if all(kinds):
-        return values[:count]
-    # Mixed runs: one gather from the unpacked values followed by the RLE values.
-    is_bp = np.array(kinds, dtype=np.bool_)
-    lens = np.array(lengths, dtype=np.intp)
-    src = np.array(sources, dtype=np.intp)
-    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    rle_at = values.size + np.cumsum(~is_bp) - 1
-    base = np.where(is_bp, src - starts, rle_at)
-    step = np.repeat(is_bp, lens)
-    idx = np.repeat(base, lens) + np.arange(count, dtype=np.intp) * step
-    return np.concatenate((values, src[~is_bp]))[idx]
-
-
-@functools.cache
-def _swar_masks(width: int) -> tuple[int, int, int]:
-    """For 8 fields of ``width`` bits: all their bits, each one's low bits, its top bit."""
-    fields = (1 << (8 * width)) - 1
-    low = sum(((1 << (width - 1)) - 1) << (i * width) for i in range(8))
-    top = sum(1 << (i * width + width - 1) for i in range(8))
-    return fields, low, top
-
-
-def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
-    """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
-    of the values in ``ids``: each group read as one 64-bit word and compared with
-    every id at once (a field is zero after XOR exactly where the value matches)."""
-    groups = packed.size // width
-    buf = np.zeros(groups * width + 8, dtype=np.uint8)
-    buf[: groups * width] = packed[: groups * width]
-    # One strided copy makes the words contiguous (the arithmetic on the unaligned
-    # strided view itself is many times slower).
-    words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,)).copy()
-    fields, low, top = _swar_masks(width)
-    if fields != (1 << 64) - 1:
-        words &= np.uint64(fields)
-    found = np.zeros(groups, dtype=np.uint64)
-    for k in ids.tolist():
-        y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
-        t = (y & np.uint64(low)) + np.uint64(low)
-        found |= ~(t | y) & np.uint64(top)
-    any_hit = found != 0  # nonzero() on a bool array is far cheaper than on words
-    if not any_hit.any():
-        return np.zeros(0, dtype=np.intp)
-    hit_groups = np.flatnonzero(any_hit)
-    bits = found[hit_groups]
-    out: list[np.ndarray] = []
-    for i in range(8):
-        sel = ((bits >> np.uint64(i * width + width - 1)) & np.uint64(1)) != 0
-        if sel.any():
-            out.append(hit_groups[sel] * 8 + i)
-    return np.sort(np.concatenate(out))
-
-
-def find_hybrid(
-    data: bytes, pos: int, end: int, width: int, count: int, ids: np.ndarray
-) -> np.ndarray:
-    """Positions (ascending) among the ``count`` hybrid-encoded values in
-    ``data[pos:end]`` whose value is one of ``ids`` — without unpacking the others
-    when ``width`` <= 8 and the ids are few. Raises ValueError like
-    :func:`decode_hybrid`."""
-    return find_many([(data, pos, end, count)], width, ids)[0]
-
-
-def find_many(
-    streams: Sequence[tuple[bytes, int, int, int]], width: int, ids: np.ndarray
-) -> list[np.ndarray]:
-    """:func:`find_hybrid` over several streams ``(data, pos, end, count)`` of one bit
-    width at once: their bit-packed runs are searched in one pass (one page's worth
-    of values is too few to amortize the numpy calls)."""
-    if width == 0 or width > 8 or ids.size > 4:
-        return [np.flatnonzero(np.isin(decode_hybrid(d, p, e, width, c), ids))
-                for d, p, e, c in streams]
-    wanted = set(ids.tolist())
-    out: list[list[np.ndarray]] = [[] for _ in streams]
-    packed: list[np.ndarray] = []
-    src: list[int] = []  # per bit-packed run: first value among all unpacked ones
-    lens: list[int] = []
-    at: list[int] = []  # its first position in its stream
-    which: list[int] = []  # its stream
-    unpacked = 0
-    for k, (data, pos, end, count) in enumerate(streams):
-        r = _runs(data, pos, end, width, count)
-        start = 0
-        base = unpacked
-        for kind, length, source in zip(r.kinds, r.lengths, r.sources, strict=True):
-            if kind:
-                src.append(base + source)
-                lens.append(length)
-                at.append(start)
-                which.append(k)
-            elif source in wanted:
-                out[k].append(np.arange(start, start + length, dtype=np.intp))
-            start += length
-        for block in r.packed:
-            packed.append(block)
-            unpacked += block.size // width * 8
-    if packed:
-        hits = _swar_hits(packed[0] if len(packed) == 1 else np.concatenate(packed), width, ids)
-        if hits.size:
-            src_a = np.array(src, dtype=np.intp)
-            seg = np.searchsorted(src_a, hits, side="right") - 1
-            offset = hits - src_a[seg]
-            keep = offset < np.array(lens, dtype=np.intp)[seg]  # padding of a last run
-            seg, offset = seg[keep], offset[keep]
-            positions = np.array(at, dtype=np.intp)[seg] + offset
-            streams_of = np.array(which, dtype=np.intp)[seg]
-            for k in np.unique(streams_of).tolist():
-                out[k].append(positions[streams_of == k])
-    return [np.sort(np.concatenate(o)) if o else np.zeros(0, dtype=np.intp) for o in out]
 
 
 # ---------------------------------------------------------------- types
@@ -787,8 +553,8 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: bool) -> np.ndarray:
 
 
 def _matches(
-    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
-    evaluate: Evaluate,
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType,
+    items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
     null_hit = bool(evaluate(pa.nulls(1, type=arrow))[0].as_py())
@@ -800,7 +566,7 @@ def _matches(
     # are searched together too.
     plain: list[tuple[_Page, np.ndarray]] = []
     indexed: list[_Page] = []
-    for page in _walk(pf, rg, col, raw):
+    for page in items:
         if isinstance(page, _Dictionary):
             dict_size = page.count
             lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
@@ -850,7 +616,56 @@ def matching_rows(
     if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
         return None
     try:
-        return _matches(pf, rg, col, target, raw, evaluate)
+        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw), evaluate)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+def _selected(
+    pf: ParquetFile, rg: int, col: int, pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview],
+) -> Iterator[_Page | _Dictionary]:
+    """The chunk's dictionary page (from the bytes before its first data page, if
+    any) and its data pages ``pages`` (OffsetIndex ranges), decompressed."""
+    oi = pf.offset_index(rg, col)
+    if oi is None or not oi.page_locations:
+        raise _Fallback
+    locs = oi.page_locations
+    meta = pf.column_meta(rg, col)
+    codec = meta.codec or 0
+    optional = pf.leaf(col).max_definition_level == 1
+    start = chunk_range(meta)[0]
+    first = locs[0].offset or 0
+    has_dictionary = False
+    if first > start:
+        item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
+        if not isinstance(item, _Dictionary):
+            raise _Fallback
+        has_dictionary = True
+        yield item
+    page_rows = pf.page_rows(rg, col) or []
+    for p in pages:
+        loc = locs[p]
+        size = loc.compressed_page_size or 0
+        raw = fetch(loc.offset or 0, size)
+        page, end = _read_page(raw, 0, codec, optional, loc.first_row_index or 0)
+        if (not isinstance(page, _Page) or end != size or page.rows != page_rows[p]
+                or (page.dictionary and not has_dictionary)):
+            raise _Fallback
+        yield page
+
+
+def matching_page_rows(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, pages: Sequence[int],
+    fetch: Callable[[int, int], bytes | memoryview], evaluate: Evaluate,
+) -> np.ndarray | None:
+    """:func:`matching_rows` over the data pages ``pages`` (ascending) only: rows
+    within the row group, from those pages. ``fetch(offset, length)`` serves the
+    pages and the bytes before the first data page (the dictionary page)."""
+    if not supported(pf, rg, col, target):
+        return None
+    try:
+        return _matches(pf, rg, col, target, _selected(pf, rg, col, pages, fetch), evaluate)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
 
@@ -908,6 +723,37 @@ def _page_values(
     return full, page.valid
 
 
+def _page_values_at(
+    page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A fixed-width page's values at its rows ``at`` (sorted; null slots zero), and
+    their validity: only those positions are unpacked and gathered."""
+    valid = None
+    pos = at
+    if page.valid is not None:
+        valid = page.valid[at]
+        # Rows to value positions: nulls have no stored value.
+        pos = (np.cumsum(page.valid) - 1)[at][valid]
+    if page.dictionary:
+        if dictionary is None:
+            raise _Fallback
+        body = bytes(page.body)
+        try:
+            idx = decode_hybrid_at(body, 1, len(body), body[0], page.present, pos)
+        except ValueError:
+            raise _Fallback from None
+        if idx.size and int(idx.max()) >= dictionary.size:
+            raise _Fallback
+        values = dictionary[idx]
+    else:
+        values = _plain(page, dtype)[pos]
+    if valid is None:
+        return values, None
+    full = np.zeros(at.size, dtype=dtype)
+    full[valid] = values
+    return full, valid
+
+
 def decode_pages(
     pf: ParquetFile,
     rg: int,
@@ -916,8 +762,11 @@ def decode_pages(
     fetch: Callable[[int, int], bytes | memoryview],
     target: pa.DataType,
     dictionaries: Dictionaries,
+    at: Sequence[np.ndarray] | None = None,
 ) -> pa.Array | None:
-    """The chosen data pages (ascending) of a flat fixed-width leaf, typed ``target``.
+    """The chosen data pages (ascending) of a flat fixed-width leaf, typed ``target``;
+    with ``at``, only the rows ``at[i]`` (sorted positions within page ``pages[i]``)
+    of each page, in order.
 
     ``fetch(offset, length)`` serves the pages (OffsetIndex ranges) and the bytes
     before the first data page (the dictionary page); ``dictionaries`` keeps
@@ -962,14 +811,16 @@ def decode_pages(
         values: list[np.ndarray] = []
         valid: list[np.ndarray | None] = []
         page_rows = pf.page_rows(rg, col) or []
-        for p in pages:
+        for i, p in enumerate(pages):
             loc = locs[p]
             off, size = loc.offset or 0, loc.compressed_page_size or 0
             raw = fetch(off, size)
             item, end = _read_page(raw, 0, codec, optional, 0)
             if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
                 raise _Fallback
-            v, m = _page_values(item, dtype, dictionary() if item.dictionary else None)
+            d = dictionary() if item.dictionary else None
+            v, m = (_page_values(item, dtype, d) if at is None
+                    else _page_values_at(item, dtype, d, at[i]))
             values.append(v)
             valid.append(m)
     except (_Fallback, pa.ArrowException, ValueError):

@@ -41,6 +41,14 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded
+from pqindex.scan.cut import (
+    concat_pieces,
+    cut,
+    leaf_array,
+    ranges_from_indices,
+    rows_at,
+    within,
+)
 from pqindex.scan.fetch import (
     Buffers,
     ScanOptions,
@@ -86,45 +94,10 @@ def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     return round_trip_bytes(pf)
 
 
-def _positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Index of each wanted row in the concatenation of the decoded pages."""
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
-    page = np.searchsorted(first_rows, rows, side="right") - 1
-    return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)
-
-
-# Up to this many row intervals are cut with zero-copy slices; more use one take.
-_MAX_SLICES = 256
-
-
-def _cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -> Any:
-    """The rows ``rows`` out of ``arr``, the decoded concatenation of pages that start at
-    ``first_rows`` and hold ``counts`` rows. Every row of ``rows`` lies in those pages."""
-    if rows.count() == len(arr):
-        return arr
-    if len(rows) <= _MAX_SLICES:
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
-        pieces = []
-        for s, e in rows.intervals():
-            p = int(np.searchsorted(first_rows, s, side="right")) - 1
-            pieces.append(arr.slice(int(starts[p] + s - first_rows[p]), e - s))
-        if len(pieces) == 1:
-            return pieces[0]
-        return pa.concat_arrays(pieces) if isinstance(arr, pa.Array) else pa.chunked_array(
-            [c for piece in pieces for c in piece.chunks], type=arr.type
-        )
-    return arr.take(pa.array(_positions(first_rows, counts, rows.to_indices())))
-
-
-def _leaf_array(arr: Any, path: Sequence[str]) -> Any:
-    """The leaf under a decoded top-level field, with its parents' nulls applied."""
-    for name in path[1:]:
-        if not pa.types.is_struct(arr.type):
-            return arr
-        children = arr.flatten()
-        idx = arr.type.get_field_index(name)
-        arr = children[idx]
-    return arr
+# Rows of a projected column gathered one by one from its pages (see sparse_fields):
+# at most this many, and at most one in this many rows of the pages they lie in.
+_SPARSE_MAX_ROWS = 4096
+_SPARSE_RATIO = 16
 
 
 class _RowGroupReader:
@@ -188,6 +161,55 @@ class _RowGroupReader:
         firsts, counts = known
         pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
         return pages, firsts, counts
+
+    def _sparse_pages(
+        self, col: int, rows: RowRanges
+    ) -> tuple[list[int], list[np.ndarray]] | None:
+        """The pages of leaf ``col`` holding ``rows`` and the rows' positions in each,
+        when so few rows of those pages are wanted that gathering just them beats
+        decoding the pages whole (None otherwise)."""
+        if col in self._decoded or rows.count() > _SPARSE_MAX_ROWS:
+            return None
+        found = self._pages_for(col, rows)
+        if found is None or not found[0]:
+            return None
+        pages, firsts, counts = found
+        if rows.count() * _SPARSE_RATIO > int(counts[pages].sum()):
+            return None
+        idx = rows.to_indices()
+        cuts = np.searchsorted(idx, np.append(firsts[pages], self.n))
+        at = [idx[cuts[i] : cuts[i + 1]] - firsts[p] for i, p in enumerate(pages)]
+        return pages, at
+
+    def sparse_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
+        """Flat fixed-width fields of which only a few rows per page are wanted: just
+        those rows gathered from the pages (encoded.decode_pages with positions), the
+        pages' byte ranges fetched together. Fields it does not decode are left out."""
+        todo = []
+        for name in names:
+            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            if len(leaves) != 1 or len(leaves[0].path) != 1 or name in self._whole_cache:
+                continue
+            target = self.schema.field(name).type
+            if not encoded.decodes_pages(self.pf, leaves[0].index, target):
+                continue
+            found = self._sparse_pages(leaves[0].index, rows)
+            if found is not None:
+                todo.append((name, leaves[0].index, target, *found))
+        if not todo:
+            return {}
+        self.buffers.fetch([r for _n, col, _t, pages, _a in todo for r in page_byte_ranges(
+            self.pf, self.rg, col, pages, prefix_needed=self._prefix_needed(col, pages))])
+        t0 = time.perf_counter()
+        out = {}
+        for name, col, target, pages, at in todo:
+            arr = encoded.decode_pages(self.pf, self.rg, col, pages, self._view, target,
+                                       self._dictionaries, at=at)
+            if arr is not None:
+                self._count(col, pages)
+                out[name] = arr
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return out
 
     def whole_fields(self, names: Sequence[str], *, as_dictionary: bool = False
                      ) -> dict[str, Any]:
@@ -281,13 +303,8 @@ class _RowGroupReader:
                 cache[p] = arr.slice(start, int(counts[p]))
                 start += int(counts[p])
         pieces = [cache[p] for p in pages]
-        if len({piece.type for piece in pieces}) > 1 or (
-            len(pieces) > 1 and pa.types.is_dictionary(pieces[0].type)
-        ):
-            # Dictionary-decoded pieces from separate decodes don't share a dictionary.
-            pieces = [piece.cast(target) if piece.type != target else piece for piece in pieces]
-        arr = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
-        out = _cut(arr, firsts[pages], counts[pages], rows)
+        arr = pieces[0] if len(pieces) == 1 else concat_pieces(pieces, target)
+        out = cut(arr, firsts[pages], counts[pages], rows)
         if not as_dictionary and out.type != target:
             out = out.cast(target)
         self.stats.decode_seconds += time.perf_counter() - t0
@@ -307,7 +324,7 @@ class _RowGroupReader:
         if (rows.count() == self.n and not self._partly_decoded(field_name)) or (
             field_name in self._whole_cache
         ):
-            return _cut(self._whole(field_name), *whole_rg, rows)
+            return cut(self._whole(field_name), *whole_rg, rows)
         if len(leaf_cols) == 1:
             out = self._decode_leaf(leaf_cols[0], rows, target)
             if out is not None:
@@ -326,10 +343,10 @@ class _RowGroupReader:
             )
             for c, pages in zip(leaf_cols, per_leaf, strict=True):
                 self._count(c, pages)
-            out = _cut(arr, *whole_rg, rows)
+            out = cut(arr, *whole_rg, rows)
             self.stats.decode_seconds += time.perf_counter() - t0
             return out
-        return _cut(self._whole(field_name), *whole_rg, rows)
+        return cut(self._whole(field_name), *whole_rg, rows)
 
     def _flat_groups(
         self, names: Sequence[str], rows: RowRanges
@@ -386,13 +403,14 @@ class _RowGroupReader:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
             return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = self.sparse_fields(names, rows)
+        names = [n for n in names if n not in out]
         for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
                 continue
             arrays = self._decode_group(members)
             for (name, _col, pages, firsts, counts), arr in zip(members, arrays, strict=True):
-                out[name] = _cut(arr, firsts[pages], counts[pages], rows)
+                out[name] = cut(arr, firsts[pages], counts[pages], rows)
         return out
 
     def encoded_matches(self, expr: BoundExpr, col: int) -> np.ndarray | None:
@@ -417,19 +435,45 @@ class _RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return rows
 
+    def encoded_page_matches(self, expr: BoundExpr, col: int, rows: RowRanges
+                             ) -> np.ndarray | None:
+        """Rows of the pages of flat leaf ``col`` overlapping ``rows`` where ``expr``,
+        a predicate on that leaf alone, holds: evaluated on those encoded pages (an
+        all-dictionary chunk: once per dictionary entry); None where pyarrow decodes."""
+        leaf = self.pf.leaf(col)
+        name = leaf.path[0]
+        target = self.schema.field(name).type
+        if (name in self._whole_cache or col in self._decoded
+                or not encoded.worth_matching(self.pf, self.rg, col, target)):
+            return None
+        found = self._pages_for(col, rows)
+        if found is None or not found[0]:
+            return None
+        pages = found[0]
+        self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, pages, prefix_needed=True))
+        t0 = time.perf_counter()
+        out = encoded.matching_page_rows(
+            self.pf, self.rg, col, target, pages, self._view,
+            lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
+        )
+        if out is not None:
+            self._count(col, pages)
+        self.stats.decode_seconds += time.perf_counter() - t0
+        return out
+
     def leaf_values(self, col: int, rows: RowRanges) -> Any:
         """The values of one leaf at ``rows`` (struct parents' nulls applied)."""
         leaf = self.pf.leaf(col)
         target = self.schema.field(leaf.path[0]).type
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
             whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-            arr = _cut(self._whole(leaf.path[0], as_dictionary=True), *whole_rg, rows)
-            return _leaf_array(arr, leaf.path)
+            arr = cut(self._whole(leaf.path[0], as_dictionary=True), *whole_rg, rows)
+            return leaf_array(arr, leaf.path)
         dictionary = self.pf.all_dictionary_encoded(self.rg, col) is True
         arr = self._decode_leaf(col, rows, target, as_dictionary=dictionary)
         if arr is None:
             arr = self.field(leaf.path[0], rows)
-        return _leaf_array(arr, leaf.path)
+        return leaf_array(arr, leaf.path)
 
 
     # Byte ranges the methods above will fetch, computed ahead so that the row groups
@@ -515,23 +559,6 @@ class _RowGroupReader:
             self.pf, self.rg, col, pages)
 
 
-def _rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
-    """Row numbers of the given positions within the concatenation of ``ranges``."""
-    lengths = ranges.ends - ranges.starts
-    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    k = np.searchsorted(offsets, positions, side="right") - 1
-    return np.asarray(ranges.starts[k] + (positions - offsets[k]), dtype=np.int64)
-
-
-def _ranges_from_indices(idx: np.ndarray) -> RowRanges:
-    if idx.size == 0:
-        return RowRanges.empty()
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    starts = idx[np.concatenate(([0], breaks))]
-    ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
-    return RowRanges(starts, ends)
-
-
 def _predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
     """File leaf columns the exact predicate check reads."""
     n_leaves = len(pf.schema.leaves)
@@ -568,8 +595,15 @@ def _exact_rows(
         # Every row of the row group, one column not returned (a returned one is decoded
         # by pyarrow once, for both): evaluated on its encoded pages.
         found = reader.encoded_matches(expr, preds[0].leaf.index)
+    elif not uncertain.is_empty and len({p.leaf.index for p in preds}) == 1 and (
+        preds[0].leaf.index < n_leaves and pf.leaf(preds[0].leaf.index).path[0] not in fields
+    ):
+        # Some pages, the same way (rows of those pages outside ``uncertain`` dropped).
+        found = reader.encoded_page_matches(expr, preds[0].leaf.index, uncertain)
+        if found is not None:
+            found = within(uncertain, found)
     if found is not None:
-        exact = exact | _ranges_from_indices(found)
+        exact = exact | ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
         for p in preds:
@@ -585,9 +619,9 @@ def _exact_rows(
         t0 = time.perf_counter()
         mask = to_arrow_mask(expr, table)
         hits = true_positions(mask)
-        idx = _rows_at(uncertain, hits)
+        idx = rows_at(uncertain, hits)
         stats.decode_seconds += time.perf_counter() - t0
-        exact = exact | _ranges_from_indices(idx)
+        exact = exact | ranges_from_indices(idx)
     elif not uncertain.is_empty:
         exact = plan.maybe
     return exact

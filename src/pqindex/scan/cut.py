@@ -1,0 +1,86 @@
+"""Row arithmetic of the executor: cutting wanted rows out of decoded pages, and
+row numbers between positions, ranges and pages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pqindex.format.row_ranges import RowRanges
+
+# Up to this many row intervals are cut with zero-copy slices; more use one take.
+_MAX_SLICES = 256
+
+
+def positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index of each wanted row in the concatenation of the decoded pages."""
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
+    page = np.searchsorted(first_rows, rows, side="right") - 1
+    return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)
+
+
+def cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -> Any:
+    """The rows ``rows`` out of ``arr``, the decoded concatenation of pages that start at
+    ``first_rows`` and hold ``counts`` rows. Every row of ``rows`` lies in those pages."""
+    if rows.count() == len(arr):
+        return arr
+    if len(rows) <= _MAX_SLICES:
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
+        pieces = []
+        for s, e in rows.intervals():
+            p = int(np.searchsorted(first_rows, s, side="right")) - 1
+            pieces.append(arr.slice(int(starts[p] + s - first_rows[p]), e - s))
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_arrays(pieces) if isinstance(arr, pa.Array) else pa.chunked_array(
+            [c for piece in pieces for c in piece.chunks], type=arr.type
+        )
+    return arr.take(pa.array(positions(first_rows, counts, rows.to_indices())))
+
+
+def concat_pieces(pieces: list[pa.Array], target: pa.DataType) -> pa.Array:
+    """Decoded page pieces as one array. Dictionary pieces from separate decodes don't
+    share a dictionary: pyarrow (>= 26) unifies them, far cheaper than casting every
+    piece to ``target``; mixed types are cast."""
+    if len({piece.type for piece in pieces}) == 1:
+        return pa.concat_arrays(pieces)
+    return pa.concat_arrays([p.cast(target) if p.type != target else p for p in pieces])
+
+
+def leaf_array(arr: Any, path: Sequence[str]) -> Any:
+    """The leaf under a decoded top-level field, with its parents' nulls applied."""
+    for name in path[1:]:
+        if not pa.types.is_struct(arr.type):
+            return arr
+        children = arr.flatten()
+        idx = arr.type.get_field_index(name)
+        arr = children[idx]
+    return arr
+
+
+def rows_at(ranges: RowRanges, positions: np.ndarray) -> np.ndarray:
+    """Row numbers of the given positions within the concatenation of ``ranges``."""
+    lengths = ranges.ends - ranges.starts
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    k = np.searchsorted(offsets, positions, side="right") - 1
+    return np.asarray(ranges.starts[k] + (positions - offsets[k]), dtype=np.int64)
+
+
+def within(ranges: RowRanges, idx: np.ndarray) -> np.ndarray:
+    """The sorted row numbers ``idx`` that lie in ``ranges``."""
+    k = np.searchsorted(ranges.ends, idx, side="right")
+    inside = k < len(ranges)
+    inside[inside] = ranges.starts[k[inside]] <= idx[inside]
+    return idx[inside]
+
+
+def ranges_from_indices(idx: np.ndarray) -> RowRanges:
+    if idx.size == 0:
+        return RowRanges.empty()
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = idx[np.concatenate(([0], breaks))]
+    ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
+    return RowRanges(starts, ends)
