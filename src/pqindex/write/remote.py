@@ -154,11 +154,16 @@ class _Spliced:
 # ---------------------------------------------------------------- tails
 
 
-def build_tail(pf: ParquetFile, tail: Tail, keep_existing: bool = True
-               ) -> tuple[int, bytes, RewriteResult]:
-    """(data end, the new tail's bytes with footer and magic, what they hold) for
-    ``pf`` — ``write.tail.rewrite`` without the file: the bytes go to a store."""
-    base = data_end(pf)
+def build_tail(pf: ParquetFile, tail: Tail, keep_existing: bool = True, *,
+               at: int | None = None) -> tuple[int, bytes, RewriteResult]:
+    """(where the tail starts, the new tail's bytes with footer and magic, what they
+    hold) for ``pf`` — ``write.tail.rewrite`` without the file: the bytes go to a
+    store. The tail starts at the data end, or at ``at`` (the whole object kept,
+    the old footer and indexes as dead bytes before the new tail: GCS compose,
+    Azure block reuse); existing structures below it are referenced in place."""
+    base = data_end(pf) if at is None else at
+    if base < data_end(pf):
+        raise PqIndexError(f"internal: a tail at {base} would cut the data", path=pf.path)
     builder, md, sizes, region = _build(pf, tail, base, keep_existing)
     footer = md.encode()
     if len(footer) >= 1 << 32:
@@ -435,6 +440,8 @@ def rewrite_remote(
     etag = source.etag
     total = base + len(tail_bytes)
     mode: Any = {"e_tag": etag} if etag else None
+    if mode is not None and source.version:
+        mode["version"] = source.version  # GCS conditions on the generation, not the ETag
     small = total <= SMALL_OBJECT_BYTES
     # A small object stays in memory and goes in one PUT, which can carry If-Match.
     upload = Upload(url, storage_options, part_bytes=total + 1 if small else part_bytes,

@@ -16,6 +16,7 @@ with, or a store that answers NotImplemented take ``write.remote.rewrite_remote`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -47,6 +48,7 @@ from pqindex.write.add_indexes import (
     _region,
     bloom_scopes,
 )
+from pqindex.write.cloud_copy import server_plan
 from pqindex.write.remote import (
     RemoteRewrite,
     build_tail,
@@ -115,21 +117,22 @@ def index_object(
                 result.region_bytes = old_region[1] if old_region is not None else 0
                 result.seconds = time.perf_counter() - t0
                 return result
-            base, tail_bytes, done = build_tail(pf, tail)
-        if kinds:
-            if tail.offset_indexes:
-                # Page-scope blobs are built on the file that has the page index.
-                with ParquetFile(spliced(src, base, tail_bytes)) as staged:
-                    region_tail = Tail(region=_region(staged, dict(kinds), result, options))
-                    _b, more, done = build_tail(staged, region_tail)
-                tail_bytes = more
-            else:
-                with ParquetFile(src) as pf:
-                    tail.region = _region(pf, dict(kinds), result, options)
-                    base, tail_bytes, done = build_tail(pf, tail)
-        sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
-        if sent is None:
-            sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
+            size = pf.file_size
+        plan = server_plan(url, storage_options, src, size)
+        try:
+            sent, whole = None, plan is not None and plan.keep_whole
+            base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, whole)
+            if plan is not None:
+                sent = plan.run(src, base, tail_bytes, done)
+            if sent is None and whole:  # the data-range layout after all
+                base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, False)
+            if sent is None:
+                sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
+            if sent is None:
+                sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
+        finally:
+            if plan is not None:
+                plan.close()
     except PqIndexError as e:
         raise e.located(path=url) from None
     finally:
@@ -140,6 +143,29 @@ def index_object(
     result.bytes_copied_server_side = sent.copied_server_side
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _new_tail(src: ByteSource, tail: Tail, kinds: Mapping[str, list[str]],
+              result: IndexResult, options: Mapping[str, Mapping[str, Any]] | None,
+              keep_whole: bool) -> tuple[int, bytes, RewriteResult]:
+    """(where the tail starts, its bytes, what they hold): after the data range, or
+    after the whole object with ``keep_whole``. ``tail`` holds the page-index
+    changes; the embedded region of ``kinds`` is built here (page-scope blobs on
+    the file that has the new page index)."""
+    tail = dataclasses.replace(tail, column_indexes=dict(tail.column_indexes),
+                               offset_indexes=dict(tail.offset_indexes),
+                               bloom_filters=dict(tail.bloom_filters),
+                               key_value=dict(tail.key_value))
+    with ParquetFile(src) as pf:
+        at = pf.file_size if keep_whole else None
+        if kinds and not tail.offset_indexes:
+            tail.region = _region(pf, dict(kinds), result, options)
+        base, tail_bytes, done = build_tail(pf, tail, at=at)
+    if kinds and tail.offset_indexes:
+        with ParquetFile(spliced(src, base, tail_bytes)) as staged:
+            region_tail = Tail(region=_region(staged, dict(kinds), result, options))
+            _b, tail_bytes, done = build_tail(staged, region_tail, at=base)
+    return base, tail_bytes, done
 
 
 def copy_ranges(size: int, part_bytes: int | None = None) -> list[tuple[int, int]]:

@@ -1,0 +1,111 @@
+"""A small HTTP(S) client for the store requests obstore cannot make.
+
+The server-side copy paths of ``add_indexes`` (``io.azblocks``: Azure block
+lists; ``io.gcscompose``: GCS compose) each send a handful of requests obstore
+0.12 has no API for. This is their transport: keep-alive connections to one
+host reused across threads, retries of dropped connections, 5xx and 429 with
+exponential backoff, and the answer returned whole (status, lower-case
+headers, body). Signing and error mapping stay with the caller, which knows
+the store.
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from pqindex.io.errors import StorageError, StorageTimeoutError
+
+__all__ = ["RETRY_STATUS", "Http", "Response"]
+
+RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+class Http:
+    """Requests to one ``scheme://host[:port]`` (thread-safe)."""
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0, max_retries: int = 5) -> None:
+        u = urllib.parse.urlsplit(base_url)
+        self.scheme = (u.scheme or "https").lower()
+        self.host = u.netloc
+        self.base_path = u.path.rstrip("/")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+
+    def _connection(self) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        cls = (http.client.HTTPSConnection if self.scheme == "https"
+               else http.client.HTTPConnection)
+        return cls(self.host, timeout=self.timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _once(self, method: str, target: str, headers: Mapping[str, str],
+              body: bytes) -> Response:
+        conn = self._connection()
+        try:
+            conn.request(method, target, body=body, headers=dict(headers))
+            resp = conn.getresponse()
+            data = resp.read()
+        except BaseException:
+            conn.close()
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+
+    def send(self, method: str, target: str, *, url: str, operation: str,
+             headers: Callable[[], Mapping[str, str]] | Mapping[str, str] | None = None,
+             body: bytes = b"", retries: int | None = None) -> Response:
+        """Send ``method target`` (a path with its query), retrying transient failures.
+
+        ``headers`` may be a function, called for each attempt (a fresh signature
+        and date). The last answer is returned whatever its status; only a
+        connection that never answered raises (a StorageError naming ``url``)."""
+        attempts = (self.max_retries if retries is None else retries) + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            h = headers() if callable(headers) else (headers or {})
+            try:
+                resp = self._once(method, target, h, body)
+            except (OSError, http.client.HTTPException) as e:
+                if last:
+                    if isinstance(e, TimeoutError):
+                        raise StorageTimeoutError(f"timed out after {self.timeout:g} s",
+                                                  path=url, operation=operation) from None
+                    raise StorageError(f"cannot connect to the store ({type(e).__name__}: {e})",
+                                       path=url, operation=operation) from None
+                backoff(attempt)
+                continue
+            if resp.status in RETRY_STATUS and not last:
+                backoff(attempt)
+                continue
+            return resp
+        raise AssertionError("unreachable")
+
+
+def backoff(attempt: int) -> None:
+    time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
