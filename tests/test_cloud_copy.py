@@ -152,6 +152,21 @@ def test_gcs_config_only_without_oauth(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert cfg is not None and cfg.base_url == "https://storage.googleapis.com"
 
 
+def test_gcs_content_check_reads_both_etag_forms() -> None:
+    """obstore's ETag is the XML API's (MD5 in hex on GCS, the base64 MD5 on
+    fake-gcs-server); the JSON resource gives the MD5 in base64."""
+    import hashlib
+
+    from pqindex.write.cloud_copy import _same_content
+
+    digest = hashlib.md5(b"abc").digest()
+    meta = {"md5Hash": base64.b64encode(digest).decode(), "etag": "CKih16GjycICEAE="}
+    assert _same_content(meta, f'"{digest.hex()}"')
+    assert _same_content(meta, f'"{meta["md5Hash"]}"')
+    assert not _same_content(meta, f'"{hashlib.md5(b"abd").hexdigest()}"')
+    assert _same_content({"etag": "x"}, '"whatever"')  # composite: the generation decides
+
+
 def test_shared_key_canonical_form() -> None:
     """The documented canonical form, recomputed by hand: standard headers in
     their order, Content-Length empty when 0, x-ms- headers sorted, the query
@@ -256,6 +271,10 @@ def test_azure_reuses_the_committed_blocks(
     [res] = pqindex.add_indexes(url, distinct=["s"], page_index="add", storage_options=so)
     after = bytes(obstore.get(az.azurite.store(container), key).bytes())
     sent = az.uploaded_bytes
+    with az.proxy.log.lock:
+        [commit] = [r for r in az.proxy.log.requests if "comp=blocklist" in r.query
+                    and r.method == "PUT"]
+    assert commit.header("If-Match") == etag0
     etag1, blocks1 = client.committed_blocks(key)
     client.close()
 
@@ -281,6 +300,7 @@ def test_azure_blob_without_blocks_falls_back_to_streaming(
     _az_put(az, container, key, before, blocks=False)
     url = f"az://{container}/{key}"
     so = az.options()
+    etag = _az_client(az, container).properties(key)["etag"]
     az.reset_log()
     [res] = pqindex.add_indexes(url, distinct=["s"], storage_options=so)
     with az.proxy.log.lock:
@@ -290,6 +310,9 @@ def test_azure_blob_without_blocks_falls_back_to_streaming(
     data_end = _data_end(before)
     assert all(r.header("x-ms-source-range") == f"bytes=0-{data_end - 1}" for r in copies)
     assert all((r.header("x-ms-copy-source") or "").count("sig=") == 1 for r in copies)
+    assert all(r.header("x-ms-source-if-match") == etag for r in copies)
+    assert all((r.header("Authorization") or "").startswith(f"SharedKey {ACCOUNT}:")
+               for r in copies)
     after = bytes(obstore.get(az.azurite.store(container), key).bytes())
     assert after[:data_end] == before[:data_end]
     assert res.bytes_uploaded == len(after) and res.bytes_copied_server_side == 0

@@ -614,9 +614,11 @@ def add_indexes(
 
     Object-store URLs (``storage_options`` configure the store) are indexed in
     place: each object is replaced only if unchanged since it was read
-    (``write.remote_index``; on S3 the data pages are copied by the store and only
-    the new tail is uploaded); ``bytes_uploaded`` and ``bytes_copied_server_side``
-    in each result say what it cost.
+    (``write.remote_index``; on S3 the data pages are copied by the store, on Azure
+    and GCS the object is kept and the new tail appended by the store, and only
+    the tail is uploaded; see ``write.cloud_copy`` for when they stream instead);
+    ``bytes_uploaded`` and ``bytes_copied_server_side`` in each result say what
+    it cost.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):

@@ -10,8 +10,10 @@ error aborts it and leaves nothing.
 
 ``add_indexes`` on an object replaces it with its unchanged data range plus a
 new tail. On S3 the range is copied server side (``write.remote_index``,
-``io.s3multipart``); :func:`rewrite_remote` is the path for everything else
-(other stores, ranges under S3's 5 MiB part minimum): obstore 0.12 exposes no
+``io.s3multipart``), on Azure and GCS the object is kept and the tail appended
+server side (``write.cloud_copy``); :func:`rewrite_remote` is the path for
+everything else (other stores or credentials, ranges under S3's 5 MiB part
+minimum, stores without the request): obstore 0.12 exposes no
 ranged part copy, so the data range is streamed down and up again, a part at a
 time, each ranged GET conditional on the ETag read at open. A small object is
 rewritten with one PUT conditional on that ETag (``If-Match``); a large one is

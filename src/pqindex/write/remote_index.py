@@ -8,8 +8,10 @@ those bytes stay valid as they are. On S3 they never leave the store
 (:func:`rewrite_server_side`): a multipart upload whose first parts are
 ``UploadPartCopy`` requests with a byte range, conditional on the ETag read
 (``x-amz-copy-source-if-match``), and whose last part is the new tail, completed
-with ``If-Match`` on that ETag. A data range under S3's 5 MiB part minimum,
-another store, credentials obstore finds but ``io.s3multipart`` does not sign
+with ``If-Match`` on that ETag. Azure and GCS have their own server-side paths
+(``write.cloud_copy``), chosen before the tail is built since they may keep the
+whole object and put the tail after it. A data range under S3's 5 MiB part
+minimum, another store, credentials obstore finds but pqindex does not sign
 with, or a store that answers NotImplemented take ``write.remote.rewrite_remote``
 (the range streamed down and up).
 """
