@@ -290,6 +290,37 @@ def test_azure_reuses_the_committed_blocks(
     _check_indexed(url, so, t, before)
 
 
+def test_azure_with_a_sas_token_only(
+    az: _AzureEndpoint, container: str, original: tuple[pa.Table, bytes], tmp_path: Path
+) -> None:
+    """No account key: every request carries the configured SAS token (Azurite
+    checks its signature), and so does the copy source."""
+    t, before = original
+    key = "sas/f.parquet"
+    _az_put(az, container, key, before, blocks=True)
+    sas = blob_sas(ACCOUNT, base64.b64decode(ACCOUNT_KEY), container, key, permissions="racw")
+    so = {"account_name": ACCOUNT, "sas_key": sas, "endpoint": az.endpoint,
+          "allow_http": "true"}
+    url = f"az://{container}/{key}"
+    az.reset_log()
+    [res] = pqindex.add_indexes(url, distinct=["s"], storage_options=so)
+    with az.proxy.log.lock:
+        log = list(az.proxy.log.requests)
+    ours = [r for r in log if "comp=block" in r.query]
+    assert ours and all("sig=" in r.query and r.header("Authorization") is None for r in ours)
+    after = bytes(obstore.get(az.azurite.store(container), key).bytes())
+    assert after[: len(before)] == before
+    assert res.bytes_uploaded == len(after) - len(before)
+    _same_rows(after, before, tmp_path)
+    _check_indexed(url, so, t, before)
+    # A SAS that does not allow writing is refused, and nothing changes.
+    ro = blob_sas(ACCOUNT, base64.b64decode(ACCOUNT_KEY), container, key, permissions="r")
+    with pytest.raises(pqindex.PqIndexError) as info:
+        pqindex.add_indexes(url, bloom=["k"], storage_options={**so, "sas_key": ro})
+    assert info.value.path == url
+    assert bytes(obstore.get(az.azurite.store(container), key).bytes()) == after
+
+
 def test_azure_blob_without_blocks_falls_back_to_streaming(
     az: _AzureEndpoint, container: str, original: tuple[pa.Table, bytes], tmp_path: Path
 ) -> None:
@@ -417,3 +448,47 @@ def test_gcs_change_before_compose_leaves_the_new_object(
     assert not [r for r in gcs.requests if r.path.endswith("/compose")]
     assert gcs.names(bucket) == [key]  # the tail object was deleted
 
+
+
+def test_gcs_failed_compose_leaves_the_object_and_no_tail_object(
+    gcs: Gcs, original: tuple[pa.Table, bytes]  # noqa: F811
+) -> None:
+    _t, before = original
+    bucket = gcs.new_bucket("fail")
+    key = "f.parquet"
+    gcs.put(bucket, key, before)
+    gcs.proxy.answer = lambda r: (503, "Unavailable") if r.path.endswith("/compose") else None
+    gcs.reset_log()
+    try:
+        with pytest.raises(pqindex.PqIndexError) as info:
+            pqindex.add_indexes(f"gs://{bucket}/{key}", distinct=["s"],
+                                storage_options={**gcs.options, "max_retries": "2"})
+    finally:
+        gcs.proxy.answer = None
+    assert info.value.path == f"gs://{bucket}/{key}"
+    assert "compose" in str(info.value) and "503" in str(info.value)
+    assert len([r for r in gcs.requests if r.path.endswith("/compose")]) == 3  # retried
+    assert gcs.get(bucket, key) == before
+    assert gcs.names(bucket) == [key]
+
+
+def test_azure_failed_commit_leaves_the_blob(
+    az: _AzureEndpoint, container: str, original: tuple[pa.Table, bytes]
+) -> None:
+    _t, before = original
+    key = "fail/f.parquet"
+    _az_put(az, container, key, before, blocks=True)
+    az.proxy.answer = lambda r: ((400, "InvalidBlockList") if "comp=blocklist" in r.query
+                                 and r.method == "PUT" else None)
+    url = f"az://{container}/{key}"
+    try:
+        with pytest.raises(pqindex.PqIndexError) as info:
+            pqindex.add_indexes(url, distinct=["s"], storage_options=az.options())
+    finally:
+        az.proxy.answer = None
+    assert info.value.path == url and "Put Block List" in str(info.value)
+    assert bytes(obstore.get(az.azurite.store(container), key).bytes()) == before
+    client = _az_client(az, container)
+    _etag, blocks = client.committed_blocks(key)
+    client.close()
+    assert sum(n for _b, n in blocks) == len(before)

@@ -35,7 +35,7 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import Http, Response
+from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff
 
 __all__ = ["MAX_COMPOSE_SOURCES", "GcsCompose", "GcsConfig", "gcs_config", "temp_name"]
 
@@ -192,10 +192,14 @@ class GcsCompose:
         return int(self._json(r)["generation"])
 
     def compose(self, key: str, sources: Sequence[tuple[str, int]], *, if_generation: int,
-                keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                keep: Mapping[str, Any] | None = None,
+                expect_size: int | None = None) -> dict[str, Any]:
         """``key`` := the concatenation of ``sources`` (name, generation), each only
         at that generation, and only if ``key`` is still at ``if_generation``;
-        ``keep``: the old resource, whose content type and metadata carry over."""
+        ``keep``: the old resource, whose content type and metadata carry over.
+        Transient failures are retried; a 412 to a retry is ours when the object
+        now has a new generation and ``expect_size`` bytes (the lost attempt
+        succeeded)."""
         dest: dict[str, Any] = {}
         for field in ("contentType", "contentEncoding", "contentDisposition",
                       "contentLanguage", "cacheControl", "metadata"):
@@ -205,11 +209,31 @@ class GcsCompose:
             {"name": n, "generation": str(g),
              "objectPreconditions": {"ifGenerationMatch": str(g)}} for n, g in sources],
             "destination": dest}
-        r = self._call("POST", self._object_path(key) + "/compose",
-                       [("ifGenerationMatch", str(if_generation))], key, "compose",
-                       body=json.dumps(body).encode(), content_type="application/json",
-                       retries=0)
-        return self._json(r)
+        data = json.dumps(body).encode()
+        attempts = self.config.max_retries + 1
+        for attempt in range(attempts):
+            # One attempt per call: a compose whose answer was lost must not be
+            # taken for a concurrent change when it is sent again.
+            try:
+                r = self._call("POST", self._object_path(key) + "/compose",
+                               [("ifGenerationMatch", str(if_generation))], key, "compose",
+                               body=data, content_type="application/json", retries=0)
+                return self._json(r)
+            except ObjectChangedError:
+                if attempt == 0:
+                    raise
+                now = self.metadata(key)  # did the lost attempt succeed?
+                if expect_size is not None and int(now.get("size", -1)) == expect_size \
+                        and str(now.get("generation")) != str(if_generation):
+                    return now
+                raise
+            except StorageError as e:
+                transient = isinstance(e, ThrottledError) or "cannot connect" in e.detail \
+                    or any(e.detail.startswith(f"HTTP {s}") for s in RETRY_STATUS)
+                if not transient or attempt == attempts - 1:
+                    raise
+                backoff(attempt)
+        raise AssertionError("unreachable")
 
     def delete(self, key: str, generation: int | None = None) -> None:
         query = [("ifGenerationMatch", str(generation))] if generation is not None else []

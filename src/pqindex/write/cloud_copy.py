@@ -135,7 +135,8 @@ class GcsPlan:
                     or not _same_content(meta, source.etag):
                 raise _changed(self.url, "GET object metadata",
                                f"generation {source.version}", f"generation {gen}")
-            new = c.compose(key, [(key, gen), (tmp, tmp_gen)], if_generation=gen, keep=meta)
+            new = c.compose(key, [(key, gen), (tmp, tmp_gen)], if_generation=gen, keep=meta,
+                            expect_size=base + len(tail_bytes))
             if int(new.get("size", -1)) != base + len(tail_bytes):
                 raise StorageError(f"compose made an object of {new.get('size')} bytes, not "
                                    f"{base + len(tail_bytes)}", path=self.url,
