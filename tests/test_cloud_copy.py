@@ -35,8 +35,10 @@ from azurite_server import ACCOUNT, ACCOUNT_KEY, Azurite, azurite  # noqa: F401
 from gcs_server import Gcs, gcs  # noqa: F401  (the module fixture)
 from pqindex.io import azblocks
 from pqindex.io.azblocks import AzureBlocks, azure_config, blob_sas, shared_key_signature
+from pqindex.io.cache import metadata_cache
 from pqindex.io.errors import ObjectChangedError
 from pqindex.io.gcscompose import GcsCompose, gcs_config
+from pqindex.io.source import REMOTE_TAIL_BYTES
 from pqindex.write.cloud_copy import block_ranges
 from s3_server import _Log, _Proxy
 
@@ -88,16 +90,25 @@ def _same_rows(after: bytes, before: bytes, tmp_path: Path) -> None:
     con.close()
 
 
-def _check_indexed(url: str, so: dict[str, str], t: pa.Table, before: bytes) -> None:
+def _check_indexed(url: str, so: dict[str, str], t: pa.Table, before: bytes,
+                   size: int) -> None:
     """pqindex reads the original rows, and the new embedded index is used."""
     ds = pqindex.dataset(url, storage_options=so)
     assert ds.to_table().equals(pq.read_table(io.BytesIO(before)))
     probe = t["s"][12345].as_py()
     got = pqindex.dataset(url, storage_options=so).to_table(where=f"s = '{probe}'")
     assert got.sort_by("id").equals(t.filter(pc.equal(t["s"], probe)).sort_by("id"))
-    scan = pqindex.dataset(url, storage_options=so).scan(where=f"s = '{ABSENT}'")
+    metadata_cache().clear()
+    ds = pqindex.dataset(url, storage_options=so)
+    scan = ds.scan(where=f"s = '{ABSENT}'")
     assert scan.to_table().num_rows == 0
     assert scan.report.pages_read == 0 and sum(scan.report.row_groups_skipped.values()) == 4
+    assert scan.report.data_bytes == 0
+    # I/O trace (the object's and the dataset's own; a HEAD on Azure is (0, 0)):
+    # one GET, of the tail, which holds the footer and the embedded region
+    trace = [t for st in ds.io_stats(include_listing=True).values() for t in st.trace
+             if t != (0, 0)]
+    assert trace == [(size - min(size, REMOTE_TAIL_BYTES), min(size, REMOTE_TAIL_BYTES))], trace
 
 
 # ------------------------------------------------------------------ units
@@ -287,7 +298,7 @@ def test_azure_reuses_the_committed_blocks(
     assert etag1 != etag0 and res.page_index_added > 0
 
     _same_rows(after, before, tmp_path)
-    _check_indexed(url, so, t, before)
+    _check_indexed(url, so, t, before, len(after))
 
 
 def test_azure_with_a_sas_token_only(
@@ -312,7 +323,7 @@ def test_azure_with_a_sas_token_only(
     assert after[: len(before)] == before
     assert res.bytes_uploaded == len(after) - len(before)
     _same_rows(after, before, tmp_path)
-    _check_indexed(url, so, t, before)
+    _check_indexed(url, so, t, before, len(after))
     # A SAS that does not allow writing is refused, and nothing changes.
     ro = blob_sas(ACCOUNT, base64.b64decode(ACCOUNT_KEY), container, key, permissions="r")
     with pytest.raises(pqindex.PqIndexError) as info:
@@ -348,7 +359,7 @@ def test_azure_blob_without_blocks_falls_back_to_streaming(
     assert after[:data_end] == before[:data_end]
     assert res.bytes_uploaded == len(after) and res.bytes_copied_server_side == 0
     _same_rows(after, before, tmp_path)
-    _check_indexed(url, so, t, before)
+    _check_indexed(url, so, t, before, len(after))
 
 
 @pytest.mark.parametrize("when", ["after the tail block", "at the commit"])
@@ -419,7 +430,7 @@ def test_gcs_composes_the_object_and_the_new_tail(
     assert after2[: len(after1)] == after1
     assert res2.bytes_uploaded == len(after2) - len(after1) and res2.page_index_added > 0
     _same_rows(after2, before, tmp_path)
-    _check_indexed(url, so, t, before)
+    _check_indexed(url, so, t, before, len(after2))
     assert gcs.names(bucket) == [key]
 
 
