@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -503,3 +504,69 @@ def test_azure_failed_commit_leaves_the_blob(
     _etag, blocks = client.committed_blocks(key)
     client.close()
     assert sum(n for _b, n in blocks) == len(before)
+
+
+def test_gcs_user_credentials_get_an_access_token(
+    gcs: Gcs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """authorized_user credentials: the refresh token is exchanged at token_uri
+    (a local OAuth endpoint here), the access token sent as a bearer token and
+    reused until a minute before it expires. The requests themselves go to the
+    emulator (the JSON file cannot name another endpoint), which ignores it."""
+    import dataclasses
+    import http.server
+    import threading
+
+    seen: list[dict[str, list[str]]] = []
+    life = {"s": 3600}
+
+    class Token(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            n = int(self.headers["Content-Length"])
+            seen.append(urllib.parse.parse_qs(self.rfile.read(n).decode()))
+            body = json.dumps({"access_token": f"tok-{len(seen)}", "expires_in": life["s"],
+                               "token_type": "Bearer"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Token)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        adc = tmp_path / "adc.json"
+        adc.write_text(json.dumps({
+            "type": "authorized_user", "client_id": "cid", "client_secret": "csecret",
+            "refresh_token": "rtok", "token_uri": f"http://127.0.0.1:{server.server_port}/t"}))
+        for name in [n for n in os.environ if n.upper().startswith("GOOGLE_")]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+        bucket = gcs.new_bucket("token")
+        cfg = gcs_config(f"gs://{bucket}/k")
+        assert cfg is not None and cfg.base_url == "https://storage.googleapis.com"
+        assert cfg.token is not None and "csecret" not in repr(cfg)
+        client = GcsCompose(dataclasses.replace(cfg, base_url=gcs.url))
+        gcs.reset_log()
+        gen = client.create("a/_pqindex_tmp/t.tail", b"tail")
+        assert int(client.metadata("a/_pqindex_tmp/t.tail")["size"]) == 4
+        assert [r.header("Authorization") for r in gcs.requests] == ["Bearer tok-1"] * 2
+        assert len(seen) == 1 and seen[0] == {"grant_type": ["refresh_token"],
+                                              "client_id": ["cid"],
+                                              "client_secret": ["csecret"],
+                                              "refresh_token": ["rtok"]}
+        life["s"] = 30  # under the minute of margin: renewed on every use
+        client.config.token._until = 0.0  # type: ignore[union-attr]
+        client.delete("a/_pqindex_tmp/t.tail", gen)
+        assert gcs.requests[-1].header("Authorization") == "Bearer tok-2"
+        client.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    # The token endpoint gone: the request fails naming what was tried.
+    with pytest.raises(pqindex.PqIndexError) as info:
+        cfg.token._until = 0.0  # type: ignore[union-attr]
+        cfg.token()
+    assert "OAuth token refresh" in str(info.value)

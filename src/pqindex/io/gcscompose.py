@@ -11,18 +11,25 @@ whatever happened. These JSON API requests are sent over ``io.restcall``.
 
 Credentials: obstore obtains OAuth tokens itself and does not hand them out,
 and signing a service-account JWT needs RSA, which pqindex does not depend on.
-:func:`gcs_config` therefore covers what needs no token: a service-account key
-with ``disable_oauth`` (emulators such as fake-gcs-server; its
-``gcs_base_url`` is the endpoint) and ``skip_signature`` (anonymous). For
-anything else it returns None and the caller streams the object through
-obstore instead.
+:func:`gcs_config` therefore covers a service-account key with
+``disable_oauth`` (emulators such as fake-gcs-server; its ``gcs_base_url`` is
+the endpoint), ``skip_signature`` (anonymous), and user credentials
+(``"type": "authorized_user"``, as ``gcloud auth application-default login``
+writes them, given as ``application_credentials`` or
+``GOOGLE_APPLICATION_CREDENTIALS``): their refresh token is exchanged for an
+access token at the file's ``token_uri`` (Google's by default), a plain form
+POST. For anything else (service-account keys, the metadata server) it
+returns None and the caller streams the object through obstore instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,12 +58,55 @@ _KEYS = {
 
 @dataclass(frozen=True)
 class GcsConfig:
-    """Where to send JSON API requests for one bucket (no credentials: see module)."""
+    """Where to send JSON API requests for one bucket, and the access token
+    source when requests are authorized (see the module)."""
 
     bucket: str
     base_url: str
     timeout: float = 60.0
     max_retries: int = 5
+    token: UserToken | None = None
+
+
+_TOKEN_URI = "https://oauth2.googleapis.com/token"
+
+
+class UserToken:
+    """Access tokens from a user's refresh token (OAuth 2 refresh grant),
+    renewed a minute before they expire (thread-safe)."""
+
+    def __init__(self, client_id: str, client_secret: str, refresh_token: str,
+                 token_uri: str = _TOKEN_URI, timeout: float = 30.0) -> None:
+        self._form = urllib.parse.urlencode({
+            "grant_type": "refresh_token", "client_id": client_id,
+            "client_secret": client_secret, "refresh_token": refresh_token}).encode()
+        self.token_uri = token_uri
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._token = ""
+        self._until = 0.0
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"UserToken(token_uri={self.token_uri!r})"
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._token and time.monotonic() < self._until:
+                return self._token
+            req = urllib.request.Request(self.token_uri, data=self._form, method="POST",
+                                         headers={"Content-Type":
+                                                  "application/x-www-form-urlencoded"})
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as res:
+                    doc = json.loads(res.read())
+                token = str(doc["access_token"])
+                life = float(doc.get("expires_in", 3600))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise StorageAccessError(f"no access token from the refresh token "
+                                         f"({type(e).__name__}: {e})", path=self.token_uri,
+                                         operation="OAuth token refresh") from None
+            self._token, self._until = token, time.monotonic() + max(0.0, life - 60)
+            return token
 
 
 def _settings(storage_options: Mapping[str, Any] | None) -> dict[str, str]:
@@ -101,6 +151,13 @@ def gcs_config(url: str, storage_options: Mapping[str, Any] | None = None) -> Gc
         key = json.loads(raw)
     except ValueError:
         return None
+    if isinstance(key, dict) and key.get("type") == "authorized_user":
+        try:
+            token = UserToken(str(key["client_id"]), str(key["client_secret"]),
+                              str(key["refresh_token"]), str(key.get("token_uri") or _TOKEN_URI))
+        except KeyError:
+            return None
+        return GcsConfig(u.netloc, _PUBLIC, token=token, **extra)  # type: ignore[arg-type]
     if not isinstance(key, dict) or key.get("disable_oauth") is not True:
         return None
     base = str(key.get("gcs_base_url") or _PUBLIC).rstrip("/")
@@ -163,9 +220,14 @@ class GcsCompose:
               operation: str, *, body: bytes = b"", content_type: str | None = None,
               ok: Sequence[int] = (200,), retries: int | None = None) -> Response:
         target = path + ("?" + urllib.parse.urlencode(list(query)) if query else "")
-        headers = {"Content-Length": str(len(body))}
-        if content_type:
-            headers["Content-Type"] = content_type
+        def headers() -> dict[str, str]:
+            h = {"Content-Length": str(len(body))}
+            if content_type:
+                h["Content-Type"] = content_type
+            if self.config.token is not None:
+                h["Authorization"] = f"Bearer {self.config.token()}"
+            return h
+
         resp = self.http.send(method, target, url=self.url(key), operation=operation,
                               headers=headers, body=body, retries=retries)
         if resp.status not in ok:
