@@ -238,6 +238,19 @@ def render(size: int, az: dict[str, list[dict[str, Any]]], gcs: dict[str, list[d
                 f" MiB | {statistics.median(r['copied'] for r in rs) / 2**20:.1f} MiB "
                 f"| {statistics.median(r['requests'] for r in rs):.0f} "
                 f"| {100 * up / size:.3f}% |")
+    lines += [
+        "",
+        "Only the new tail (and the Azure block list or the GCS compose request) goes up; "
+        "what comes down is the tail and column `k`, which the distinct index is built "
+        "from. *Kept server side* is the old object, which stays where it is: on Azure "
+        "nothing is even copied (the block list names the blob's committed blocks again), "
+        "GCS composes it with the uploaded tail object. The object grows by the new tail "
+        "(the old footer stays as dead bytes). There is no GCS streaming row: "
+        "fake-gcs-server answers obstore's XML PUT with 400 (invalid uploadType), so "
+        "pqindex's streaming path cannot run against it; the GET + local + upload row "
+        "stands in. The emulators keep objects in memory on this machine, so these times "
+        "are their work plus the reads, not a real store's.",
+    ]
     return "\n".join(lines) + "\n"
 
 
