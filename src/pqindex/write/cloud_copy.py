@@ -53,10 +53,11 @@ from pqindex.io.source import ByteSource
 from pqindex.write.remote import RemoteRewrite
 from pqindex.write.tail import RewriteResult
 
-__all__ = ["COPY_CONCURRENCY", "AzurePlan", "GcsPlan", "ServerPlan", "block_ranges",
-           "server_plan"]
+__all__ = ["COPY_BLOCK_BYTES", "COPY_CONCURRENCY", "AzurePlan", "GcsPlan", "ServerPlan",
+           "block_ranges", "server_plan"]
 
 COPY_CONCURRENCY = 8  # Put Block From URL requests in flight per object
+COPY_BLOCK_BYTES = MAX_COPY_BLOCK_BYTES  # read at call time (tests lower it)
 
 
 class ServerPlan(Protocol):
@@ -168,9 +169,10 @@ def _same_content(meta: Mapping[str, Any], etag: str | None) -> bool:
 # ---------------------------------------------------------------- Azure
 
 
-def block_ranges(size: int, block_bytes: int = MAX_COPY_BLOCK_BYTES) -> list[tuple[int, int]]:
-    """``[0, size)`` as even ``(start, end)`` blocks of at most ``block_bytes``."""
-    n = max(1, -(-size // block_bytes))
+def block_ranges(size: int, block_bytes: int | None = None) -> list[tuple[int, int]]:
+    """``[0, size)`` as even ``(start, end)`` blocks of at most ``block_bytes``
+    (``COPY_BLOCK_BYTES``)."""
+    n = max(1, -(-size // (block_bytes or COPY_BLOCK_BYTES)))
     step, extra = divmod(size, n)
     out, pos = [], 0
     for i in range(n):
