@@ -5,8 +5,10 @@ tests/s3_server.py, so the bytes that went up are counted on the wire.
 References: pyarrow and DuckDB reading the original object's bytes, and the
 bytes themselves (the old object is a prefix of the new one when it is kept
 whole). Azurite honours ``If-Match`` on Put Block List and answers 501 to Put
-Block From URL; fake-gcs-server ignores every ``ifGenerationMatch``, so a
-change there is caught by the look at the generation before compose.
+Block From URL (the streaming fallback is tested so; the copy itself through
+a proxy that answers it as Azure does, see ``_CopyingProxy``);
+fake-gcs-server ignores every ``ifGenerationMatch``, so a change there is
+caught by the look at the generation before compose.
 """
 
 from __future__ import annotations
