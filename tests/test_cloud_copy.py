@@ -437,6 +437,14 @@ def test_gcs_composes_the_object_and_the_new_tail(
     _check_indexed(url, so, t, before, len(after2))
     assert gcs.names(bucket) == [key]
 
+    # drop: the new footer names no region; the old one is dead bytes.
+    [res3] = pqindex.add_indexes(url, drop=True, storage_options=so)
+    after3 = gcs.get(bucket, key)
+    assert res3.region_dropped and after3[: len(after2)] == after2
+    assert b"pqindex.region" in (pq.read_metadata(io.BytesIO(after2)).metadata or {})
+    assert b"pqindex.region" not in (pq.read_metadata(io.BytesIO(after3)).metadata or {})
+    _same_rows(after3, before, tmp_path)
+
 
 def test_gcs_change_before_compose_leaves_the_new_object(
     gcs: Gcs, original: tuple[pa.Table, bytes], monkeypatch: pytest.MonkeyPatch  # noqa: F811
