@@ -9,6 +9,7 @@ no byte twice, the report equal to the trace.
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,21 @@ def test_full_scan_is_read_by_pyarrow_and_counted(
         assert covered == n, (off, n)
     assert rep["bytes_read"] <= sum(n for _, n in chunks) + 64 * 1024
     assert rep["rows_matched"] == ROWS
+
+
+def _rows_read(path: str) -> int:
+    return int(pqindex.dataset(path).scan(columns=["id", "amount"]).to_table().num_rows)
+
+
+def test_a_forked_child_reads_whole_row_groups(tmp_path: Path) -> None:
+    """The native reads' thread pool belongs to the process that made it: a child
+    forked after the parent used it (Spark's Python workers are forked) starts threads
+    of its own instead of queueing work for the parent's, which it does not have."""
+    path = tmp_path / "f.parquet"
+    _write(path, "snappy")
+    assert _rows_read(str(path)) == ROWS  # the parent's pool now has threads
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_rows_read, (str(path),)).get(timeout=120) == ROWS
 
 
 def test_a_file_changed_since_it_was_opened_is_not_read_by_pyarrow(

@@ -66,9 +66,9 @@ _pool_lock = threading.Lock()
 
 def _native_pool() -> ThreadPoolExecutor:
     """The threads native reads run on, kept for the life of the process: starting a
-    pool's threads costs about a millisecond, a twentieth of a whole-file read. A forked
-    child (Spark's Python workers) gets a pool of its own: the parent's threads are
-    not in it."""
+    pool's threads per scan cost 0.3-1 ms (more on a busy machine), several percent of
+    a 20 ms whole-file read. A forked child (Spark's Python workers) gets a pool of its
+    own: the parent's threads are not in it."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
@@ -193,10 +193,11 @@ def iter_whole_row_groups(
 ) -> Iterator[tuple[pa.Table, ScanStats]]:
     """Row groups where every row is wanted, projected to ``fields`` (partition
     columns filled in), read by pyarrow's own reader (see the module docstring), with
-    what each part cost. ``map_fn``: builtin ``map`` reads the tasks one after another on
-    the calling thread; a pool's ``map`` lets them run side by side (the native read's
-    on the process-wide pool of :func:`_native_pool`). ``stream``: one table per row group, decoded as it is consumed (memory
-    holds one decoded row group, and on the fetched path the read-ahead's bytes)."""
+    what each part cost. ``map_fn``: builtin ``map`` reads the tasks one after another
+    on the calling thread; a pool's ``map`` lets them run side by side (the native
+    read's on the process-wide pool of :func:`_native_pool`). ``stream``: one table
+    per row group, decoded as it is consumed (memory holds one decoded row group, and
+    on the fetched path the read-ahead's bytes)."""
     options = options or ScanOptions()
     file_fields = [f for f in fields if f not in partition_types]
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
