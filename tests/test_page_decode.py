@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import writers
+from pqindex.errors import PqIndexError
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import Encoding, PageType
 from pqindex.format.structs import PageHeader
@@ -465,6 +466,23 @@ def test_corpus(name: str) -> None:
     except pa.ArrowException as e:  # incorrect_map_schema: pyarrow can't read it at all
         pytest.skip(f"pyarrow cannot read the file: {e}")
     assert check_file(path) > 0
+
+
+def test_arrow_schema_is_pyarrows_on_the_whole_corpus() -> None:
+    """``arrow_schema`` parses a footer without row groups: the schema pyarrow gives
+    the real file all the same, on every corpus file both can open."""
+    compared = 0
+    for path in sorted(CORPUS.glob("**/*.parquet")):
+        try:
+            want = pq.read_schema(path)
+            pf = ParquetFile.open(path)
+        except (pa.ArrowException, OSError, PqIndexError):
+            continue  # files either side refuses (bad_data/, encrypted, ...)
+        with pf:
+            got = arrow_schema(pf)
+        assert got.equals(want, check_metadata=True), path.name
+        compared += 1
+    assert compared >= 50
 
 
 @pytest.mark.parametrize(

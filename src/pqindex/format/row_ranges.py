@@ -149,7 +149,9 @@ class RowRanges:
 
     def count(self) -> int:
         """Number of rows covered."""
-        return int(np.sum(self._ends - self._starts))
+        if self._starts.size == 1:  # the usual case, without numpy's reduction
+            return int(self._ends[0]) - int(self._starts[0])
+        return int((self._ends - self._starts).sum())
 
     def first(self) -> int | None:
         """The first row, None when empty."""
@@ -311,6 +313,8 @@ class Selection:
     all: RowRanges
 
     def __post_init__(self) -> None:
+        if self.all is self.maybe:  # every row (planned per row group: kept cheap)
+            return
         if not self.all.is_empty and (self.all & self.maybe).count() != self.all.count():
             raise ValueError("rows that surely match must be rows that may match")
 
@@ -327,7 +331,8 @@ class Selection:
     @classmethod
     def everything(cls, n: int) -> Selection:
         """Every row of ``n`` matches."""
-        return cls(RowRanges.full(n), RowRanges.full(n))
+        rows = RowRanges.full(n)
+        return cls(rows, rows)
 
     def __and__(self, other: Selection) -> Selection:
         return Selection(self.maybe & other.maybe, self.all & other.all)

@@ -23,7 +23,8 @@ class SourceReader(io.RawIOBase):
         self._size = source.size()
         self._pos = 0
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int | None = -1) -> bytes | memoryview:
+        # memoryview: a subclass may hand pyarrow bytes it holds without a copy.
         n = self._size - self._pos if size is None or size < 0 else min(size,
                                                                          self._size - self._pos)
         if n <= 0:

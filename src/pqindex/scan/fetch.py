@@ -9,7 +9,6 @@ served from those buffers or read (and counted) through the source.
 from __future__ import annotations
 
 import bisect
-import io
 import struct
 import threading
 import time
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pqindex.format.file import ParquetFile
+from pqindex.io.pyfile import SourceReader
 from pqindex.io.source import coalesce
 
 __all__ = ["Buffers", "ScanOptions", "ScanStats", "SourceFile", "arrow_metadata", "merge_stats"]
@@ -182,20 +182,19 @@ class Buffers:
         return b"".join(out)
 
 
-class SourceFile(io.RawIOBase):
+class SourceFile(SourceReader):
     """A file as a file object for pyarrow: reads go through ``ParquetFile.read_bytes``,
     so they are counted, and bytes already read (the tail) are not read again."""
 
     def __init__(self, pf: ParquetFile, buffers: Buffers | None = None) -> None:
-        self._pf = pf
-        self._src = pf.source
+        super().__init__(pf.source)
         self._buffers = buffers
         self._fetch: Callable[[int, int], bytes] = buffers or pf.read_bytes
-        self._pos = 0
 
-    def read(self, size: int = -1) -> bytes | memoryview:
+    def read(self, size: int | None = -1) -> bytes | memoryview:
         # pyarrow wraps what read() returns without copying: hand it fetched bytes as is.
-        n = self._src.size() - self._pos if size < 0 else min(size, self._src.size() - self._pos)
+        n = self._size - self._pos if size is None or size < 0 else min(size,
+                                                                         self._size - self._pos)
         if n <= 0:
             return b""
         data: bytes | memoryview | None = (
@@ -206,22 +205,8 @@ class SourceFile(io.RawIOBase):
         self._pos += n
         return data
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        size = self._src.size()
-        self._pos = pos if whence == 0 else self._pos + pos if whence == 1 else size + pos
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
     def readinto(self, b: Any) -> int:
-        n = min(len(b), self._src.size() - self._pos)
+        n = min(len(b), self._size - self._pos)
         if n <= 0:
             return 0
         data = self._fetch(self._pos, n)

@@ -5,10 +5,11 @@ Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would:
 * a **local file** is opened by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
   its I/O threads, pre-buffered, no copy through Python bytes) with the footer we
   already decoded, so the footer is not read or parsed again. The row groups are
-  split into a few contiguous tasks that ``map_fn`` (the scan's thread pool) runs
-  side by side, as pyarrow's dataset scanner does. What pyarrow reads — the
-  projected chunks, merged like our own reads — is counted in the file's
-  ``IOStats`` as requests of ours would be.
+  split into a few contiguous tasks run side by side, as pyarrow's dataset scanner
+  does, on a pool of threads kept for the process (as pyarrow keeps its own). What
+  pyarrow reads — the projected chunks, merged like our own reads — is counted in
+  the file's ``IOStats`` as requests of ours would be; where the tail we read holds
+  the end of the last chunks, those few KiB are read (and counted) again.
 * any other source: the chunks are fetched first in one wave per
   ``ScanOptions.read_ahead_bytes`` (one round trip however many ranges), then
   pyarrow decodes them from memory through :class:`~pqindex.scan.fetch.SourceFile`.
@@ -19,8 +20,10 @@ Either way no index bytes are read.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -52,8 +55,26 @@ _ARROW_FOOTER_READ = 64 * 1024
 # A task of the native local read holds at least this much compressed data: fewer,
 # larger tasks when row groups are small (a task costs a reader construction).
 _MIN_TASK_BYTES = 1 << 20
-# At most this many tasks per call (the scan's pool has a few threads).
+# At most this many tasks per call.
 _MAX_TASKS = 8
+# Threads of the process-wide pool the native reads run on: they only wait on pyarrow
+# (which releases the GIL), as a scan's own pool would.
+_NATIVE_WORKERS = min(8, (os.cpu_count() or 2) * 2)
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _native_pool() -> ThreadPoolExecutor:
+    """The threads native reads run on, kept for the life of the process: starting a
+    pool's threads per scan cost 0.3-1 ms (more on a busy machine), several percent of
+    a 20 ms whole-file read. A forked child (Spark's Python workers) gets a pool of its
+    own: the parent's threads are not in it."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(_NATIVE_WORKERS,
+                                                     thread_name_prefix="pqindex-native"))
+        return _pool[1]
 
 
 def pyarrow_opens_free(pf: ParquetFile) -> bool:
@@ -172,9 +193,11 @@ def iter_whole_row_groups(
 ) -> Iterator[tuple[pa.Table, ScanStats]]:
     """Row groups where every row is wanted, projected to ``fields`` (partition
     columns filled in), read by pyarrow's own reader (see the module docstring), with
-    what each part cost. ``map_fn`` runs the native read's tasks (a thread pool's
-    ``map``). ``stream``: one table per row group, decoded as it is consumed (memory
-    holds one decoded row group, and on the fetched path the read-ahead's bytes)."""
+    what each part cost. ``map_fn``: builtin ``map`` reads the tasks one after another
+    on the calling thread; a pool's ``map`` lets them run side by side (the native
+    read's on the process-wide pool of :func:`_native_pool`). ``stream``: one table
+    per row group, decoded as it is consumed (memory holds one decoded row group, and
+    on the fetched path the read-ahead's bytes)."""
     options = options or ScanOptions()
     file_fields = [f for f in fields if f not in partition_types]
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
@@ -197,41 +220,28 @@ def iter_whole_row_groups(
     if path is None:
         yield from _fetched_parts(pf, row_groups, chunks, finish, file_fields, options, stream)
         return
-    # Row groups holding bytes read before (the tail may end inside the last chunks) are
-    # fetched and decoded from our buffers, side by side with the others: pyarrow
-    # would read those bytes again.
-    held = {rg for rg in row_groups if any(pf.holds_any(o, n) for o, n in chunks(rg))}
-    native = [rg for rg in row_groups if rg not in held]
+    # Every row group natively, the last one too when the tail already holds the end of
+    # its chunks: pyarrow reads those few KiB again (counted), which costs far less
+    # than fetching the row group and decoding it from Python bytes.
+    sizes = [(rg, sum(n for _, n in chunks(rg))) for rg in row_groups]
+    steps = [[[rg]] for rg in row_groups] if stream else [_tasks(sizes)]
+    parallel = map_fn is not map
 
-    def read(rgs: list[int]) -> tuple[pa.Table, ScanStats]:
-        st = ScanStats()
-        if rgs[0] not in held:
-            return _read_native(pf, path, rgs, file_fields), st
-        buffers = Buffers(pf, st, options.coalesce_gap)
-        _located(pf, rgs, buffers.fetch, [r for rg in rgs for r in chunks(rg)])
-        return _read_fetched(pf, buffers, rgs, file_fields), st
+    def read(rgs: list[int]) -> pa.Table:
+        return _read_native(pf, path, rgs, file_fields)
 
-    if stream:
-        steps = [[[rg]] for rg in row_groups]
-    else:
-        tasks = [[rg] for rg in held] + _tasks(
-            [(rg, sum(n for _, n in chunks(rg))) for rg in native])
-        steps = [sorted(tasks, key=lambda task: task[0])]
     for step in steps:
         stats = ScanStats()
         t0 = time.perf_counter()
-        done = list((map_fn if len(step) > 1 else map)(read, step))
-        for _, st in done:
-            merge_stats(stats, st)
+        parts = list(_native_pool().map(read, step) if parallel and len(step) > 1
+                     else map(read, step))
         rgs = [rg for task in step for rg in task]
-        ranges = [r for rg in rgs if rg not in held for r in chunks(rg)]
-        # One wait for the step's reads, ours (a fetch counts its wave) and pyarrow's.
-        if read_native_ranges(pf, ranges, options.coalesce_gap, stats) and not any(
-                task[0] in held for task in step):
+        # One wait for the step's reads: pyarrow's, side by side.
+        if read_native_ranges(pf, [r for rg in rgs for r in chunks(rg)],
+                              options.coalesce_gap, stats):
             pf.source.stats.record_wave()
-        parts = [t for t, _ in done]
         t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        stats.decode_seconds += time.perf_counter() - t0 - stats.fetch_seconds
+        stats.decode_seconds += time.perf_counter() - t0
         yield finish(t, rgs, stats), stats
 
 
