@@ -142,6 +142,7 @@ class Dataset:
         self.storage_options = dict(storage_options or {})
         self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
         self._landing: dict[str, TailWave] = {}  # files whose tail is in flight
+        self._shapes: list[tuple[Any, ...]] = []  # distinct footer schemas (planning.py)
         # A discovery already made (Spark's manifest) saves walking the directory again.
         self._discovery: Discovery | None = discovery
         # path -> the only row groups to read of that file (a Spark task's share of it).

@@ -49,6 +49,8 @@ __all__ = ["OpenFile", "Planned", "Plans", "WaveClock", "count_pages", "plan_fil
 Planned = tuple[DataFile, "OpenFile | None", FilePlan | None, BoundExpr | None]
 # Called on a pool thread with a kept file's outcome and the scan's fields (None:
 # every column) as soon as the file is planned.
+# The key/value entry pyarrow keeps its schema in (part of a footer's Arrow schema).
+_ARROW_SCHEMA = "ARROW:schema"
 OnPlanned = Callable[[Planned, "list[str] | None"], None]
 
 
@@ -95,6 +97,32 @@ class Plans:
     fields: list[str]
     schema: pa.Schema
     page_units: list[tuple[ParquetFile, int, list[int]]]
+
+
+def _schema_key(pf: ParquetFile) -> tuple[Any, ...]:
+    """What binding a predicate and building the Arrow schema read of a footer (like
+    ``manifest.schema_stub``, compared instead of encoded)."""
+    md = pf.metadata
+    arrow = next((k.value for k in md.key_value_metadata or [] if k.key == _ARROW_SCHEMA),
+                 None)
+    return (md.version, md.schema, md.created_by, md.column_orders, arrow)
+
+
+def shape_of(ds: Dataset, pf: ParquetFile) -> int:
+    """The number of ``pf``'s footer schema among the distinct ones of the dataset
+    (kept in ``pf.derived``: a warm scan finds it without comparing)."""
+    got: int | None = pf.derived.get("schema_shape")
+    if got is not None:
+        return got
+    key = _schema_key(pf)
+    with ds._lock:
+        shapes = ds._shapes
+        got = next((i for i, k in enumerate(shapes) if k == key), None)
+        if got is None:
+            shapes.append(key)
+            got = len(shapes) - 1
+    pf.derived["schema_shape"] = got
+    return got
 
 
 def count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
@@ -160,19 +188,19 @@ def plan_files(ds: Dataset, columns: Sequence[str] | None, expr: Expr, t0: float
         return evaluate(first_bound, leaf) == Match.NONE
 
     stand_in_bound: dict[int, BoundExpr | None] = {}
-    bound_by_footer: dict[bytes, BoundExpr] = {}
+    # Per footer schema (shape_of): the predicate bound once, and the first file
+    # with it, whose Arrow schema stands for all of them in the unification.
+    bound_by_shape: dict[int, BoundExpr] = {}
+    reps: dict[int, OpenFile] = {}
+    reps[shape_of(ds, first.pf)] = first
 
-    def bind_like(pf: ParquetFile) -> BoundExpr:
-        # Files of one writer share a schema: bound once per footer schema (its
-        # encoded stub: elements, column orders, created_by), not once per file.
-        sig = pf.derived.get("schema_stub")
-        if sig is None:
-            from pqindex.dataset.manifest import schema_stub
-
-            sig = pf.derived["schema_stub"] = schema_stub(pf)
-        got = bound_by_footer.get(sig)
+    def bind_like(of: OpenFile) -> BoundExpr:
+        # Files of one writer share a schema: bound once per footer schema, not per file.
+        shape = shape_of(ds, of.pf)
+        reps.setdefault(shape, of)
+        got = bound_by_shape.get(shape)
         if got is None:
-            got = bound_by_footer[sig] = bind(expr, ds._bound_schema(pf))
+            got = bound_by_shape[shape] = bind(expr, ds._bound_schema(of.pf))
         return got
 
     def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
@@ -218,7 +246,7 @@ def plan_files(ds: Dataset, columns: Sequence[str] | None, expr: Expr, t0: float
     def plan_opened(df: DataFile, of: OpenFile, options: PlanOptions | None = None
                     ) -> tuple[Planned, list[str]]:
         try:
-            bound = first_bound if of is first else bind_like(of.pf)
+            bound = first_bound if of is first else bind_like(of)
         except UserInputError as e:
             raise e.located(path=df.path) from None
         warnings: list[str] = []
@@ -304,9 +332,9 @@ def plan_files(ds: Dataset, columns: Sequence[str] | None, expr: Expr, t0: float
     # waited for the most waves sets the path.
     report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
     report.plan_seconds = time.perf_counter() - t0
-    # The files read decide the types: pyarrow's unification across them.
-    out = ds._unified([first, *(of for _df, of, _p, _b in files
-                                if of is not None and of is not first)])
+    # The files read decide the types: pyarrow's unification across them (one file
+    # per footer schema: equal footers give equal Arrow schemas).
+    out = ds._unified([first, *(of for of in reps.values() if of is not first)])
     if columns is None:  # every column of the files read
         fields = out.names
     out_schema = pa.schema([out.field(f) for f in fields])

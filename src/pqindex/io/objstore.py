@@ -137,6 +137,13 @@ def _seconds(key: str, v: Any) -> timedelta:
 
 def split_url(url: str) -> tuple[str, str]:
     """(store root URL, object key) of an object-store URL."""
+    scheme, sep, rest = url.partition("://")
+    if (sep and scheme.isalnum() and scheme.islower() and url.isprintable()
+            and not any(c in rest for c in "?#@[]:")):
+        # The usual scheme://bucket/key, as urlsplit gives it (a dataset opens thousands).
+        netloc, _, path = rest.partition("/")
+        if netloc:
+            return f"{scheme}://{netloc}", urllib.parse.unquote(path.lstrip("/"))
     u = urllib.parse.urlsplit(url)
     scheme = u.scheme.lower()
     if not u.netloc:
