@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 import pqindex
+from pqindex.errors import PqIndexError
 from pqindex.io.cache import metadata_cache
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
@@ -159,3 +160,23 @@ def test_tails_of_a_wave_land_one_by_one(
     # Cached: a second wave has nothing to read.
     assert start_tails([(df.path, df.info, None) for df in disc.files],
                        s3.storage_options(), TAIL) is None
+
+
+def test_a_damaged_file_in_the_wave_is_named(
+    s3: S3Endpoint, lake: tuple[str, pa.Table]  # noqa: F811
+) -> None:
+    """A file whose tail is not Parquet, landing among the others: the scan raises
+    an error naming it, and once it did, no tail of the wave is still awaited."""
+    url, _ = lake
+    bucket = url.split("/")[2]
+    for k in range(3):
+        src = s3.boto3().get_object(Bucket=bucket, Key=f"t/part-{k:02d}.parquet")["Body"]
+        s3.put(bucket, f"bad/part-{k:02d}.parquet", src.read())
+    s3.put(bucket, "bad/part-01x.parquet", b"not parquet at all" * 100)
+    metadata_cache().clear()
+    ds = pqindex.dataset(f"s3://{bucket}/bad", storage_options=s3.storage_options(),
+                         tail_bytes=TAIL)
+    with pytest.raises(PqIndexError) as exc:
+        ds.scan(["id"], "id = 5").to_table()
+    assert "part-01x.parquet" in str(exc.value)
+    assert not ds._landing

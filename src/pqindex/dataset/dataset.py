@@ -383,7 +383,7 @@ class Dataset:
                                on_planned)
         finally:
             if pool is not None:
-                pool.shutdown()
+                pool.shutdown(cancel_futures=True)  # after an error: plan no more files
             if tails is not None:
                 tails.join()  # every request of the wave is over before the counts
         ahead = 0 if tails is None else 1
