@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -56,28 +57,39 @@ def _table(first_row: int, rows: int) -> pa.Table:
     })
 
 
-def upload(ep: S3Endpoint, bucket: str, files: int, tmp: Path) -> dict[str, dict[str, Any]]:
-    """The two datasets; returns name -> {prefix, url, rows, ids}."""
+DATASETS = ("one", "many", "manifest")
+
+
+def upload(ep: S3Endpoint, bucket: str, files: int, tmp: Path,
+           wanted: Collection[str] = DATASETS) -> dict[str, dict[str, Any]]:
+    """The datasets named in ``wanted`` (of DATASETS); returns name -> {prefix, rows}."""
     client = ep.boto3()
-    one = tmp / "one.parquet"
-    pqindex.write_table(_table(0, 2_000_000), one, sort_by="id", row_group_rows=500_000,
-                        page_rows=20_000)
-    client.upload_file(str(one), bucket, "one/data.parquet")
+    out: dict[str, dict[str, Any]] = {}
+    if "one" in wanted:
+        one = tmp / "one.parquet"
+        pqindex.write_table(_table(0, 2_000_000), one, sort_by="id", row_group_rows=500_000,
+                            page_rows=20_000)
+        client.upload_file(str(one), bucket, "one/data.parquet")
+        out["one file, 2M rows"] = {"prefix": "one/data.parquet", "rows": 2_000_000}
+    if not {"many", "manifest"} & set(wanted):
+        return out
     part = tmp / "part.parquet"
     for k in range(files):
         pqindex.write_table(_table(k * 20_000, 20_000), part, sort_by="id",
                             row_group_rows=20_000, page_rows=20_000)
         client.upload_file(str(part), bucket, f"many/part-{k:05d}.parquet")
-        # The same files again beside a dataset manifest (pqindex prunes files with it).
-        client.copy_object(Bucket=bucket, Key=f"manifest/part-{k:05d}.parquet",
-                           CopySource={"Bucket": bucket, "Key": f"many/part-{k:05d}.parquet"})
-    write_manifest(f"s3://{bucket}/manifest/", ep.storage_options())
-    return {
-        "one file, 2M rows": {"prefix": "one/data.parquet", "rows": 2_000_000},
-        f"{files} files × 20k rows": {"prefix": "many/", "rows": files * 20_000},
-        f"{files} files × 20k rows, with a manifest": {"prefix": "manifest/",
-                                                      "rows": files * 20_000},
-    }
+        if "manifest" in wanted:
+            # The same files again beside a dataset manifest (pqindex prunes files with it).
+            client.copy_object(
+                Bucket=bucket, Key=f"manifest/part-{k:05d}.parquet",
+                CopySource={"Bucket": bucket, "Key": f"many/part-{k:05d}.parquet"})
+    if "many" in wanted:
+        out[f"{files} files × 20k rows"] = {"prefix": "many/", "rows": files * 20_000}
+    if "manifest" in wanted:
+        write_manifest(f"s3://{bucket}/manifest/", ep.storage_options())
+        out[f"{files} files × 20k rows, with a manifest"] = {"prefix": "manifest/",
+                                                             "rows": files * 20_000}
+    return out
 
 
 def queries(rows: int) -> dict[str, tuple[str | None, list[str], int]]:
@@ -342,6 +354,12 @@ def main() -> None:
     ap.add_argument("--delays", default="20,50", help="milliseconds, comma-separated")
     ap.add_argument("--readers", default=",".join(c.name for c in READERS))
     ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
+    ap.add_argument("--data", default=",".join(DATASETS),
+                    help="datasets, comma-separated, of: " + ", ".join(DATASETS))
+    ap.add_argument("--queries", default="point,range 1,000,absent,full column",
+                    help="queries, comma-separated (names as in the tables; "
+                         "'range 1,000' is matched by 'range')")
+    ap.add_argument("--modes", default="cold,warm")
     ap.add_argument("--pqindex-process", action="store_true",
                     help="run pqindex in a child process (its Python work then does not "
                          "compete with the proxy for this process's GIL)")
@@ -358,16 +376,18 @@ def main() -> None:
     try:
         bucket = ep.new_bucket("bench")
         with tempfile.TemporaryDirectory() as tmp:
-            datasets = upload(ep, bucket, args.files, Path(tmp))
+            datasets = upload(ep, bucket, args.files, Path(tmp), args.data.split(","))
         print(f"uploaded in {time.perf_counter() - t0:.0f} s", flush=True)
         for delay in (int(d) for d in args.delays.split(",")):
             ep.delay = delay / 1000
             for data, d in datasets.items():
                 for q, (where, columns, expected) in queries(d["rows"]).items():
+                    if not any(w and q.startswith(w) for w in args.queries.split(",")):
+                        continue
                     for cls in READERS:
                         if cls.name not in wanted:
                             continue
-                        for mode in ("cold", "warm"):
+                        for mode in args.modes.split(","):
                             reader = cls(ep, bucket, d["prefix"])
                             m = measure(ep, reader, mode, where, columns, expected,
                                         args.rounds)

@@ -497,7 +497,7 @@ def test_footers_of_many_files_in_one_wave(
     finally:
         s3.delay = 0.0
     tails = [r for r in s3.requests if r.range == f"bytes=-{REMOTE_TAIL_BYTES}"]
-    # the first file's footer (for the schema), then the five others together
+    # every file's tail in one wave (the predicate names no partition column)
     assert len(tails) == 6
     assert sum(r.query.startswith("list-type=2") for r in s3.requests) == 1
     rep = scan.report.to_dict()

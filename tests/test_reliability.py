@@ -847,7 +847,7 @@ def test_a_plan_is_read_as_it_is(tmp_path: Path) -> None:
 
     from pqindex.errors import UserInputError
 
-    dataset_mod = importlib.import_module("pqindex.dataset.dataset")  # the module
+    planning = importlib.import_module("pqindex.dataset.planning")  # plans the files
 
     path = tmp_path / "f.parquet"
     t = pa.table({"id": list(range(4_000)), "s": [str(i % 7) for i in range(4_000)]})
@@ -860,14 +860,14 @@ def test_a_plan_is_read_as_it_is(tmp_path: Path) -> None:
     ds = pqindex.dataset(path)
     plan = ds.plan(["id", "s"], where)
     calls = []
-    real = dataset_mod.plan_file
+    real = planning.plan_file
 
     def counting(*a: Any, **kw: Any) -> Any:
         calls.append(1)
         return real(*a, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(dataset_mod, "plan_file", counting)
+        mp.setattr(planning, "plan_file", counting)
         scan = ds.scan(plan=plan)
         assert scan.to_table().equals(want) and calls == []
         assert scan.report.row_groups_skipped == plan.report.row_groups_skipped

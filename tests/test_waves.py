@@ -244,7 +244,7 @@ def test_the_critical_path_is_the_busiest_thread() -> None:
     """Waves on one thread add up; threads side by side count as their busiest."""
     import threading
 
-    from pqindex.dataset.dataset import _WaveClock
+    from pqindex.dataset.planning import WaveClock as _WaveClock
 
     clock = _WaveClock()
     clock.add(2)

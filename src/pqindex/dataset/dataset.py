@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,15 +19,22 @@ import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
+from pqindex.dataset.planning import (
+    OnPlanned,
+    OpenFile,
+    Planned,
+    Plans,
+    WaveClock,
+    count_pages,
+    plan_files,
+)
 from pqindex.dataset.schema import conform, unify
-from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located, public_api
-from pqindex.expr.bind import BoundExpr, BoundTrue, bind
+from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
-from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, Repetition, Schema
 from pqindex.format.structs import (
     ColumnOrder,
@@ -36,18 +43,9 @@ from pqindex.format.structs import (
     StringType,
     TypeDefinedOrder,
 )
-from pqindex.indexes.evidence import ConstantEvidence
-from pqindex.indexes.region import REGION_KEY
-from pqindex.io.objstore import prefetch_tails
+from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats
-from pqindex.plan.planner import (
-    FilePlan,
-    PlanOptions,
-    RowGroupPlan,
-    evaluate,
-    leaves,
-    plan_file,
-)
+from pqindex.plan.planner import PlanOptions, RowGroupPlan
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
@@ -55,7 +53,6 @@ from pqindex.scan.executor import (
     pyarrow_opens_free,
     scan_file,
 )
-from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 
 __all__ = ["Dataset", "Scan", "dataset"]
@@ -89,7 +86,7 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
     return out
 
 
-def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str]
+def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str]
               ) -> list[tuple[bool, list[RowGroupPlan]]]:
     """A file's planned row groups as consecutive segments: ``(True, run)`` for a run of
     row groups where every row matches (pyarrow reads it like ``read_table``),
@@ -106,56 +103,6 @@ def _segments(of: _OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str]
     return out
 
 
-def _count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
-    """Data pages of the involved chunks, as far as the metadata read so far tells."""
-    return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
-
-
-class _WaveClock:
-    """Waves of requests per pool thread. A thread waits for its waves one after
-    another; threads wait side by side: the busiest thread is the critical path."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waves: dict[int, int] = {}
-
-    def add(self, waves: int) -> None:
-        me = threading.get_ident()
-        with self._lock:
-            self._waves[me] = self._waves.get(me, 0) + waves
-
-    def critical(self) -> int:
-        with self._lock:
-            return max(self._waves.values(), default=0)
-
-
-class _OpenFile:
-    """A data file with its footer, Arrow schema and bound schema, opened once."""
-
-    def __init__(self, df: DataFile, pf: ParquetFile, stats: IOStats) -> None:
-        self.df = df
-        self.pf = pf
-        self.stats = stats
-        self._arrow: pa.Schema | None = None
-
-    @property
-    def arrow(self) -> pa.Schema:
-        """The Arrow schema pyarrow gives this file; built when first needed (a file
-        that planning skips never needs it)."""
-        if self._arrow is None:
-            self._arrow = arrow_schema(self.pf)
-        return self._arrow
-
-
-@dataclass(frozen=True)
-class _Plans:
-    files: list[tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None]]
-    report: ScanReport
-    fields: list[str]
-    schema: pa.Schema
-    page_units: list[tuple[ParquetFile, int, list[int]]]
-
-
 @dataclass
 class _Made:
     """What ``Dataset.plan`` planned, kept for ``Dataset.scan(plan=...)``."""
@@ -163,7 +110,7 @@ class _Made:
     dataset: Dataset
     columns: Sequence[str] | None
     expr: Expr
-    plans: _Plans | None
+    plans: Plans | None
 
 
 class Dataset:
@@ -194,14 +141,16 @@ class Dataset:
         self._source = source
         self.storage_options = dict(storage_options or {})
         self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
+        self._landing: dict[str, TailWave] = {}  # files whose tail is in flight
+        self._shapes: list[tuple[Any, ...]] = []  # distinct footer schemas (planning.py)
         # A discovery already made (Spark's manifest) saves walking the directory again.
         self._discovery: Discovery | None = discovery
         # path -> the only row groups to read of that file (a Spark task's share of it).
         self.row_groups = {k: frozenset(v) for k, v in (row_groups or {}).items()}
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
-        self._stand_in: _OpenFile | None = None
-        self._open: dict[str, _OpenFile] = {}
+        self._stand_in: OpenFile | None = None
+        self._open: dict[str, OpenFile] = {}
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
         # Files in flight: on object stores a file waits on round trips, not on the CPU.
@@ -223,33 +172,56 @@ class Dataset:
     def files(self) -> list[str]:
         return [f.path for f in self.discovery.files]
 
-    def _file(self, df: DataFile) -> _OpenFile:
+    def _file(self, df: DataFile) -> OpenFile:
         with self._lock:
             of = self._open.get(df.path)
+            tails = self._landing.get(df.path)
         if of is not None:
             return of
+        if tails is not None:
+            tails.wait(df.path)  # its tail is in flight: opening then costs no request
         with self._lock:
             stats = self._ahead.pop(df.path, None) or IOStats()
         pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
                               storage_options=self.storage_options, info=df.info)
-        of = _OpenFile(df, pf, stats)
+        of = OpenFile(df, pf, stats)
         with self._lock:
             self._open.setdefault(df.path, of)
             return self._open[df.path]
 
-    def _read_ahead(self, files: Sequence[DataFile]) -> int:
-        """Remote tails of the files not open yet, in one concurrent wave (each file's
-        IOStats counts its own tail request); the number of waves taken (0 or 1)."""
+    def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None:
+        """Start reading the remote tails of the files not open yet, in one concurrent
+        wave (each file's IOStats counts its own tail request and the wave); None when
+        fewer than two need it. Opening a file of the wave waits for its tail only."""
         with self._lock:
             todo = [df for df in files if df.info is not None
                     and df.path not in self._open and df.path not in self._ahead]
         if len(todo) < 2:
-            return 0
+            return None
         ahead = {df.path: (df.info, IOStats()) for df in todo}
-        prefetch_tails([(p, i, s) for p, (i, s) in ahead.items()], self.storage_options,
-                       self.tail_bytes)
         with self._lock:
             self._ahead.update({p: s for p, (_, s) in ahead.items()})
+            tails = start_tails([(p, i, s) for p, (i, s) in ahead.items()],
+                                self.storage_options, self.tail_bytes)
+            if tails is not None:
+                self._landing.update((p, tails) for p in ahead if p in tails)
+        if tails is not None:
+            # Forgotten once all landed (opening a landed file no longer waits).
+            tails.add_done_callback(lambda: self._landed(tails))
+        return tails
+
+    def _landed(self, tails: TailWave) -> None:
+        with self._lock:
+            for p in [p for p, t in self._landing.items() if t is tails]:
+                del self._landing[p]
+
+    def _read_ahead(self, files: Sequence[DataFile]) -> int:
+        """Remote tails of the files not open yet, in one concurrent wave, waited for;
+        the number of waves taken (0 or 1)."""
+        tails = self._start_ahead(files)
+        if tails is None:
+            return 0
+        tails.join()
         return 1
 
     def io_stats(self, include_listing: bool = False) -> dict[str, IOStats]:
@@ -316,14 +288,14 @@ class Dataset:
             self._manifest = view if view is not None else False
         return self._manifest or None
 
-    def _first(self) -> _OpenFile:
+    def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
         df = self.discovery.files[0]
         view = self.manifest_view()
         if self._stand_in is None and view is not None and df.path not in self._open:
             pf = view.stand_in(df)
             if pf is not None:
-                self._stand_in = _OpenFile(df, pf, IOStats())
+                self._stand_in = OpenFile(df, pf, IOStats())
         return self._stand_in or self._file(df)
 
     @property
@@ -337,19 +309,19 @@ class Dataset:
         self._read_ahead([df for df in files if view is None or view.stand_in(df) is None])
         return self._unified([self._schema_of(df, view) for df in files])
 
-    def _schema_of(self, df: DataFile, view: Any) -> _OpenFile:
+    def _schema_of(self, df: DataFile, view: Any) -> OpenFile:
         """The file, or its footer-only stand-in from a current manifest (no request)."""
         if view is not None and df.path not in self._open:
             pf = view.stand_in(df)
             if pf is not None:
-                return _OpenFile(df, pf, IOStats())
+                return OpenFile(df, pf, IOStats())
         return self._file(df)
 
     def _first_schema(self) -> pa.Schema:
         """The first file's Arrow schema plus the partition columns (no other footer)."""
         return self._unified([self._first()])
 
-    def _unified(self, opened: Sequence[_OpenFile]) -> pa.Schema:
+    def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema:
         base = unify([(of.df.path, of.arrow) for of in opened])
         return pa.schema([*base, *(pa.field(k, self._partition_type(k))
                                    for k in self._partition_keys)])
@@ -388,243 +360,38 @@ class Dataset:
 
     # ------------------------------------------------------------ planning
 
-    def _plan(self, columns: Sequence[str] | None, expr: Expr) -> _Plans:
+    def _plan(self, columns: Sequence[str] | None, expr: Expr,
+              on_planned: OnPlanned | None = None) -> Plans:
+        """Every file planned (``dataset/planning.py``); ``on_planned`` is called with
+        each kept file as soon as it is planned, on a pool thread."""
         t0 = time.perf_counter()
         before = self._io_counts()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
         view = self.manifest_view(report.warnings)
-        ahead = 0
-        if not disc.partition_columns and view is None:
-            ahead = self._read_ahead(disc.files)  # nothing to prune before the footers
+        tails = None
+        if view is None and not set(disc.partition_columns) & set(columns_of(expr)):
+            # Nothing prunes before the footers: every tail in one wave, started now;
+            # each file is planned as soon as its own tail lands.
+            tails = self._start_ahead(disc.files)
         with self._lock:
             waves0 = {p: of.stats.round_trips for p, of in self._open.items()}
             waves0.update({p: st.round_trips for p, st in self._ahead.items()})
         pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
         try:
-            plans = self._plan_files(columns, expr, t0, report, waves0, pool, view)
+            plans = plan_files(self, columns, expr, t0, report, waves0, pool, view,
+                               on_planned)
         finally:
             if pool is not None:
-                pool.shutdown()
+                pool.shutdown(cancel_futures=True)  # after an error: plan no more files
+            if tails is not None:
+                tails.join()  # every request of the wave is over before the counts
+        ahead = 0 if tails is None else 1
         # The LIST pages and the manifest GET come before any file's request.
         nbytes, requests, meta_waves = self._io_since(before)
         plans.report.round_trips += ahead + meta_waves
         plans.report.bytes_read, plans.report.requests = nbytes, requests
         return plans
-
-    def _plan_files(self, columns: Sequence[str] | None, expr: Expr, t0: float,
-                    report: ScanReport, waves0: dict[str, int],
-                    pool: ThreadPoolExecutor | None, view: Any) -> _Plans:
-        disc = self.discovery
-        opening: dict[str, Future[_OpenFile]] = {}
-        open_clock, plan_clock = _WaveClock(), _WaveClock()
-
-        def open_counted(df: DataFile) -> _OpenFile:
-            of = self._file(df)
-            open_clock.add(of.stats.round_trips - waves0.get(df.path, 0))
-            return of
-
-        every = (pool is not None and view is None
-                 and not set(disc.partition_columns) & set(columns_of(expr)))
-        if every:
-            # Every file will be opened (no partition value or manifest can rule one
-            # out): all at once, the first file's among them. Open ones need no task
-            # (a warm scan of 1,000 files paid more in tasks than in planning).
-            assert pool is not None
-            opening = {df.path: pool.submit(open_counted, df)
-                       for df in disc.files if df.path not in self._open}
-        head = disc.files[0]
-        if every:
-            first = opening[head.path].result() if head.path in opening else self._file(head)
-        else:
-            first = self._first()
-        if every:
-            first_waves = 0
-            with self._lock:
-                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
-        else:
-            # The first file (or the manifest's stand-in for it) is opened before the
-            # others: its schema binds the predicate and prunes partitions first.
-            # The manifest's stand-in made no request (its stats are not the file's,
-            # which may be open already from an earlier scan).
-            first_waves = 0 if first is self._stand_in else (
-                first.stats.round_trips - waves0.get(first.df.path, 0))
-            with self._lock:
-                waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
-        schema = self._first_schema()
-        names = [f.name for f in schema]
-        if columns is None:
-            fields = names
-        else:
-            fields = list(columns)
-            for c in fields:
-                if c not in names:
-                    raise UserInputError(
-                        f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
-                    )
-        first_bound = bind(expr, self._bound_schema(first.pf))
-        n_first = len(first.pf.schema.leaves)
-
-        def prune_by_partition(df: DataFile) -> bool:
-            if not disc.partition_columns or isinstance(first_bound, BoundTrue):
-                return False
-            values = disc.partition_values(df)
-
-            def leaf(pred: Any) -> Match:
-                if pred.leaf.index >= n_first:
-                    return ConstantEvidence(values.get(pred.leaf.name)).match(pred)
-                return Match.SOME
-
-            return evaluate(first_bound, leaf) == Match.NONE
-
-        stand_in_bound: dict[int, BoundExpr | None] = {}
-        bound_by_footer: dict[bytes, BoundExpr] = {}
-
-        def bind_like(pf: ParquetFile) -> BoundExpr:
-            # Files of one writer share a schema: bound once per footer schema (its
-            # encoded stub: elements, column orders, created_by), not once per file.
-            sig = pf.derived.get("schema_stub")
-            if sig is None:
-                from pqindex.dataset.manifest import schema_stub
-
-                sig = pf.derived["schema_stub"] = schema_stub(pf)
-            got = bound_by_footer.get(sig)
-            if got is None:
-                got = bound_by_footer[sig] = bind(expr, self._bound_schema(pf))
-            return got
-
-        def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
-            # Files share a few schemas: bound once per manifest schema.
-            if id(pf) not in stand_in_bound:
-                try:
-                    stand_in_bound[id(pf)] = bind(expr, self._bound_schema(pf))
-                except PqIndexError:
-                    stand_in_bound[id(pf)] = None  # the footer path reports it
-            return stand_in_bound[id(pf)]
-
-        manifest_skips: dict[str, str | None] = {}
-        if view is not None and not isinstance(first_bound, BoundTrue):
-            for df in disc.files:
-                if not prune_by_partition(df):
-                    manifest_skips[df.path] = view.prune(
-                        df, bind_stand_in, disc.partition_values(df))
-
-        def plan_one(
-            df: DataFile,
-        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
-            if prune_by_partition(df):
-                return df, None, None, None, []
-            why = manifest_skips.get(df.path)
-            if why is not None:
-                part = disc.partition_values(df)
-                return df, None, FilePlan(df.path, 0, (), "manifest", why, part), None, []
-            # Opening tasks were queued before any planning task: waiting on one never
-            # waits on a task stuck behind this one.
-            if df.path in opening:
-                of = opening[df.path].result()
-                before = of.stats.round_trips
-            else:
-                of = self._file(df)
-                before = waves_start.get(df.path, 0)  # its opening counts here
-            try:
-                return plan_opened(df, of)
-            finally:
-                plan_clock.add(of.stats.round_trips - before)
-
-        def plan_opened(
-            df: DataFile, of: _OpenFile, options: PlanOptions | None = None
-        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None, list[str]]:
-            try:
-                bound = first_bound if of is first else bind_like(of.pf)
-            except UserInputError as e:
-                raise e.located(path=df.path) from None
-            warnings: list[str] = []
-            leaf_cols = [c.index for c in of.pf.schema.leaves
-                         if columns is None or c.path[0] in fields]
-            # The planner decodes index and dictionary bytes: their damage is the file's.
-            with located(default=CorruptFileError, what="planning", path=df.path):
-                plan = plan_file(
-                    of.pf,
-                    bound,
-                    leaf_cols,
-                    partition=disc.partition_values(df),
-                    options=options or self.plan_options,
-                    warnings=warnings,
-                    row_groups=self.row_groups.get(df.path),
-                )
-            return df, of, plan, bound, warnings
-
-        footer_only = (PlanOptions(dictionary=False, page_index=False, bloom=False,
-                                   embedded=False)
-                       if self.plan_options.statistics else None)
-
-        def footer_settled(
-            df: DataFile,
-        ) -> tuple[DataFile, _OpenFile | None, FilePlan | None, BoundExpr | None,
-                   list[str]] | None:
-            """The plan of an open file its footer statistics skip whole, else None.
-            Files with an embedded region go the full way (its file level decides first
-            and names itself in the report)."""
-            of = self._open.get(df.path)
-            if (footer_only is None or of is None or REGION_KEY in of.pf.key_value_metadata
-                    or prune_by_partition(df) or manifest_skips.get(df.path) is not None):
-                return None
-            done = plan_opened(df, of, footer_only)
-            plan = done[2]
-            return done if plan is not None and plan.skipped else None
-
-        # Tails of the files still in play, in one wave (counted here, not per file).
-        if not opening and self._read_ahead(
-            [df for df in disc.files
-             if not prune_by_partition(df) and manifest_skips.get(df.path) is None]
-        ):
-            first_waves += 1
-            with self._lock:
-                waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
-        if pool is None:
-            results = [plan_one(disc.files[0])]
-        else:
-            # Open files their footer statistics rule out are settled here: no task
-            # (planning needs no request then; a task costs more than the plan).
-            settled = {df.path: r for df in disc.files
-                       if (r := footer_settled(df)) is not None}
-            rest = iter(pool.map(plan_one, [df for df in disc.files
-                                            if df.path not in settled]))
-            results = [settled.get(df.path) or next(rest) for df in disc.files]
-        files = []
-        page_units: list[tuple[ParquetFile, int, list[int]]] = []
-        for df, of, plan, bound, warnings in results:
-            report.warnings += [f"{df.path}: {w}" for w in warnings]
-            if plan is None or of is None:
-                report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
-                files.append((df, of, plan, bound))
-                continue
-            report.row_groups_total += len(plan.row_groups)
-            report.rows_total += plan.num_rows
-            involved = [c.index for c in of.pf.schema.leaves
-                        if columns is None or c.path[0] in fields]
-            n_here = len(of.pf.schema.leaves)
-            if bound is not None:
-                involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
-            for rg in plan.row_groups:
-                if rg.skipped:
-                    report.row_groups_skipped[rg.decided_by] += 1
-                page_units.append((of.pf, rg.index, sorted(set(involved))))
-            if plan.skipped:
-                report.files_skipped["row groups"] += 1
-            files.append((df, of, plan, bound))
-        report.pages_total = _count_pages(page_units)
-        # Files are opened, then planned, concurrently: per phase, the pool thread that
-        # waited for the most waves sets the path.
-        report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
-        report.plan_seconds = time.perf_counter() - t0
-        # The files read decide the types: pyarrow's unification across them.
-        schema = self._unified([first, *(of for _df, of, _p, _b in files
-                                         if of is not None and of is not first)])
-        if columns is None:  # every column of the files read
-            fields = schema.names
-        out_schema = pa.schema([schema.field(f) for f in fields])
-        return _Plans(files, report, fields, out_schema, page_units)
 
     # ------------------------------------------------------------ public
 
@@ -728,7 +495,6 @@ class Dataset:
         gets a ``warnings`` list, and the message is logged (logger ``pqindex``)."""
         import logging
 
-        from pqindex.errors import PqIndexError
         from pqindex.indexes.base import Scope
         from pqindex.indexes.hll import read_sketch
         from pqindex.plan.planner import file_region
@@ -828,12 +594,12 @@ class Scan:
         self.batch_size = batch_size
         self.report = ScanReport()
         self._files_read: set[str] = set()
-        self._premade: _Plans | None = None  # a plan made beforehand: read once as is
+        self._premade: Plans | None = None  # a plan made beforehand: read once as is
 
     def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report
         # Offset indexes read while scanning may now tell more pages than the footer did.
-        rep.pages_total = _count_pages(getattr(self, "_page_units", []))
+        rep.pages_total = count_pages(getattr(self, "_page_units", []))
         # Every request the scan caused: the listing and manifest (first scan of the
         # dataset), tails, page index, data.
         rep.bytes_read, rep.requests, _ = self._ds._io_since(before)
@@ -841,45 +607,47 @@ class Scan:
 
     def _tables(self, parallel: bool) -> Iterator[pa.Table]:
         t0 = time.perf_counter()
-        before = self._ds._io_counts()  # a premade plan's reads were plan()'s
-        plans, self._premade = self._premade or self._ds._plan(self._columns, self._expr), None
-        self._page_units = plans.page_units
-        self.report = plans.report
-        self.schema = plans.schema
-        ptypes = {k: self._ds._partition_type(k) for k in self._ds._partition_keys}
-        work = [
-            (of, plan, bound, [rgp for rgp in plan.row_groups if not rgp.skipped])
-            for _df, of, plan, bound in plans.files
-            if plan is not None and of is not None and bound is not None and not plan.skipped
-        ]
-        opts = self._ds.scan_options
-        plan_waves = self.report.round_trips
-        waves_before = {of.pf.path: of.stats.round_trips for of, _, _, _ in work}
+        ds = self._ds
+        before = ds._io_counts()  # a premade plan's reads were plan()'s
+        opts = ds.scan_options
+        data_clock = WaveClock()
+        known: list[dict[str, pa.DataType]] = []
+        Results = list[tuple[list[pa.Table], ScanStats, str]]
+        early: dict[str, Results] = {}
 
-        data_clock = _WaveClock()
+        def ptypes() -> dict[str, pa.DataType]:
+            # The partition columns need the first file's footer: asked once planning runs.
+            if not known:
+                known.append({k: ds._partition_type(k) for k in ds._partition_keys})
+            return known[0]
 
-        def run_counted(item: Any) -> list[tuple[list[pa.Table], ScanStats, str]]:
+        def run_counted(item: Any, fields: Sequence[str] | None) -> Results:
             of = item[0]
             before = of.stats.round_trips
             try:
-                return list(run(item))
+                return list(run(item, fields))
             finally:
                 data_clock.add(of.stats.round_trips - before)
 
-        def run(item: Any, map_fn: Any = map) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
+        def run(item: Any, wanted: Sequence[str] | None, map_fn: Any = map
+                ) -> Iterator[tuple[list[pa.Table], ScanStats, str]]:
             """One file: its row groups in waves (or pyarrow for runs of whole ones)."""
             of, plan, bound, rgps = item
-            # A column other files have and this one lacks is NULL here (conform).
-            fields = [f for f in plans.fields if f in ptypes or f in of.arrow.names]
+            pt = ptypes()
+            # A column other files have and this one lacks is NULL here (conform);
+            # wanted None: every column of the file and the partition columns.
+            fields = ([f for f in wanted if f in pt or f in of.arrow.names]
+                      if wanted is not None else
+                      [*of.arrow.names, *(k for k in pt if k not in of.arrow.names)])
             for whole, group in _segments(of, rgps, fields):
                 stats = ScanStats()
                 if whole:
                     for t, stats in iter_whole_row_groups(
-                            of.pf, [r.index for r in group], fields, plan.partition, ptypes,
+                            of.pf, [r.index for r in group], fields, plan.partition, pt,
                             opts, map_fn, stream=not parallel):
                         yield [t], stats, of.pf.path
                     continue
-                tables = scan_file(of.pf, plan, group, bound, fields, of.arrow, ptypes,
+                tables = scan_file(of.pf, plan, group, bound, fields, of.arrow, pt,
                                    opts, stats, map_fn, stream=not parallel)
                 if parallel:
                     yield list(tables), stats, of.pf.path
@@ -888,18 +656,54 @@ class Scan:
                         yield [t], ScanStats(), of.pf.path
                     yield [], stats, of.pf.path
 
+        def on_planned(done: Planned, wanted: list[str] | None) -> None:
+            # A kept file is read on the planning thread right after its plan: its
+            # data requests go out while other files' tails are still in flight.
+            _df, of, plan, bound = done
+            if of is not None and plan is not None and bound is not None:
+                rgps = [rgp for rgp in plan.row_groups if not rgp.skipped]
+                early[of.pf.path] = run_counted((of, plan, bound, rgps), wanted)
+
+        # Reading while planning: to_table of a plan made now (files of one dataset
+        # go to the planning pool; a single file is read below, its row groups on a pool).
+        pipelined = parallel and self._premade is None
+        plans, self._premade = self._premade or ds._plan(
+            self._columns, self._expr, on_planned if pipelined else None), None
+        pipelined = pipelined and len(ds.discovery.files) > 1
+        self._page_units = plans.page_units
+        self.report = plans.report
+        self.schema = plans.schema
+        work = [
+            (of, plan, bound, [rgp for rgp in plan.row_groups if not rgp.skipped])
+            for _df, of, plan, bound in plans.files
+            if plan is not None and of is not None and bound is not None and not plan.skipped
+        ]
+        plan_waves = self.report.round_trips
+        waves_before = {of.pf.path: of.stats.round_trips for of, _, _, _ in work}
+
         def data_waves() -> int:
             return sum(of.stats.round_trips - waves_before.get(of.pf.path, 0)
                        for of, _, _, _ in work)
 
         try:
-            if len(work) <= 1 or not parallel:
+            if pipelined:
+                # Read while planning, file by file on the planning pool: the critical
+                # path is the pool thread that waited for the most data waves.
+                for item in work:
+                    results = early.pop(item[0].pf.path, None)
+                    for tables, stats, path in (results if results is not None
+                                                else run_counted(item, plans.fields)):
+                        self._add(stats, path)
+                        yield from tables
+                self.report.round_trips = plan_waves + data_clock.critical()
+            elif len(work) <= 1 or not parallel:
                 # One file, or streaming: files one after another (their waves add up);
                 # one file's row groups decode on the pool.
-                pool = ThreadPoolExecutor(self._ds.max_workers) if parallel else None
+                pool = ThreadPoolExecutor(ds.max_workers) if parallel else None
                 try:
                     for item in work:
-                        for tables, stats, path in run(item, pool.map if pool else map):
+                        for tables, stats, path in run(item, plans.fields,
+                                                       pool.map if pool else map):
                             self._add(stats, path)
                             yield from tables
                 finally:
@@ -909,8 +713,9 @@ class Scan:
             else:
                 # Files on the pool, each in its own waves: the waves of different files
                 # overlap, so the critical path is the file with the most.
-                with ThreadPoolExecutor(self._ds.max_workers) as pool:
-                    for results in pool.map(run_counted, work):
+                with ThreadPoolExecutor(ds.max_workers) as pool:
+                    for results in pool.map(lambda item: run_counted(item, plans.fields),
+                                            work):
                         for tables, stats, path in results:
                             self._add(stats, path)
                             yield from tables

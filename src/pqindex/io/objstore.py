@@ -21,9 +21,10 @@ variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -41,7 +42,8 @@ from pqindex.io.source import (
     quoted_etag,
 )
 
-__all__ = ["ObjectStoreSource", "StoreHandle", "get_store", "run"]
+__all__ = ["ObjectStoreSource", "StoreHandle", "TailWave", "get_store", "prefetch_tails", "run",
+           "start_tails", "submit"]
 
 T = TypeVar("T")
 
@@ -65,11 +67,16 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 
 def run(coro: Awaitable[T]) -> T:
     """Run ``coro`` on the I/O loop and wait for it (callable from any thread)."""
+    return submit(coro).result()
+
+
+def submit(coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+    """Start ``coro`` on the I/O loop; its result when the future is done."""
 
     async def wrap() -> T:
         return await coro
 
-    return asyncio.run_coroutine_threadsafe(wrap(), _background_loop()).result()
+    return asyncio.run_coroutine_threadsafe(wrap(), _background_loop())
 
 
 # ------------------------------------------------------------------ stores
@@ -130,6 +137,13 @@ def _seconds(key: str, v: Any) -> timedelta:
 
 def split_url(url: str) -> tuple[str, str]:
     """(store root URL, object key) of an object-store URL."""
+    scheme, sep, rest = url.partition("://")
+    if (sep and scheme.isalnum() and scheme.islower() and url.isprintable()
+            and not any(c in rest for c in "?#@[]:")):
+        # The usual scheme://bucket/key, as urlsplit gives it (a dataset opens thousands).
+        netloc, _, path = rest.partition("/")
+        if netloc:
+            return f"{scheme}://{netloc}", urllib.parse.unquote(path.lstrip("/"))
     u = urllib.parse.urlsplit(url)
     scheme = u.scheme.lower()
     if not u.netloc:
@@ -432,19 +446,59 @@ class ObjectStoreSource:
         self.close()
 
 
-def prefetch_tails(
+class TailWave:
+    """The tails of many files in flight together: one wave, awaited file by file.
+
+    ``wait(url)`` returns as soon as that file's tail is in the metadata cache (or
+    its request failed: the open then reads the tail itself and reports the error),
+    so a planner can work on the files that landed while the rest are in flight.
+    ``join()`` waits for all and returns how many tails were fetched.
+    """
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        self._landed = {u: threading.Event() for u in urls}
+        self._future: concurrent.futures.Future[int] | None = None
+
+    def __contains__(self, url: object) -> bool:
+        return url in self._landed
+
+    def __len__(self) -> int:
+        return len(self._landed)
+
+    def landed(self, url: str) -> None:
+        self._landed[url].set()
+
+    def wait(self, url: str) -> None:
+        """Until ``url``'s tail landed (at once for a file not in this wave)."""
+        ev = self._landed.get(url)
+        if ev is not None:
+            ev.wait()
+
+    def join(self) -> int:
+        assert self._future is not None
+        return self._future.result()
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once every tail landed (at once if they all have)."""
+        assert self._future is not None
+        self._future.add_done_callback(lambda _: fn())
+
+
+def start_tails(
     files: Sequence[tuple[str, ObjectInfo | None, IOStats | None]],
     storage_options: Mapping[str, Any] | None = None,
     tail_bytes: int | None = None,
-) -> int:
-    """Read the tails of many object-store files in one wave, into the metadata cache.
+) -> TailWave | None:
+    """Start reading the tails of many object-store files in one wave, into the
+    metadata cache; returns at once (None when there is nothing to read).
 
     ``files`` are (URL, listing info, the file's IOStats). Only files whose listing
     gave size and ETag/mtime take part (their cache key is known before the
     request) and whose tail is not cached yet; opening them afterwards costs no
     request. Each file's stats count its tail as one request and one round trip
-    (they all share the same wave). Failures are left for the open to report.
-    Returns how many tails were fetched.
+    (they all share the same wave; the round trip is counted when it starts, so
+    counts taken during the wave already hold it). Failures are left for the open
+    to report.
     """
     from pqindex.io.cache import metadata_cache
     from pqindex.io.source import is_object_store_url
@@ -459,30 +513,44 @@ def prefetch_tails(
         if key is not None and cache.get(key) is None:
             todo.append(src)
     if not todo:
-        return 0
+        return None
     limit = todo[0].max_in_flight
     # Sizes are known (listing): no HEAD inside the wave.
     options = [{"range": s._tail_range(tail_bytes or s.default_tail_bytes), **s._conditions()}
                for s in todo]
+    tails = TailWave([s.path for s in todo])
+    for src in todo:
+        src.stats.record_wave()
 
-    async def wave() -> list[Any]:
+    async def wave() -> int:
         sem = asyncio.Semaphore(limit)
 
-        async def one(src: ObjectStoreSource, options: dict[str, Any]) -> tuple[bytes, int, int]:
-            async with sem:
-                return await src._get(options, "GET (tail)")
+        async def one(src: ObjectStoreSource, options: dict[str, Any]) -> int:
+            try:
+                async with sem:
+                    data, start, end = await src._get(options, "GET (tail)")
+            except Exception:
+                return 0
+            else:
+                src.stats.record(start, end - start)
+                cache.put(src.cache_key(), [(start, data)])
+                return 1
+            finally:
+                tails.landed(src.path)  # a planner thread may take this file now
 
-        return await asyncio.gather(*(one(s, o) for s, o in zip(todo, options, strict=True)),
-                                    return_exceptions=True)
+        got = await asyncio.gather(*(one(s, o) for s, o in zip(todo, options, strict=True)))
+        return sum(got)
 
-    got = run(wave())
-    fetched = 0
-    for src, res in zip(todo, got, strict=True):
-        if isinstance(res, BaseException):
-            continue
-        data, start, end = res
-        src.stats.record(start, end - start)
-        src.stats.record_wave()
-        cache.put(src.cache_key(), [(start, data)])
-        fetched += 1
-    return fetched
+    tails._future = submit(wave())
+    return tails
+
+
+def prefetch_tails(
+    files: Sequence[tuple[str, ObjectInfo | None, IOStats | None]],
+    storage_options: Mapping[str, Any] | None = None,
+    tail_bytes: int | None = None,
+) -> int:
+    """Read the tails of many object-store files in one wave, into the metadata cache
+    (:func:`start_tails`, waited for). Returns how many tails were fetched."""
+    tails = start_tails(files, storage_options, tail_bytes)
+    return 0 if tails is None else tails.join()
