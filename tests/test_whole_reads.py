@@ -255,3 +255,33 @@ def test_dictionary_needed_agrees_with_the_pages(tmp_path: Path) -> None:
                     assert h is not None
                     if not encoded.dictionary_needed(pf, rg, c, [i]):
                         assert h.encoding == 0, (limit, version, rg, c, i)
+
+
+@pytest.mark.parametrize("where", [None, "id >= 80000", "id >= 100000"])
+def test_aggregates_over_whole_row_groups_are_read_by_pyarrow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str | None
+) -> None:
+    """Row groups where the aggregated column is wanted at every row go to pyarrow's
+    reader, several at once; the partial one (``id >= 100000`` cuts row group 2) goes
+    through the executor. Values equal a full read + filter; each chunk read once."""
+    path = tmp_path / "f.parquet"
+    want = _write(path, "zstd")
+    calls = _spy(monkeypatch)
+    ds = pqindex.dataset(path)
+    got = ds.aggregate(["sum(amount)", "min(amount)", "max(user_id)", "count(note)",
+                        "count(*)"], where=where)
+    ref = want if where is None else want.filter(pc.field("id") >= int(where.split()[-1]))
+    assert got["sum(amount)"] == pytest.approx(pc.sum(ref["amount"]).as_py(), rel=1e-12)
+    assert got["min(amount)"] == pc.min(ref["amount"]).as_py()
+    assert got["max(user_id)"] == pc.max(ref["user_id"]).as_py()
+    assert got["count(note)"] == pc.count(ref["note"]).as_py()
+    assert got["count(*)"] == ref.num_rows
+    first_whole = 0 if where is None else 2 if where.endswith("80000") else 3
+    # Row groups the predicate cuts are read by the executor; the rest natively, in
+    # one call per task (fewer calls than row groups).
+    assert calls["row_groups"] == ROWS // ROW_GROUP - first_whole
+    assert 1 <= calls["native"] < calls["row_groups"]
+    trace = list(ds.io_stats()[str(path)].trace)
+    _no_byte_twice(trace, again=trace[0])
+    rep = ds.last_aggregate_report
+    assert rep.row_groups_read + rep.row_groups_skipped == ROWS // ROW_GROUP

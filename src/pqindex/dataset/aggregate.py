@@ -436,11 +436,50 @@ def _from_page_metadata(
     return out
 
 
+# Row groups per call of pyarrow's reader for columns aggregated whole: enough for
+# its threads, few enough that memory holds a handful of decoded row groups.
+_WHOLE_BATCH = 8
+
+
+class _Whole:
+    """Row groups of one file whose aggregated columns are wanted at every row, grouped
+    by what they read and which aggregates take it. They are read after the file's
+    other row groups by pyarrow's own reader, several side by side (scan/whole.py),
+    not one after another through the executor."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[Any, ...], tuple[list[int], dict[str, list[_Acc]]]] = {}
+
+    def add(self, rg: int, columns: Sequence[str],
+            todo: dict[str, tuple[list[_Acc], RowRanges]]) -> None:
+        cols = sorted(columns)
+        key = tuple((c, tuple(id(a) for a in todo[c][0])) for c in cols)
+        self.groups.setdefault(key, ([], {c: todo[c][0] for c in cols}))[0].append(rg)
+
+    def read(self, dplan: DatasetPlan, entry: FileEntry, report: AggregateReport) -> None:
+        from pqindex.scan.whole import iter_whole_row_groups, pool_map
+
+        pf, plan = entry.file, entry.access
+        assert pf is not None and plan is not None
+        for rgs, by_column in self.groups.values():
+            fields = sorted({c.split(".")[0] for c in by_column})
+            for i in range(0, len(rgs), _WHOLE_BATCH):
+                for t, stats in iter_whole_row_groups(
+                        pf, rgs[i:i + _WHOLE_BATCH], fields, plan.partition,
+                        dplan.partition_types, dplan.scan_options, pool_map):
+                    report.pages_read += stats.pages_read
+                    report.bytes_read += stats.data_bytes
+                    for accs in by_column.values():
+                        for acc in accs:
+                            acc.add(_from_rows(t, acc.agg))
+
+
 def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan,
                          accs: Sequence[_Acc], report: AggregateReport,
-                         zones: dict[str, dict[tuple[int, int], BlobEntry]]) -> bool:
+                         zones: dict[str, dict[tuple[int, int], BlobEntry]],
+                         whole: _Whole) -> bool:
     """Add one row group to ``accs``: metadata first, then the rows it leaves; whether
-    any data page was read.
+    any data page was (or, through ``whole``, will be) read.
 
     Every row is counted once: rows of ``all`` either from metadata or read, per
     column; rows of ``maybe - all`` read, checked against the predicate, and the
@@ -497,8 +536,11 @@ def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan
         if not rows.is_empty:
             groups.setdefault(rows, []).append(column)
     for rows, columns in groups.items():
-        t = read(rows, sorted({c.split(".")[0] for c in columns}))
         did_read = True
+        if uncertain.is_empty and rgp.num_rows > 0 and rows.count() == rgp.num_rows:
+            whole.add(rgp.index, columns, todo)
+            continue
+        t = read(rows, sorted({c.split(".")[0] for c in columns}))
         if t is None:
             continue
         for c in columns:
@@ -552,13 +594,15 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
         if entry.access is None or entry.file is None or entry.predicate is None:
             continue
         zones: dict[str, dict[tuple[int, int], BlobEntry]] = {}
+        whole = _Whole()
         for rgp in entry.access.row_groups:
             if rgp.skipped:
                 report.row_groups_skipped += 1
-            elif _aggregate_row_group(dplan, entry, rgp, accs, report, zones):
+            elif _aggregate_row_group(dplan, entry, rgp, accs, report, zones, whole):
                 report.row_groups_read += 1
             else:
                 report.row_groups_from_metadata += 1
+        whole.read(dplan, entry, report)
     out = {}
     for acc in accs:
         v = acc.value

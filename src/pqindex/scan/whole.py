@@ -77,6 +77,12 @@ def _native_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
+def pool_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterable[Any]:
+    """``map`` on the process-wide pool native reads run on (a ``map_fn`` that lets
+    :func:`iter_whole_row_groups` read its tasks side by side)."""
+    return _native_pool().map(fn, items)
+
+
 def pyarrow_opens_free(pf: ParquetFile) -> bool:
     """Whether pyarrow opening the file is served by the tail already read (no request,
     no index bytes): its speculative footer read lies inside our tail."""
