@@ -208,11 +208,24 @@ def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
     fields, low, top = _swar_masks(width)
     if fields != (1 << 64) - 1:
         words &= np.uint64(fields)
-    found = np.zeros(groups, dtype=np.uint64)
+    # In place, into two buffers: a temporary per operation costs a fresh allocation
+    # (and its page faults) each time, several times the arithmetic itself.
+    y = np.empty_like(words)
+    t = np.empty_like(words)
+    found: np.ndarray | None = None
     for k in ids.tolist():
-        y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
-        t = (y & np.uint64(low)) + np.uint64(low)
-        found |= ~(t | y) & np.uint64(top)
+        np.bitwise_xor(words, np.uint64(sum(k << (i * width) for i in range(8))), out=y)
+        np.bitwise_and(y, np.uint64(low), out=t)
+        t += np.uint64(low)
+        t |= y
+        np.invert(t, out=t)
+        t &= np.uint64(top)
+        if found is None:
+            found, t = t, np.empty_like(words)
+        else:
+            found |= t
+    if found is None:
+        return np.zeros(0, dtype=np.intp)
     any_hit = found != 0  # nonzero() on a bool array is far cheaper than on words
     if not any_hit.any():
         return np.zeros(0, dtype=np.intp)
