@@ -195,13 +195,18 @@ def _swar_masks(width: int) -> tuple[int, int, int]:
     return fields, low, top
 
 
-def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
+def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray, *, padded: bool = False
+               ) -> np.ndarray:
     """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
     of the values in ``ids``: each group read as one 64-bit word and compared with
-    every id at once (a field is zero after XOR exactly where the value matches)."""
-    groups = packed.size // width
-    buf = np.zeros(groups * width + 8, dtype=np.uint8)
-    buf[: groups * width] = packed[: groups * width]
+    every id at once (a field is zero after XOR exactly where the value matches).
+    ``padded``: ``packed`` already ends with 8 bytes past its last whole group."""
+    groups = (packed.size - 8 if padded else packed.size) // width
+    if padded:
+        buf = packed
+    else:
+        buf = np.zeros(groups * width + 8, dtype=np.uint8)
+        buf[: groups * width] = packed[: groups * width]
     # One strided copy makes the words contiguous (the arithmetic on the unaligned
     # strided view itself is many times slower).
     words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,)).copy()
@@ -283,7 +288,9 @@ def find_many(
             packed.append(block)
             unpacked += block.size // width * 8
     if packed:
-        hits = _swar_hits(packed[0] if len(packed) == 1 else np.concatenate(packed), width, ids)
+        # Concatenated with the padding the 8-byte word reads need: one copy.
+        hits = _swar_hits(np.concatenate([*packed, np.zeros(8, dtype=np.uint8)]), width, ids,
+                          padded=True)
         if hits.size:
             src_a = np.array(src, dtype=np.intp)
             seg = np.searchsorted(src_a, hits, side="right") - 1
