@@ -745,11 +745,13 @@ def _page_level(
         if pi.reason is not None and pred.op not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
             return Selection.unknown(n)
         used = True
-        # The answer depends only on the file, the row group and the leaf: kept per
+        # The answer depends only on the file, the row group, the leaf and whether
+        # page-scope blobs are used (explain's page map plans without them): kept per
         # file (a bounded number) so warm queries skip the page search.
         cache: dict[Any, Selection] = pf.derived.setdefault("page_selections", {})
         try:
-            key: Any = (rg, col, pred.leaf.name, pred.value_type, pred.op, pred.values)
+            key: Any = (rg, col, pred.leaf.name, pred.value_type, pred.op, pred.values,
+                        ev.region is not None)
             known_sel = cache.get(key)
         except TypeError:  # an unhashable literal: not kept
             key, known_sel = None, None
