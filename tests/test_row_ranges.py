@@ -130,6 +130,21 @@ def test_normalization(pairs: list[tuple[int, int]]) -> None:
 
 
 @given(intervals, intervals)
+def test_count_is_kept_per_value_and_never_shared(a: list[tuple[int, int]],
+                                                  b: list[tuple[int, int]]) -> None:
+    """count() is computed once per value (the scanner asks it often): results of
+    operations, pickled copies and the shared empty value each count their own rows."""
+    ra, rb = RowRanges.from_intervals(a), RowRanges.from_intervals(b)
+    assert ra.count() == ra.count() == len(as_set(a))
+    for got, want in ((ra | rb, as_set(a) | as_set(b)), (ra - rb, as_set(a) - as_set(b)),
+                      (ra.complement(N), set(range(N)) - as_set(a))):
+        assert got.count() == len(want)
+    copy = pickle.loads(pickle.dumps(ra))
+    assert copy.count() == ra.count() and copy == ra
+    assert RowRanges.empty().count() == 0 and RowRanges.full(N).count() == N
+
+
+@given(intervals, intervals)
 def test_union_intersection_difference(a: list[tuple[int, int]],
                                        b: list[tuple[int, int]]) -> None:
     ra, rb = RowRanges.from_intervals(a), RowRanges.from_intervals(b)

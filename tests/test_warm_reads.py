@@ -180,3 +180,40 @@ def test_warm_scans_of_many_files_settle_pruned_files_from_their_footers(
         assert warm.report.files_skipped == cold.report.files_skipped
         assert warm.report.row_groups_skipped == cold.report.row_groups_skipped
         assert warm.report.requests <= cold.report.requests
+
+
+def test_page_level_answers_kept_per_file_and_literal(fallback_file: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm query does not search the page index again; another literal, operator or
+    column gets its own answer (results against pyarrow read + filter each time)."""
+    from pqindex.format.column_index import PageIndex
+
+    searched: list[tuple[Any, ...]] = []
+    original = PageIndex.matching_pages
+
+    def counting(self: PageIndex, op: Any, keys: tuple[Any, ...] = (), **kw: Any) -> Any:
+        searched.append((op, keys))
+        return original(self, op, keys, **kw)
+
+    monkeypatch.setattr(PageIndex, "matching_pages", counting)
+    ks = pq.read_table(fallback_file, columns=["k"]).column(0)
+    ds = pqindex.dataset(str(fallback_file))
+    try:
+        queries = [
+            ("k = 7", pc.field("k") == 7),
+            ("k = 8", pc.field("k") == 8),
+            ("k < 3", pc.field("k") < 3),
+            ("k IS NULL", pc.field("k").is_null()),
+            ("id BETWEEN 1500 AND 2600", (pc.field("id") >= 1500) & (pc.field("id") <= 2600)),
+        ]
+        for rnd in range(2):
+            for where, ref in queries:
+                before = len(searched)
+                got = ds.scan(columns=["id", "k"], where=where).to_table().sort_by("id")
+                want = _expected(fallback_file, ref, ["id", "k"])
+                assert got.equals(want.cast(got.schema)), where
+                if rnd == 1:
+                    assert len(searched) == before, f"{where}: page index searched again"
+        assert ks.null_count  # the IS NULL case has rows to find
+    finally:
+        ds.close()

@@ -54,10 +54,11 @@ def _normalize(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
 class RowRanges:
     """Immutable, sorted, disjoint, non-adjacent half-open row intervals."""
 
-    __slots__ = ("_ends", "_starts")
+    __slots__ = ("_count", "_ends", "_starts")
 
     _starts: IntArray
     _ends: IntArray
+    _count: int  # set on the first count(): the scanner asks many times per row group
 
     def __init__(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> None:
         """Wrap intervals that are already normalized; use ``from_intervals`` otherwise."""
@@ -149,9 +150,15 @@ class RowRanges:
 
     def count(self) -> int:
         """Number of rows covered."""
-        if self._starts.size == 1:  # the usual case, without numpy's reduction
-            return int(self._ends[0]) - int(self._starts[0])
-        return int((self._ends - self._starts).sum())
+        try:
+            return self._count
+        except AttributeError:
+            if self._starts.size == 1:  # the usual case, without numpy's reduction
+                n = int(self._ends[0]) - int(self._starts[0])
+            else:
+                n = int((self._ends - self._starts).sum())
+            object.__setattr__(self, "_count", n)
+            return n
 
     def first(self) -> int | None:
         """The first row, None when empty."""

@@ -745,10 +745,29 @@ def _page_level(
         if pi.reason is not None and pred.op not in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
             return Selection.unknown(n)
         used = True
+        # The answer depends only on the file, the row group, the leaf and whether
+        # page-scope blobs are used (explain's page map plans without them): kept per
+        # file (a bounded number) so warm queries skip the page search.
+        cache: dict[Any, Selection] = pf.derived.setdefault("page_selections", {})
+        try:
+            key: Any = (rg, col, pred.leaf.name, pred.value_type, pred.op, pred.values,
+                        ev.region is not None)
+            known_sel = cache.get(key)
+        except TypeError:  # an unhashable literal: not kept
+            key, known_sel = None, None
+        if known_sel is not None:
+            return known_sel
         matches = pi.matching_pages(pred.op, pred.keys)
         if ev.region is not None:
             matches = _with_page_blobs(pf, ev.region, pred, rg, matches)
-        return pi.rows_for(matches)
+        found = pi.rows_for(matches)
+        if key is not None:
+            if len(cache) >= _PAGE_SELECTIONS:
+                # The oldest goes; a race with another thread only delays that.
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    del cache[next(iter(cache))]
+            cache[key] = found  # immutable: shared as it is
+        return found
 
     sel = select(expr, leaf_select, n)
     if used:
@@ -790,6 +809,8 @@ def _probe_ranges(region: Region, scope: Scope, expr: BoundExpr,
 
 # Per-file page-blob answers kept (see _with_page_blobs).
 _PAGE_BLOB_ANSWERS = 1024
+# Per-leaf page-level selections kept per file (see _page_level).
+_PAGE_SELECTIONS = 4096
 
 
 def _with_page_blobs(

@@ -249,7 +249,10 @@ class _RowGroupReader:
                 )
                 table = reader.read_row_group(self.rg, columns=todo, use_threads=len(todo) > 1)
             for n in todo:
-                self._whole_cache[n] = table.column(n).combine_chunks()
+                column = table.column(n)
+                # One chunk (one row group) is used as it is: combine_chunks would copy it.
+                self._whole_cache[n] = (column.chunk(0) if column.num_chunks == 1
+                                        else column.combine_chunks())
                 for leaf in self.pf.schema.leaves:
                     if leaf.path[0] == n:
                         self._count(leaf.index,

@@ -195,24 +195,42 @@ def _swar_masks(width: int) -> tuple[int, int, int]:
     return fields, low, top
 
 
-def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray) -> np.ndarray:
+def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray, *, padded: bool = False
+               ) -> np.ndarray:
     """Positions, among the values of concatenated 8-value groups of ``width`` <= 8 bits,
     of the values in ``ids``: each group read as one 64-bit word and compared with
-    every id at once (a field is zero after XOR exactly where the value matches)."""
-    groups = packed.size // width
-    buf = np.zeros(groups * width + 8, dtype=np.uint8)
-    buf[: groups * width] = packed[: groups * width]
+    every id at once (a field is zero after XOR exactly where the value matches).
+    ``padded``: ``packed`` already ends with 8 bytes past its last whole group."""
+    groups = (packed.size - 8 if padded else packed.size) // width
+    if padded:
+        buf = packed
+    else:
+        buf = np.zeros(groups * width + 8, dtype=np.uint8)
+        buf[: groups * width] = packed[: groups * width]
     # One strided copy makes the words contiguous (the arithmetic on the unaligned
     # strided view itself is many times slower).
     words = np.ndarray((groups,), dtype="<u8", buffer=buf, strides=(width,)).copy()
     fields, low, top = _swar_masks(width)
     if fields != (1 << 64) - 1:
         words &= np.uint64(fields)
-    found = np.zeros(groups, dtype=np.uint64)
+    # In place, into two buffers: a temporary per operation costs a fresh allocation
+    # (and its page faults) each time, several times the arithmetic itself.
+    y = np.empty_like(words)
+    t = np.empty_like(words)
+    found: np.ndarray | None = None
     for k in ids.tolist():
-        y = words ^ np.uint64(sum(k << (i * width) for i in range(8)))
-        t = (y & np.uint64(low)) + np.uint64(low)
-        found |= ~(t | y) & np.uint64(top)
+        np.bitwise_xor(words, np.uint64(sum(k << (i * width) for i in range(8))), out=y)
+        np.bitwise_and(y, np.uint64(low), out=t)
+        t += np.uint64(low)
+        t |= y
+        np.invert(t, out=t)
+        t &= np.uint64(top)
+        if found is None:
+            found, t = t, np.empty_like(words)
+        else:
+            found |= t
+    if found is None:
+        return np.zeros(0, dtype=np.intp)
     any_hit = found != 0  # nonzero() on a bool array is far cheaper than on words
     if not any_hit.any():
         return np.zeros(0, dtype=np.intp)
@@ -270,7 +288,9 @@ def find_many(
             packed.append(block)
             unpacked += block.size // width * 8
     if packed:
-        hits = _swar_hits(packed[0] if len(packed) == 1 else np.concatenate(packed), width, ids)
+        # Concatenated with the padding the 8-byte word reads need: one copy.
+        hits = _swar_hits(np.concatenate([*packed, np.zeros(8, dtype=np.uint8)]), width, ids,
+                          padded=True)
         if hits.size:
             src_a = np.array(src, dtype=np.intp)
             seg = np.searchsorted(src_a, hits, side="right") - 1
