@@ -156,8 +156,13 @@ def _spread(per_value: Any, indices: Any) -> Any:
         mask = pc.equal(indices, pa.scalar(int(hits[0]), indices.type))
         if len(hits) == 2:
             mask = pc.or_(mask, pc.equal(indices, pa.scalar(int(hits[1]), indices.type)))
-        return pc.fill_null(mask, False)
-    return pc.fill_null(pc.take(per_value, indices), False)
+        return _no_null(mask)
+    return _no_null(pc.take(per_value, indices))
+
+
+def _no_null(mask: Any) -> Any:
+    """NULL as False; a mask without nulls as it is (fill_null copies it every time)."""
+    return pc.fill_null(mask, False) if mask.null_count else mask
 
 
 class _Mask(BoundVisitor[Any]):
@@ -187,10 +192,10 @@ class _Mask(BoundVisitor[Any]):
         arr = self.arrays[path]
         if pa.types.is_dictionary(arr.type):
             if pred.op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):
-                return pc.fill_null(_predicate_mask(pred, arr.indices), False)
-            per_value = pc.fill_null(_predicate_mask(pred, arr.dictionary), False)
+                return _no_null(_predicate_mask(pred, arr.indices))
+            per_value = _no_null(_predicate_mask(pred, arr.dictionary))
             return _spread(per_value, arr.indices)
-        return pc.fill_null(_predicate_mask(pred, arr), False)
+        return _no_null(_predicate_mask(pred, arr))
 
 
 def to_arrow_mask(expr: BoundExpr, table: pa.Table) -> pa.BooleanArray:
