@@ -299,6 +299,9 @@ class _SparkView:
     schema: Any
     files: list[str]
     df_: Any = None
+    # DataFrames of kept files, by the files: Spark lists them (a file index, ~15
+    # Py4J calls) once per set while the view is valid (the same listing).
+    kept_: dict[tuple[str, ...], Any] = field(default_factory=dict)
 
     def inputFiles(self) -> list[str]:  # as DataFrame.inputFiles
         return list(self.files)
@@ -307,6 +310,20 @@ class _SparkView:
         if self.df_ is None:  # the schema given: Spark lists, but infers nothing
             self.df_ = self.spark.read.schema(self.schema).parquet(self.path)
         return self.df_
+
+    def kept_df(self, kept: Sequence[str]) -> Any:
+        key = tuple(kept)
+        df = self.kept_.get(key)
+        if df is None:
+            df = (self.spark.read.schema(self.schema)
+                  .option("basePath", os.path.abspath(self.path)).parquet(*kept))
+            if len(self.kept_) >= _KEPT_MAX:
+                self.kept_.pop(next(iter(self.kept_)))
+            self.kept_[key] = df
+        return df
+
+
+_KEPT_MAX = 32
 
 
 # Spark's schema and files of local datasets, by session, path and listing (every
@@ -362,8 +379,7 @@ def _native_df(spark: Any, base: _SparkView, path: str, p: SparkPlan) -> Any:
     if p.fallback or not p.pruned:
         return base.df()
     if p.kept:
-        return (spark.read.schema(base.schema)
-                .option("basePath", os.path.abspath(path)).parquet(*p.kept))
+        return base.kept_df(p.kept)
     from pyspark.sql import functions as F
 
     return base.df().where(F.lit(False))  # no file can match: an empty result, same schema
