@@ -2,7 +2,8 @@
 ``add_indexes`` on a large S3 object vs download + rewrite + upload.
 
     .venv/bin/python bench/lake_write.py [--scale 0.1] [--mib 100] [--runs 3] [--delay 0.02]
-                                          [--skip-pipeline] [--no-write]
+                                          [--skip-pipeline] [--pipeline-only] [--rows N]
+                                          [--no-write]
 
 The endpoint is moto's S3 server on 127.0.0.1 behind the counting proxy of
 tests/s3_server.py: no added delay for (b), ``--delay`` seconds per request
@@ -12,7 +13,10 @@ pqindex's own work, the requests and the bytes it moves, not a network.
 (b) ``pqindex.spark.write`` of TPC-H ``lineitem`` (tpchgen-cli, ``--scale``) with
     ONE local Spark session (``local[*]``) to a local directory and to
     ``s3://…``: one warm-up each, then ``--runs`` interleaved rounds; medians and
-    the throughput ratio time(local) / time(S3).
+    the throughput ratio time(local) / time(S3); the requests of an S3 write, and
+    how many of them read staged objects back (GET/HEAD under ``_pqindex_staging``).
+    ``--rows N``: the first N rows of lineitem only; ``--pipeline-only``: (b) only,
+    printed (the document is not written).
 (c) ``add_indexes(url, distinct=["k"])`` on a ``--mib`` MiB object (pyarrow,
     uncompressed, 3 columns): the data range copied server side (UploadPartCopy),
     the same call on the streaming path other stores take (data range down and
@@ -137,7 +141,8 @@ def bench_add_indexes(ep: Any, mib: int, runs: int, delay: float) -> dict[str, A
             "cpus": os.cpu_count()}
 
 
-def bench_pipeline(ep: Any, scale: float, runs: int, tmp: Path) -> dict[str, Any]:
+def bench_pipeline(ep: Any, scale: float, runs: int, tmp: Path, limit: int | None = None
+                   ) -> dict[str, Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -155,7 +160,10 @@ def bench_pipeline(ep: Any, scale: float, runs: int, tmp: Path) -> dict[str, Any
     spark.sparkContext.setLogLevel("ERROR")
     so = ep.storage_options()
     bucket = ep.new_bucket("pipe")
-    df = spark.read.parquet(str(src)).cache()
+    df = spark.read.parquet(str(src))
+    if limit is not None:
+        df = df.limit(limit)
+    df = df.cache()
     rows = df.count()
     kw: dict[str, Any] = dict(sort_by=["l_shipdate"], bloom=["l_orderkey"],
                               indexes={"distinct": ["l_shipmode"]}, mode="overwrite",
@@ -173,9 +181,13 @@ def bench_pipeline(ep: Any, scale: float, runs: int, tmp: Path) -> dict[str, Any
                 secs = time.perf_counter() - t0
                 if i == 0:
                     continue
+                staged = [q for q in ep.requests if q.method in ("GET", "HEAD")
+                          and "/_pqindex_staging/" in q.path]
                 out[name].append({"seconds": secs, "bytes": r["bytes"], "files": r["files"],
-                                  "requests": len(ep.requests)})
-                log(f"(b) {name}: {secs:.2f} s, {r['files']} files")
+                                  "requests": len(ep.requests), "staged_reads": len(staged)})
+                log(f"(b) {name}: {secs:.2f} s, {r['files']} files, {len(ep.requests)} "
+                    f"requests ({len(staged)} reading staged objects back), load "
+                    f"{os.getloadavg()[0]:.1f}")
     finally:
         spark.stop()
     return {"rows": rows, "scale": scale, "runs": out}
@@ -187,25 +199,7 @@ def render(b: dict[str, Any] | None, c: dict[str, Any]) -> str:
                  "(no delay for (b), (c) as stated); medians of the timed runs after one "
                  "warm-up, interleaved.")
     lines.append("")
-    if b is None:
-        lines += _previous_b()
-    else:
-        lt = med([r["seconds"] for r in b["runs"]["local"]])
-        st = med([r["seconds"] for r in b["runs"]["s3"]])
-        mb = b["runs"]["s3"][0]["bytes"] / 2**20
-        lines += [
-            f"**(b) pipeline write**, TPC-H lineitem sf{b['scale']:g} ({b['rows']:,} rows, "
-            f"{mb:.1f} MiB written), `pqindex.spark.write`, local[*], 2 tasks:",
-            "",
-            "| destination | median time | MiB/s | requests to the endpoint |",
-            "|---|---:|---:|---:|",
-            f"| local directory | {lt:.2f} s | {mb / lt:.1f} | – |",
-            f"| s3:// (moto) | {st:.2f} s | {mb / st:.1f} | "
-            f"{med([r['requests'] for r in b['runs']['s3']]):.0f} |",
-            "",
-            f"Throughput ratio S3 / local: **{lt / st:.2f}**.",
-            "",
-        ]
+    lines += _previous_b() if b is None else render_b(b).split("\n")
     size = c["object_bytes"]
     p, st, q = c["runs"]["pqindex"], c["runs"]["stream"], c["runs"]["baseline"]
 
@@ -246,6 +240,31 @@ def render(b: dict[str, Any] | None, c: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_b(b: dict[str, Any]) -> str:
+    """(b)'s table."""
+    lt = med([r["seconds"] for r in b["runs"]["local"]])
+    st = med([r["seconds"] for r in b["runs"]["s3"]])
+    mb = b["runs"]["s3"][0]["bytes"] / 2**20
+    # Paired: the two writes of a round run back to back (same moment's load).
+    paired = med([lo["seconds"] / s3["seconds"]
+                  for lo, s3 in zip(b["runs"]["local"], b["runs"]["s3"], strict=True)])
+    return "\n".join([
+        f"**(b) pipeline write**, TPC-H lineitem sf{b['scale']:g} ({b['rows']:,} rows, "
+        f"{mb:.1f} MiB written), `pqindex.spark.write`, local[*], 2 tasks:",
+        "",
+        "| destination | median time | MiB/s | requests to the endpoint | of them reading "
+        "staged objects back |",
+        "|---|---:|---:|---:|---:|",
+        f"| local directory | {lt:.2f} s | {mb / lt:.1f} | – | – |",
+        f"| s3:// (moto) | {st:.2f} s | {mb / st:.1f} | "
+        f"{med([r['requests'] for r in b['runs']['s3']]):.0f} | "
+        f"{med([r['staged_reads'] for r in b['runs']['s3']]):.0f} |",
+        "",
+        f"Throughput ratio S3 / local: **{lt / st:.2f}** (paired per round: {paired:.2f}).",
+        "",
+    ])
+
+
 def _previous_b() -> list[str]:
     """(b) as the document has it, for a run with ``--skip-pipeline``."""
     text = DOC.read_text() if DOC.exists() else ""
@@ -276,15 +295,24 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--delay", type=float, default=0.02, help="seconds per request for (c)")
     ap.add_argument("--skip-pipeline", action="store_true", help="only (c)")
+    ap.add_argument("--pipeline-only", action="store_true",
+                    help="only (b), printed (the document is not written)")
+    ap.add_argument("--rows", type=int, default=None, help="(b) on the first N rows only")
     ap.add_argument("--no-write", action="store_true", help="print the section only")
     args = ap.parse_args()
     from s3_server import S3Endpoint
 
     ep = S3Endpoint()
     try:
+        if args.pipeline_only:
+            with tempfile.TemporaryDirectory() as d:
+                b = bench_pipeline(ep, args.scale, args.runs, Path(d), args.rows)
+            print(render_b(b))
+            return
         c = bench_add_indexes(ep, args.mib, args.runs, args.delay)
         with tempfile.TemporaryDirectory() as d:
-            b = None if args.skip_pipeline else bench_pipeline(ep, args.scale, args.runs, Path(d))
+            b = None if args.skip_pipeline else bench_pipeline(ep, args.scale, args.runs,
+                                                               Path(d), args.rows)
     finally:
         ep.stop()
     section = render(b, c)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -247,6 +248,23 @@ def files_containing(needle: str, *roots: Path) -> list[str]:
                 try:
                     with open(path, "rb") as f:
                         if raw in f.read():
+                            out.append(path)
+                except OSError:
+                    pass
+    return out
+
+
+def files_matching(pattern: str, *roots: Path) -> list[str]:
+    """Files under ``roots`` where the regex ``pattern`` matches (as bytes)."""
+    rx = re.compile(pattern.encode())
+    out = []
+    for root in roots:
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                try:
+                    with open(path, "rb") as f:
+                        if rx.search(f.read()):
                             out.append(path)
                 except OSError:
                     pass

@@ -29,6 +29,7 @@ import pqindex.spark
 from pqindex.errors import UserInputError
 from pqindex.spark.commit import MANIFEST, STAGING, commit_job, data_files, load_manifest
 from pqindex.spark.task import parse_options, write_task
+from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
 pytestmark = pytest.mark.spark
 
@@ -152,6 +153,60 @@ def test_partitioned_and_clustered_layouts(
     assert (
         "__pqindex_zkey" not in pq.read_schema(datasets["clustered"] / m["files"][0]["path"]).names
     )
+
+
+def test_pipeline_to_s3_key_ranges_then_add_indexes(
+    spark: Any, sdf: Any, table: pa.Table, s3: S3Endpoint  # noqa: F811
+) -> None:
+    """The tasks write their parts to the S3 endpoint and tell each file's key range
+    from the rows they wrote: no GET of a staged object (the manifest has the ranges
+    all the same, equal to the data's). Then ``add_indexes`` on the S3 prefix."""
+    import json
+    import urllib.parse
+
+    import pyarrow.compute as pc
+
+    bucket = s3.new_bucket()
+    s3.reset_log()
+    url = f"s3://{bucket}/t"
+    r = _pipeline(sdf, url, partition_by=["p"], storage_options=s3.storage_options())
+    assert r["rows"] == N and r["files"] >= 3
+    reqs = [(q.method, urllib.parse.unquote(q.path)) for q in s3.requests]
+    staged = [(m, p) for m, p in reqs if f"/{bucket}/t/{STAGING}/" in p]
+    assert any(m == "PUT" for m, _ in staged), reqs[:20]
+    assert not [x for x in staged if x[0] in ("GET", "HEAD")], staged
+    client = s3.boto3()
+
+    def manifest() -> dict[str, Any]:
+        return dict(json.loads(client.get_object(Bucket=bucket, Key=f"t/{MANIFEST}")["Body"]
+                               .read()))
+
+    def sizes() -> dict[str, int]:
+        return {o["Key"][2:]: o["Size"] for o in client.list_objects_v2(
+            Bucket=bucket, Prefix="t/p=")["Contents"]}
+
+    m = manifest()
+    for f in m["files"]:
+        body = client.get_object(Bucket=bucket, Key=f"t/{f['path']}")["Body"].read()
+        ks = pq.read_table(pa.BufferReader(body)).column("k").to_numpy()
+        assert [ks.min(), ks.max()] == f["key_range"]["k"], f["path"]
+    # add_indexes on the same prefix: every object indexed in place by the tasks, the
+    # manifest refreshed to the new objects (so it stays current), rows unchanged.
+    a = pqindex.spark.add_indexes(spark, url, distinct=["q"],
+                                  storage_options=s3.storage_options())
+    assert a["errors"] == [] and a["files"] == r["files"] and a["region_bytes"] > 0
+    m2 = manifest()
+    assert {f["path"]: f["bytes"] for f in m2["files"]} == sizes()
+    assert m2["index_summary"]["added"]["distinct"] == ["q"]
+    for f in m2["files"]:
+        body = client.get_object(Bucket=bucket, Key=f"t/{f['path']}")["Body"].read()
+        md = pq.read_metadata(pa.BufferReader(body))
+        assert "pqindex.region" in {k.decode() for k in md.metadata}
+        assert pq.read_table(pa.BufferReader(body)).num_rows == f["rows"]
+    got = pqindex.spark.read(spark, url, where="q = 'red' AND k < 500", columns=["id"],
+                             storage_options=s3.storage_options())
+    want = table.filter(pc.and_(pc.equal(table["q"], "red"), pc.less(table["k"], 500)))
+    assert sorted(r["id"] for r in got.collect()) == sorted(want["id"].to_pylist())
 
 
 def test_data_source_directly(spark: Any, sdf: Any, tmp_path: Path) -> None:

@@ -8,8 +8,12 @@ asserted through ``explain`` (what was planned), never through timings.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
+import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ pytest.importorskip("pyspark")
 
 import pqindex.spark as ps
 from pqindex.errors import PqIndexError
+from pqindex.spark.secrets import PATTERN, REDACTION_CONF, hide, reveal
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
 # Writers whose files the differential reads (one file each, several row groups).
@@ -90,6 +95,44 @@ def _rows(df: Any) -> list[str]:
     return sorted(repr(tuple(r)) for r in df.collect())
 
 
+def _explain_text(df: Any) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(True)
+    return buf.getvalue()
+
+
+def test_storage_options_redacted_in_what_spark_prints(spark: Any, tmp_path: Path) -> None:
+    """Spark's own redaction, not pqindex's: an option carrying ``hide``'s value prints
+    as Spark's redaction text in ``explain`` (a file source prints its options in the
+    plan; a regex set before in the session is kept), and ``reveal`` decodes it."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), path)
+    so = {"secret_access_key": f"pqindex-secret-{random.randrange(2**64):x}", "n": 3}
+    before = spark.conf.get(REDACTION_CONF, None)
+    spark.conf.set(REDACTION_CONF, "(?i)mytoken")
+    try:
+        value = hide(spark, so)
+        assert reveal(value) == so and reveal(json.dumps(so)) == so and reveal("") == {}
+        regex = spark.conf.get(REDACTION_CONF)
+        assert "(?i)mytoken" in regex and PATTERN in regex
+        hide(spark, so)
+        assert spark.conf.get(REDACTION_CONF) == regex  # extended once
+        df = spark.read.format("parquet").option("path", str(path)).option("pq", value).load()
+        df = df.where("a > 1").selectExpr("a", f"'{value}' AS leak", "'mytoken' AS t")
+        text = _explain_text(df)
+        assert so["secret_access_key"] not in text and value not in text, text
+        assert "*********(redacted)" in text
+        assert [tuple(r) for r in df.collect()] == [(2, value, "mytoken")]  # data untouched
+    finally:
+        if before is None:
+            spark.conf.unset(REDACTION_CONF)
+        else:
+            spark.conf.set(REDACTION_CONF, before)
+    with pytest.raises(PqIndexError, match="JSON object"):
+        reveal("[1]")
+
+
 def _reference(spark: Any, path: str, where: str, columns: list[str]) -> list[str]:
     return _rows(spark.read.parquet(path).where(where).select(*columns))
 
@@ -109,11 +152,14 @@ def test_pqindex_engine_matches_spark(spark: Any, written_files: Any, writer: st
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     gen = SparkPredicates(table, rng)
-    for _ in range(CASES):
+    for i in range(CASES):
         where = gen.tree()
         columns = rng.sample([c for c in COLUMNS if c in table.column_names], rng.randint(1, 4))
-        try:  # in the data source's tasks, however small the plan
-            _check(spark, path, where, columns, "pqindex", driver_read_bytes=-1)
+        if rng.random() < 0.5:  # the predicate's columns among those returned
+            columns += [c for c in COLUMNS if c in where and c not in columns]
+        try:  # in the data source's tasks however small the plan, and on the driver
+            _check(spark, path, where, columns, "pqindex",
+                   driver_read_bytes=-1 if i % 2 == 0 else None)
         except AssertionError as e:
             raise AssertionError(f"seed {seed}: {e}") from None
 
@@ -226,7 +272,8 @@ def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  #
     bucket = s3.new_bucket()
     s3.put(bucket, "t/part-0.parquet", Path(local).read_bytes())
     url = f"s3://{bucket}/t"
-    so = s3.storage_options()
+    secret = f"pqindex-secret-{random.randrange(2**64):x}"  # moto takes any
+    so = s3.storage_options(secret_access_key=secret)
     info = ps.explain(spark, url, "id BETWEEN 100 AND 140", columns=["id", "category"],
                       engine="auto", storage_options=so)
     assert info["engine"] == "pqindex"
@@ -236,6 +283,10 @@ def test_no_spark_connector_reads_through_pqindex(spark: Any, s3: S3Endpoint,  #
         got = ps.read(spark, url, "id BETWEEN 100 AND 140", ["id", "category"],
                       storage_options=so, driver_read_bytes=on_driver)
         assert _rows(got) == ref
+        # The options went to the tasks redacted wherever Spark prints the plan.
+        text = _explain_text(got)
+        assert secret not in text and not re.search(PATTERN.replace("*", "+"), text), text
+    assert PATTERN in spark.conf.get(REDACTION_CONF)
     with pytest.raises(PqIndexError, match="no connector"):
         ps.read(spark, url, "id = 1", ["id"], engine="native", storage_options=so)
 

@@ -20,6 +20,7 @@ from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import data_files, load_manifest
 from pqindex.spark.remote_commit import data_objects
+from pqindex.spark.secrets import hide
 from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
 from pqindex.spark.workers import WorkerCheck, ensure_workers
 from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
@@ -208,9 +209,9 @@ def write(
     through pqindex's storage layer with ``storage_options`` (sent to them as a
     data source option; executors need the endpoint and credentials too, or the
     standard environment variables), and the driver commits with conditional
-    PUTs of the manifest (``spark.remote_commit``). Secrets are better given by
-    the environment of the driver and executors: a Spark Connect server logs the
-    options of each request's plan.
+    PUTs of the manifest (``spark.remote_commit``). The option's value is one
+    that Spark's string redaction hides wherever it prints the plan (a Spark
+    Connect server's event log, ``explain()``; see :mod:`pqindex.spark.secrets`).
     """
     from pyspark.sql import functions as F
 
@@ -267,7 +268,7 @@ def write(
         "indexes": json.dumps({k: list(v) for k, v in (indexes or {}).items()}),
         "mode": mode,
         "job_id": job_id,
-        **({"storage_options": json.dumps(so)} if so else {}),
+        **({"storage_options": hide(spark, so)} if so else {}),
         **dict(options or {}),
     }
     if cluster:

@@ -14,7 +14,8 @@ applies ``where`` again in Spark, so Spark's semantics decide the result and
 pqindex only ever removes rows that cannot match.
 
 Options (all strings): ``path``; ``where``; ``columns`` (JSON list, the columns
-to read, predicate columns included); ``storage_options`` (JSON object);
+to read, predicate columns included); ``storage_options`` (JSON object, or
+``spark.secrets.hide``'s redacted encoding);
 ``units`` (JSON, the driver's plan: the tasks' partitions, so the planning
 process does not plan again); ``row_groups_per_task`` (default 4).
 """
@@ -30,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pqindex.errors import UserInputError
+from pqindex.spark.secrets import reveal
 
 __all__ = ["FileUnit", "PqIndexReader", "units_of"]
 
@@ -106,7 +108,7 @@ class PqIndexReader(DataSourceReader):
         self.where = options.get("where") or None
         self.columns: list[str] = (json.loads(options["columns"]) if "columns" in options
                                    else list(schema.fieldNames()))
-        self.storage_options: dict[str, Any] = json.loads(options.get("storage_options", "{}"))
+        self.storage_options: dict[str, Any] = reveal(options.get("storage_options"))
         self.units_json = options.get("units")
         self.per_task = int(options.get("row_groups_per_task", ROW_GROUPS_PER_TASK))
         self.target = spark_arrow_schema(schema)

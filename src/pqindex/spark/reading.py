@@ -40,6 +40,7 @@ class SparkPlan:
     bytes_threshold: int | None = None  # engine="auto"'s threshold
     units: int = 0  # tasks of the pqindex reader
     engine_mode: str | None = None  # pqindex: "driver" (small plan) or "tasks"
+    read_columns: list[str] | None = None  # pqindex: the columns its DataFrame has
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -298,6 +299,9 @@ class _SparkView:
     schema: Any
     files: list[str]
     df_: Any = None
+    # DataFrames of kept files, by the files: Spark lists them (a file index, ~15
+    # Py4J calls) once per set while the view is valid (the same listing).
+    kept_: dict[tuple[str, ...], Any] = field(default_factory=dict)
 
     def inputFiles(self) -> list[str]:  # as DataFrame.inputFiles
         return list(self.files)
@@ -306,6 +310,20 @@ class _SparkView:
         if self.df_ is None:  # the schema given: Spark lists, but infers nothing
             self.df_ = self.spark.read.schema(self.schema).parquet(self.path)
         return self.df_
+
+    def kept_df(self, kept: Sequence[str]) -> Any:
+        key = tuple(kept)
+        df = self.kept_.get(key)
+        if df is None:
+            df = (self.spark.read.schema(self.schema)
+                  .option("basePath", os.path.abspath(self.path)).parquet(*kept))
+            if len(self.kept_) >= _KEPT_MAX:
+                self.kept_.pop(next(iter(self.kept_)))
+            self.kept_[key] = df
+        return df
+
+
+_KEPT_MAX = 32
 
 
 # Spark's schema and files of local datasets, by session, path and listing (every
@@ -361,8 +379,7 @@ def _native_df(spark: Any, base: _SparkView, path: str, p: SparkPlan) -> Any:
     if p.fallback or not p.pruned:
         return base.df()
     if p.kept:
-        return (spark.read.schema(base.schema)
-                .option("basePath", os.path.abspath(path)).parquet(*p.kept))
+        return base.kept_df(p.kept)
     from pyspark.sql import functions as F
 
     return base.df().where(F.lit(False))  # no file can match: an empty result, same schema
@@ -489,8 +506,10 @@ def _decide(
     from pyspark.sql import types as T
 
     from pqindex.spark.pipeline import register
+    from pqindex.spark.secrets import hide
 
     read_schema = T.StructType([spark_schema[c] for c in read_cols])
+    out.read_columns = list(read_cols)
     if out.bytes_kept <= on_driver:
         out.engine_mode = "driver"
         try:
@@ -508,7 +527,7 @@ def _decide(
           .option("path", dest)
           .option("where", pq_where or "")
           .option("columns", json.dumps(read_cols))
-          .option("storage_options", json.dumps(storage_options or {}))
+          .option("storage_options", hide(spark, storage_options) if storage_options else "")
           .option("units", json.dumps([u.to_json() for u in units]))
           .load())
     out.plan_seconds = time.perf_counter() - t0
@@ -522,13 +541,52 @@ def _driver_read(spark: Any, ds: Any, dplan: Any, read_schema: Any) -> Any:
 
     target = spark_arrow_schema(read_schema)
     batches = [as_spark(b, target) for b in ds.scan(plan=dplan).to_batches()]
-    return spark.createDataFrame(_table(batches, target), schema=read_schema)
+    return arrow_frame(spark, batches, target, read_schema)
 
 
-def _table(batches: list[Any], schema: Any) -> Any:
+def arrow_frame(spark: Any, batches: list[Any], target: Any, schema: Any) -> Any:
+    """A DataFrame of Arrow ``batches`` (already of ``target``, Spark's Arrow schema for
+    ``schema``): a local relation in the JVM.
+
+    On a classic session the batches go to the JVM as ``createDataFrame`` sends them
+    (an Arrow stream file read by ``PythonSQLUtils``), without its ~40 Py4J round trips
+    of configuration lookups and conversions, which cost more than a small result's
+    rows; those conversions only matter for timestamps and nested types, which take
+    ``createDataFrame``. A Connect session sends the Arrow bytes in the plan.
+    """
     import pyarrow as pa
+    import pyarrow.types as pat
 
-    return pa.Table.from_batches(batches, schema=schema)
+    jvm = _classic_jvm(spark)
+    if jvm is None or any(pat.is_nested(t) or pat.is_timestamp(t) for t in target.types):
+        return spark.createDataFrame(pa.Table.from_batches(batches, schema=target),
+                                     schema=schema)
+    import tempfile
+
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    utils = jvm.PythonSQLUtils
+    fd, name = tempfile.mkstemp(dir=spark.sparkContext._temp_dir)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if batches:  # as createDataFrame: no batch, an empty stream file
+                with pa.ipc.new_stream(f, target) as w:
+                    for b in batches:
+                        w.write_batch(b)
+        jdf = utils.toDataFrame(utils.readArrowStreamFromFile(name), schema.json(),
+                                spark._jsparkSession)
+    finally:
+        os.unlink(name)
+    df = DataFrame(jdf, spark)
+    df._schema = schema  # known: no round trip to ask the JVM
+    return df
+
+
+def _classic_jvm(spark: Any) -> Any:
+    """The Py4J view of a classic session's JVM; None on Spark Connect."""
+    from pqindex.spark.workers import is_connect
+
+    return None if is_connect(spark) else getattr(spark, "_jvm", None)
 
 
 def read(
@@ -556,14 +614,17 @@ def read(
     ``driver_read_bytes`` (:data:`DRIVER_READ_BYTES`) on the driver, larger ones in
     the data source's tasks. ``where`` is applied in Spark in every case,
     so the rows are Spark's. :func:`explain` tells which engine was chosen and why.
-    ``storage_options`` travel as a data source option, which a Spark Connect
-    server logs with the plan: prefer the environment (``AWS_*`` etc.) for secrets.
+    ``storage_options`` travel to the tasks as a data source option whose value
+    Spark's string redaction hides (:mod:`pqindex.spark.secrets`: the session's
+    ``spark.sql.redaction.string.regex`` is extended to match it).
     """
-    _, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+    p, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
                     threshold_bytes, driver_read_bytes)
     if where is not None and where.strip():
         df = df.where(where)
-    if columns is not None:
+    # pqindex's DataFrame has exactly ``columns`` when they include the predicate's:
+    # the select would project nothing away (one analysis and ~17 Py4J calls saved).
+    if columns is not None and p.read_columns != list(columns):
         df = df.select(*columns)
     return df
 

@@ -54,12 +54,13 @@ class PqIndexDataSource(DataSource):
         from pyspark.sql.pandas.types import from_arrow_schema
 
         import pqindex
+        from pqindex.spark.secrets import reveal
 
         options = {str(k): str(v) for k, v in dict(self.options).items()}
         path = options.get("path")
         if not path:
             raise UserInputError("the pqindex data source needs a path: .load(path)")
-        so = json.loads(options.get("storage_options", "{}"))
+        so = reveal(options.get("storage_options"))
         with pqindex.dataset(path, storage_options=so) as ds:
             schema = ds.schema
         if "columns" in options:

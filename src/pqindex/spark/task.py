@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import STAGING, job_dir
+from pqindex.spark.secrets import reveal
 from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS, INDEX_KINDS, Writer
 
 __all__ = ["HIVE_NULL", "TaskOptions", "hive_dir", "parse_options", "write_task"]
@@ -141,13 +141,7 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
     fail = opts.get("pqindex.test.fail_task")
     storage: dict[str, str] = {}
     if opts.get("storage_options"):
-        try:
-            raw_so = json.loads(opts["storage_options"])
-        except ValueError:
-            raise UserInputError("option storage_options must be a JSON object") from None
-        if not isinstance(raw_so, dict):
-            raise UserInputError("option storage_options must be a JSON object")
-        storage = {str(k): str(v) for k, v in raw_so.items()}
+        storage = {k: str(v) for k, v in reveal(opts["storage_options"]).items()}
     for k, v in opts.items():
         if k.startswith("storage_option."):
             storage[k[len("storage_option."):]] = v
@@ -202,37 +196,41 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def key_ranges(path: str, columns: Iterable[str],
-               storage_options: Mapping[str, Any] | None = None) -> dict[str, list[Any]]:
-    """Per column, the file's [min, max] from its row-group statistics (when known)."""
-    if is_object_store_url(path):
-        from pqindex.format.file import ParquetFile
-        from pqindex.io.pyfile import SourceReader
-
-        with ParquetFile.open(path, storage_options=storage_options) as pf:
-            md = pq.read_metadata(SourceReader(pf.source))
-    else:
-        md = pq.read_metadata(path)
-    names = [md.schema.column(i).path for i in range(md.num_columns)]
+def key_ranges(table: pa.Table, columns: Iterable[str]) -> dict[str, list[Any]]:
+    """Per column, [min, max] of ``table``'s values (nulls and NaN left out, as in
+    Parquet statistics; all null: [None, None]; none known for all-NaN or types
+    without an order)."""
     out: dict[str, list[Any]] = {}
     for name in columns:
-        if name not in names:
+        if name not in table.column_names:
             continue
-        j = names.index(name)
-        lo = hi = None
-        known = md.num_row_groups > 0
-        for rg in range(md.num_row_groups):
-            st = md.row_group(rg).column(j).statistics
-            if st is None or not st.has_min_max:
-                if st is not None and st.null_count == md.row_group(rg).num_rows:
-                    continue  # all nulls: no bounds to add
-                known = False
-                break
-            lo = st.min if lo is None or st.min < lo else lo
-            hi = st.max if hi is None or st.max > hi else hi
-        if known:
-            out[name] = [_jsonable(lo), _jsonable(hi)]
+        try:
+            mm = pc.min_max(table.column(name))
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if isinstance(lo, float) and lo != lo:  # all NaN: Parquet writes no bounds
+            continue
+        out[name] = [_jsonable(lo), _jsonable(hi)]
     return out
+
+
+class _RangeWriter(Writer):
+    """pqindex's Writer that also tells each file's key range, from the rows it hands
+    to the file (no read of the file back: on an object store, a GET per file)."""
+
+    def __init__(self, path: str, *, key_columns: list[str], **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.key_columns = key_columns
+        self.key_ranges: list[dict[str, list[Any]]] = []  # by file, as self.results
+
+    def _flush(self) -> None:
+        if self._batches and self.key_columns:
+            self.key_ranges.append(
+                key_ranges(pa.Table.from_batches(self._batches), self.key_columns))
+        elif self._batches:
+            self.key_ranges.append({})
+        super()._flush()
 
 
 def _split(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:
@@ -278,7 +276,8 @@ def write_task(
     else:
         task_dir = os.path.join(job_dir(dest, job_id), f"task-{partition_id:05d}-{attempt}")
     prefix = f"part-{partition_id:05d}-{job_id[:8]}"
-    writers: dict[tuple[Any, ...], tuple[str, Writer]] = {}
+    writers: dict[tuple[Any, ...], tuple[str, _RangeWriter]] = {}
+    key_cols = [c for c, _ in options.sort_by] + options.cluster_by
     file_opts: dict[str, Any] = {
         "sort_by": options.sort_by or None,
         "presorted": options.presorted,
@@ -301,9 +300,10 @@ def write_task(
             for values, rows in parts:
                 if values not in writers:
                     rel = hive_dir(options.partition_by, values)
-                    w = Writer(
+                    w = _RangeWriter(
                         (f"{task_dir}/{rel}" if remote else os.path.join(task_dir, rel))
                         if rel else task_dir,
+                        key_columns=key_cols,
                         target_file_bytes=options.target_file_bytes,
                         prefix=prefix,
                         **file_opts,
@@ -311,9 +311,8 @@ def write_task(
                     writers[values] = (rel, w)
                 writers[values][1].write(rows)
         entries = []
-        key_cols = [c for c, _ in options.sort_by] + options.cluster_by
         for rel, w in writers.values():
-            for r in w.close():
+            for r, key_range in zip(w.close(), w.key_ranges, strict=True):
                 name = r.path.rsplit("/", 1)[-1] if remote else os.path.basename(r.path)
                 entries.append(
                     {
@@ -330,7 +329,7 @@ def write_task(
                         )
                         if rel
                         else {},
-                        "key_range": key_ranges(r.path, key_cols, options.storage_options),
+                        "key_range": key_range,
                         "job": job_id,
                     }
                 )
