@@ -224,13 +224,8 @@ class _RangeWriter(Writer):
         self.key_columns = key_columns
         self.key_ranges: list[dict[str, list[Any]]] = []  # by file, as self.results
 
-    def _flush(self) -> None:
-        if self._batches and self.key_columns:
-            self.key_ranges.append(
-                key_ranges(pa.Table.from_batches(self._batches), self.key_columns))
-        elif self._batches:
-            self.key_ranges.append({})
-        super()._flush()
+    def file_rows(self, table: pa.Table) -> None:
+        self.key_ranges.append(key_ranges(table, self.key_columns) if self.key_columns else {})
 
 
 def _split(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple[Any, ...], pa.Table]]:

@@ -510,7 +510,12 @@ class Writer:
         table = pa.Table.from_batches(self._batches)
         self._batches = []
         self._buffered = 0
+        self.file_rows(table)
         self.results.append(write_table(table, self._next_path(), **self.options))
+
+    def file_rows(self, table: pa.Table) -> None:
+        """Called with the rows of each file just before it is written; a subclass
+        may look at them (the Spark pipeline takes each file's key range here)."""
 
     @public_api
     def close(self) -> list[WriteResult]:
