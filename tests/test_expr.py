@@ -57,7 +57,8 @@ from pqindex.expr.nodes import LeafExpr
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp
 from pqindex.format.schema import Schema
-from pqindex.format.values import NanoTimestamp, bound_order
+from pqindex.format.value_type import NanoTimestamp
+from pqindex.format.values import bound_order
 from pqindex.io.source import BytesSource
 
 UTC = dt.UTC

@@ -648,7 +648,7 @@ def test_distinct_string_keys_are_the_decoded_keys() -> None:
     """Strings and binary skip the per-value decode: the keys must be the same."""
     from pqindex.format.schema import PhysicalType
     from pqindex.format.structs import LogicalType, SchemaElement, StringType
-    from pqindex.format.values import ValueType
+    from pqindex.format.value_type import ValueType
     from pqindex.indexes.distinct import DistinctSet
     from pqindex.indexes.evidence import value_key
 

@@ -40,13 +40,10 @@ from pqindex.format.structs import (
     UUIDType,
     VariantType,
 )
+from pqindex.format.value_type import Int96, Kind, NanoTimestamp, ValueType
 from pqindex.format.values import (
     Bounds,
     Comparison,
-    Int96,
-    Kind,
-    NanoTimestamp,
-    ValueType,
     bound_order,
     page_bounds,
     page_is_contradictory,

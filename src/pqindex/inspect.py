@@ -13,7 +13,8 @@ import uuid
 from typing import Any
 
 from pqindex.errors import PqIndexError, public_api
-from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.file import ParquetFile
+from pqindex.format.layout import chunk_range
 from pqindex.format.schema import (
     BoundaryOrder,
     Codec,
@@ -26,13 +27,8 @@ from pqindex.format.schema import (
     enum_name,
 )
 from pqindex.format.structs import ColumnOrder, LogicalType
-from pqindex.format.values import (
-    Bounds,
-    ValueType,
-    page_bounds,
-    statistics_bounds,
-    validate_column_index,
-)
+from pqindex.format.value_type import ValueType
+from pqindex.format.values import Bounds, page_bounds, statistics_bounds, validate_column_index
 
 __all__ = ["SCHEMA_VERSION", "inspect_file", "json_value"]
 

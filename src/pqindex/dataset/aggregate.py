@@ -49,7 +49,8 @@ from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.row_ranges import RowRanges
 from pqindex.format.schema import LeafColumn
-from pqindex.format.values import Kind, ValueType, statistics_bounds
+from pqindex.format.value_type import Kind, ValueType
+from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
 from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence

@@ -47,7 +47,8 @@ from pqindex.expr.nodes import (
 from pqindex.expr.normalize import push_not
 from pqindex.format.match import LeafOp
 from pqindex.format.schema import LeafColumn, PhysicalType, Schema
-from pqindex.format.values import Kind, NanoTimestamp, Value, ValueType, bound_order
+from pqindex.format.value_type import Kind, NanoTimestamp, Value, ValueType
+from pqindex.format.values import bound_order
 
 __all__ = [
     "BoundAnd",

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pqindex.errors import UserInputError
 from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundVisitor, visit_bound
 from pqindex.format.match import LeafOp
-from pqindex.format.values import Kind, NanoTimestamp, Value
+from pqindex.format.value_type import Kind, NanoTimestamp, Value
 
 __all__ = ["to_arrow_mask", "to_pyarrow_expression"]
 

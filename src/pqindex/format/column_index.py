@@ -48,10 +48,10 @@ from pqindex.format.match import LeafOp, Match
 from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex
+from pqindex.format.value_type import Kind
 from pqindex.format.values import (
     BoundOrder,
     Comparison,
-    Kind,
     bound_order,
     page_bounds,
     validate_column_index,

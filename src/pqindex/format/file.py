@@ -31,6 +31,7 @@ from pqindex.format.bloom import (
     BloomProbe,
     block_index,
 )
+from pqindex.format.layout import check_offset_index, check_row_groups, chunk_range
 from pqindex.format.schema import Encoding, LeafColumn, PageType, Schema
 from pqindex.format.structs import (
     BloomFilterAlgorithm,
@@ -52,7 +53,8 @@ from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 from pqindex.io.cache import metadata_cache
 from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
 
-__all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile"]
+# chunk_range stays importable from here (pages.py, user code).
+__all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile", "chunk_range"]
 
 DEFAULT_TAIL_BYTES = 64 * 1024
 KEEP_LIMIT = 64 * 1024 * 1024
@@ -203,86 +205,7 @@ class ParquetFile:
             self.schema = Schema.from_elements(md.schema or [], md.column_orders)
         except CorruptFileError as e:
             raise e.located(path=self.path, offset=footer_start) from None
-        self._validate()
-
-    def _validate(self) -> None:
-        md = self.metadata
-        if md.num_rows is None or md.num_rows < 0:
-            raise CorruptFileError(f"invalid num_rows {md.num_rows}", path=self.path)
-        nleaves = len(self.schema.leaves)
-        data_end = self.footer_offset
-        total = 0
-        for i, rg in enumerate(md.row_groups or []):
-            if rg.num_rows is None or rg.num_rows < 0:
-                raise CorruptFileError(
-                    f"invalid num_rows {rg.num_rows}", path=self.path, row_group=i
-                )
-            total += rg.num_rows
-            cols = rg.columns or []
-            if len(cols) != nleaves:
-                raise CorruptFileError(
-                    f"row group has {len(cols)} column chunks, the schema has {nleaves} leaves",
-                    path=self.path,
-                    row_group=i,
-                )
-            for j, cc in enumerate(cols):
-                name = self.schema.leaves[j].name
-                if cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None:
-                    raise UnsupportedError(
-                        "encrypted column chunk: encrypted files are not supported",
-                        path=self.path,
-                        row_group=i,
-                        column=name,
-                    )
-                if cc.file_path:
-                    raise UnsupportedError(
-                        f"column data in another file ({cc.file_path!r}) is not supported",
-                        path=self.path,
-                        row_group=i,
-                        column=name,
-                    )
-                cmd = cc.meta_data
-                if cmd is None:
-                    raise CorruptFileError(
-                        "column chunk has no meta_data", path=self.path, row_group=i, column=name
-                    )
-                start, length = chunk_range(cmd)
-                if cmd.type != self.schema.leaves[j].element.type:
-                    raise CorruptFileError(
-                        f"column chunk type {cmd.type} differs from the schema's "
-                        f"{self.schema.leaves[j].element.type}",
-                        path=self.path,
-                        row_group=i,
-                        column=name,
-                    )
-                empty = not cmd.num_values and not length  # pyarrow's 0-row row groups
-                if not empty and (
-                    cmd.data_page_offset is None
-                    or start < 4
-                    or length < 0
-                    or start + length > data_end
-                ):
-                    raise CorruptFileError(
-                        f"column chunk [{start}, {start + length}) lies outside the data "
-                        f"region [4, {data_end})",
-                        path=self.path,
-                        row_group=i,
-                        column=name,
-                        offset=start,
-                    )
-                if cmd.num_values is None or cmd.num_values < 0:
-                    raise CorruptFileError(
-                        f"invalid num_values {cmd.num_values}",
-                        path=self.path,
-                        row_group=i,
-                        column=name,
-                    )
-        if total != md.num_rows:
-            # pyarrow and parquet-java trust the row groups; so do we, but say so loudly
-            # only when a caller asks (inspect shows both numbers).
-            self.row_count_mismatch: tuple[int, int] | None = (md.num_rows, total)
-        else:
-            self.row_count_mismatch = None
+        self.row_count_mismatch = check_row_groups(md, self.schema, footer_start, self.path)
 
     # ------------------------------------------------------------ basics
 
@@ -581,63 +504,12 @@ class ParquetFile:
             raw = self.read_bytes(*r)
             obj = self._decode_at(OffsetIndex, raw, r[0], "offset index", rg, col)
             assert isinstance(obj, OffsetIndex)
-            self._check_offset_index(obj, rg, col)
+            check_offset_index(obj, self.column_meta(rg, col), self.row_group_rows(rg),
+                               path=self.path, row_group=rg,
+                               column=self.schema.leaves[col].name)
             oi = obj
         self._offset_indexes[key] = oi
         return oi
-
-    def _check_offset_index(self, oi: OffsetIndex, rg: int, col: int) -> None:
-        """Pages must lie inside the chunk and start at increasing rows from 0."""
-        name = self.schema.leaves[col].name
-        locs = oi.page_locations
-        if not locs:
-            raise CorruptFileError(
-                "offset index lists no pages", path=self.path, row_group=rg, column=name
-            )
-        start, length = chunk_range(self.column_meta(rg, col))
-        rows = self.row_group_rows(rg)
-        prev_row = -1
-        for i, loc in enumerate(locs):
-            if (
-                loc.offset is None
-                or loc.compressed_page_size is None
-                or loc.first_row_index is None
-            ):
-                raise CorruptFileError(
-                    f"offset index page {i} lacks a required field",
-                    path=self.path,
-                    row_group=rg,
-                    column=name,
-                )
-            if (
-                loc.offset < start
-                or loc.compressed_page_size <= 0
-                or loc.offset + loc.compressed_page_size > start + length
-            ):
-                raise CorruptFileError(
-                    f"offset index page {i} [{loc.offset}, {loc.offset + loc.compressed_page_size}) "
-                    f"lies outside its column chunk [{start}, {start + length})",
-                    path=self.path,
-                    row_group=rg,
-                    column=name,
-                    offset=loc.offset,
-                )
-            if loc.first_row_index <= prev_row or loc.first_row_index >= max(rows, 1):
-                raise CorruptFileError(
-                    f"offset index page {i} starts at row {loc.first_row_index}, after "
-                    f"{prev_row} in a row group of {rows} rows",
-                    path=self.path,
-                    row_group=rg,
-                    column=name,
-                )
-            prev_row = loc.first_row_index
-        if locs[0].first_row_index != 0:
-            raise CorruptFileError(
-                f"offset index's first page starts at row {locs[0].first_row_index}, not 0",
-                path=self.path,
-                row_group=rg,
-                column=name,
-            )
 
     def page_rows(self, rg: int, col: int) -> list[int] | None:
         """Rows per data page, from the OffsetIndex; None without one."""
@@ -973,15 +845,6 @@ def _usual_bloom_header(num_bytes: int) -> BloomFilterHeader:
         hash=BloomFilterHash(XXHASH=XxHash()),
         compression=BloomFilterCompression(UNCOMPRESSED=Uncompressed()),
     )
-
-
-def chunk_range(cmd: ColumnMetaData) -> tuple[int, int]:
-    """``(offset, length)`` of a column chunk's pages, dictionary page included."""
-    # Offset 0 is the magic, never a page: writers use it for "absent" (a chunk
-    # without data pages, or no dictionary).
-    starts = [o for o in (cmd.data_page_offset, cmd.dictionary_page_offset) if o]
-    start = min(starts) if starts else 0
-    return start, cmd.total_compressed_size or 0
 
 
 def leaf_indices(pf: ParquetFile, names: Sequence[str] | None) -> list[int]:

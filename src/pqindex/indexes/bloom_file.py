@@ -36,7 +36,7 @@ from pqindex.errors import UserInputError
 from pqindex.format.bloom import BLOCK_BYTES, MAX_BLOOM_BYTES, BloomFilter
 from pqindex.format.schema import LeafColumn
 from pqindex.format.structs import BloomFilterHeader
-from pqindex.format.values import Kind, ValueType
+from pqindex.format.value_type import Kind, ValueType
 from pqindex.indexes.base import Blob, Scope, register
 from pqindex.indexes.encoding import (
     BodyReader,

@@ -34,7 +34,7 @@ from pqindex.expr.bind import BoundPredicate
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import split_plain
 from pqindex.format.schema import LeafColumn, PhysicalType
-from pqindex.format.values import Kind, ValueType
+from pqindex.format.value_type import Kind, ValueType
 from pqindex.indexes.base import Blob, Scope, register
 from pqindex.indexes.encoding import (
     BodyReader,

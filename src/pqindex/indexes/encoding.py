@@ -16,7 +16,7 @@ import struct
 
 from pqindex.errors import CorruptFileError, UnsupportedError
 from pqindex.format.schema import LeafColumn
-from pqindex.format.values import Kind, ValueType
+from pqindex.format.value_type import Kind, ValueType
 
 __all__ = [
     "BodyReader",

@@ -19,7 +19,8 @@ from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import encode_plain
-from pqindex.format.values import Bounds, Comparison, Kind, ValueType, bound_order
+from pqindex.format.value_type import Kind, ValueType
+from pqindex.format.values import Bounds, Comparison, bound_order
 
 __all__ = [
     "BloomEvidence",

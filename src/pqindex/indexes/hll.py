@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from pqindex.errors import UserInputError
 from pqindex.format.schema import LeafColumn
-from pqindex.format.values import Kind, ValueType
+from pqindex.format.value_type import Kind, ValueType
 from pqindex.indexes.base import Blob, Scope, register
 from pqindex.indexes.encoding import (
     BodyReader,

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import LeafColumn, PhysicalType
-from pqindex.format.values import Kind, ValueType
+from pqindex.format.value_type import Kind, ValueType
 from pqindex.indexes.hashing import xxh64_bytes, xxh64_fixed
 
 __all__ = [

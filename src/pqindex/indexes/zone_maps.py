@@ -39,7 +39,7 @@ from pqindex.expr.bind import BoundPredicate
 from pqindex.format.match import Match
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import LeafColumn, PhysicalType
-from pqindex.format.values import Kind, Value, ValueType
+from pqindex.format.value_type import Kind, Value, ValueType
 from pqindex.indexes.base import Blob, Scope, register
 from pqindex.indexes.encoding import (
     BodyReader,

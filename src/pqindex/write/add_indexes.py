@@ -51,12 +51,14 @@ from pqindex.errors import (
     located,
     public_api,
 )
-from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.file import ParquetFile
+from pqindex.format.layout import chunk_range
 from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
-from pqindex.format.values import BoundOrder, Comparison, Kind, bound_order
+from pqindex.format.value_type import Kind
+from pqindex.format.values import BoundOrder, Comparison, bound_order
 from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage

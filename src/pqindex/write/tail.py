@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, UserInputError
-from pqindex.format.file import MAGIC, ParquetFile, chunk_range
+from pqindex.format.file import MAGIC, ParquetFile
+from pqindex.format.layout import chunk_range
 from pqindex.format.structs import (
     BloomFilterHeader,
     ColumnChunk,

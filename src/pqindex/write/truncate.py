@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PhysicalType
 from pqindex.format.structs import ColumnIndex
-from pqindex.format.values import Comparison, Kind, bound_order, validate_column_index
+from pqindex.format.value_type import Kind
+from pqindex.format.values import Comparison, bound_order, validate_column_index
 
 __all__ = ["DEFAULT_CAP", "lower_bound", "truncate_column_index", "upper_bound"]
 
