@@ -141,13 +141,30 @@ def _list_obstore(
         """Objects, ``also_get``'s answer, requests per wave."""
         stream = obs.list(handle.store, prefix, chunk_size=_LIST_PAGE)
         got: tuple[bytes, Any] | BaseException | None = None
+        parsing: asyncio.Future[Sequence[str] | None] | None = None
+
+        def names(data: bytes) -> Sequence[str] | None:
+            assert keys_of is not None
+            try:
+                return keys_of(data)
+            except Exception:  # the names only place boundaries: none is fine
+                return None
+
+        async def fetch_and_parse(name: str) -> tuple[bytes, Any] | BaseException:
+            nonlocal parsing
+            res = await fetch(name)
+            if keys_of is not None and isinstance(res, tuple):
+                # parsed in a thread while page 1 may still be on its way
+                parsing = asyncio.ensure_future(asyncio.to_thread(names, res[0]))
+            return res
+
         if also_get is None:
             first = await first_page(stream)
         else:
-            first, got = await asyncio.gather(first_page(stream), fetch(also_get))
+            first, got = await asyncio.gather(first_page(stream), fetch_and_parse(also_get))
         if len(first) < _LIST_PAGE:
             return first, got, [1]
-        known = keys_of(got[0]) if keys_of is not None and isinstance(got, tuple) else None
+        known = None if parsing is None else await parsing
         if not known:  # page after page, as the store hands them out
             rest, n = await pages(stream, None)
             if not rest:  # the stream ended without another request
