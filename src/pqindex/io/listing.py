@@ -16,7 +16,7 @@ concurrently (``start-after`` the previous boundary), each paginating until it
 passes its own boundary. The names only place the boundaries, so a stale list
 (objects added or removed since) still gives the exact listing: a segment with
 extra objects pays one more page, never drops one. Round trips: page 1, then the
-longest segment (one page when the names are right).
+longest segment (one page when the names are right). S3 only (``start-after``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ __all__ = ["Listing", "list_objects", "list_with", "probe_object"]
 _LIST_PAGE = 1000
 # Known names per concurrent segment: one page each when the names are right.
 _SEGMENT = 1000
+# Stores whose LIST starts after a key server-side (S3's start-after, seen in the
+# proxy's log). Elsewhere object_store may filter an offset client-side, which
+# would list from the start once per segment: those list page after page.
+_START_AFTER = ("s3", "s3a")
 
 
 def _info(meta: Mapping[str, Any]) -> ObjectInfo:
@@ -107,6 +111,8 @@ def _list_obstore(
 
     handle, key = get_store(url, storage_options)
     prefix = key.rstrip("/") or None
+    if url.split("://", 1)[0].lower() not in _START_AFTER:
+        keys_of = None
 
     async def pages(stream: Any, upper: str | None) -> tuple[list[Any], int]:
         """The objects of a LIST stream up to ``upper`` (inclusive), and how many
