@@ -113,7 +113,8 @@ def _discover_remote(
     Among many paths (``probe`` false), such names are taken as files unread, so a
     list of 1,000 URLs costs no request here. With ``found``, the manifest is looked
     for in the LIST and GET beside its first page (``fetched``: its bytes, when the
-    LIST shows it too).
+    LIST shows it too); the names it lists split the rest of a long LIST into
+    segments listed concurrently.
     """
     object_store = is_object_store_url(url)
     scheme = url.split("://", 1)[0].lower()
@@ -126,8 +127,14 @@ def _discover_remote(
             return [DataFile(url, (), info)]
         if scheme in ("http", "https"):  # plain HTTP servers cannot list
             raise ObjectNotFoundError("no such object", path=url, operation="GET (tail)")
+    with_manifest = found is not None and object_store
+    keys_of = None
+    if with_manifest:
+        from pqindex.dataset.manifest import manifest_keys  # (it imports this module)
+
+        keys_of = manifest_keys
     listing = list_with(url, storage_options, stats,
-                        MANIFEST_NAME if found is not None and object_store else None)
+                        MANIFEST_NAME if with_manifest else None, keys_of)
     listed = listing.objects
     if found is not None:  # the manifest, seen in the same LIST
         at = f"{url.rstrip('/')}/{MANIFEST_NAME}"

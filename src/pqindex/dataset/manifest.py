@@ -67,6 +67,7 @@ __all__ = [
     "build_manifest",
     "file_entry",
     "load_view",
+    "manifest_keys",
     "parse_manifest",
     "write_manifest",
 ]
@@ -518,6 +519,20 @@ class Manifest:
     url: str
     schemas: list[ParquetFile]  # footer-only stand-ins, one per distinct schema
     entries: dict[str, FileEntry]  # by relative path
+
+
+def manifest_keys(data: bytes) -> list[str] | None:
+    """The relative paths a manifest lists, or None if it is not one: where the
+    listing splits its pages (any answer gives the exact listing; a wrong one only
+    costs pages), so nothing here is trusted beyond that."""
+    try:
+        m = json.loads(data)
+    except ValueError:
+        return None
+    files = m.get("files") if isinstance(m, dict) else None
+    if not isinstance(files, list):
+        return None
+    return [e["path"] for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
 
 
 def parse_manifest(data: bytes, url: str) -> Manifest:
