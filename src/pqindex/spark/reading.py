@@ -559,8 +559,11 @@ def arrow_frame(spark: Any, batches: list[Any], target: Any, schema: Any) -> Any
 
     jvm = _classic_jvm(spark)
     if jvm is None or any(pat.is_nested(t) or pat.is_timestamp(t) for t in target.types):
-        return spark.createDataFrame(pa.Table.from_batches(batches, schema=target),
-                                     schema=schema)
+        # No batch: one empty chunk per column (pyspark's timestamp check cannot type
+        # a nested column of no chunks).
+        table = (pa.Table.from_batches(batches, schema=target) if batches
+                 else target.empty_table())
+        return spark.createDataFrame(table, schema=schema)
     import tempfile
 
     from pyspark.sql.classic.dataframe import DataFrame
