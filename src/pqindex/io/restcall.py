@@ -1,7 +1,7 @@
 """A small HTTP(S) client for the store requests obstore cannot make.
 
 The server-side copy paths of ``add_indexes`` (``io.azblocks``: Azure block
-lists; ``io.gcscompose``: GCS compose) each send a handful of requests obstore
+lists; ``io.gcscompose``: GCS compose; ``io.s3multipart``: S3 part copies) each send a handful of requests obstore
 0.12 has no API for. This is their transport: keep-alive connections to one
 host reused across threads, retries of dropped connections, 5xx and 429 with
 exponential backoff, and the answer returned whole (status, lower-case
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from pqindex.io.errors import StorageError, StorageTimeoutError
 
-__all__ = ["RETRY_STATUS", "Http", "Response"]
+__all__ = ["RETRY_STATUS", "Http", "Response", "backoff"]
 
 RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 
@@ -60,8 +60,9 @@ class Http:
         for conn in idle:
             conn.close()
 
-    def _once(self, method: str, target: str, headers: Mapping[str, str],
-              body: bytes) -> Response:
+    def once(self, method: str, target: str, headers: Mapping[str, str],
+             body: bytes) -> Response:
+        """One attempt on a pooled keep-alive connection; connection errors raise."""
         conn = self._connection()
         try:
             conn.request(method, target, body=body, headers=dict(headers))
@@ -90,7 +91,7 @@ class Http:
             last = attempt == attempts - 1
             h = headers() if callable(headers) else (headers or {})
             try:
-                resp = self._once(method, target, h, body)
+                resp = self.once(method, target, h, body)
             except (OSError, http.client.HTTPException) as e:
                 if last:
                     if isinstance(e, TimeoutError):

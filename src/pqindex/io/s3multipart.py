@@ -25,9 +25,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import random
-import threading
-import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -36,6 +33,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from pqindex.io.errors import StorageError, StorageTimeoutError, ThrottledError, s3_error
+from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff
 from pqindex.io.s3sign import EMPTY_SHA256, Credentials, sign, uri_encode
 
 __all__ = ["MAX_PARTS", "MAX_PART_BYTES", "MIN_PART_BYTES", "CopyNotSupportedError",
@@ -44,7 +42,6 @@ __all__ = ["MAX_PARTS", "MAX_PART_BYTES", "MIN_PART_BYTES", "CopyNotSupportedErr
 MIN_PART_BYTES = 5 << 20  # every part but the last
 MAX_PART_BYTES = 5 << 30
 MAX_PARTS = 10_000
-_RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 _DEFAULT_TIMEOUT = 60.0  # seconds per socket read; a large part copy answers late
 _DEFAULT_RETRIES = 5
 
@@ -130,13 +127,6 @@ def s3_config(url: str, storage_options: Mapping[str, Any] | None = None) -> S3C
     )
 
 
-@dataclass
-class _Response:
-    status: int
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-
-
 def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
@@ -166,8 +156,6 @@ class S3Multipart:
 
     def __init__(self, config: S3Config) -> None:
         self.config = config
-        self._lock = threading.Lock()
-        self._idle: list[http.client.HTTPConnection] = []  # keep-alive connections
         if config.endpoint:
             u = urllib.parse.urlsplit(config.endpoint)
             self._scheme = u.scheme.lower() or "https"
@@ -184,6 +172,7 @@ class S3Multipart:
         if self._scheme == "http" and not config.allow_http:
             raise StorageError("plain http:// needs the storage option allow_http=true",
                                path=config.endpoint or "", operation="configure the store")
+        self._http = Http(f"{self._scheme}://{self._host}", timeout=config.timeout)
 
     # ------------------------------------------------------------ transport
 
@@ -198,23 +187,12 @@ class S3Multipart:
         bucket = f"/{uri_encode(self.config.bucket)}" if self._path_style else ""
         return f"{self._base}{bucket}/{uri_encode(key, keep_slash=True)}"
 
-    def _connection(self) -> http.client.HTTPConnection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        cls = (http.client.HTTPSConnection if self._scheme == "https"
-               else http.client.HTTPConnection)
-        return cls(self._host, timeout=self.config.timeout)
-
     def close(self) -> None:
         """Close the idle keep-alive connections."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        self._http.close()
 
     def _send(self, method: str, key: str, query: Sequence[tuple[str, str]],
-              headers: Mapping[str, str], body: bytes) -> _Response:
+              headers: Mapping[str, str], body: bytes) -> Response:
         path = self._path(key)
         if query:
             path += "?" + "&".join(f"{uri_encode(k)}={uri_encode(v)}" if v else uri_encode(k)
@@ -222,25 +200,12 @@ class S3Multipart:
         digest = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
         signed = sign(method, self._host, path.split("?", 1)[0], query, headers, digest,
                       self.config.credentials, self.config.region)
-        conn = self._connection()
-        try:
-            conn.request(method, path, body=body, headers=signed)
-            resp = conn.getresponse()
-            data = resp.read()
-        except BaseException:
-            conn.close()
-            raise
-        if resp.will_close:
-            conn.close()
-        else:
-            with self._lock:
-                self._idle.append(conn)
-        return _Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+        return self._http.once(method, path, signed, body)
 
     def request(self, method: str, key: str, operation: str, *,
                 query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
                 body: bytes = b"", retries: int | None = None,
-                error_in_body: bool = False) -> _Response:
+                error_in_body: bool = False) -> Response:
         """Send one request, retrying transient failures; a StorageError otherwise.
         ``error_in_body``: S3 may answer 200 with an ``<Error>`` document (copies,
         completion) — that is a failure too."""
@@ -257,16 +222,16 @@ class S3Multipart:
                                                   path=url, operation=operation) from None
                     raise StorageError(f"cannot connect to the store ({type(e).__name__}: {e})",
                                        path=url, operation=operation) from None
-                self._backoff(attempt)
+                backoff(attempt)
                 continue
             root = _xml(resp.body) if (resp.status >= 300 or error_in_body) else None
             failed = resp.status >= 300 or (root is not None and _local(root.tag) == "Error")
             if not failed:
                 return resp
             code, message = _text(root, "Code"), _text(root, "Message") or ""
-            if (resp.status in _RETRY_STATUS or code in ("InternalError", "SlowDown")) \
+            if (resp.status in RETRY_STATUS or code in ("InternalError", "SlowDown")) \
                     and not last:
-                self._backoff(attempt)
+                backoff(attempt)
                 continue
             if resp.status == 501 or code == "NotImplemented":
                 raise CopyNotSupportedError(
@@ -274,10 +239,6 @@ class S3Multipart:
                     f"{code or ''}: {message})", path=url, operation=operation)
             raise s3_error(resp.status, code, message, url, operation)
         raise AssertionError("unreachable")
-
-    @staticmethod
-    def _backoff(attempt: int) -> None:
-        time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
 
     # ------------------------------------------------------------ operations
 
@@ -357,10 +318,10 @@ class S3Multipart:
                 transient = isinstance(e, (ThrottledError, StorageTimeoutError)) or (
                     type(e) is StorageError and (
                         "cannot connect" in e.detail or "InternalError" in e.detail
-                        or any(f"HTTP {s}" in e.detail for s in _RETRY_STATUS)))
+                        or any(f"HTTP {s}" in e.detail for s in RETRY_STATUS)))
                 if not transient or attempt == attempts - 1:
                     raise
-                self._backoff(attempt)
+                backoff(attempt)
         raise AssertionError("unreachable")
 
     def abort(self, key: str, upload_id: str) -> None:
