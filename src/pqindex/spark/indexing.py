@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pqindex.write.add_indexes import PageIndexMode
@@ -72,6 +72,36 @@ class _RemoteIndexJob:
         return json.dumps(r[0].to_dict(), default=str)
 
 
+def _add_to_summary(m: dict[str, Any], summary: dict[str, Any],
+                    kinds: Mapping[str, Sequence[str]]) -> None:
+    """A manifest's totals after indexing: bytes, region bytes, files with a region,
+    and the index kinds added (by column)."""
+    m["bytes"] = sum(int(f["bytes"]) for f in m["files"])
+    summary["region_bytes"] = sum(int(f.get("region_bytes") or 0) for f in m["files"])
+    summary["files_with_region"] = sum(1 for f in m["files"] if f.get("region_bytes"))
+    added = summary.setdefault("added", {})
+    for kind, cols in kinds.items():
+        if cols:
+            added[kind] = sorted(set(added.get(kind, [])) | set(cols))
+
+
+def _totals(done: list[dict[str, Any]], errors: list[dict[str, Any]], tasks: int,
+            t0: float, **extra: Any) -> dict[str, Any]:
+    """What an indexing job returns: its files' sums, errors and per-file results."""
+    return {
+        "files": len(done),
+        "errors": errors,
+        "bytes_before": sum(r["bytes_before"] for r in done),
+        "bytes_after": sum(r["bytes_after"] for r in done),
+        "region_bytes": sum(r["region_bytes"] for r in done),
+        "page_index_added": sum(r["page_index_added"] for r in done),
+        **extra,
+        "tasks": tasks,
+        "seconds": time.perf_counter() - t0,
+        "results": done,
+    }
+
+
 def _refresh_remote_manifest(dest: str, done: list[dict[str, Any]], kinds: dict[str, list[str]],
                              base: dict[str, Any], etag: str,
                              storage_options: dict[str, Any]) -> None:
@@ -104,14 +134,8 @@ def _refresh_remote_manifest(dest: str, done: list[dict[str, Any]], kinds: dict[
         f["region_bytes"] = by_rel[f["path"]]["region_bytes"]
         f["indexes_added"] = by_rel[f["path"]]["indexes"]
     base["schemas"] = schemas
-    base["bytes"] = sum(int(f["bytes"]) for f in base["files"])
-    summary = base.setdefault("index_summary", _index_summary(base["files"], base))
-    summary["region_bytes"] = sum(int(f.get("region_bytes") or 0) for f in base["files"])
-    summary["files_with_region"] = sum(1 for f in base["files"] if f.get("region_bytes"))
-    added = summary.setdefault("added", {})
-    for kind, cols in kinds.items():
-        if cols:
-            added[kind] = sorted(set(added.get(kind, [])) | set(cols))
+    _add_to_summary(base, base.setdefault("index_summary", _index_summary(base["files"], base)),
+                    kinds)
     body = json.dumps(base, indent=1, default=str).encode()
     _put_manifest(_manifest_url(dest), body, etag, storage_options)
 
@@ -151,18 +175,8 @@ def _add_indexes_remote(
     if manifest is not None and etag is not None and done:
         assert dest is not None
         _refresh_remote_manifest(dest, done, kinds, manifest, etag, storage_options)
-    return {
-        "files": len(done),
-        "errors": errors,
-        "bytes_before": sum(r["bytes_before"] for r in done),
-        "bytes_after": sum(r["bytes_after"] for r in done),
-        "region_bytes": sum(r["region_bytes"] for r in done),
-        "page_index_added": sum(r["page_index_added"] for r in done),
-        "bytes_uploaded": sum(int(r.get("bytes_uploaded") or 0) for r in done),
-        "tasks": n,
-        "seconds": time.perf_counter() - t0,
-        "results": done,
-    }
+    return _totals(done, errors, n, t0,
+                   bytes_uploaded=sum(int(r.get("bytes_uploaded") or 0) for r in done))
 
 
 def add_indexes(
@@ -237,23 +251,7 @@ def add_indexes(
                 f["bytes"] = r["bytes_after"]
                 f["region_bytes"] = r["region_bytes"]
                 f["indexes_added"] = r["indexes"]
-        m["bytes"] = sum(int(f["bytes"]) for f in m["files"])
-        summary = m.setdefault("index_summary", {})
-        summary["region_bytes"] = sum(int(f.get("region_bytes") or 0) for f in m["files"])
-        summary["files_with_region"] = sum(1 for f in m["files"] if f.get("region_bytes"))
-        added = summary.setdefault("added", {})
-        for kind in ("distinct", "bloom", "zone_maps", "hll"):
-            if kinds[kind]:
-                added[kind] = sorted(set(added.get(kind, [])) | set(kinds[kind]))
+        _add_to_summary(m, m.setdefault("index_summary", {}),
+                        {k: kinds[k] for k in ("distinct", "bloom", "zone_maps", "hll")})
         write_manifest(d, m)
-    return {
-        "files": len(done),
-        "errors": errors,
-        "bytes_before": sum(r["bytes_before"] for r in done),
-        "bytes_after": sum(r["bytes_after"] for r in done),
-        "region_bytes": sum(r["region_bytes"] for r in done),
-        "page_index_added": sum(r["page_index_added"] for r in done),
-        "tasks": n,
-        "seconds": time.perf_counter() - t0,
-        "results": done,
-    }
+    return _totals(done, errors, n, t0)

@@ -50,7 +50,7 @@ from pqindex.io.azblocks import (
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.gcscompose import GcsCompose, gcs_config, temp_name
 from pqindex.io.source import ByteSource
-from pqindex.write.remote import RemoteRewrite
+from pqindex.write.remote import RemoteRewrite, even_ranges
 from pqindex.write.tail import RewriteResult
 
 __all__ = ["COPY_BLOCK_BYTES", "COPY_CONCURRENCY", "AzurePlan", "GcsPlan", "ServerPlan",
@@ -173,13 +173,7 @@ def block_ranges(size: int, block_bytes: int | None = None) -> list[tuple[int, i
     """``[0, size)`` as even ``(start, end)`` blocks of at most ``block_bytes``
     (``COPY_BLOCK_BYTES``)."""
     n = max(1, -(-size // (block_bytes or COPY_BLOCK_BYTES)))
-    step, extra = divmod(size, n)
-    out, pos = [], 0
-    for i in range(n):
-        end = pos + step + (i < extra)
-        out.append((pos, end))
-        pos = end
-    return out
+    return even_ranges(size, n)
 
 
 class AzurePlan:

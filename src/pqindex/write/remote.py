@@ -40,12 +40,24 @@ from pqindex.io.errors import ObjectChangedError, StorageError, translate
 from pqindex.io.source import ByteSource, IOStats
 from pqindex.write.tail import RewriteResult, Tail, _build, data_end
 
-__all__ = ["PART_BYTES", "SMALL_OBJECT_BYTES", "Upload", "build_tail", "is_remote",
+__all__ = ["PART_BYTES", "SMALL_OBJECT_BYTES", "Upload", "build_tail", "even_ranges", "is_remote",
            "rewrite_remote", "write_parquet_remote"]
 
 PART_BYTES = 8 << 20  # parts handed to the store; S3's minimum is 5 MiB
 SMALL_OBJECT_BYTES = 16 << 20  # rewritten with one conditional PUT at or under this
 _MAX_CONCURRENCY = 4  # parts in flight per upload: bounds memory to a few parts
+
+
+def even_ranges(size: int, n: int) -> list[tuple[int, int]]:
+    """``[0, size)`` as ``n`` consecutive ``(start, end)`` ranges differing by at most
+    one byte (server-side copies in parts or blocks)."""
+    step, extra = divmod(size, n)
+    out, pos = [], 0
+    for i in range(n):
+        end = pos + step + (i < extra)
+        out.append((pos, end))
+        pos = end
+    return out
 
 
 def is_remote(path: str) -> bool:

@@ -54,6 +54,7 @@ from pqindex.write.cloud_copy import server_plan
 from pqindex.write.remote import (
     RemoteRewrite,
     build_tail,
+    even_ranges,
     is_remote,
     rewrite_remote,
     spliced,
@@ -176,13 +177,7 @@ def copy_ranges(size: int, part_bytes: int | None = None) -> list[tuple[int, int
     5 GiB each."""
     target = max(MIN_PART_BYTES, part_bytes or COPY_PART_BYTES)
     n = max(1, size // target, -(-size // MAX_PART_BYTES))
-    step, extra = divmod(size, n)
-    out, pos = [], 0
-    for i in range(n):
-        end = pos + step + (i < extra)
-        out.append((pos, end))
-        pos = end
-    return out
+    return even_ranges(size, n)
 
 
 def rewrite_server_side(
