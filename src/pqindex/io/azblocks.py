@@ -27,7 +27,6 @@ import base64
 import datetime as _dt
 import hashlib
 import hmac
-import os
 import secrets
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -43,7 +42,7 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import Http, Response
+from pqindex.io.restcall import Http, Response, store_settings
 
 __all__ = ["API_VERSION", "MAX_BLOCKS", "MAX_COPY_BLOCK_BYTES", "AzureBlocks", "AzureConfig",
            "BlockNotSupportedError", "azure_config", "blob_sas", "shared_key_signature"]
@@ -87,22 +86,13 @@ class AzureConfig:
 
 
 def _settings(storage_options: Mapping[str, Any] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-
-    def put(raw: str, value: Any) -> None:
-        k = raw.lower()
+    def key(k: str) -> str | None:
         for prefix in ("azure_", "storage_"):
             if k.startswith(prefix) and (k[len(prefix):] in _KEYS or prefix == "azure_"):
                 k = k[len(prefix):]
-        if k in _KEYS:
-            out[_KEYS[k]] = str(value)
+        return _KEYS.get(k)
 
-    for name, value in os.environ.items():
-        if name.upper().startswith("AZURE_"):
-            put(name, value)
-    for k, v in (storage_options or {}).items():
-        put(str(k), v)
-    return out
+    return store_settings("AZURE_", storage_options, key)
 
 
 def _flag(v: str | None) -> bool:

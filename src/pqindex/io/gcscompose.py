@@ -25,7 +25,6 @@ returns None and the caller streams the object through obstore instead.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.parse
@@ -42,7 +41,7 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff
+from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff, store_settings
 
 __all__ = ["MAX_COMPOSE_SOURCES", "GcsCompose", "GcsConfig", "gcs_config", "temp_name"]
 
@@ -110,20 +109,10 @@ class UserToken:
 
 
 def _settings(storage_options: Mapping[str, Any] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
+    def key(k: str) -> str | None:
+        return _KEYS.get(k[len("google_"):] if k.startswith("google_") else k)
 
-    def put(raw: str, value: Any) -> None:
-        k = raw.lower()
-        k = k[len("google_"):] if k.startswith("google_") else k
-        if k in _KEYS:
-            out[_KEYS[k]] = str(value)
-
-    for name, value in os.environ.items():
-        if name.upper().startswith("GOOGLE_"):
-            put(name, value)
-    for k, v in (storage_options or {}).items():
-        put(str(k), v)
-    return out
+    return store_settings("GOOGLE_", storage_options, key)
 
 
 def gcs_config(url: str, storage_options: Mapping[str, Any] | None = None) -> GcsConfig | None:

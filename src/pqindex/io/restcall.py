@@ -12,16 +12,18 @@ the store.
 from __future__ import annotations
 
 import http.client
+import os
 import random
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pqindex.io.errors import StorageError, StorageTimeoutError
 
-__all__ = ["RETRY_STATUS", "Http", "Response", "backoff"]
+__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "store_settings"]
 
 RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 
@@ -110,3 +112,16 @@ class Http:
 
 def backoff(attempt: int) -> None:
     time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+
+
+def store_settings(env_prefix: str, storage_options: Mapping[str, Any] | None,
+                   key: Callable[[str], str | None]) -> dict[str, str]:
+    """``env_prefix*`` environment variables, overridden by the storage options, under
+    the names ``key`` gives their lower-cased names (None: not a setting)."""
+    out: dict[str, str] = {}
+    pairs = [(n, v) for n, v in os.environ.items() if n.upper().startswith(env_prefix)]
+    for raw, value in [*pairs, *((str(k), v) for k, v in (storage_options or {}).items())]:
+        k = key(raw.lower())
+        if k is not None:
+            out[k] = str(value)
+    return out

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import os
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from pqindex.io.errors import StorageError, StorageTimeoutError, ThrottledError, s3_error
-from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff
+from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff, store_settings
 from pqindex.io.s3sign import EMPTY_SHA256, Credentials, sign, uri_encode
 
 __all__ = ["MAX_PARTS", "MAX_PART_BYTES", "MIN_PART_BYTES", "CopyNotSupportedError",
@@ -69,19 +68,11 @@ def _settings(storage_options: Mapping[str, Any] | None) -> dict[str, str]:
     obstore's key names without the ``aws_`` prefix."""
     from pqindex.io.objstore import _ALIASES
 
-    out: dict[str, str] = {}
+    def key(k: str) -> str:
+        k = k[4:] if k.startswith("aws_") else k
+        return _ALIASES.get(k, k)
 
-    def put(raw: str, value: Any) -> None:
-        key = raw.lower()
-        key = key[4:] if key.startswith("aws_") else key
-        out[_ALIASES.get(key, key)] = str(value)
-
-    for name, value in os.environ.items():
-        if name.upper().startswith("AWS_"):
-            put(name, value)
-    for k, v in (storage_options or {}).items():
-        put(str(k), v)
-    return out
+    return store_settings("AWS_", storage_options, key)
 
 
 def _flag(value: str | None) -> bool:

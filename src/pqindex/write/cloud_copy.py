@@ -35,7 +35,6 @@ import base64
 import functools
 import warnings
 from collections.abc import Callable, Mapping
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from pqindex.io.azblocks import (
@@ -50,7 +49,7 @@ from pqindex.io.azblocks import (
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.gcscompose import GcsCompose, gcs_config, temp_name
 from pqindex.io.source import ByteSource
-from pqindex.write.remote import RemoteRewrite, even_ranges
+from pqindex.write.remote import RemoteRewrite, even_ranges, run_all
 from pqindex.write.tail import RewriteResult
 
 __all__ = ["COPY_BLOCK_BYTES", "COPY_CONCURRENCY", "AzurePlan", "GcsPlan", "ServerPlan",
@@ -235,7 +234,7 @@ class AzurePlan:
                 for i, (start, end) in zip(ids, ranges, strict=False)]
             jobs.append(functools.partial(c.put_block, blob, ids[-1], tail_bytes))
             try:
-                _all(jobs)
+                run_all(jobs, COPY_CONCURRENCY)
             except BlockNotSupportedError:
                 return None  # nothing committed: the staged blocks are discarded
             blocks = [("Uncommitted", b) for b in ids]
@@ -247,17 +246,3 @@ class AzurePlan:
         kept = base if self.keep_whole else copied
         return RemoteRewrite(done, uploaded=len(tail_bytes), copied_server_side=kept,
                              parts=len(blocks))
-
-
-def _all(jobs: list[Callable[[], None]]) -> None:
-    """Run ``jobs`` concurrently; the first failure cancels what has not started
-    and is raised."""
-    with ThreadPoolExecutor(min(COPY_CONCURRENCY, len(jobs)),
-                            thread_name_prefix="pqindex-copy") as pool:
-        futures: list[Future[None]] = [pool.submit(j) for j in jobs]
-        finished, _pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in finished:
-            err = f.exception()
-            if err is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise err

@@ -27,9 +27,10 @@ from __future__ import annotations
 import queue
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,8 +41,19 @@ from pqindex.io.errors import ObjectChangedError, StorageError, translate
 from pqindex.io.source import ByteSource, IOStats
 from pqindex.write.tail import RewriteResult, Tail, _build, data_end
 
-__all__ = ["PART_BYTES", "SMALL_OBJECT_BYTES", "Upload", "build_tail", "even_ranges", "is_remote",
-           "rewrite_remote", "write_parquet_remote"]
+__all__ = [
+    "PART_BYTES",
+    "SMALL_OBJECT_BYTES",
+    "Upload",
+    "build_tail",
+    "even_ranges",
+    "is_remote",
+    "rewrite_remote",
+    "run_all",
+    "write_parquet_remote",
+]
+
+T = TypeVar("T")
 
 PART_BYTES = 8 << 20  # parts handed to the store; S3's minimum is 5 MiB
 SMALL_OBJECT_BYTES = 16 << 20  # rewritten with one conditional PUT at or under this
@@ -58,6 +70,21 @@ def even_ranges(size: int, n: int) -> list[tuple[int, int]]:
         out.append((pos, end))
         pos = end
     return out
+
+
+def run_all(jobs: Sequence[Callable[[], T]], workers: int) -> list[T]:
+    """The jobs' results, in order, run ``workers`` at a time (server-side copies);
+    the first failure cancels what has not started and is raised."""
+    with ThreadPoolExecutor(min(workers, len(jobs)) or 1,
+                            thread_name_prefix="pqindex-copy") as pool:
+        futures: list[Future[T]] = [pool.submit(j) for j in jobs]
+        finished, _pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in finished:
+            err = f.exception()
+            if err is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise err
+    return [f.result() for f in futures]
 
 
 def is_remote(path: str) -> bool:

@@ -19,9 +19,9 @@ with, or a store that answers NotImplemented take ``write.remote.rewrite_remote`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from pqindex.errors import PqIndexError, UserInputError
@@ -57,6 +57,7 @@ from pqindex.write.remote import (
     even_ranges,
     is_remote,
     rewrite_remote,
+    run_all,
     spliced,
 )
 from pqindex.write.tail import RewriteResult, Tail, region_locator
@@ -247,21 +248,13 @@ def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tupl
                 ) -> list[tuple[int, str]]:
     """Copy ``ranges`` as parts 1..n and upload the tail as part n+1, concurrently;
     the first failure cancels what has not started and is raised."""
-    futures: dict[Future[str], int] = {}
-    with ThreadPoolExecutor(min(COPY_CONCURRENCY, len(ranges) + 1),
-                            thread_name_prefix="pqindex-copy") as pool:
-        last = len(ranges) + 1
-        futures[pool.submit(client.upload_part, key, upload_id, last, tail_bytes)] = last
-        for i, (start, end) in enumerate(ranges, 1):
-            futures[pool.submit(client.copy_part, key, upload_id, i, key, start, end,
-                                if_match=etag, version=version)] = i
-        finished, _pending = wait(futures, return_when=FIRST_EXCEPTION)
-        for f in finished:
-            err = f.exception()
-            if err is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise err
-    return sorted((n, f.result()) for f, n in futures.items())
+    last = len(ranges) + 1
+    jobs = [functools.partial(client.upload_part, key, upload_id, last, tail_bytes)]
+    jobs += [functools.partial(client.copy_part, key, upload_id, i, key, start, end,
+                               if_match=etag, version=version)
+             for i, (start, end) in enumerate(ranges, 1)]
+    tail_etag, *etags = run_all(jobs, COPY_CONCURRENCY)
+    return [*enumerate(etags, 1), (last, tail_etag)]
 
 
 def add_indexes_remote(
