@@ -339,6 +339,12 @@ class Dataset:
     def _partition_type(self, key: str) -> pa.DataType:
         return pa.int64() if self.discovery.partition_types.get(key) == "int64" else pa.string()
 
+    @property
+    def partition_types(self) -> dict[str, pa.DataType]:
+        """The Arrow type of each hive partition column (a key that is also a file
+        column is not one); opens the first file when none is open yet."""
+        return {k: self._partition_type(k) for k in self._partition_keys}
+
     def _bound_schema(self, pf: ParquetFile) -> Schema:
         """The file's leaves plus one synthetic leaf per partition column."""
         extra = []
@@ -452,7 +458,7 @@ class Dataset:
             files=entries,
             fields=tuple(plans.fields),
             schema=plans.schema,
-            partition_types={k: self._partition_type(k) for k in self._partition_keys},
+            partition_types=self.partition_types,
             scan_options=self.scan_options,
             report=plans.report,
             source=_Made(self, columns, expr, plans),
@@ -618,7 +624,7 @@ class Scan:
         def ptypes() -> dict[str, pa.DataType]:
             # The partition columns need the first file's footer: asked once planning runs.
             if not known:
-                known.append({k: ds._partition_type(k) for k in ds._partition_keys})
+                known.append(ds.partition_types)
             return known[0]
 
         def run_counted(item: Any, fields: Sequence[str] | None) -> Results:
