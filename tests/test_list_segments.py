@@ -10,8 +10,10 @@ manifest does not match are planned from their footers).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import types
 import urllib.parse
 from collections import Counter
 from typing import Any
@@ -108,7 +110,7 @@ def _listed(ep: S3Endpoint, url: str, stats: IOStats) -> list[tuple[str, int]]:
 
 
 def test_segments_list_exactly_in_two_round_trips(
-    s3: S3Endpoint, lake: tuple[str, str]  # noqa: F811
+    s3: S3Endpoint, lake: tuple[str, str], monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
     bucket, prefix = lake
     url = f"s3://{bucket}/{prefix}"
@@ -139,10 +141,21 @@ def test_segments_list_exactly_in_two_round_trips(
     assert len(lists) >= 3 and sum("start-after=" in r.query for r in lists) == len(lists) - 1
     assert stats.requests == len(s3.requests) == len(lists) + 1
     assert stats.round_trips == s3.waves == 2
-    # planned from the manifest: the listing, then the one file that can match
+    # planned from the manifest: the listing, then the one file that can match; the
+    # manifest's JSON is parsed once, for its keys and its entries alike
     metadata_cache().clear()
     s3.reset_log()
     s3.delay = 0.02
+    parsed: list[int] = []
+    real_loads = json.loads
+
+    def counting_loads(data: Any, **kw: Any) -> Any:
+        parsed.append(len(data))
+        return real_loads(data, **kw)
+
+    manifest_module = importlib.import_module("pqindex.dataset.manifest")
+    monkeypatch.setattr(manifest_module, "json",
+                        types.SimpleNamespace(loads=counting_loads, dumps=json.dumps))
     try:
         scan = pqindex.dataset(url, storage_options=s3.storage_options()).scan(
             where="id = 5001")
@@ -151,6 +164,8 @@ def test_segments_list_exactly_in_two_round_trips(
         s3.delay = 0.0
     assert {r.path for r in s3.requests if r.path.endswith(".parquet")} == {
         f"/{bucket}/{prefix}/f02500.parquet"}
+    monkeypatch.undo()
+    assert len(parsed) == 1  # (without the hand-over: 2)
     assert scan.report.requests == len(s3.requests) == len(lists) + 2
     assert scan.report.round_trips == s3.waves == 3
 
