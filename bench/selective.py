@@ -740,6 +740,23 @@ class LowerBound:
     whole_rgs: tuple[int, ...] = ()
 
 
+# Columns the indexed variant gives page-level embedded indexes (`pqindex index
+# --bloom user_id --distinct category`, scopes row_group,page).
+_PAGE_INDEXED = ("category", "user_id")
+
+
+def _dictionary_encoded(path: Path, offset: int) -> bool:
+    """Whether the data page at ``offset`` holds dictionary indices (its header says)."""
+    from pqindex.format.structs import PageHeader
+    from pqindex.format.thrift import decode
+
+    with open(path, "rb") as f:
+        f.seek(offset)
+        ph, _ = decode(PageHeader, f.read(4096))
+    h = ph.data_page_header or ph.data_page_header_v2
+    return h is not None and h.encoding in (2, 8)  # PLAIN_DICTIONARY, RLE_DICTIONARY
+
+
 def least_bytes(path: Path, q: Query) -> LowerBound:
     """The fewest bytes any reader could read to answer ``q`` with this file's indexes.
 
@@ -749,7 +766,8 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
     is dictionary-encoded and the value is not in the row group), its
     ColumnIndex (+ OffsetIndex + dictionary + the pages whose min/max admit the
     value), or the whole chunk. Where rows match, each other projected column
-    adds its OffsetIndex and the pages holding those rows. Page bounds are
+    adds its OffsetIndex and the pages holding those rows, with the chunk's dictionary
+    page when one of those pages is dictionary-encoded. Page bounds are
     recomputed from the data (pyarrow writes exact, untruncated min/max); page
     locations come from the file's OffsetIndex.
     """
@@ -795,13 +813,25 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
             matched = np.flatnonzero(q.mask(values))
             ci_len = cc.column_index_length or 0
             oi_len = cc.offset_index_length or 0
-            via_ci = ci_len + (oi_len + max(dict_bytes, 0)
+            # The dictionary page only where a candidate page is dictionary-encoded.
+            cand_dict = max(dict_bytes, 0) if any(
+                _dictionary_encoded(path, locs[p].offset or 0) for p in cand) else 0
+            via_ci = ci_len + (oi_len + cand_dict
                                + sum(locs[p].compressed_page_size or 0 for p in cand)
                                if cand else 0)
             options = [("column index", via_ci, ci_len, via_ci - ci_len),
                        ("whole chunk", chunk_bytes, 0, chunk_bytes)]
             if matched.size == 0 and dict_bytes > 0 and pf.all_dictionary_encoded(rg, pc_idx):
                 options.append(("dictionary", dict_bytes, 0, dict_bytes))
+            if VARIANT == "indexed" and q.column in _PAGE_INDEXED:
+                # A page-level embedded index at its best: only the pages holding
+                # matches (and their dictionary), its own bytes not counted.
+                hit = np.unique(np.searchsorted(firsts, matched, side="right") - 1)
+                exact = sum(locs[p].compressed_page_size or 0 for p in hit)
+                if any(_dictionary_encoded(path, locs[p].offset or 0) for p in hit):
+                    exact += max(dict_bytes, 0)
+                options.append(("embedded index", exact + (oi_len if hit.size else 0),
+                                0, exact))
             if matched.size:
                 options = [o for o in options if o[0] != "dictionary"]
             best = min(options, key=lambda o: o[1])
@@ -812,6 +842,9 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
                 idx_part = ci_len + (oi_len if cand else 0)
                 index += idx_part
                 data += best[1] - idx_part
+            elif best[0] == "embedded index":
+                index += best[1] - best[3]
+                data += best[3]
             else:
                 data += best[1]
             if matched.size:
@@ -825,7 +858,14 @@ def least_bytes(path: Path, q: Query) -> LowerBound:
                     pages = np.unique(np.searchsorted(cf, matched, side="right") - 1)
                     index += pf.column_chunk(rg, c).offset_index_length or 0
                     data += sum(cl[p].compressed_page_size or 0 for p in pages)
-        how = "footer + page-index entries + pages (per row group: cheapest of dictionary / column index / whole chunk)"
+                    # A dictionary-encoded page cannot be decoded without its
+                    # chunk's dictionary page: any reader reads that too.
+                    if any(_dictionary_encoded(path, cl[p].offset or 0) for p in pages):
+                        cm = pf.column_meta(rg, c)
+                        data += (cl[0].offset or 0) - (cm.dictionary_page_offset or 0) if (
+                            cm.dictionary_page_offset) else 0
+        how = ("footer + page-index entries + pages (per row group: cheapest of dictionary / "
+               "column index / whole chunk / a perfect embedded page index where the file has one)")
         return LowerBound(footer + index + data, footer, index, data, how, tuple(whole_rgs))
 
 
