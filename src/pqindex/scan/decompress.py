@@ -13,9 +13,11 @@ are decompressed one by one.
 Other parts, and all parts of a batch whose call fails, are decompressed one by
 one, so an error comes from the page that has it, as it did before batching.
 
-Other codecs are decompressed page by page: snappy's call costs ~1 µs, LZ4 raw
-blocks cannot be concatenated, and a gzip member's end is only known by inflating
-it (a slice could not be proved to be its page's without checksumming it again).
+Other codecs are decompressed page by page: snappy's call costs ~1 µs and LZ4 raw
+blocks cannot be concatenated. Arrow's gzip codec does read concatenated members,
+but its call costs ~3 µs against ~65 µs of inflating a 15 KB page (50 such pages:
+3.19 ms joined, 3.36 ms one by one), and a member's end is only known by inflating
+it: proving each slice its page's would take a CRC32 per page (0.31 ms for those 50).
 """
 
 from __future__ import annotations
