@@ -297,9 +297,9 @@ class _Stored:
     ph: PageHeader
     end: int  # where the next page starts
     rows: int  # values of a data page (rows: flat leaves only), entries of a dictionary
-    part: bytes | memoryview  # the compressed part (a v2 page's values; stored as is
-    size: int  # when not compressed), and its size decompressed
-    compressed: bool
+    part: bytes | memoryview  # the compressed data (a v2 page: its values)
+    size: int  # ``part`` decompressed
+    compressed: bool  # False: a v2 page's values stored as they are
     levels: bytes | memoryview  # a v2 page's definition levels (stored uncompressed)
 
     @property
