@@ -40,6 +40,9 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
+from pqindex.scan.decompress import BATCH_BYTES, decompress_many
+from pqindex.scan.decompress import CODECS as _CODECS
+from pqindex.scan.decompress import decompress as _decompress
 from pqindex.scan.hybrid import (
     _runs,
     _varint,
@@ -66,13 +69,6 @@ __all__ = [
     "worth_matching",
 ]
 
-_CODECS = {
-    Codec.SNAPPY: "snappy",
-    Codec.GZIP: "gzip",
-    Codec.BROTLI: "brotli",
-    Codec.ZSTD: "zstd",
-    Codec.LZ4_RAW: "lz4_raw",
-}
 _DICT_ENCODINGS = (Encoding.PLAIN_DICTIONARY, Encoding.RLE_DICTIONARY)
 _NUMPY: dict[int, np.dtype[Any]] = {
     PhysicalType.INT32: np.dtype("<i4"),
@@ -220,13 +216,6 @@ def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) 
 # ---------------------------------------------------------------- pages
 
 
-def _decompress(data: bytes | memoryview, codec: int, size: int) -> Any:
-    if codec == Codec.UNCOMPRESSED:
-        return data
-    return pa.decompress(data, decompressed_size=size, codec=_CODECS[Codec(codec)],
-                         asbytes=False)
-
-
 def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
     # The thrift decoder copies what it is given: hand it a small window first.
     window = 512
@@ -301,30 +290,69 @@ def _levels(data: bytes, n: int) -> np.ndarray | None:
     return decode_hybrid(data, 0, len(data), 1, n)
 
 
-def _read_page(
-    raw: bytes | memoryview, pos: int, codec: int, optional: bool, first: int
-) -> tuple[_Page | _Dictionary | None, int]:
-    """The page at ``raw[pos:]``, decompressed (None for an index page), and where the
-    next page starts. ``first`` is the row the page starts at."""
+@dataclasses.dataclass
+class _Stored:
+    """A page's header read, its data not yet decompressed."""
+
+    ph: PageHeader
+    end: int  # where the next page starts
+    rows: int  # values of a data page (rows: flat leaves only), entries of a dictionary
+    part: bytes | memoryview  # the compressed data (a v2 page: its values)
+    size: int  # ``part`` decompressed
+    compressed: bool  # False: a v2 page's values stored as they are
+    levels: bytes | memoryview  # a v2 page's definition levels (stored uncompressed)
+
+    @property
+    def dictionary_encoded(self) -> bool:
+        h = self.ph.data_page_header or self.ph.data_page_header_v2
+        return h is not None and h.encoding in _DICT_ENCODINGS
+
+
+def _stored(raw: bytes | memoryview, pos: int) -> _Stored | int:
+    """The page at ``raw[pos:]``, undecompressed; for an index page, where the next
+    page starts."""
     ph, start = _header(raw, pos)
     size = ph.compressed_page_size or 0
     end = start + size
-    if size < 0 or end > len(raw) or (ph.uncompressed_page_size or 0) < 0:
+    full = ph.uncompressed_page_size or 0
+    if size < 0 or end > len(raw) or full < 0:
         raise _Fallback
-    levels = None
     if ph.type == PageType.DICTIONARY_PAGE:
         dh = ph.dictionary_page_header
         if dh is None or dh.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
             raise _Fallback
-        data = _decompress(raw[start:end], codec, ph.uncompressed_page_size or 0)
-        return _Dictionary(data, dh.num_values or 0), end
+        return _Stored(ph, end, dh.num_values or 0, raw[start:end], full, True, b"")
     if ph.type == PageType.DATA_PAGE:
         h = ph.data_page_header
         if h is None:
             raise _Fallback
-        n = h.num_values or 0
+        return _Stored(ph, end, h.num_values or 0, raw[start:end], full, True, b"")
+    if ph.type == PageType.DATA_PAGE_V2:
+        h2 = ph.data_page_header_v2
+        if h2 is None:
+            raise _Fallback
+        rep = h2.repetition_levels_byte_length or 0
+        dl = h2.definition_levels_byte_length or 0
+        if rep or dl < 0 or dl > size:
+            raise _Fallback
+        return _Stored(ph, end, h2.num_values or 0, raw[start + dl : end], full - dl,
+                       h2.is_compressed is not False, raw[start : start + dl])
+    return end  # index pages: nothing to decode
+
+
+def _decoded(s: _Stored, data: Any, optional: bool, first: int) -> _Page | _Dictionary:
+    """The page ``s`` given its decompressed part ``data``. ``first`` is the row the
+    page starts at."""
+    ph = s.ph
+    n = s.rows
+    levels = None
+    if ph.type == PageType.DICTIONARY_PAGE:
+        return _Dictionary(data, n)
+    if ph.type == PageType.DATA_PAGE:
+        h = ph.data_page_header
+        assert h is not None
         encoding = h.encoding
-        page = memoryview(_decompress(raw[start:end], codec, ph.uncompressed_page_size or 0))
+        page = memoryview(data)
         vpos = 0
         if optional:
             if h.definition_level_encoding != Encoding.RLE or len(page) < 4:
@@ -335,25 +363,13 @@ def _read_page(
             levels = _levels(bytes(page[4 : 4 + ln]), n)
             vpos = 4 + ln
         body = page[vpos:]
-    elif ph.type == PageType.DATA_PAGE_V2:
-        h2 = ph.data_page_header_v2
-        if h2 is None:
-            raise _Fallback
-        n = h2.num_values or 0
-        encoding = h2.encoding
-        rep = h2.repetition_levels_byte_length or 0
-        dl = h2.definition_levels_byte_length or 0
-        if rep or dl < 0 or dl > size:
-            raise _Fallback
-        if optional and h2.num_nulls != 0:
-            levels = _levels(bytes(raw[start : start + dl]), n)
-        rest = raw[start + dl : end]
-        body = memoryview(
-            _decompress(rest, codec, (ph.uncompressed_page_size or 0) - dl)
-            if h2.is_compressed is not False else rest
-        )
     else:
-        return None, end  # index pages: nothing to decode
+        h2 = ph.data_page_header_v2
+        assert h2 is not None
+        encoding = h2.encoding
+        if optional and h2.num_nulls != 0:
+            levels = _levels(bytes(s.levels), n)
+        body = memoryview(data)
     if n <= 0:
         raise _Fallback
     if encoding in _DICT_ENCODINGS:
@@ -363,7 +379,50 @@ def _read_page(
         raise _Fallback
     valid = None if levels is None or bool(levels.all()) else levels.astype(np.bool_)
     present = n if valid is None else int(np.count_nonzero(valid))
-    return _Page(first, n, valid, present, encoding in _DICT_ENCODINGS, body), end
+    return _Page(first, n, valid, present, encoding in _DICT_ENCODINGS, body)
+
+
+def _decompressed(codec: int, stored: Sequence[_Stored]) -> list[Any]:
+    """The pages' parts decompressed (several zstd pages in one call)."""
+    parts = [(s.part, s.size) for s in stored if s.compressed]
+    it = iter(decompress_many(codec, parts))
+    return [next(it) if s.compressed else s.part for s in stored]
+
+
+def _read_page(
+    raw: bytes | memoryview, pos: int, codec: int, optional: bool, first: int
+) -> tuple[_Page | _Dictionary | None, int]:
+    """The page at ``raw[pos:]``, decompressed (None for an index page), and where the
+    next page starts. ``first`` is the row the page starts at."""
+    s = _stored(raw, pos)
+    if isinstance(s, int):
+        return None, s
+    data = _decompress(s.part, codec, s.size) if s.compressed else s.part
+    return _decoded(s, data, optional, first), s.end
+
+
+def _decoded_pages(
+    codec: int, optional: bool, stored: Iterable[tuple[_Stored, int]]
+) -> Iterator[_Page | _Dictionary]:
+    """Pages ``(page, row it starts at)`` decoded in order, decompressed together up
+    to BATCH_BYTES at a time."""
+    batch: list[tuple[_Stored, int]] = []
+    size = 0
+    for item in stored:
+        batch.append(item)
+        size += item[0].size
+        if size >= BATCH_BYTES:
+            yield from _decoded_batch(codec, optional, batch)
+            batch, size = [], 0
+    yield from _decoded_batch(codec, optional, batch)
+
+
+def _decoded_batch(
+    codec: int, optional: bool, batch: list[tuple[_Stored, int]]
+) -> Iterator[_Page | _Dictionary]:
+    data = _decompressed(codec, [s for s, _ in batch])
+    for (s, first), d in zip(batch, data, strict=True):
+        yield _decoded(s, d, optional, first)
 
 
 def _walk(
@@ -371,27 +430,33 @@ def _walk(
 ) -> Iterator[_Page | _Dictionary]:
     """The chunk's dictionary page (first, if any) and data pages, decompressed."""
     meta = pf.column_meta(rg, col)
-    codec = meta.codec or 0
     optional = pf.leaf(col).max_definition_level == 1
-    total = meta.num_values or 0
+    return _decoded_pages(meta.codec or 0, optional, _chunk_pages(meta.num_values or 0, raw))
+
+
+def _chunk_pages(total: int, raw: bytes | memoryview) -> Iterator[tuple[_Stored, int]]:
+    """The chunk's pages, undecompressed, and the row each starts at."""
     seen_dictionary = False
     rows = 0
     pos = 0
     while rows < total:
         if pos >= len(raw):
             raise _Fallback
-        item, pos = _read_page(raw, pos, codec, optional, rows)
-        if isinstance(item, _Dictionary):
+        s = _stored(raw, pos)
+        if isinstance(s, int):
+            pos = s  # an index page
+            continue
+        pos = s.end
+        if s.ph.type == PageType.DICTIONARY_PAGE:
             if seen_dictionary or rows:
                 raise _Fallback
             seen_dictionary = True
-        elif isinstance(item, _Page):
-            if rows + item.rows > total or (item.dictionary and not seen_dictionary):
-                raise _Fallback
-            rows += item.rows
-        else:
+            yield s, 0
             continue
-        yield item
+        if rows + s.rows > total or (s.dictionary_encoded and not seen_dictionary):
+            raise _Fallback
+        yield s, rows
+        rows += s.rows
     if rows != total:
         raise _Fallback
 
@@ -640,27 +705,26 @@ def _selected(
         raise _Fallback
     locs = oi.page_locations
     meta = pf.column_meta(rg, col)
-    codec = meta.codec or 0
     optional = pf.leaf(col).max_definition_level == 1
     start = chunk_range(meta)[0]
     first = locs[0].offset or 0
-    has_dictionary = False
+    stored: list[tuple[_Stored, int]] = []
     if first > start:
-        item, _ = _read_page(fetch(start, first - start), 0, codec, optional, 0)
-        if not isinstance(item, _Dictionary):
+        d = _stored(fetch(start, first - start), 0)
+        if isinstance(d, int) or d.ph.type != PageType.DICTIONARY_PAGE:
             raise _Fallback
-        has_dictionary = True
-        yield item
+        stored.append((d, 0))
+    has_dictionary = bool(stored)
     page_rows = pf.page_rows(rg, col) or []
     for p in pages:
         loc = locs[p]
         size = loc.compressed_page_size or 0
-        raw = fetch(loc.offset or 0, size)
-        page, end = _read_page(raw, 0, codec, optional, loc.first_row_index or 0)
-        if (not isinstance(page, _Page) or end != size or page.rows != page_rows[p]
-                or (page.dictionary and not has_dictionary)):
+        s = _stored(fetch(loc.offset or 0, size), 0)
+        if (isinstance(s, int) or s.ph.type == PageType.DICTIONARY_PAGE or s.end != size
+                or s.rows != page_rows[p] or (s.dictionary_encoded and not has_dictionary)):
             raise _Fallback
-        yield page
+        stored.append((s, loc.first_row_index or 0))
+    return _decoded_pages(meta.codec or 0, optional, stored)
 
 
 def matching_page_rows(
@@ -819,13 +883,17 @@ def decode_pages(
         values: list[np.ndarray] = []
         valid: list[np.ndarray | None] = []
         page_rows = pf.page_rows(rg, col) or []
-        for i, p in enumerate(pages):
+        stored: list[tuple[_Stored, int]] = []
+        for p in pages:
             loc = locs[p]
-            off, size = loc.offset or 0, loc.compressed_page_size or 0
-            raw = fetch(off, size)
-            item, end = _read_page(raw, 0, codec, optional, 0)
-            if not isinstance(item, _Page) or end != size or item.rows != page_rows[p]:
+            size = loc.compressed_page_size or 0
+            s = _stored(fetch(loc.offset or 0, size), 0)
+            if (isinstance(s, int) or s.ph.type == PageType.DICTIONARY_PAGE
+                    or s.end != size or s.rows != page_rows[p]):
                 raise _Fallback
+            stored.append((s, 0))
+        for i, item in enumerate(_decoded_pages(codec, optional, stored)):
+            assert isinstance(item, _Page)
             d = dictionary() if item.dictionary else None
             v, m = (_page_values(item, dtype, d) if at is None
                     else _page_values_at(item, dtype, d, at[i]))
