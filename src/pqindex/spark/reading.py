@@ -540,7 +540,10 @@ def _driver_read(spark: Any, ds: Any, dplan: Any, read_schema: Any) -> Any:
     from pqindex.spark.reader import as_spark, spark_arrow_schema
 
     target = spark_arrow_schema(read_schema)
-    batches = [as_spark(b, target) for b in ds.scan(plan=dplan).to_batches()]
+    # to_table, not to_batches: files and row groups decode on the pool (a lookup's kept
+    # row groups side by side); a plan this small is held whole anyway (arrow_frame).
+    table = ds.scan(plan=dplan).to_table()
+    batches = [as_spark(b, target) for b in table.to_batches()]
     return arrow_frame(spark, batches, target, read_schema)
 
 
