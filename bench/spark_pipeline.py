@@ -32,13 +32,14 @@ copy of src/pqindex taken at the start. Writes the section between
 
 ``--engines``: the same four queries on the pipeline's output (written once when
 missing; besides the demo's indexes an embedded page-scope Bloom index on
-``l_orderkey``, unless ``--demo-lake``), read with ``pqindex.spark.read(..., engine=)`` for ``native`` (Spark's
-reader on the files pqindex keeps), ``pqindex`` (the "pqindex" data source: tasks
-read only the pages the plan keeps) and ``auto``; one warm-up each, then ``--runs``
-rounds in rotating order; medians of time and of bytes read by the whole process
-tree (driver, JVM, Python workers: ``rchar``). Targets: ``auto`` <= 1.0x the better
-of the other two on every query; the order-key lookup with ``pqindex`` <= 0.5x
-``native``. Writes ``<!-- spark-engines:start -->`` ... ``:end -->``.
+``l_orderkey``, unless ``--demo-lake``), read with ``pqindex.spark.read(...,
+engine=)`` for ``native`` (Spark's reader on the files pqindex keeps), ``pqindex``
+(the "pqindex" data source: tasks read only the pages the plan keeps) and ``auto``;
+one warm-up each, then ``--runs`` rounds (``ENGINE_ORDERS``, GC before each run);
+medians of time and of bytes read by the whole process tree (driver, JVM, Python
+workers: ``rchar``). Targets: ``auto`` <= 1.0x the better of the other two on every
+query; the order-key lookup with ``pqindex`` <= 0.5x ``native``. Writes
+``<!-- spark-engines:start -->`` ... ``:end -->``.
 """
 
 from __future__ import annotations
@@ -364,6 +365,24 @@ def tree_rchar(root: int) -> int:
     return total
 
 
+# The orders of a round: every engine runs first, second and third equally often, and
+# after each other engine equally often (a Williams design over 6 rounds). A plain
+# rotation (N P A, P A N, A N P) ran auto right after pqindex 6 rounds in 9 and native
+# after it 2 in 9, and a pqindex run handing 100k rows to the JVM leaves garbage that
+# the next run collects.
+ENGINE_ORDERS = (("native", "pqindex", "auto"), ("pqindex", "auto", "native"),
+                 ("auto", "native", "pqindex"), ("native", "auto", "pqindex"),
+                 ("pqindex", "native", "auto"), ("auto", "pqindex", "native"))
+
+
+def settle(spark: Any) -> None:
+    """Garbage of the previous run collected (driver and JVM) before the next is timed."""
+    import gc
+
+    gc.collect()
+    spark.sparkContext._jvm.System.gc()
+
+
 def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
     import pqindex.spark
 
@@ -379,8 +398,8 @@ def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
             run(e)  # warm-up
         meas: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
         for i in range(runs):
-            order = ENGINES[i % 3:] + ENGINES[:i % 3]
-            for e in order:
+            for e in ENGINE_ORDERS[i % len(ENGINE_ORDERS)]:
+                settle(spark)
                 r = timed(lambda e=e: run(e))  # type: ignore[misc]
                 meas[e].append({"s": r["s"], "others": r["others"], **r["out"]})
         counts = {e: pqindex.spark.read(spark, str(dir_b), where=where, columns=cols,
@@ -427,7 +446,10 @@ def render_engines(info: dict[str, Any]) -> str:
         f"reader when the plan keeps at most {AUTO_THRESHOLD_BYTES / 2**10:g} KiB, else "
         f"native. Bytes: growth of "
         f"`rchar` (/proc/<pid>/io) summed over the driver, the JVM and its Python workers. "
-        f"One warm-up per engine, then {info['runs']} rounds in rotating order; medians.")
+        f"One warm-up per engine, then {info['runs']} rounds, the engines' order cycling "
+        f"through the 6 orders of a Williams design (each engine first, second, third and "
+        f"after each other one equally often), the garbage of the driver and the JVM "
+        f"collected before each timed run; medians.")
     L.append("")
     L.append("| query | rows | kept by plan | native ms | pqindex ms (where) | auto ms (→ engine) "
              "| native MiB | pqindex MiB | auto MiB | auto / best | auto / best, paired "
