@@ -31,13 +31,15 @@ copy of src/pqindex taken at the start. Writes the section between
 ``<!-- spark:start -->`` and ``<!-- spark:end -->`` of docs/benchmarks.md.
 
 ``--engines``: the same four queries on the pipeline's output (written once when
-missing), read with ``pqindex.spark.read(..., engine=)`` for ``native`` (Spark's
-reader on the files pqindex keeps), ``pqindex`` (the "pqindex" data source: tasks
-read only the pages the plan keeps) and ``auto``; one warm-up each, then ``--runs``
-rounds in rotating order; medians of time and of bytes read by the whole process
-tree (driver, JVM, Python workers: ``rchar``). Targets: ``auto`` <= 1.0x the better
-of the other two on every query; the order-key lookup with ``pqindex`` <= 0.5x
-``native``. Writes ``<!-- spark-engines:start -->`` ... ``:end -->``.
+missing; besides the demo's indexes an embedded page-scope Bloom index on
+``l_orderkey``, unless ``--demo-lake``), read with ``pqindex.spark.read(...,
+engine=)`` for ``native`` (Spark's reader on the files pqindex keeps), ``pqindex``
+(the "pqindex" data source: tasks read only the pages the plan keeps) and ``auto``;
+one warm-up each, then ``--runs`` rounds (``ENGINE_ORDERS``, GC before each run);
+medians of time and of bytes read by the whole process tree (driver, JVM, Python
+workers: ``rchar``). Targets: ``auto`` <= 1.0x the better of the other two on every
+query; the order-key lookup with ``pqindex`` <= 0.5x ``native``. Writes
+``<!-- spark-engines:start -->`` ... ``:end -->``.
 """
 
 from __future__ import annotations
@@ -363,6 +365,24 @@ def tree_rchar(root: int) -> int:
     return total
 
 
+# The orders of a round: every engine runs first, second and third equally often, and
+# after each other engine equally often (a Williams design over 6 rounds). A plain
+# rotation (N P A, P A N, A N P) ran auto right after pqindex 6 rounds in 9 and native
+# after it 2 in 9, and a pqindex run handing 100k rows to the JVM leaves garbage that
+# the next run collects.
+ENGINE_ORDERS = (("native", "pqindex", "auto"), ("pqindex", "auto", "native"),
+                 ("auto", "native", "pqindex"), ("native", "auto", "pqindex"),
+                 ("pqindex", "native", "auto"), ("auto", "pqindex", "native"))
+
+
+def settle(spark: Any) -> None:
+    """Garbage of the previous run collected (driver and JVM) before the next is timed."""
+    import gc
+
+    gc.collect()
+    spark.sparkContext._jvm.System.gc()
+
+
 def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
     import pqindex.spark
 
@@ -378,8 +398,8 @@ def bench_engines(spark: Any, dir_b: Path, runs: int) -> list[dict[str, Any]]:
             run(e)  # warm-up
         meas: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
         for i in range(runs):
-            order = ENGINES[i % 3:] + ENGINES[:i % 3]
-            for e in order:
+            for e in ENGINE_ORDERS[i % len(ENGINE_ORDERS)]:
+                settle(spark)
                 r = timed(lambda e=e: run(e))  # type: ignore[misc]
                 meas[e].append({"s": r["s"], "others": r["others"], **r["out"]})
         counts = {e: pqindex.spark.read(spark, str(dir_b), where=where, columns=cols,
@@ -414,7 +434,10 @@ def render_engines(info: dict[str, Any]) -> str:
     L.append(
         f"Data: the pipeline's output for TPC-H `lineitem` sf {info['scale']:g} "
         f"({info['facts']['files']} files, {info['facts']['bytes'] / 2**20:,.1f} MiB; sorted on "
-        f"`l_shipdate`, Bloom on `l_orderkey`, distinct index on `l_shipmode`). Every query: "
+        f"`l_shipdate`, Parquet Bloom filters on `l_orderkey`, distinct index on `l_shipmode`"
+        + ("" if info.get("lake") == "demo" else
+           "; an embedded page-scope Bloom index on `l_orderkey`, `bloom_scope=\"page\"`")
+        + "). Every query: "
         f"`pqindex.spark.read(spark, lake, where=w, columns=cols, engine=e)` run to Spark's "
         f"`noop` sink, planning included. *native*: Spark's Parquet reader on the files "
         f"pqindex keeps; *pqindex*: pqindex's reader, on the driver when the plan keeps at "
@@ -423,7 +446,10 @@ def render_engines(info: dict[str, Any]) -> str:
         f"reader when the plan keeps at most {AUTO_THRESHOLD_BYTES / 2**10:g} KiB, else "
         f"native. Bytes: growth of "
         f"`rchar` (/proc/<pid>/io) summed over the driver, the JVM and its Python workers. "
-        f"One warm-up per engine, then {info['runs']} rounds in rotating order; medians.")
+        f"One warm-up per engine, then {info['runs']} rounds, the engines' order cycling "
+        f"through the 6 orders of a Williams design (each engine first, second, third and "
+        f"after each other one equally often), the garbage of the driver and the JVM "
+        f"collected before each timed run; medians.")
     L.append("")
     L.append("| query | rows | kept by plan | native ms | pqindex ms (where) | auto ms (→ engine) "
              "| native MiB | pqindex MiB | auto MiB | auto / best | auto / best, paired "
@@ -484,6 +510,20 @@ def write_engines_section(section: str) -> None:
     DOC.write_text(text)
 
 
+def engines_lake(args: Any) -> tuple[Path, dict[str, Any]]:
+    """The lake the engines are compared on, and its write options besides sort and
+    Parquet Bloom: the demo's (a distinct index on ``l_shipmode``) with ``--demo-lake``;
+    by default also an embedded page-scope Bloom index on ``l_orderkey``, so that
+    pqindex narrows the order-key lookup to pages (the data is sorted by ship date:
+    no page statistics of ``l_orderkey`` can)."""
+    if args.demo_lake:
+        return (args.out / f"spark-sf{args.scale:g}-pqindex",
+                {"indexes": {"distinct": ["l_shipmode"]}})
+    return (args.out / f"spark-sf{args.scale:g}-pqindex-pagebloom",
+            {"indexes": {"distinct": ["l_shipmode"], "bloom": ["l_orderkey"]},
+             "bloom_scope": "page"})
+
+
 def main_engines(args: Any) -> None:
     started = dt.datetime.now(dt.UTC)
     t_start = time.perf_counter()
@@ -495,16 +535,17 @@ def main_engines(args: Any) -> None:
 
     spark = spark_session()
     try:
-        dir_b = args.out / f"spark-sf{args.scale:g}-pqindex"
+        dir_b, extra = engines_lake(args)
         if not (dir_b / "_SUCCESS").exists():
             log(f"writing {dir_b}")
             pqindex.spark.write(spark.read.parquet(str(src)), str(dir_b),
-                                sort_by=["l_shipdate"], bloom=["l_orderkey"],
-                                indexes={"distinct": ["l_shipmode"]}, mode="overwrite")
+                                sort_by=["l_shipdate"], bloom=["l_orderkey"], mode="overwrite",
+                                **extra)
         queries = bench_engines(spark, dir_b, args.runs)
         info = {"scale": args.scale, "runs": args.runs, "machine": machine(spark),
                 "started": started.strftime("%Y-%m-%d %H:%M UTC"), "version0": version0,
-                "facts": dir_facts(dir_b), "queries": queries, "load0": load0}
+                "facts": dir_facts(dir_b), "queries": queries, "load0": load0,
+                "lake": "demo" if args.demo_lake else "page bloom"}
     finally:
         spark.stop()
         shutil.rmtree(snap, ignore_errors=True)
@@ -677,6 +718,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "data" / "bench",
                     help="where the two written datasets go")
     ap.add_argument("--no-write", action="store_true", help="print the section only")
+    ap.add_argument("--demo-lake", action="store_true",
+                    help="--engines on the demo's lake (no page-scope Bloom index on l_orderkey)")
     ap.add_argument("--engines", action="store_true",
                     help="only the read engines (native / pqindex / auto) on the pipeline's output")
     args = ap.parse_args()

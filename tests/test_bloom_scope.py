@@ -171,3 +171,34 @@ def test_bloom_scopes_option() -> None:
     # The CLI's default (spelled out there to keep its import light) is the library's.
     opt = next(p for p in cli.commands["index"].params if p.name == "bloom_scope")
     assert bloom_scopes(str(opt.default)) == DEFAULT_BLOOM_SCOPE
+
+
+def test_write_table_bloom_scope(tmp_path: Path) -> None:
+    """``write_table(bloom_scope=)`` embeds the ``bloom`` index at the scopes asked
+    (one filter per file by default); page filters narrow a lookup on an unsorted
+    column to the pages holding the value, with pyarrow's rows."""
+    rng = np.random.default_rng()
+    n = 20_000
+    t = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                  COLUMN: pa.array(rng.permutation(n), pa.int64())})
+    paths = {}
+    for scope in (None, "page", "row_group,page"):
+        paths[scope] = tmp_path / f"{scope}.parquet"
+        pqindex.write_table(t, paths[scope], sort_by="id", row_group_rows=5_000,
+                            page_rows=500, indexes={"bloom": [COLUMN]}, bloom_scope=scope)
+    assert _scopes(paths[None]) == {"file"}
+    assert _scopes(paths["page"]) == {"page"}
+    assert _scopes(paths["row_group,page"]) == {"row_group", "page"}
+    values = [int(v) for v in rng.choice(n, 3, replace=False)] + [n + 5]  # one absent
+    pages = {}
+    for scope, path in paths.items():
+        with pqindex.dataset(str(path)) as ds:
+            got, report = _query(ds, values)
+        assert got.equals(_expected(path, values)), scope
+        pages[scope] = report["pages_read"]
+    # A file filter lets the 40 pages of the column through; page filters the (at most 3)
+    # holding a value and their false positives (1% each), and as many pages of "id".
+    assert max(pages["page"], pages["row_group,page"]) * 3 < pages[None], pages
+    with pytest.raises(UserInputError, match="bloom scope"):
+        pqindex.write_table(t, tmp_path / "bad.parquet", indexes={"bloom": [COLUMN]},
+                            bloom_scope="chunk")

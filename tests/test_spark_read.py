@@ -260,6 +260,57 @@ def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
     assert _rows(got) == _reference(spark, pipeline_output, "k = -7", ["k", "name"]) == []
 
 
+@pytest.fixture(scope="module")
+def unsorted_lookup_lakes(spark: Any, tmp_path_factory: pytest.TempPathFactory
+                          ) -> dict[str, str]:
+    """The same rows sorted on ``k``, with ``u`` a permutation of ``k`` (no page statistics
+    narrow ``u = x``): Parquet Bloom on ``u``, and an embedded Bloom index on ``u`` of
+    one filter per file or per page (``bloom_scope``)."""
+    from pyspark.sql import functions as F
+
+    base = tmp_path_factory.mktemp("page_bloom")
+    df = spark.range(0, 6000).select(
+        F.col("id").alias("k"),
+        ((F.col("id") * 2477) % 6000).alias("u"),  # 2477 is prime to 6000
+        F.concat(F.lit("v-"), F.col("id").cast("string")).alias("name"),
+    )
+    out = {}
+    for scope in ("file", "page"):
+        out[scope] = str(base / scope)
+        ps.write(df, out[scope], sort_by="k", row_group_rows=1500, page_rows=100,
+                 bloom=["u"], indexes={"bloom": ["u"]}, bloom_scope=scope, num_partitions=2)
+    return out
+
+
+def test_page_bloom_narrows_a_lookup_to_pages(spark: Any,
+                                              unsorted_lookup_lakes: dict[str, str]) -> None:
+    """A pipeline written with ``bloom_scope="page"`` lets pqindex's reader keep only the
+    pages that may hold a looked-up value of an unsorted column (with a file filter:
+    every page of the row groups the Parquet Bloom keeps); Spark's rows either way."""
+    lakes = unsorted_lookup_lakes
+    manifest = json.loads((Path(lakes["page"]) / "_pqindex_manifest.json").read_text())
+    assert manifest["bloom_scope"] == ["page"]
+    rng = random.Random()
+    seed = rng.randrange(2**32)
+    rng.seed(seed)
+    x, y = rng.sample(range(6000), 2)
+    cases = [(f"u = {x}", ["u", "name"]), (f"u IN ({x}, {y}, 7000)", ["k", "name", "u"]),
+             ("u = 6001", ["name"]), (f"u = {y} AND k >= {rng.randrange(6000)}", ["k"])]
+    kept = {}
+    for scope, lake in lakes.items():
+        info = ps.explain(spark, lake, f"u = {x}", columns=["u", "name"], engine="pqindex")
+        kept[scope] = info["bytes_kept"]
+        for i, (where, columns) in enumerate(cases):
+            try:  # the driver, and the data source's tasks (which plan their file again)
+                _check(spark, lake, where, columns, "pqindex",
+                       driver_read_bytes=-1 if i % 2 else None)
+                _check(spark, lake, where, columns, "auto")
+            except AssertionError as e:
+                raise AssertionError(f"seed {seed}, {scope}: {e}") from None
+    # One row group of the 4, 15 pages: page filters keep ~1 (false positives aside).
+    assert 0 < kept["page"] * 4 < kept["file"], kept
+
+
 def test_auto_takes_lookups_by_bloom_size(spark: Any, written_files: Any) -> None:
     """Above the bytes threshold, an equality on a Bloom-filtered column whose filter
     sizes promise few rows per value still goes to pqindex; a range does not."""

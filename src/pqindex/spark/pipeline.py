@@ -188,6 +188,7 @@ def write(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     bloom: Sequence[str] | None = None,
     indexes: Mapping[str, Sequence[str]] | None = None,
+    bloom_scope: str | Sequence[str] | None = None,
     mode: str = "error",
     compression: str = "zstd",
     num_partitions: int | None = None,
@@ -200,7 +201,9 @@ def write(
     key over ``cluster_by``, 2-4 columns, with ``sort_by`` breaking ties) and sorted
     within each task; every task writes files of about ``target_file_bytes`` (Arrow
     size) through pqindex's writer, with ``bloom`` (Parquet Bloom filters) and
-    ``indexes`` (embedded, as in ``pqindex.write_table``). ``mode``: ``error`` (the
+    ``indexes`` (embedded, as in ``pqindex.write_table``; ``bloom_scope``: the scopes
+    of an embedded ``bloom`` index, e.g. ``"page"`` for filters that narrow a lookup
+    on an unsorted column to pages). ``mode``: ``error`` (the
     destination must hold no data), ``append`` or ``overwrite``; the old data of an
     overwrite is removed only once the new data is committed. ``options``: extra
     data source options.
@@ -266,6 +269,8 @@ def write(
         "compression": compression,
         "bloom": ",".join(bloom or []),
         "indexes": json.dumps({k: list(v) for k, v in (indexes or {}).items()}),
+        **({"bloom_scope": bloom_scope if isinstance(bloom_scope, str)
+            else ",".join(bloom_scope)} if bloom_scope else {}),
         "mode": mode,
         "job_id": job_id,
         **({"storage_options": hide(spark, so)} if so else {}),

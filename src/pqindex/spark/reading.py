@@ -200,7 +200,10 @@ def _base(spark: Any, path: str | os.PathLike[str]) -> Any:
 # on TPC-H sf 1 pqindex lost already on a plan keeping 0.6 MiB for 76k rows and won
 # on an absent value (nothing kept). The kept bytes are the planner's upper bound
 # (whole chunks where the page index cannot narrow), so a point lookup on an
-# unsorted column counts MiB: lookups are recognized by LOOKUP_ROWS below.
+# unsorted column counts MiB: lookups are recognized by LOOKUP_ROWS below. Checked
+# again on ship-date ranges of Q14's columns (sf 1, pages of 20k rows; a loaded
+# machine): 1 and 3 days keep 145 KiB (2.5k, 7.6k rows), pqindex 0.7-1.0x native;
+# 8 and 16 days keep 291 and 436 KiB (20k, 40k rows), pqindex 1.5-1.9x.
 AUTO_THRESHOLD_BYTES = 256 * 1024
 
 # A pqindex read whose plan keeps at most this many bytes of pages runs on the
@@ -540,7 +543,10 @@ def _driver_read(spark: Any, ds: Any, dplan: Any, read_schema: Any) -> Any:
     from pqindex.spark.reader import as_spark, spark_arrow_schema
 
     target = spark_arrow_schema(read_schema)
-    batches = [as_spark(b, target) for b in ds.scan(plan=dplan).to_batches()]
+    # to_table, not to_batches: files and row groups decode on the pool (a lookup's kept
+    # row groups side by side); a plan this small is held whole anyway (arrow_frame).
+    table = ds.scan(plan=dplan).to_table()
+    batches = [as_spark(b, target) for b in table.to_batches()]
     return arrow_frame(spark, batches, target, read_schema)
 
 

@@ -47,6 +47,7 @@ class TaskOptions:
     compression: str = "zstd"
     bloom: list[str] = field(default_factory=list)
     indexes: dict[str, list[str]] = field(default_factory=dict)
+    bloom_scope: list[str] = field(default_factory=list)  # embedded "bloom" (empty: file)
     mode: str | None = None  # None: from Spark's overwrite flag
     job_id: str | None = None
     fail_task: int | None = None  # tests: this partition fails after writing its files
@@ -61,6 +62,7 @@ class TaskOptions:
             "cluster_by": self.cluster_by,
             "bloom": self.bloom,
             "indexes": self.indexes,
+            **({"bloom_scope": self.bloom_scope} if self.bloom_scope else {}),
             "page_rows": self.page_rows,
             "row_group_rows": self.row_group_rows,
         }
@@ -112,7 +114,8 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
 
     ``sort_by`` ("a, b desc"), ``partition_by``, ``cluster_by``, ``bloom``: comma
     lists; ``indexes``: JSON ``{"distinct": ["col"], ...}`` and/or ``index.<kind>``
-    comma lists; ``presorted``, ``target_file_bytes``, ``page_rows``,
+    comma lists; ``bloom_scope``: the embedded ``bloom`` index's scopes (file,
+    row_group, page; comma list, default file); ``presorted``, ``target_file_bytes``, ``page_rows``,
     ``row_group_rows``, ``compression``, ``mode``, ``job_id``; for an object-store
     destination ``storage_options`` (JSON object) and/or ``storage_option.<key>``.
     """
@@ -135,6 +138,11 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
     for kind in indexes:
         if kind not in INDEX_KINDS:
             raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(INDEX_KINDS)})")
+    bloom_scope = _list(opts.get("bloom_scope"))
+    if bloom_scope:
+        from pqindex.write.add_indexes import bloom_scopes
+
+        bloom_scope = list(bloom_scopes(bloom_scope))  # UserInputError for unknown scopes
     mode = opts.get("mode") or None
     if mode is not None and mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"option mode must be error, append or overwrite, not {mode!r}")
@@ -156,6 +164,7 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
         compression=opts.get("compression") or "zstd",
         bloom=_list(opts.get("bloom")),
         indexes=indexes,
+        bloom_scope=bloom_scope,
         mode=mode,
         job_id=opts.get("job_id") or None,
         fail_task=int(fail) if fail not in (None, "") else None,
@@ -281,6 +290,7 @@ def write_task(
         "compression": options.compression,
         "bloom": options.bloom or None,
         "indexes": options.indexes or None,
+        "bloom_scope": options.bloom_scope or None,
     }
     if remote:
         file_opts["storage_options"] = options.storage_options

@@ -236,6 +236,7 @@ def write_table(
     truncate: int | None = 64,
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    bloom_scope: str | Iterable[str] | None = None,
 ) -> WriteResult:
     """Write ``data`` as one indexed Parquet file at ``path`` (atomically).
 
@@ -249,8 +250,10 @@ def write_table(
     boundary order of the first sort column is checked on read-back. ``bloom``
     lists columns (or maps them to ``{"ndv": …, "fpp": …}``) for Parquet Bloom
     filters; ``indexes`` maps embedded index kinds (``distinct``, ``bloom``,
-    ``zone_maps``, ``hll``) to columns. ``truncate`` caps ColumnIndex string bounds
-    (None keeps pyarrow's full bounds).
+    ``zone_maps``, ``hll``) to columns. ``bloom_scope``: the scopes of the embedded
+    ``bloom`` index's filters ("file", "row_group", "page", as ``add_indexes``;
+    None: one filter per file). ``truncate`` caps ColumnIndex string bounds (None
+    keeps pyarrow's full bounds).
     """
     t0 = time.perf_counter()
     from pqindex.write.remote import is_remote
@@ -267,6 +270,7 @@ def write_table(
     elif sort:
         _check_presorted(table, sort, os.fspath(path))
     kinds = _indexes(indexes)
+    kind_options = _kind_options(bloom_scope)
     if dictionary == "auto":
         dict_cols: list[str] | bool = _auto_dictionary(table, row_group_rows)
     elif isinstance(dictionary, bool):
@@ -290,14 +294,14 @@ def write_table(
     )
     if is_remote(target):
         result = _write_remote(table, target, writer_options, row_group_rows, kinds, truncate,
-                               metadata, sort, storage_options)
+                               metadata, sort, storage_options, kind_options)
     else:
         tmp = _tmp_name(target)
         try:
             pq.write_table(table, tmp, row_group_size=row_group_rows, **writer_options)
             result = finish_file(
                 tmp, target, table=table, indexes=kinds, truncate=truncate, metadata=metadata,
-                sort=sort,
+                sort=sort, kind_options=kind_options,
             )
         finally:
             if os.path.exists(tmp):
@@ -307,6 +311,17 @@ def write_table(
         list(dict_cols) if isinstance(dict_cols, list) else (table.schema.names if dict_cols else [])
     )
     return result
+
+
+def _kind_options(bloom_scope: str | Iterable[str] | None
+                  ) -> dict[str, dict[str, Any]] | None:
+    """Options of the embedded index kinds: the Bloom filters' scopes (None: the kind's
+    own default, one filter per file)."""
+    if bloom_scope is None:
+        return None
+    from pqindex.write.add_indexes import bloom_scopes  # it imports this module
+
+    return {"bloom": {"scopes": list(bloom_scopes(bloom_scope))}}
 
 
 def _write_remote(
@@ -319,6 +334,7 @@ def _write_remote(
     metadata: Mapping[str, str] | None,
     sort: list[tuple[str, str]],
     storage_options: Mapping[str, Any] | None,
+    kind_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> WriteResult:
     from pqindex.write.remote import write_parquet_remote
 
@@ -327,7 +343,7 @@ def _write_remote(
 
     def tail_for(pf: ParquetFile) -> Any:
         tail, found = _tail(pf, url, table=table, indexes=kinds, truncate=truncate,
-                            metadata=metadata, sort=sort)
+                            metadata=metadata, sort=sort, kind_options=kind_options)
         orders.update(found)
         groups[0] = pf.num_row_groups
         return tail
@@ -347,6 +363,7 @@ def finish_file(
     truncate: int | None,
     metadata: Mapping[str, str] | None = None,
     sort: list[tuple[str, str]] | None = None,
+    kind_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> WriteResult:
     """Rebuild ``written``'s index tail into ``target``: truncated bounds, embedded region.
 
@@ -356,7 +373,7 @@ def finish_file(
 
     with ParquetFile.open(written) as pf:
         tail, orders = _tail(pf, target, table=table, indexes=indexes, truncate=truncate,
-                             metadata=metadata, sort=sort)
+                             metadata=metadata, sort=sort, kind_options=kind_options)
         rows, row_groups = pf.num_rows, pf.num_row_groups
         done = rewrite(written, tail, target)
     return _result(target, rows, row_groups, done, orders)
@@ -385,6 +402,7 @@ def _tail(
     truncate: int | None,
     metadata: Mapping[str, str] | None,
     sort: list[tuple[str, str]] | None,
+    kind_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Any, dict[str, str]]:
     """The new index tail of the file pyarrow wrote, and the boundary orders it has."""
     from pqindex.indexes.build import build_region
@@ -401,7 +419,7 @@ def _tail(
                 if ci is not None:
                     cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
     try:
-        region = build_region(pf, table, indexes) if indexes else None
+        region = build_region(pf, table, indexes, kind_options) if indexes else None
     except PqIndexError as e:
         raise e.with_path(target) from None
     tail = Tail(column_indexes=cis, region=region, key_value=dict(metadata or {}))
