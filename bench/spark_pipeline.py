@@ -31,8 +31,9 @@ copy of src/pqindex taken at the start. Writes the section between
 ``<!-- spark:start -->`` and ``<!-- spark:end -->`` of docs/benchmarks.md.
 
 ``--engines``: the same four queries on the pipeline's output (written once when
-missing; besides the demo's indexes an embedded page-scope Bloom index on
-``l_orderkey``, unless ``--demo-lake``), read with ``pqindex.spark.read(...,
+missing, as scripts/demo.py writes it: a distinct index on ``l_shipmode`` and an
+embedded page-scope Bloom index on ``l_orderkey``; without the latter with
+``--no-page-bloom``), read with ``pqindex.spark.read(...,
 engine=)`` for ``native`` (Spark's reader on the files pqindex keeps), ``pqindex``
 (the "pqindex" data source: tasks read only the pages the plan keeps) and ``auto``;
 one warm-up each, then ``--runs`` rounds (``ENGINE_ORDERS``, GC before each run);
@@ -435,8 +436,9 @@ def render_engines(info: dict[str, Any]) -> str:
         f"Data: the pipeline's output for TPC-H `lineitem` sf {info['scale']:g} "
         f"({info['facts']['files']} files, {info['facts']['bytes'] / 2**20:,.1f} MiB; sorted on "
         f"`l_shipdate`, Parquet Bloom filters on `l_orderkey`, distinct index on `l_shipmode`"
-        + ("" if info.get("lake") == "demo" else
-           "; an embedded page-scope Bloom index on `l_orderkey`, `bloom_scope=\"page\"`")
+        + ("" if info.get("lake") == "no page bloom" else
+           "; an embedded page-scope Bloom index on `l_orderkey`, `bloom_scope=\"page\"`, "
+           "as scripts/demo.py writes it")
         + "). Every query: "
         f"`pqindex.spark.read(spark, lake, where=w, columns=cols, engine=e)` run to Spark's "
         f"`noop` sink, planning included. *native*: Spark's Parquet reader on the files "
@@ -512,11 +514,11 @@ def write_engines_section(section: str) -> None:
 
 def engines_lake(args: Any) -> tuple[Path, dict[str, Any]]:
     """The lake the engines are compared on, and its write options besides sort and
-    Parquet Bloom: the demo's (a distinct index on ``l_shipmode``) with ``--demo-lake``;
-    by default also an embedded page-scope Bloom index on ``l_orderkey``, so that
-    pqindex narrows the order-key lookup to pages (the data is sorted by ship date:
-    no page statistics of ``l_orderkey`` can)."""
-    if args.demo_lake:
+    Parquet Bloom: the demo's, a distinct index on ``l_shipmode`` and an embedded
+    page-scope Bloom index on ``l_orderkey``, so that pqindex narrows the order-key
+    lookup to pages (the data is sorted by ship date: no page statistics of
+    ``l_orderkey`` can); only the distinct index with ``--no-page-bloom``."""
+    if args.no_page_bloom:
         return (args.out / f"spark-sf{args.scale:g}-pqindex",
                 {"indexes": {"distinct": ["l_shipmode"]}})
     return (args.out / f"spark-sf{args.scale:g}-pqindex-pagebloom",
@@ -545,7 +547,7 @@ def main_engines(args: Any) -> None:
         info = {"scale": args.scale, "runs": args.runs, "machine": machine(spark),
                 "started": started.strftime("%Y-%m-%d %H:%M UTC"), "version0": version0,
                 "facts": dir_facts(dir_b), "queries": queries, "load0": load0,
-                "lake": "demo" if args.demo_lake else "page bloom"}
+                "lake": "no page bloom" if args.no_page_bloom else "demo"}
     finally:
         spark.stop()
         shutil.rmtree(snap, ignore_errors=True)
@@ -718,8 +720,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "data" / "bench",
                     help="where the two written datasets go")
     ap.add_argument("--no-write", action="store_true", help="print the section only")
-    ap.add_argument("--demo-lake", action="store_true",
-                    help="--engines on the demo's lake (no page-scope Bloom index on l_orderkey)")
+    ap.add_argument("--no-page-bloom", action="store_true",
+                    help="--engines on a lake without the page-scope Bloom index on l_orderkey")
     ap.add_argument("--engines", action="store_true",
                     help="only the read engines (native / pqindex / auto) on the pipeline's output")
     args = ap.parse_args()
