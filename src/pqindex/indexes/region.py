@@ -454,32 +454,42 @@ class Region:
         them in the region, up to ``COALESCE_BYTES`` more (one request instead of many)."""
         chosen = set(wanted)
         budget = COALESCE_BYTES
+        entries = self._entries
+        # Per sibling group, the runs of consecutive wanted positions are extended at
+        # their two ends only: linear in the group, where walking out from every
+        # wanted blob through its wanted neighbours was quadratic (a row group's 25
+        # page blobs asked at once).
+        by_group: dict[tuple[str, Scope], set[int]] = {}
         for i in wanted:
-            e = self._entries[i]
-            group = self._siblings.get((e.column, e.scope))
+            e = entries[i]
             k = self._position.get(i)
-            if group is None or k is None:
-                continue
-            for step in (1, -1):
-                lo, hi = e.offset, e.offset + e.length
-                j = k + step
-                while 0 <= j < len(group):
-                    n = group[j]
-                    ne = self._entries[n]
-                    if n in chosen:
+            if k is not None and (e.column, e.scope) in self._siblings:
+                by_group.setdefault((e.column, e.scope), set()).add(k)
+        for key, ks in by_group.items():
+            group = self._siblings[key]
+            order = sorted(ks)
+            starts = [k for k in order if k - 1 not in ks]
+            for a in starts:
+                b = a
+                while b + 1 in ks:
+                    b += 1
+                for step, j in ((1, b + 1), (-1, a - 1)):
+                    first, last = entries[group[a]], entries[group[b]]
+                    lo, hi = first.offset, last.offset + last.length
+                    while 0 <= j < len(group):
+                        n = group[j]
+                        ne = entries[n]
+                        if n in chosen or n in self._bytes or n in self._dropped \
+                                or ne.length > budget:
+                            break
+                        gap = ne.offset - hi if step > 0 else lo - (ne.offset + ne.length)
+                        if gap > GAP_BYTES:
+                            break
+                        chosen.add(n)
+                        budget -= ne.length
                         lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
                         j += step
-                        continue
-                    if n in self._bytes or n in self._dropped or ne.length > budget:
-                        break
-                    gap = ne.offset - hi if step > 0 else lo - (ne.offset + ne.length)
-                    if gap > GAP_BYTES:
-                        break
-                    chosen.add(n)
-                    budget -= ne.length
-                    lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
-                    j += step
-        return sorted(chosen, key=lambda i: self._entries[i].offset)
+        return sorted(chosen, key=lambda i: entries[i].offset)
 
     def _load(self, wanted: Sequence[int], *, neighbours: bool = True) -> None:
         """Read, check and keep the bytes of blobs ``wanted`` (call with the lock held)."""
@@ -589,35 +599,43 @@ class Region:
         and decoded on first request and kept; a blob that fails its checksum or
         to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
+        return self.evidence_of_units(scope, column, [(row_group, page)], leaf=leaf)[0]
+
+    def evidence_of_units(self, scope: Scope, column: str,
+                          units: Sequence[tuple[int | None, int | None]], *,
+                          leaf: LeafColumn | None = None) -> list[list[Any]]:
+        """``evidence`` of several units ``(row_group, page)`` of one column, in order:
+        the blobs none of them has read yet are read together (a planner asking a row
+        group's pages), and the lock is taken once."""
         scope = Scope(scope)
         self._materialize(column)
-        key = (column, scope, row_group if scope != Scope.FILE else None,
-               page if scope == Scope.PAGE else None)
-        indexes = self._by_unit.get(key)
-        if not indexes:
-            return []
+        by_unit = self._by_unit
+        file_scope, page_scope = scope == Scope.FILE, scope == Scope.PAGE
+        per_unit = [by_unit.get((column, scope, None if file_scope else rg,
+                                 page if page_scope else None), ()) for rg, page in units]
+        if not any(per_unit):
+            return [[] for _ in units]
         if leaf is None and self.schema is not None:
             leaf = self.schema.leaf(column)
         if leaf is None:
-            return []
-        out = []
+            return [[] for _ in units]
         with self._lock:
-            todo = [i for i in indexes if i not in self._evidence]
-            useful = [i for i in todo if self._entries[i].known
-                      and _gives_evidence(self._entries[i].kind)]
-            probed = {i for i in useful if self._probe_header(i) is not None}
-            self._load([i for i in useful if i not in probed])
-            for i in todo:
-                if i in probed:
-                    self._evidence[i] = self._probe(i, leaf)
-                    self._probed.add(i)
-                else:
-                    self._evidence[i] = self._decode(i, leaf) if i in useful else None
-            evs = [self._evidence[i] for i in indexes]
-        for ev in evs:
-            if ev is not None:
-                out.append(ev)
-        return out
+            known = self._evidence
+            todo = [i for ixs in per_unit for i in ixs if i not in known]
+            if todo:
+                todo = list(dict.fromkeys(todo))
+                useful = {i for i in todo if self._entries[i].known
+                          and _gives_evidence(self._entries[i].kind)}
+                probed = {i for i in useful if self._probe_header(i) is not None}
+                self._load([i for i in todo if i in useful and i not in probed])
+                for i in todo:
+                    if i in probed:
+                        known[i] = self._probe(i, leaf)
+                        self._probed.add(i)
+                    else:
+                        known[i] = self._decode(i, leaf) if i in useful else None
+            return [[ev for ev in (known[i] for i in ixs) if ev is not None]
+                    for ixs in per_unit]
 
     def _probe_header(self, i: int) -> int | None:
         """The header length of a "bloom" blob to probe block by block (its bytes not

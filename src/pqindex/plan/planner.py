@@ -838,12 +838,23 @@ def _with_page_blobs(
     pages = [(rg, p) for p in some]
     if hashes:
         pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
-    region.load_units(Scope.PAGE, pred.leaf.name, pages)  # the other page blobs at once
-    for page in some:
-        evs = region.evidence(Scope.PAGE, pred.leaf.name, rg, page, leaf=pred.leaf)
+    # The other page blobs at once; equal page sets share one evidence object (a
+    # low-cardinality column's pages hold the same values): each is asked once.
+    answers: dict[int, Match] = {}
+    per_page = region.evidence_of_units(Scope.PAGE, pred.leaf.name, pages, leaf=pred.leaf)
+    for page, evs in zip(some, per_page, strict=True):
         if not evs:
             continue
-        m = _AllOf(evs).match(pred)
+        m = Match.SOME
+        for e in evs:
+            a = answers.get(id(e))
+            if a is None:
+                a = answers[id(e)] = Match(e.match(pred))
+            if a == Match.NONE:
+                m = a
+                break
+            if a == Match.ALL:
+                m = a
         if m != Match.SOME:
             if out is None:
                 out = matches.copy()
