@@ -230,6 +230,8 @@ class Region:
         self._kinds: dict[str, IndexKind] = {}
         self._same: dict[tuple[str, str, int, bytes], tuple[LeafColumn, Any]] = {}
         self._probed: set[int] = set()  # entries whose evidence probes block by block
+        # Probed Bloom headers found valid, per leaf (kept alive beside its answers).
+        self._headers: dict[int, tuple[LeafColumn, dict[tuple[bytes, int], int]]] = {}
         self._lock = threading.RLock()
         self._add(list(self._entries))
 
@@ -257,6 +259,8 @@ class Region:
         a malformed one is dropped with a warning (raised when strict)."""
         if not self._pending and not self._columns:
             return
+        if not every and column not in self._pending and column not in self._columns:
+            return  # opened already: no lock taken (asked once per unit while planning)
         with self._lock:
             keys = list(self._pending) if every else [column]
             added = []
@@ -649,7 +653,11 @@ class Region:
         hlen = self._probe_header(i)
         assert hlen is not None
         e = self._entries[i]
-        return probe_evidence(e, hlen, leaf, self._read, self.warnings, _where(e))
+        checked = self._headers.setdefault(id(leaf), (leaf, {}))
+        if checked[0] is not leaf:  # another leaf under a reused id
+            checked = self._headers[id(leaf)] = (leaf, {})
+        return probe_evidence(e, hlen, leaf, self._read, self.warnings, lambda: _where(e),
+                              checked[1])
 
     def probe_ranges(self, scope: Scope, column: str, units: Iterable[tuple[int | None,
                      int | None]], hashes: Sequence[int]) -> list[tuple[int, int]]:
