@@ -210,11 +210,19 @@ class _RowGroupReader:
         jobs = [functools.partial(encoded.decode_pages, self.pf, self.rg, col, pages,
                                   self._view, target, self._dictionaries, at=at)
                 for _n, col, target, pages, at in todo]
-        # Large dictionary pages still to decompress (one value of a dictionary page
-        # needs all of it) are decompressed side by side, a column each.
-        big = sum(self._dictionary_bytes(col, pages) >= _SIDE_BY_SIDE_BYTES
-                  for _n, col, _t, pages, _a in todo)
-        arrays = side_by_side(jobs) if big > 1 else [job() for job in jobs]
+        # A large dictionary page still to decompress (one value of a dictionary page
+        # needs all of it) is decoded on another thread, beside the other columns;
+        # the calling thread takes the rest, small ones first.
+        big = [self._dictionary_bytes(col, pages) >= _SIDE_BY_SIDE_BYTES
+               for _n, col, _t, pages, _a in todo]
+        if any(big) and len(jobs) > 1:
+            order = sorted(range(len(jobs)), key=lambda k: big[k])
+            done = side_by_side([jobs[k] for k in order])
+            arrays: list[Any] = [None] * len(jobs)
+            for k, arr in zip(order, done, strict=True):
+                arrays[k] = arr
+        else:
+            arrays = [job() for job in jobs]
         for (name, col, _t, pages, _a), arr in zip(todo, arrays, strict=True):
             if arr is not None:
                 self._count(col, pages)
