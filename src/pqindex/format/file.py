@@ -406,6 +406,8 @@ class ParquetFile:
         """Read and keep the ranges not held yet, in one wave (one ``read_ranges`` call),
         merged by the source's policy (or ``max_gap``); ``exact`` ranges go out as they
         are (Bloom blocks: 32 bytes far apart). Later reads of them are free."""
+        if not ranges and not exact:
+            return
         held = self._held()  # once per wave: a planner's wave has a range per filter block
         missing = [r for r in ranges if r[1] > 0 and _gaps(held, *r)]
         merged = (
