@@ -459,10 +459,8 @@ class Region:
         chosen = set(wanted)
         budget = COALESCE_BYTES
         entries = self._entries
-        # Per sibling group, the runs of consecutive wanted positions are extended at
-        # their two ends only: linear in the group, where walking out from every
-        # wanted blob through its wanted neighbours was quadratic (a row group's 25
-        # page blobs asked at once).
+        # Runs of consecutive wanted siblings grow at their two ends only: linear,
+        # where walking out from each wanted blob was quadratic.
         by_group: dict[tuple[str, Scope], set[int]] = {}
         for i in wanted:
             e = entries[i]
@@ -680,26 +678,6 @@ class Region:
                     continue
                 out += probe_blocks(self._entries[i], hlen, base, hashes)
         return out
-
-    def load_units(self, scope: Scope, column: str,
-                   units: Iterable[tuple[int | None, int | None]]) -> None:
-        """Read now, in as few requests as their layout allows, the blobs that
-        ``evidence`` would read for these units of ``column`` (not probed ones): a
-        planner asking page after page then waits for one request, not one per
-        64 KiB of neighbours. I/O errors propagate."""
-        scope = Scope(scope)
-        self._materialize(column)
-        wanted = []
-        for rg, page in units:
-            key = (column, scope, rg if scope != Scope.FILE else None,
-                   page if scope == Scope.PAGE else None)
-            wanted += [i for i in self._by_unit.get(key, ())
-                       if i not in self._evidence and self._entries[i].known
-                       and _gives_evidence(self._entries[i].kind)
-                       and self._probe_header(i) is None]
-        if wanted:
-            with self._lock:
-                self._load(wanted)  # with unread neighbours: the next row group's too
 
     def _decode(self, i: int, leaf: LeafColumn) -> Any:
         entry = self._entries[i]

@@ -100,8 +100,7 @@ def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
 # at most this many, and at most one in this many rows of the pages they lie in.
 _SPARSE_MAX_ROWS = 4096
 _SPARSE_RATIO = 16
-# Dictionary pages (compressed bytes) worth decompressing on another thread: a hand-off
-# costs ~0.1 ms, a 1 MiB snappy page ~1 ms.
+# Dictionary pages (compressed bytes) worth a thread hand-off (~0.1 ms; 1 MiB: ~1 ms).
 _SIDE_BY_SIDE_BYTES = 256 * 1024
 
 
@@ -210,9 +209,8 @@ class _RowGroupReader:
         jobs = [functools.partial(encoded.decode_pages, self.pf, self.rg, col, pages,
                                   self._view, target, self._dictionaries, at=at)
                 for _n, col, target, pages, at in todo]
-        # A large dictionary page still to decompress (one value of a dictionary page
-        # needs all of it) is decoded on another thread, beside the other columns;
-        # the calling thread takes the rest, small ones first.
+        # A large dictionary page still to decompress (one value needs all of it) is
+        # decoded on another thread, beside the other columns (small ones here).
         big = [self._dictionary_bytes(col, pages) >= _SIDE_BY_SIDE_BYTES
                for _n, col, _t, pages, _a in todo]
         if any(big) and len(jobs) > 1:
@@ -231,8 +229,7 @@ class _RowGroupReader:
         return out
 
     def _dictionary_bytes(self, col: int, pages: Sequence[int]) -> int:
-        """Compressed bytes of the chunk's dictionary page when decoding ``pages`` will
-        decompress it (not decoded yet), else 0."""
+        """Compressed bytes of the dictionary page decoding ``pages`` decompresses, or 0."""
         if self._dictionaries.has((self.rg, col)) or not encoded.dictionary_needed(
                 self.pf, self.rg, col, pages):
             return 0
