@@ -428,10 +428,6 @@ class ParquetFile:
             if excess > 0:
                 del self._buffers[self._pinned : self._pinned + excess]
 
-    def _missing(self, offset: int, length: int) -> list[tuple[int, int]]:
-        """The parts of a range that no earlier read holds, in order."""
-        return _gaps(self._held(), offset, length)
-
     def _held(self) -> tuple[list[int], list[int]]:
         """The bytes earlier reads hold, as sorted disjoint ``(starts, stops)``."""
         starts: list[int] = []
@@ -448,7 +444,8 @@ class ParquetFile:
         """The bytes of each range (not kept): the parts earlier reads hold (the tail,
         dictionaries read while planning) from them, the rest in one wave of requests,
         so a range merged across a held part never reads it again."""
-        parts = [self._missing(off, n) for off, n in ranges]
+        held = self._held()
+        parts = [_gaps(held, off, n) for off, n in ranges]
         need = sorted({p for ps in parts for p in ps})
         got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
         out = []
