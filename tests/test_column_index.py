@@ -874,3 +874,52 @@ def test_corpus_int32_with_null_pages_prunes() -> None:
         answers_ = pi.matching_pages(Op.IS_NOT_NULL)
         assert (answers_[pi.null_pages] == N).all()
         assert (pi.matching_pages(Op.IS_NULL)[pi.null_pages] == A).all()
+
+
+# ---------------------------------------------------------------- string / binary keys
+
+
+@pytest.mark.parametrize("logical", [LogicalType(STRING=StringType()), None])
+def test_byte_array_keys_equal_per_page_decode(logical: LogicalType | None) -> None:
+    """String and binary bound keys are taken from the raw bounds without decoding each
+    page; they must be what decoding every page (``page_bounds`` + the order's key)
+    gives: invalid UTF-8, empty and null pages, long bounds, unordered pages."""
+    from pqindex.format.values import bound_order, page_bounds
+
+    el = SchemaElement(type=int(PhysicalType.BYTE_ARRAY), name="s", repetition_type=1,
+                       logicalType=logical)
+    leaf = LeafColumn(0, ("s",), el, 1, 0, TYPE_ORDER)
+    order = bound_order(leaf)
+    rng = random.Random(f"bytes-keys-{logical is not None}")
+    alphabet = [b"a", b"b", b"\x00", b"\xff", b"\xc3\xa9", b"\xc3", b"z" * 40]
+    checked = 0
+    for case in range(300):
+        pages = rng.randint(1, 12)
+        null_pages, mins, maxs = [], [], []
+        for _ in range(pages):
+            if rng.random() < 0.15:
+                null_pages.append(True)
+                mins.append(b"")
+                maxs.append(b"")
+                continue
+            lo, hi = (b"".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(2))
+            if rng.random() < 0.9:
+                lo, hi = min(lo, hi), max(lo, hi)
+            null_pages.append(False)
+            mins.append(lo)
+            maxs.append(hi)
+        ci = ColumnIndex(null_pages=null_pages, min_values=mins, max_values=maxs,
+                         boundary_order=0, null_counts=[0] * pages)
+        oi = OffsetIndex(page_locations=[
+            PageLocation(offset=4 + 100 * i, compressed_page_size=100, first_row_index=10 * i)
+            for i in range(pages)])
+        pi = PageIndex.build(ci, oi, leaf, 10 * pages)
+        if pi.reason is not None:
+            continue  # the whole index refused (min > max somewhere): no keys to compare
+        for p in range(pages):
+            b = page_bounds(ci, leaf, p)
+            want = ((order.key(b.min), order.key(b.max))
+                    if b.usable and b.min is not None and b.max is not None else None)
+            assert pi.page_keys(p) == want, f"case {case} page {p}: {mins[p]!r}..{maxs[p]!r}"
+            checked += want is not None
+    assert checked > 300

@@ -285,3 +285,47 @@ def test_aggregates_over_whole_row_groups_are_read_by_pyarrow(
     _no_byte_twice(trace, again=trace[0])
     rep = ds.last_aggregate_report
     assert rep.row_groups_read + rep.row_groups_skipped == ROWS // ROW_GROUP
+
+
+# ---------------------------------------------------------------- side_by_side
+
+
+def test_side_by_side_results_in_order_and_errors_raised() -> None:
+    import threading
+
+    threads: list[int] = []
+
+    def job(i: int) -> Any:
+        threads.append(threading.get_ident())
+        # pyarrow releases the GIL while decompressing: the jobs really overlap
+        data = pa.compress(bytes(range(256)) * 4096 * (i + 1), codec="zstd", asbytes=True)
+        return len(pa.decompress(data, decompressed_size=1024 * 1024 * (i + 1), codec="zstd",
+                                 asbytes=True))
+
+    got = whole.side_by_side([lambda i=i: job(i) for i in range(5)])
+    assert got == [1024 * 1024 * (i + 1) for i in range(5)]
+    assert threading.get_ident() in threads  # the first job ran on the caller
+
+    def bad() -> int:
+        raise CorruptFileError("damaged page")
+
+    with pytest.raises(CorruptFileError, match="damaged page"):
+        whole.side_by_side([lambda: 1, bad, lambda: 3])
+    with pytest.raises(CorruptFileError):
+        whole.side_by_side([bad, lambda: 2])
+
+
+def test_side_by_side_from_every_pool_thread_does_not_deadlock() -> None:
+    """Callers that are themselves the pool's threads (all of them, waiting): the jobs
+    no thread started are taken back and run by their callers."""
+    pool = whole._native_pool()
+    n = whole._NATIVE_WORKERS * 2
+    barrier = __import__("threading").Barrier(whole._NATIVE_WORKERS, timeout=30)
+
+    def outer(k: int) -> list[int]:
+        if k < whole._NATIVE_WORKERS:
+            barrier.wait()  # every pool thread is a caller before any inner job runs
+        return list(whole.side_by_side([lambda j=j: k * 10 + j for j in range(3)]))
+
+    results = list(pool.map(outer, range(n), timeout=60))
+    assert results == [[k * 10, k * 10 + 1, k * 10 + 2] for k in range(n)]

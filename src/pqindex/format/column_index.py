@@ -232,6 +232,31 @@ def _numeric_bounds(ci: ColumnIndex, pages: IntArray, order: BoundOrder
     return sides[0], sides[1]
 
 
+def _bytes_bounds(ci: ColumnIndex, pages: IntArray, leaf: LeafColumn, order: BoundOrder
+                  ) -> tuple[IntArray, npt.NDArray[Any], npt.NDArray[Any]] | None:
+    """Bound keys of string / binary pages straight from the raw bounds (their key is
+    the bytes themselves: ``page_bounds`` would decode each to str and encode it back);
+    pages without both bounds or with min > max left out, as ``page_bounds`` does.
+    (pages, lo, hi), or None for other columns."""
+    if (leaf.element.type != PhysicalType.BYTE_ARRAY or order.comparison != Comparison.BYTES
+            or order.value_type.kind not in (Kind.STRING, Kind.BINARY)):
+        return None
+    assert ci.min_values is not None and ci.max_values is not None
+    kept, los, his = [], [], []
+    mins, maxs = ci.min_values, ci.max_values
+    for p in pages.tolist():
+        lo, hi = mins[p], maxs[p]
+        if lo is None or hi is None:
+            continue
+        lo, hi = bytes(lo), bytes(hi)
+        if lo > hi:
+            continue
+        kept.append(p)
+        los.append(lo)
+        his.append(hi)
+    return np.array(kept, dtype=np.int64), _as_key_array(los), _as_key_array(his)
+
+
 # ---------------------------------------------------------------- consistency
 
 
@@ -650,6 +675,8 @@ def _decode_keys(ci: ColumnIndex, leaf: LeafColumn, order: BoundOrder, null_page
         if lo.dtype.kind == "f":
             ok = ~np.isnan(lo) & ~np.isnan(hi)  # a NaN bound under TYPE_ORDER says nothing
         lo, hi, nonnull = lo[ok], hi[ok], nonnull[ok]
+    elif (raw_keys := _bytes_bounds(ci, nonnull, leaf, order)) is not None:
+        nonnull, lo, hi = raw_keys
     else:
         pages, los, his = [], [], []
         for p in nonnull.tolist():

@@ -10,6 +10,7 @@ allocated.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import threading
@@ -405,13 +406,16 @@ class ParquetFile:
         """Read and keep the ranges not held yet, in one wave (one ``read_ranges`` call),
         merged by the source's policy (or ``max_gap``); ``exact`` ranges go out as they
         are (Bloom blocks: 32 bytes far apart). Later reads of them are free."""
-        missing = [r for r in ranges if r[1] > 0 and not self._buffered(*r)]
+        if not ranges and not exact:
+            return
+        held = self._held()  # once per wave: a planner's wave has a range per filter block
+        missing = [r for r in ranges if r[1] > 0 and _gaps(held, *r)]
         merged = (
             self.source.coalesce(missing) if max_gap is None else coalesce(missing, max_gap)
         ) if missing else []
-        merged += sorted({r for r in exact if r[1] > 0 and not self._buffered(*r)})
+        merged += sorted({r for r in exact if r[1] > 0 and _gaps(held, *r)})
         # Parts already held (the tail, an earlier wave) are not read again.
-        merged = sorted({p for o, n in merged for p in self._missing(o, n)})
+        merged = sorted({p for o, n in merged for p in _gaps(held, o, n)})
         if not merged:
             return
         got = self.source.read_ranges(merged)
@@ -424,27 +428,24 @@ class ParquetFile:
             if excess > 0:
                 del self._buffers[self._pinned : self._pinned + excess]
 
-    def _missing(self, offset: int, length: int) -> list[tuple[int, int]]:
-        """The parts of a range that no earlier read holds, in order."""
-        out: list[tuple[int, int]] = []
-        pos, end = offset, offset + length
-        for start, stop in sorted((s, s + len(b)) for s, b in self._buffers):
-            if stop <= pos or start >= end:
-                continue
-            if start > pos:
-                out.append((pos, start - pos))
-            pos = max(pos, stop)
-            if pos >= end:
-                break
-        if pos < end:
-            out.append((pos, end - pos))
-        return out
+    def _held(self) -> tuple[list[int], list[int]]:
+        """The bytes earlier reads hold, as sorted disjoint ``(starts, stops)``."""
+        starts: list[int] = []
+        stops: list[int] = []
+        for start, stop in sorted((s, s + len(b)) for s, b in self._buffers if b):
+            if stops and start <= stops[-1]:
+                stops[-1] = max(stops[-1], stop)
+            else:
+                starts.append(start)
+                stops.append(stop)
+        return starts, stops
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of each range (not kept): the parts earlier reads hold (the tail,
         dictionaries read while planning) from them, the rest in one wave of requests,
         so a range merged across a held part never reads it again."""
-        parts = [self._missing(off, n) for off, n in ranges]
+        held = self._held()
+        parts = [_gaps(held, off, n) for off, n in ranges]
         need = sorted({p for ps in parts for p in ps})
         got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
         out = []
@@ -835,6 +836,27 @@ class ParquetFile:
             if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
         ]
         return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
+
+
+def _gaps(held: tuple[list[int], list[int]], offset: int, length: int
+          ) -> list[tuple[int, int]]:
+    """The parts of ``[offset, offset + length)`` outside the disjoint sorted spans
+    ``held`` (``ParquetFile._held``), in order."""
+    starts, stops = held
+    out: list[tuple[int, int]] = []
+    pos, end = offset, offset + length
+    i = max(bisect.bisect_right(starts, pos) - 1, 0)
+    while i < len(starts) and starts[i] < end:
+        if stops[i] > pos:
+            if starts[i] > pos:
+                out.append((pos, starts[i] - pos))
+            pos = stops[i]
+            if pos >= end:
+                return out
+        i += 1
+    if pos < end:
+        out.append((pos, end - pos))
+    return out
 
 
 def _usual_bloom_header(num_bytes: int) -> BloomFilterHeader:

@@ -9,6 +9,7 @@ The page level answers through ``format.column_index.PageIndex``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -357,8 +358,33 @@ def bloom_hashes(pred: BoundPredicate) -> list[int] | None:
     if pred.leaf.max_repetition_level > 0:
         return None
     vt = pred.value_type
+    # Asked per unit and per filter while planning: the hashes of a literal list are
+    # kept (a few, bounded); an unhashable literal is hashed every time.
+    try:
+        # Types too: 1, 1.0 and True are equal keys but not always equal bytes.
+        key: Any = (vt, tuple(map(type, pred.values)), pred.values)
+        known = _HASHES.get(key)
+    except TypeError:
+        key, known = None, None
+    if known is not None:
+        return None if known is _NO_HASHES else list(known)
+    found = _bloom_hashes(vt, pred.values)
+    if key is not None:
+        if len(_HASHES) >= _HASHES_KEPT:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _HASHES[next(iter(_HASHES))]
+        _HASHES[key] = _NO_HASHES if found is None else tuple(found)
+    return found
+
+
+_HASHES: dict[Any, tuple[int, ...]] = {}
+_HASHES_KEPT = 256
+_NO_HASHES: tuple[int, ...] = (-1,)  # by identity: "no Bloom filter can answer"
+
+
+def _bloom_hashes(vt: ValueType, values: Sequence[Any]) -> list[int] | None:
     out = []
-    for v in pred.values:
+    for v in values:
         raw = encode_plain(vt, v)
         if raw is None:
             return None

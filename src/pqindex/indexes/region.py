@@ -230,6 +230,8 @@ class Region:
         self._kinds: dict[str, IndexKind] = {}
         self._same: dict[tuple[str, str, int, bytes], tuple[LeafColumn, Any]] = {}
         self._probed: set[int] = set()  # entries whose evidence probes block by block
+        # Probed Bloom headers found valid, per leaf (kept alive beside its answers).
+        self._headers: dict[int, tuple[LeafColumn, dict[tuple[bytes, int], int]]] = {}
         self._lock = threading.RLock()
         self._add(list(self._entries))
 
@@ -257,6 +259,8 @@ class Region:
         a malformed one is dropped with a warning (raised when strict)."""
         if not self._pending and not self._columns:
             return
+        if not every and column not in self._pending and column not in self._columns:
+            return  # opened already: no lock taken (asked once per unit while planning)
         with self._lock:
             keys = list(self._pending) if every else [column]
             added = []
@@ -454,32 +458,40 @@ class Region:
         them in the region, up to ``COALESCE_BYTES`` more (one request instead of many)."""
         chosen = set(wanted)
         budget = COALESCE_BYTES
+        entries = self._entries
+        # Runs of consecutive wanted siblings grow at their two ends only: linear,
+        # where walking out from each wanted blob was quadratic.
+        by_group: dict[tuple[str, Scope], set[int]] = {}
         for i in wanted:
-            e = self._entries[i]
-            group = self._siblings.get((e.column, e.scope))
+            e = entries[i]
             k = self._position.get(i)
-            if group is None or k is None:
-                continue
-            for step in (1, -1):
-                lo, hi = e.offset, e.offset + e.length
-                j = k + step
-                while 0 <= j < len(group):
-                    n = group[j]
-                    ne = self._entries[n]
-                    if n in chosen:
+            if k is not None and (e.column, e.scope) in self._siblings:
+                by_group.setdefault((e.column, e.scope), set()).add(k)
+        for key, ks in by_group.items():
+            group = self._siblings[key]
+            order = sorted(ks)
+            starts = [k for k in order if k - 1 not in ks]
+            for a in starts:
+                b = a
+                while b + 1 in ks:
+                    b += 1
+                for step, j in ((1, b + 1), (-1, a - 1)):
+                    first, last = entries[group[a]], entries[group[b]]
+                    lo, hi = first.offset, last.offset + last.length
+                    while 0 <= j < len(group):
+                        n = group[j]
+                        ne = entries[n]
+                        if n in chosen or n in self._bytes or n in self._dropped \
+                                or ne.length > budget:
+                            break
+                        gap = ne.offset - hi if step > 0 else lo - (ne.offset + ne.length)
+                        if gap > GAP_BYTES:
+                            break
+                        chosen.add(n)
+                        budget -= ne.length
                         lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
                         j += step
-                        continue
-                    if n in self._bytes or n in self._dropped or ne.length > budget:
-                        break
-                    gap = ne.offset - hi if step > 0 else lo - (ne.offset + ne.length)
-                    if gap > GAP_BYTES:
-                        break
-                    chosen.add(n)
-                    budget -= ne.length
-                    lo, hi = min(lo, ne.offset), max(hi, ne.offset + ne.length)
-                    j += step
-        return sorted(chosen, key=lambda i: self._entries[i].offset)
+        return sorted(chosen, key=lambda i: entries[i].offset)
 
     def _load(self, wanted: Sequence[int], *, neighbours: bool = True) -> None:
         """Read, check and keep the bytes of blobs ``wanted`` (call with the lock held)."""
@@ -589,35 +601,43 @@ class Region:
         and decoded on first request and kept; a blob that fails its checksum or
         to decode is skipped with a warning. May read the file; I/O errors propagate.
         """
+        return self.evidence_of_units(scope, column, [(row_group, page)], leaf=leaf)[0]
+
+    def evidence_of_units(self, scope: Scope, column: str,
+                          units: Sequence[tuple[int | None, int | None]], *,
+                          leaf: LeafColumn | None = None) -> list[list[Any]]:
+        """``evidence`` of several units ``(row_group, page)`` of one column, in order:
+        the blobs none of them has read yet are read together (a planner asking a row
+        group's pages), and the lock is taken once."""
         scope = Scope(scope)
         self._materialize(column)
-        key = (column, scope, row_group if scope != Scope.FILE else None,
-               page if scope == Scope.PAGE else None)
-        indexes = self._by_unit.get(key)
-        if not indexes:
-            return []
+        by_unit = self._by_unit
+        file_scope, page_scope = scope == Scope.FILE, scope == Scope.PAGE
+        per_unit = [by_unit.get((column, scope, None if file_scope else rg,
+                                 page if page_scope else None), ()) for rg, page in units]
+        if not any(per_unit):
+            return [[] for _ in units]
         if leaf is None and self.schema is not None:
             leaf = self.schema.leaf(column)
         if leaf is None:
-            return []
-        out = []
+            return [[] for _ in units]
         with self._lock:
-            todo = [i for i in indexes if i not in self._evidence]
-            useful = [i for i in todo if self._entries[i].known
-                      and _gives_evidence(self._entries[i].kind)]
-            probed = {i for i in useful if self._probe_header(i) is not None}
-            self._load([i for i in useful if i not in probed])
-            for i in todo:
-                if i in probed:
-                    self._evidence[i] = self._probe(i, leaf)
-                    self._probed.add(i)
-                else:
-                    self._evidence[i] = self._decode(i, leaf) if i in useful else None
-            evs = [self._evidence[i] for i in indexes]
-        for ev in evs:
-            if ev is not None:
-                out.append(ev)
-        return out
+            known = self._evidence
+            todo = [i for ixs in per_unit for i in ixs if i not in known]
+            if todo:
+                todo = list(dict.fromkeys(todo))
+                useful = {i for i in todo if self._entries[i].known
+                          and _gives_evidence(self._entries[i].kind)}
+                probed = {i for i in useful if self._probe_header(i) is not None}
+                self._load([i for i in todo if i in useful and i not in probed])
+                for i in todo:
+                    if i in probed:
+                        known[i] = self._probe(i, leaf)
+                        self._probed.add(i)
+                    else:
+                        known[i] = self._decode(i, leaf) if i in useful else None
+            return [[ev for ev in (known[i] for i in ixs) if ev is not None]
+                    for ixs in per_unit]
 
     def _probe_header(self, i: int) -> int | None:
         """The header length of a "bloom" blob to probe block by block (its bytes not
@@ -631,7 +651,11 @@ class Region:
         hlen = self._probe_header(i)
         assert hlen is not None
         e = self._entries[i]
-        return probe_evidence(e, hlen, leaf, self._read, self.warnings, _where(e))
+        checked = self._headers.setdefault(id(leaf), (leaf, {}))
+        if checked[0] is not leaf:  # another leaf under a reused id
+            checked = self._headers[id(leaf)] = (leaf, {})
+        return probe_evidence(e, hlen, leaf, self._read, self.warnings, lambda: _where(e),
+                              checked[1])
 
     def probe_ranges(self, scope: Scope, column: str, units: Iterable[tuple[int | None,
                      int | None]], hashes: Sequence[int]) -> list[tuple[int, int]]:
@@ -654,26 +678,6 @@ class Region:
                     continue
                 out += probe_blocks(self._entries[i], hlen, base, hashes)
         return out
-
-    def load_units(self, scope: Scope, column: str,
-                   units: Iterable[tuple[int | None, int | None]]) -> None:
-        """Read now, in as few requests as their layout allows, the blobs that
-        ``evidence`` would read for these units of ``column`` (not probed ones): a
-        planner asking page after page then waits for one request, not one per
-        64 KiB of neighbours. I/O errors propagate."""
-        scope = Scope(scope)
-        self._materialize(column)
-        wanted = []
-        for rg, page in units:
-            key = (column, scope, rg if scope != Scope.FILE else None,
-                   page if scope == Scope.PAGE else None)
-            wanted += [i for i in self._by_unit.get(key, ())
-                       if i not in self._evidence and self._entries[i].known
-                       and _gives_evidence(self._entries[i].kind)
-                       and self._probe_header(i) is None]
-        if wanted:
-            with self._lock:
-                self._load(wanted)  # with unread neighbours: the next row group's too
 
     def _decode(self, i: int, leaf: LeafColumn) -> Any:
         entry = self._entries[i]

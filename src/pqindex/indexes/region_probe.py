@@ -40,17 +40,25 @@ def probe_header_length(e: BlobEntry) -> int | None:
 
 
 def probe_evidence(e: BlobEntry, hlen: int, leaf: LeafColumn, read: Callable[[int, int], bytes],
-                   warnings: list[str], where: str) -> Any:
+                   warnings: list[str], where: Callable[[], str],
+                   checked: dict[tuple[bytes, int], int] | None = None) -> Any:
     """Evidence that reads the blob's header now and, per value looked up, the one
     block the value's hash selects (free when prefetched); None, with a warning,
-    when the header is unusable."""
-    try:
-        vt, size = read_bloom_header(read(e.offset, hlen), e.column, e.length)
-        check_leaf_type(leaf, vt, f"bloom blob for {e.column!r}")
-    except (PqIndexError, ValueError, struct.error) as err:
-        reason = err.reason if isinstance(err, PqIndexError) else str(err)
-        warnings.append(f"embedded index: {where} unusable: {reason}")
-        return None
+    when the header is unusable. ``checked``: header bytes and blob length already
+    found valid for ``leaf``, with their bitset size (a column's page filters share
+    one header: parsed once)."""
+    header = bytes(read(e.offset, hlen))
+    size = checked.get((header, e.length)) if checked is not None else None
+    if size is None:
+        try:
+            vt, size = read_bloom_header(header, e.column, e.length)
+            check_leaf_type(leaf, vt, f"bloom blob for {e.column!r}")
+        except (PqIndexError, ValueError, struct.error) as err:
+            reason = err.reason if isinstance(err, PqIndexError) else str(err)
+            warnings.append(f"embedded index: {where()} unusable: {reason}")
+            return None
+        if checked is not None:
+            checked[(header, e.length)] = size
     return BloomEvidence(BloomProbe(BloomFilterHeader(numBytes=size), e.offset + hlen,
                                     size, read))
 

@@ -41,6 +41,7 @@ from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
 from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
+from pqindex.indexes.distinct import DistinctEvidence
 from pqindex.indexes.evidence import (
     BloomEvidence,
     ConstantEvidence,
@@ -234,12 +235,24 @@ class _RowGroupEvidence:
         result: Evidence | None = self.pf.derived[key]
         return result
 
+    def exact_set(self, pred: BoundPredicate) -> bool:
+        """Whether the embedded region holds the row group's exact value set of the
+        leaf: a dictionary (a superset of the values) cannot tell more, so it is not
+        read."""
+        if self.region is None or pred.leaf.index >= self.n_file_leaves:
+            return False
+        evs = self.region.evidence(Scope.ROW_GROUP, pred.leaf.name, self.rg, leaf=pred.leaf)
+        return any(isinstance(e, DistinctEvidence) and e.values.known for e in evs)
+
     def dictionary(self, pred: BoundPredicate) -> Evidence | None:
         col = pred.leaf.index
         if col >= self.n_file_leaves:
             return None
         if col in self._dicts:
             return self._dicts[col]
+        if self.exact_set(pred):
+            self._dicts[col] = None
+            return None
         ev: Evidence | None = None
         pf, rg = self.pf, self.rg
         cmd = pf.column_meta(rg, col)
@@ -473,6 +486,12 @@ def plan_file(
     # known without reading). A round trip costs more than these few bytes.
     undecided = [rg for rg, _, m, _, _ in pending if m == Match.SOME]
     file_preds = [p for p in preds if p.leaf.index < n_leaves]
+    evidence_of = {rg: ev for rg, ev, _, _, _ in pending}
+
+    def dictionary_preds(rg: int) -> list[BoundPredicate]:
+        # Leaves whose row group has an exact embedded value set read no dictionary.
+        ev = evidence_of[rg]
+        return [p for p in file_preds if not ev.exact_set(p)]
     wave: list[tuple[int, int]] = []
     budget = round_trip_bytes(pf)
 
@@ -487,7 +506,8 @@ def plan_file(
     # with small pages it is far larger than the dictionary that decides.
     waiting = [] if budget or not (options.dictionary or options.bloom) else [
         rg for rg in undecided
-        if (options.dictionary and _dictionary_ranges(pf, rg, file_preds, equality_only=True))
+        if (options.dictionary
+            and _dictionary_ranges(pf, rg, dictionary_preds(rg), equality_only=True))
         or (options.bloom and _predictable_blooms(pf, rg, file_preds))]
     wave += page_index_ranges([rg for rg in undecided if rg not in waiting])
     # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
@@ -503,7 +523,8 @@ def plan_file(
             blooms += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
                                     predictable_only=True)
         if options.dictionary:
-            for col, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=True):
+            for col, ext in _dictionary_ranges(pf, rg, dictionary_preds(rg),
+                                               equality_only=True):
                 if col in bloomed.get(rg, ()):
                     deferred.setdefault(rg, []).append(ext)
                 else:
@@ -513,8 +534,8 @@ def plan_file(
     if budget and options.dictionary:
         # The other comparisons' dictionaries are read after the page level; on a store
         # where a round trip costs more, with this wave when they are small enough.
-        other = [ext for rg in undecided
-                 for _, ext in _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
+        other = [ext for rg in undecided for _, ext in _dictionary_ranges(
+            pf, rg, dictionary_preds(rg), equality_only=False)]
         if sum(n for _, n in other) <= budget:
             wave += other
     pf.prefetch(wave, exact=blooms)
@@ -554,8 +575,8 @@ def plan_file(
         sels.append((sel, by, why))
         if _wants_late(m, sel, n, options):
             if options.dictionary:
-                late_wave += [ext for _, ext in
-                              _dictionary_ranges(pf, rg, file_preds, equality_only=False)]
+                late_wave += [ext for _, ext in _dictionary_ranges(
+                    pf, rg, dictionary_preds(rg), equality_only=False)]
             if options.bloom:
                 late_blooms += _bloom_ranges(pf, rg, file_preds, predictable_only=False)
     pf.prefetch(late_wave, exact=late_blooms)
@@ -838,12 +859,23 @@ def _with_page_blobs(
     pages = [(rg, p) for p in some]
     if hashes:
         pf.prefetch([], exact=region.probe_ranges(Scope.PAGE, pred.leaf.name, pages, hashes))
-    region.load_units(Scope.PAGE, pred.leaf.name, pages)  # the other page blobs at once
-    for page in some:
-        evs = region.evidence(Scope.PAGE, pred.leaf.name, rg, page, leaf=pred.leaf)
+    # The other page blobs at once; equal page sets share one evidence object (a
+    # low-cardinality column's pages hold the same values): each is asked once.
+    answers: dict[int, Match] = {}
+    per_page = region.evidence_of_units(Scope.PAGE, pred.leaf.name, pages, leaf=pred.leaf)
+    for page, evs in zip(some, per_page, strict=True):
         if not evs:
             continue
-        m = _AllOf(evs).match(pred)
+        m = Match.SOME
+        for e in evs:
+            a = answers.get(id(e))
+            if a is None:
+                a = answers[id(e)] = Match(e.match(pred))
+            if a == Match.NONE:
+                m = a
+                break
+            if a == Match.ALL:
+                m = a
         if m != Match.SOME:
             if out is None:
                 out = matches.copy()

@@ -48,6 +48,7 @@ __all__ = [
     "pyarrow_opens_free",
     "read_native_ranges",
     "read_whole_row_groups",
+    "side_by_side",
 ]
 
 # Arrow C++ reads this much from the end of a file to find the footer.
@@ -81,6 +82,26 @@ def pool_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterable[Any]:
     """``map`` on the process-wide pool native reads run on (a ``map_fn`` that lets
     :func:`iter_whole_row_groups` read its tasks side by side)."""
     return _native_pool().map(fn, items)
+
+
+def side_by_side(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Every job's result, in order: the first run on the calling thread, the others on
+    the process-wide pool (jobs that wait on pyarrow, which releases the GIL). A job
+    no pool thread has started yet is taken back and run here: a caller that is itself
+    a pool thread never waits on a queue its own wait keeps full."""
+    if len(jobs) < 2:
+        return [job() for job in jobs]
+    pool = _native_pool()
+    futures = [pool.submit(job) for job in jobs[1:]]
+    try:
+        out = [jobs[0]()]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+    for job, f in zip(jobs[1:], futures, strict=True):
+        out.append(job() if f.cancel() else f.result())
+    return out
 
 
 def pyarrow_opens_free(pf: ParquetFile) -> bool:
