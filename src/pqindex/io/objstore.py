@@ -495,6 +495,8 @@ class TailWave:
         for lock in self._landed.values():
             lock.acquire()
         self._released: set[str] = set()
+        self._hooks: dict[str, list[Callable[[], None]]] = {}
+        self._hooks_lock = threading.Lock()
         self._future: concurrent.futures.Future[int] | None = None
 
     def __contains__(self, url: object) -> bool:
@@ -505,9 +507,23 @@ class TailWave:
 
     def landed(self, url: str) -> None:
         """``url``'s tail is in (called once per request, on the I/O loop)."""
-        if url not in self._released:  # a URL listed twice is released once
+        with self._hooks_lock:
+            if url in self._released:  # a URL listed twice is released once
+                return
             self._released.add(url)
-            self._landed[url].release()
+            hooks = self._hooks.pop(url, [])
+        self._landed[url].release()
+        for fn in hooks:
+            fn()
+
+    def when_landed(self, url: str, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once ``url``'s tail landed: at once (here) if it has or the file
+        is not in this wave, else on the I/O loop. ``fn`` must not block or raise."""
+        with self._hooks_lock:
+            if url in self._landed and url not in self._released:
+                self._hooks.setdefault(url, []).append(fn)
+                return
+        fn()
 
     def wait(self, url: str) -> None:
         """Until ``url``'s tail landed (at once for a file not in this wave)."""
