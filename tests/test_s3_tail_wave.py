@@ -216,31 +216,6 @@ def test_a_scanned_dataset_is_freed_without_the_cyclic_gc(
     assert {_file_of(r.path) for r in gets if r not in tails} == {"part-01.parquet"}
 
 
-def test_tails_of_a_wave_are_kept_as_received(
-    s3: S3Endpoint, lake: tuple[str, pa.Table]  # noqa: F811
-) -> None:
-    """The wave's tails go into the metadata cache as read-only views of the
-    responses (no copy of 512 KiB per file); a file opened from them reads the same
-    bytes as a fresh GET, and slices handed to callers are bytes."""
-    url, _ = lake
-    metadata_cache().clear()
-    ds = pqindex.dataset(url, storage_options=s3.storage_options(), tail_bytes=TAIL)
-    assert ds.schema.names == ["id", "x", "s"]  # every tail, in one wave
-    df = ds.discovery.files[2]
-    key = (df.path, df.info.size, df.info.etag) if df.info is not None else None
-    cached = metadata_cache().get(key)
-    assert cached is not None
-    start, view = cached[-1]
-    assert isinstance(view, memoryview) and view.readonly and len(view) == TAIL
-    pf = ds._open[df.path].pf
-    fresh = s3.boto3().get_object(Bucket=url.split("/")[2],
-                                  Key=df.path.split("/", 3)[3], Range=f"bytes=-{TAIL}")
-    body = fresh["Body"].read()
-    assert bytes(view) == body
-    piece = pf.read_bytes(start + 10, 100)
-    assert type(piece) is bytes and piece == body[10:110]
-
-
 def test_a_file_is_handed_on_once_its_tail_landed(
     s3: S3Endpoint, lake: tuple[str, pa.Table]  # noqa: F811
 ) -> None:

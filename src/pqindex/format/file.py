@@ -50,7 +50,7 @@ from pqindex.format.structs import (
     XxHash,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
-from pqindex.io.cache import Buffer, metadata_cache
+from pqindex.io.cache import metadata_cache
 from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
 
 # chunk_range stays importable from here (pages.py, user code).
@@ -93,8 +93,7 @@ class ParquetFile:
         self._lock = threading.Lock()
         self._column_indexes: dict[tuple[int, int], ColumnIndex | None] = {}
         self._offset_indexes: dict[tuple[int, int], OffsetIndex | None] = {}
-        # (offset, bytes) already read; the tail may be a read-only view (io.cache).
-        self._buffers: list[tuple[int, Buffer]] = []
+        self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
         self._kept = 0
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         # Things derived from this file by upper layers (the embedded index region),
@@ -143,7 +142,6 @@ class ParquetFile:
         src = self.source
         cache = metadata_cache()
         cached = cache.get(src.cache_key())
-        tail: Buffer
         if cached is not None:
             # An unchanged object (same URL, size and ETag/mtime): no request.
             tail_start, tail = cached[-1]
@@ -159,7 +157,7 @@ class ParquetFile:
             raise CorruptFileError(
                 f"file is {size} bytes, too small to be Parquet (at least 12)", path=self.path
             )
-        magic = bytes(tail[-4:])
+        magic = tail[-4:]
         if magic == MAGIC_ENCRYPTED:
             raise UnsupportedError(
                 "encrypted footer (PARE): encrypted files are not supported", path=self.path
@@ -181,14 +179,14 @@ class ParquetFile:
         if footer_start < tail_start:
             # The footer begins before the tail: fetch exactly the missing part.
             head = src.read(footer_start, tail_start - footer_start)
-            tail = head + bytes(tail)
+            tail = head + tail
             tail_start = footer_start
         if cached is None:
             cache.put(src.cache_key(), [(tail_start, tail)])
         self._buffers.append((tail_start, tail))
         self.footer_offset = footer_start
         self.footer_length = footer_len
-        footer = bytes(tail[footer_start - tail_start : footer_start - tail_start + footer_len])
+        footer = tail[footer_start - tail_start : footer_start - tail_start + footer_len]
         self.footer_bytes = footer
         try:
             md, _ = decode(FileMetaData, footer)
@@ -269,7 +267,7 @@ class ParquetFile:
         end = offset + length
         for start, buf in self._buffers:
             if start <= offset and end <= start + len(buf):
-                return bytes(buf[offset - start : offset - start + length])
+                return buf[offset - start : offset - start + length]
         # Pieces from earlier reads (the tail, dictionary pages read while planning),
         # requests for the gaps only: no byte is read twice.
         pieces: list[bytes] = []
@@ -278,7 +276,7 @@ class ParquetFile:
             held = next(((s, b) for s, b in self._buffers if s <= pos < s + len(b)), None)
             if held is not None:
                 s, b = held
-                piece = bytes(b[pos - s : min(end, s + len(b)) - s])
+                piece = b[pos - s : min(end, s + len(b)) - s]
             else:
                 nxt = min((s for s, _ in self._buffers if pos < s < end), default=end)
                 piece = self.source.read(pos, nxt - pos)

@@ -12,15 +12,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["DEFAULT_CACHE_BYTES", "Buffer", "MetadataCache", "metadata_cache"]
+__all__ = ["DEFAULT_CACHE_BYTES", "MetadataCache", "metadata_cache"]
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 Key = tuple[str, int, str]
-# bytes, or a read-only view of a response body (kept as the store's client gave it:
-# copying a 512 KiB tail per file costs more than the rest of its wave's handling).
-Buffer = bytes | memoryview
-Buffers = tuple[tuple[int, Buffer], ...]
+Buffers = tuple[tuple[int, bytes], ...]
 
 
 class MetadataCache:
@@ -64,13 +61,11 @@ class MetadataCache:
             self.hits += 1
             return bufs
 
-    def put(self, key: Key | None, buffers: Sequence[tuple[int, Buffer]]) -> None:
-        """Store the buffers of this object version (replacing any older version);
-        a memoryview is kept as it is (it must be read-only: the cache shares it)."""
+    def put(self, key: Key | None, buffers: Sequence[tuple[int, bytes]]) -> None:
+        """Store the buffers of this object version (replacing any older version)."""
         if key is None:
             return
-        bufs = tuple((int(o), b if isinstance(b, bytes) or (
-            isinstance(b, memoryview) and b.readonly) else bytes(b)) for o, b in buffers)
+        bufs = tuple((int(o), bytes(b)) for o, b in buffers)
         n = sum(len(b) for _, b in bufs)
         with self._lock:
             old = self._by_url.get(key[0])

@@ -382,19 +382,13 @@ class ObjectStoreSource:
         return {"offset": max(0, size - length)}
 
     async def _get(self, options: dict[str, Any], operation: str) -> tuple[bytes, int, int]:
-        data, start, end = await self._get_view(options, operation)
-        return bytes(data), start, end
-
-    async def _get_view(self, options: dict[str, Any], operation: str
-                        ) -> tuple[memoryview, int, int]:
-        """A GET whose body stays in the client's buffer (a read-only view, no copy)."""
         import obstore as obs
 
         res = await obs.get_async(self._handle.store, self._key, options=options)  # type: ignore[arg-type]
         data = await res.bytes_async()
         self._learn(res.meta, operation)
         start, end = res.range
-        return memoryview(data), start, end
+        return bytes(data), start, end
 
     def tail(self, length: int) -> bytes:
         if length <= 0:
@@ -589,7 +583,7 @@ def start_tails(
 
         async def one(src: ObjectStoreSource, options: dict[str, Any]) -> int:
             try:
-                data, start, end = await src._get_view(options, "GET (tail)")
+                data, start, end = await src._get(options, "GET (tail)")
             except Exception:
                 return 0
             else:
