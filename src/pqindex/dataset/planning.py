@@ -141,6 +141,10 @@ def _as_landed(ds: Dataset, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T
     with ds._lock:
         waves = {df.path: ds._landing.get(df.path) for df in files}
     for df in files:
+        wave = waves[df.path]
+        if wave is None:  # its tail is not in flight: planned as soon as a thread is free
+            out[df.path] = pool.submit(fn, df)
+            continue
         done: Future[T] = Future()
         out[df.path] = done
 
@@ -158,11 +162,7 @@ def _as_landed(ds: Dataset, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T
             except RuntimeError:  # the pool shut down (an earlier file failed)
                 done.cancel()
 
-        wave = waves[df.path]
-        if wave is None:
-            submit()
-        else:
-            wave.when_landed(df.path, submit)
+        wave.when_landed(df.path, submit)
     return out
 
 
