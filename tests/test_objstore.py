@@ -647,3 +647,24 @@ def test_tiny_or_foreign_objects_are_corrupt_files(
     with pytest.raises(CorruptFileError) as exc:
         ParquetFile.open(_url(bucket, key), storage_options=s3.storage_options())
     assert _url(bucket, key) in str(exc.value)
+
+
+def test_store_clients_are_shared_by_equal_options_only() -> None:
+    """One client per store and options: the same options in another mapping find it
+    (a dataset opens thousands of objects), options that differ, even only in type
+    (``1`` and ``True``), or hold an unhashable value, are told apart as by value."""
+    from pqindex.io.objstore import get_store
+
+    opts = {"endpoint": "http://127.0.0.1:9", "access_key_id": "k", "secret_access_key": "s",
+            "region": "us-east-1", "allow_http": "true"}
+    a, key = get_store("s3://shared-bucket/x/part-0.parquet", opts)
+    assert key == "x/part-0.parquet"
+    assert get_store("s3://shared-bucket/y.parquet", dict(reversed(opts.items())))[0] is a
+    one = get_store("s3://shared-bucket/y.parquet", {**opts, "max_in_flight": 1})[0]
+    true = get_store("s3://shared-bucket/y.parquet", {**opts, "max_in_flight": True})[0]
+    assert one is not a and true is not one and one.max_in_flight == true.max_in_flight == 1
+    listed = get_store("s3://shared-bucket/y.parquet",
+                       {**opts, "default_headers": {"x-a": "1"}})[0]
+    assert listed is get_store("s3://shared-bucket/z.parquet",
+                               {**opts, "default_headers": {"x-a": "1"}})[0]
+    assert get_store("s3://other-bucket/y.parquet", opts)[0] is not a

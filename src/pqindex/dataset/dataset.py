@@ -206,13 +206,15 @@ class Dataset:
             if tails is not None:
                 self._landing.update((p, tails) for p in ahead if p in tails)
         if tails is not None:
-            # Forgotten once all landed (opening a landed file no longer waits).
-            tails.add_done_callback(lambda: self._landed(tails))
+            # Forgotten once all landed (opening a landed file no longer waits). The
+            # callback names no wave: a wave's future keeps its callbacks, and one that
+            # held the wave would make the dataset garbage only the cyclic GC frees.
+            tails.add_done_callback(self._landed)
         return tails
 
-    def _landed(self, tails: TailWave) -> None:
+    def _landed(self) -> None:
         with self._lock:
-            for p in [p for p, t in self._landing.items() if t is tails]:
+            for p in [p for p, t in self._landing.items() if t.done()]:
                 del self._landing[p]
 
     def _read_ahead(self, files: Sequence[DataFile]) -> int:

@@ -114,6 +114,8 @@ class StoreHandle:
 
 
 _stores: dict[tuple[str, str], StoreHandle] = {}
+# The same clients by the options as given (get_store's fast path).
+_by_fast_key: dict[tuple[Any, ...], StoreHandle] = {}
 _stores_lock = threading.Lock()
 
 
@@ -189,15 +191,36 @@ def _configure(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return config, client, retry, in_flight
 
 
+def _fast_key(root: str, options: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """A cheap key for the options as given (a dataset opens thousands of objects with
+    the same mapping), typed so that 1 and True differ; None when a value is unhashable."""
+    if not options:
+        return (root,)
+    key = (root, *((k, type(v), v) for k, v in options.items()))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[StoreHandle,
                                                                                    str]:
     """The shared client for ``url``'s store and the object key inside it."""
     root, key = split_url(url)
+    fast = _fast_key(root, storage_options)
+    if fast is not None:
+        handle = _by_fast_key.get(fast)
+        if handle is not None:
+            return handle, key
     opts = dict(storage_options or {})
     cache_key = (root, repr(sorted((str(k), repr(v)) for k, v in opts.items())))
     with _stores_lock:
         handle = _stores.get(cache_key)
     if handle is not None:
+        if fast is not None:
+            with _stores_lock:
+                _by_fast_key[fast] = handle
         return handle, key
     from obstore.store import from_url
 
@@ -220,13 +243,17 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
     handle = StoreHandle(store, root, in_flight,
                          suffix_ranges=type(store).__name__ != "AzureStore")
     with _stores_lock:
-        return _stores.setdefault(cache_key, handle), key
+        handle = _stores.setdefault(cache_key, handle)
+        if fast is not None:
+            _by_fast_key[fast] = handle
+        return handle, key
 
 
 def clear_stores() -> None:
     """Forget every cached client (tests that change the environment)."""
     with _stores_lock:
         _stores.clear()
+        _by_fast_key.clear()
 
 
 # ------------------------------------------------------------------ source
@@ -456,7 +483,14 @@ class TailWave:
     """
 
     def __init__(self, urls: Sequence[str]) -> None:
-        self._landed = {u: threading.Event() for u in urls}
+        # Per file a lock held until its tail lands (lighter than an Event: a wave has
+        # thousands); a waiter takes it and hands it on at once.
+        self._landed = {u: threading.Lock() for u in urls}
+        for lock in self._landed.values():
+            lock.acquire()
+        self._released: set[str] = set()
+        self._hooks: dict[str, list[Callable[[], None]]] = {}
+        self._hooks_lock = threading.Lock()
         self._future: concurrent.futures.Future[int] | None = None
 
     def __contains__(self, url: object) -> bool:
@@ -466,17 +500,39 @@ class TailWave:
         return len(self._landed)
 
     def landed(self, url: str) -> None:
-        self._landed[url].set()
+        """``url``'s tail is in (called once per request, on the I/O loop)."""
+        with self._hooks_lock:
+            if url in self._released:  # a URL listed twice is released once
+                return
+            self._released.add(url)
+            hooks = self._hooks.pop(url, [])
+        self._landed[url].release()
+        for fn in hooks:
+            fn()
+
+    def when_landed(self, url: str, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once ``url``'s tail landed: at once (here) if it has or the file
+        is not in this wave, else on the I/O loop. ``fn`` must not block or raise."""
+        with self._hooks_lock:
+            if url in self._landed and url not in self._released:
+                self._hooks.setdefault(url, []).append(fn)
+                return
+        fn()
 
     def wait(self, url: str) -> None:
         """Until ``url``'s tail landed (at once for a file not in this wave)."""
-        ev = self._landed.get(url)
-        if ev is not None:
-            ev.wait()
+        lock = self._landed.get(url)
+        if lock is not None:
+            with lock:
+                pass
 
     def join(self) -> int:
         assert self._future is not None
         return self._future.result()
+
+    def done(self) -> bool:
+        """Whether every tail landed."""
+        return self._future is not None and self._future.done()
 
     def add_done_callback(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` once every tail landed (at once if they all have)."""
@@ -523,12 +579,11 @@ def start_tails(
         src.stats.record_wave()
 
     async def wave() -> int:
-        sem = asyncio.Semaphore(limit)
+        jobs = iter(zip(todo, options, strict=True))
 
         async def one(src: ObjectStoreSource, options: dict[str, Any]) -> int:
             try:
-                async with sem:
-                    data, start, end = await src._get(options, "GET (tail)")
+                data, start, end = await src._get(options, "GET (tail)")
             except Exception:
                 return 0
             else:
@@ -538,7 +593,15 @@ def start_tails(
             finally:
                 tails.landed(src.path)  # a planner thread may take this file now
 
-        got = await asyncio.gather(*(one(s, o) for s, o in zip(todo, options, strict=True)))
+        async def worker() -> int:
+            # ``limit`` workers taking the files in order: the requests go out as a
+            # semaphore would let them, without a task per file.
+            n = 0
+            for src, opts in jobs:
+                n += await one(src, opts)
+            return n
+
+        got = await asyncio.gather(*(worker() for _ in range(min(limit, len(todo)))))
         return sum(got)
 
     tails._future = submit(wave())

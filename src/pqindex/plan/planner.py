@@ -492,76 +492,79 @@ def plan_file(
         # Leaves whose row group has an exact embedded value set read no dictionary.
         ev = evidence_of[rg]
         return [p for p in file_preds if not ev.exact_set(p)]
-    wave: list[tuple[int, int]] = []
-    budget = round_trip_bytes(pf)
 
-    def page_index_ranges(rgs: list[int]) -> list[tuple[int, int]]:
-        if not (options.page_index and rgs and pred_cols):
-            return []
-        return pf.page_index_ranges(rgs, pred_cols) + pf.page_index_ranges(
-            rgs, [c for c in read_cols if c not in pred_cols], column_index=False)
+    # Nothing left undecided (most files of a selective dataset scan): no wave to plan.
+    if undecided:
+        wave: list[tuple[int, int]] = []
+        budget = round_trip_bytes(pf)
 
-    # Where bytes cost more than round trips (local files), the page index of a row
-    # group an equality dictionary or Bloom filter may still rule out waits for them:
-    # with small pages it is far larger than the dictionary that decides.
-    waiting = [] if budget or not (options.dictionary or options.bloom) else [
-        rg for rg in undecided
-        if (options.dictionary
-            and _dictionary_ranges(pf, rg, dictionary_preds(rg), equality_only=True))
-        or (options.bloom and _predictable_blooms(pf, rg, file_preds))]
-    wave += page_index_ranges([rg for rg in undecided if rg not in waiting])
-    # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
-    # dictionaries it covers wait for its answer unless reading them now costs less
-    # than a round trip.
-    bloomed: dict[int, frozenset[int]] = {}
-    blooms: list[tuple[int, int]] = []
-    deferred: dict[int, list[tuple[int, int]]] = {}
-    for rg in undecided:
-        if options.bloom:
-            cols = _predictable_blooms(pf, rg, file_preds)
-            bloomed[rg] = cols
-            blooms += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
-                                    predictable_only=True)
-        if options.dictionary:
-            for col, ext in _dictionary_ranges(pf, rg, dictionary_preds(rg),
-                                               equality_only=True):
-                if col in bloomed.get(rg, ()):
-                    deferred.setdefault(rg, []).append(ext)
-                else:
-                    wave.append(ext)
-    if sum(n for exts in deferred.values() for _, n in exts) <= budget:
-        wave += [ext for exts in deferred.values() for ext in exts]
-    if budget and options.dictionary:
-        # The other comparisons' dictionaries are read after the page level; on a store
-        # where a round trip costs more, with this wave when they are small enough.
-        other = [ext for rg in undecided for _, ext in _dictionary_ranges(
-            pf, rg, dictionary_preds(rg), equality_only=False)]
-        if sum(n for _, n in other) <= budget:
-            wave += other
-    pf.prefetch(wave, exact=blooms)
-    if options.dictionary or options.bloom:
-        for i, (rg, ev, m, _by, _why) in enumerate(pending):
-            if m != Match.SOME or not bloomed.get(rg):
-                continue
-            stages = _early_stages(ev, options, on_partition, region is not None)
-            stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
-            pending[i] = (rg, ev, *_staged_match(expr, stages))
-        # Dictionaries the Bloom filters did not make useless, in one more wave.
-        pf.prefetch([ext for rg, _, m, _, _ in pending if m == Match.SOME
-                     for ext in deferred.get(rg, [])])
-    if options.dictionary:
-        # = and IN against a dictionary decide a row group for the price of a page the
-        # scan would read anyway.
-        for i, (rg, ev, m, _by, _why) in enumerate(pending):
-            if m == Match.SOME:
+        def page_index_ranges(rgs: list[int]) -> list[tuple[int, int]]:
+            if not (options.page_index and rgs and pred_cols):
+                return []
+            return pf.page_index_ranges(rgs, pred_cols) + pf.page_index_ranges(
+                rgs, [c for c in read_cols if c not in pred_cols], column_index=False)
+
+        # Where bytes cost more than round trips (local files), the page index of a row
+        # group an equality dictionary or Bloom filter may still rule out waits for them:
+        # with small pages it is far larger than the dictionary that decides.
+        waiting = [] if budget or not (options.dictionary or options.bloom) else [
+            rg for rg in undecided
+            if (options.dictionary
+                and _dictionary_ranges(pf, rg, dictionary_preds(rg), equality_only=True))
+            or (options.bloom and _predictable_blooms(pf, rg, file_preds))]
+        wave += page_index_ranges([rg for rg in undecided if rg not in waiting])
+        # A Bloom filter answers = and IN for a block of 32 bytes: it goes first, and the
+        # dictionaries it covers wait for its answer unless reading them now costs less
+        # than a round trip.
+        bloomed: dict[int, frozenset[int]] = {}
+        blooms: list[tuple[int, int]] = []
+        deferred: dict[int, list[tuple[int, int]]] = {}
+        for rg in undecided:
+            if options.bloom:
+                cols = _predictable_blooms(pf, rg, file_preds)
+                bloomed[rg] = cols
+                blooms += _bloom_ranges(pf, rg, [p for p in file_preds if p.leaf.index in cols],
+                                        predictable_only=True)
+            if options.dictionary:
+                for col, ext in _dictionary_ranges(pf, rg, dictionary_preds(rg),
+                                                   equality_only=True):
+                    if col in bloomed.get(rg, ()):
+                        deferred.setdefault(rg, []).append(ext)
+                    else:
+                        wave.append(ext)
+        if sum(n for exts in deferred.values() for _, n in exts) <= budget:
+            wave += [ext for exts in deferred.values() for ext in exts]
+        if budget and options.dictionary:
+            # The other comparisons' dictionaries are read after the page level; on a store
+            # where a round trip costs more, with this wave when they are small enough.
+            other = [ext for rg in undecided for _, ext in _dictionary_ranges(
+                pf, rg, dictionary_preds(rg), equality_only=False)]
+            if sum(n for _, n in other) <= budget:
+                wave += other
+        pf.prefetch(wave, exact=blooms)
+        if options.dictionary or options.bloom:
+            for i, (rg, ev, m, _by, _why) in enumerate(pending):
+                if m != Match.SOME or not bloomed.get(rg):
+                    continue
                 stages = _early_stages(ev, options, on_partition, region is not None)
-                if bloomed.get(rg):
-                    stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
-                stages.append(("dictionary", ev.dictionary_for_equality))
+                stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
                 pending[i] = (rg, ev, *_staged_match(expr, stages))
-    if waiting:
-        still = {rg for rg, _, m, _, _ in pending if m == Match.SOME}
-        pf.prefetch(page_index_ranges([rg for rg in waiting if rg in still]))
+            # Dictionaries the Bloom filters did not make useless, in one more wave.
+            pf.prefetch([ext for rg, _, m, _, _ in pending if m == Match.SOME
+                         for ext in deferred.get(rg, [])])
+        if options.dictionary:
+            # = and IN against a dictionary decide a row group for the price of a page the
+            # scan would read anyway.
+            for i, (rg, ev, m, _by, _why) in enumerate(pending):
+                if m == Match.SOME:
+                    stages = _early_stages(ev, options, on_partition, region is not None)
+                    if bloomed.get(rg):
+                        stages.append(("bloom filter", _only(ev.bloom, bloomed[rg])))
+                    stages.append(("dictionary", ev.dictionary_for_equality))
+                    pending[i] = (rg, ev, *_staged_match(expr, stages))
+        if waiting:
+            still = {rg for rg, _, m, _, _ in pending if m == Match.SOME}
+            pf.prefetch(page_index_ranges([rg for rg in waiting if rg in still]))
     # Page level, then (wave 2, only for row groups still undecided) the remaining
     # dictionaries and Bloom filters of all of them at once.
     sels: list[tuple[Selection, str, str]] = []
