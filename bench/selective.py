@@ -94,8 +94,8 @@ def configure(shape: str, variant: str, rows: int) -> None:
     """Select the file shape and variant (module-level settings the script reads)."""
     global SHAPE, SHAPE_NAME, VARIANT, ROW_GROUP, START, END, CATEGORIES
     SHAPE, SHAPE_NAME, VARIANT = SHAPES[shape], shape, variant
-    if SHAPE.row_groups:
-        ROW_GROUP = -(-rows // SHAPE.row_groups)
+    # A fixed number of row groups, else 1M-row ones (reset: configure may run twice).
+    ROW_GROUP = -(-rows // SHAPE.row_groups) if SHAPE.row_groups else 1_000_000
     extra = [f"zulu{i:02d}" for i in range(SHAPE.categories - len(_BASE_CATEGORIES))]
     CATEGORIES = _BASE_CATEGORIES + extra  # sort after 'tare': 'rare', 'absent' stay inside
     if shape != "bench" or variant != "plain":
