@@ -23,10 +23,10 @@ from pqindex.dataset.planning import (
     OnPlanned,
     OpenFile,
     Planned,
+    Planning,
     Plans,
     WaveClock,
     count_pages,
-    plan_files,
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.errors import PqIndexError, UserInputError, public_api
@@ -113,7 +113,7 @@ class _Made:
     plans: Plans | None
 
 
-class Dataset:
+class Dataset(Planning):
     """One or many Parquet files read as one table."""
 
     def __init__(
@@ -387,7 +387,7 @@ class Dataset:
             waves0.update({p: st.round_trips for p, st in self._ahead.items()})
         pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
         try:
-            plans = plan_files(self, columns, expr, t0, report, waves0, pool, view,
+            plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
                                on_planned)
         finally:
             if pool is not None:

@@ -1,6 +1,6 @@
 """Planning the files of a dataset: bind once per schema, prune, plan on a pool.
 
-``plan_files`` is the body of ``Dataset._plan``: the first file (or the
+``Planning._plan_files`` is the body of ``Dataset._plan``: the first file (or the
 manifest's stand-in for it) binds the predicate and gives the output fields;
 partition values and the manifest rule files out without a request; every other
 file is opened and planned by ``plan_file`` on the dataset's pool. Remote tails
@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -40,9 +40,35 @@ from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 
 if TYPE_CHECKING:
-    from pqindex.dataset.dataset import Dataset
+    from pqindex.dataset.discovery import Discovery
+    from pqindex.format.schema import Schema
+    from pqindex.io.objstore import TailWave
 
-__all__ = ["OpenFile", "Planned", "Plans", "WaveClock", "count_pages", "plan_files"]
+    class _Dataset(Protocol):
+        """What the planning reads of the ``Dataset`` it is mixed into."""
+
+        _lock: threading.Lock
+        _shapes: list[tuple[Any, ...]]  # distinct footer schemas
+        _landing: dict[str, TailWave]  # files whose tail is in flight
+        _open: dict[str, OpenFile]
+        _ahead: dict[str, IOStats]  # files whose tail was read ahead
+        _stand_in: OpenFile | None
+        row_groups: dict[str, frozenset[int]]
+        plan_options: PlanOptions
+
+        @property
+        def discovery(self) -> Discovery: ...
+        def _file(self, df: DataFile) -> OpenFile: ...
+        def _first(self) -> OpenFile: ...
+        def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None: ...
+        def _first_schema(self) -> pa.Schema: ...
+        def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema: ...
+        def _bound_schema(self, pf: ParquetFile) -> Schema: ...
+        def _shape_of(self, pf: ParquetFile) -> int: ...
+        def _as_landed(self, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
+                       files: Sequence[DataFile]) -> dict[str, Future[T]]: ...
+
+__all__ = ["OpenFile", "Planned", "Planning", "Plans", "WaveClock", "count_pages"]
 
 T = TypeVar("T")
 # One file's outcome: the file, its opened footer (None when never opened), its
@@ -109,269 +135,273 @@ def _schema_key(pf: ParquetFile) -> tuple[Any, ...]:
     return (md.version, md.schema, md.created_by, md.column_orders, arrow)
 
 
-def shape_of(ds: Dataset, pf: ParquetFile) -> int:
-    """The number of ``pf``'s footer schema among the distinct ones of the dataset
-    (kept in ``pf.derived``: a warm scan finds it without comparing)."""
-    got: int | None = pf.derived.get("schema_shape")
-    if got is not None:
-        return got
-    key = _schema_key(pf)
-    with ds._lock:
-        shapes = ds._shapes
-        got = next((i for i, k in enumerate(shapes) if k == key), None)
-        if got is None:
-            shapes.append(key)
-            got = len(shapes) - 1
-    pf.derived["schema_shape"] = got
-    return got
-
-
 def count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
     """Data pages of the involved chunks, as far as the metadata read so far tells."""
     return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
 
 
-def _as_landed(ds: Dataset, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
-               files: Sequence[DataFile]) -> dict[str, Future[T]]:
-    """``fn(df)`` for each file on the pool, each task submitted once the file's tail
-    is in (files outside a wave at once): a pool thread only wakes for a file it can
-    plan, and the pool grows past its busy threads only (a task per waiting file kept
-    up to 32 threads switching on the GIL through a wave of 1,000 tails)."""
-    out: dict[str, Future[T]] = {}
-    with ds._lock:
-        waves = {df.path: ds._landing.get(df.path) for df in files}
-    for df in files:
-        wave = waves[df.path]
-        if wave is None:  # its tail is not in flight: planned as soon as a thread is free
-            out[df.path] = pool.submit(fn, df)
-            continue
-        done: Future[T] = Future()
-        out[df.path] = done
+class Planning:
+    """``Dataset``'s planning of many files, mixed into it (kept apart for size): its
+    methods read the dataset's open files, tail waves and schema shapes."""
 
-        def run(df: DataFile = df, done: Future[T] = done) -> None:
-            if not done.set_running_or_notify_cancel():
-                return
-            try:
-                done.set_result(fn(df))
-            except BaseException as e:
-                done.set_exception(e)
-
-        def submit(run: Callable[[], None] = run, done: Future[T] = done) -> None:
-            try:
-                pool.submit(run)
-            except RuntimeError:  # the pool shut down (an earlier file failed)
-                done.cancel()
-
-        wave.when_landed(df.path, submit)
-    return out
-
-
-def plan_files(ds: Dataset, columns: Sequence[str] | None, expr: Expr, t0: float,
-               report: ScanReport, waves0: dict[str, int], pool: ThreadPoolExecutor | None,
-               view: Any, on_planned: OnPlanned | None = None) -> Plans:
-    """Every file of ``ds`` planned for ``columns`` where ``expr`` holds.
-
-    ``waves0``: each file's round trips before this planning (a tail wave already
-    started counts in it). ``on_planned`` is called for each kept file as soon as
-    it is planned, on the pool thread that planned it (only with a pool: several
-    files)."""
-    disc = ds.discovery
-    open_clock, plan_clock = WaveClock(), WaveClock()
-    # Every file will be opened (no partition value or manifest can rule one out):
-    # each file's pool task opens it (once its tail landed) and plans it at once.
-    every = (pool is not None and view is None
-             and not set(disc.partition_columns) & set(columns_of(expr)))
-    head = disc.files[0]
-    if every:
-        first = ds._file(head)
-        open_clock.add(first.stats.round_trips - waves0.get(head.path, 0))
-        first_waves = 0
-    else:
-        # The first file (or the manifest's stand-in for it) is opened before the
-        # others: its schema binds the predicate and prunes partitions first.
-        # The manifest's stand-in made no request (its stats are not the file's,
-        # which may be open already from an earlier scan).
-        first = ds._first()
-        first_waves = 0 if first is ds._stand_in else (
-            first.stats.round_trips - waves0.get(first.df.path, 0))
-    with ds._lock:
-        waves_start = {p: of.stats.round_trips for p, of in ds._open.items()}
-        waves_start.update({p: st.round_trips for p, st in ds._ahead.items()})
-    schema = ds._first_schema()
-    names = [f.name for f in schema]
-    if columns is None:
-        fields = names
-    else:
-        fields = list(columns)
-        for c in fields:
-            if c not in names:
-                raise UserInputError(
-                    f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
-                )
-    first_bound = bind(expr, ds._bound_schema(first.pf))
-    n_first = len(first.pf.schema.leaves)
-
-    def prune_by_partition(df: DataFile) -> bool:
-        if not disc.partition_columns or isinstance(first_bound, BoundTrue):
-            return False
-        values = disc.partition_values(df)
-
-        def leaf(pred: Any) -> Match:
-            if pred.leaf.index >= n_first:
-                return ConstantEvidence(values.get(pred.leaf.name)).match(pred)
-            return Match.SOME
-
-        return evaluate(first_bound, leaf) == Match.NONE
-
-    stand_in_bound: dict[int, BoundExpr | None] = {}
-    # Per footer schema (shape_of): the predicate bound once, and the first file
-    # with it, whose Arrow schema stands for all of them in the unification.
-    bound_by_shape: dict[int, BoundExpr] = {}
-    reps: dict[int, OpenFile] = {}
-    reps[shape_of(ds, first.pf)] = first
-
-    def bind_like(of: OpenFile) -> BoundExpr:
-        # Files of one writer share a schema: bound once per footer schema, not per file.
-        shape = shape_of(ds, of.pf)
-        reps.setdefault(shape, of)
-        got = bound_by_shape.get(shape)
-        if got is None:
-            got = bound_by_shape[shape] = bind(expr, ds._bound_schema(of.pf))
+    def _shape_of(self: _Dataset, pf: ParquetFile) -> int:
+        """The number of ``pf``'s footer schema among the distinct ones of the dataset
+        (kept in ``pf.derived``: a warm scan finds it without comparing)."""
+        got: int | None = pf.derived.get("schema_shape")
+        if got is not None:
+            return got
+        key = _schema_key(pf)
+        with self._lock:
+            shapes = self._shapes
+            got = next((i for i, k in enumerate(shapes) if k == key), None)
+            if got is None:
+                shapes.append(key)
+                got = len(shapes) - 1
+        pf.derived["schema_shape"] = got
         return got
 
-    def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
-        # Files share a few schemas: bound once per manifest schema.
-        if id(pf) not in stand_in_bound:
-            try:
-                stand_in_bound[id(pf)] = bind(expr, ds._bound_schema(pf))
-            except PqIndexError:
-                stand_in_bound[id(pf)] = None  # the footer path reports it
-        return stand_in_bound[id(pf)]
 
-    manifest_skips: dict[str, str | None] = {}
-    if view is not None and not isinstance(first_bound, BoundTrue):
-        for df in disc.files:
-            if not prune_by_partition(df):
-                manifest_skips[df.path] = view.prune(
-                    df, bind_stand_in, disc.partition_values(df))
+    def _as_landed(self: _Dataset, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
+                   files: Sequence[DataFile]) -> dict[str, Future[T]]:
+        """``fn(df)`` for each file on the pool, each task submitted once the file's tail
+        is in (files outside a wave at once): a pool thread only wakes for a file it can
+        plan, and the pool grows past its busy threads only (a task per waiting file kept
+        up to 32 threads switching on the GIL through a wave of 1,000 tails)."""
+        out: dict[str, Future[T]] = {}
+        with self._lock:
+            waves = {df.path: self._landing.get(df.path) for df in files}
+        for df in files:
+            wave = waves[df.path]
+            if wave is None:  # its tail is not in flight: planned as soon as a thread is free
+                out[df.path] = pool.submit(fn, df)
+                continue
+            done: Future[T] = Future()
+            out[df.path] = done
 
-    scan_fields = None if columns is None else fields
+            def run(df: DataFile = df, done: Future[T] = done) -> None:
+                if not done.set_running_or_notify_cancel():
+                    return
+                try:
+                    done.set_result(fn(df))
+                except BaseException as e:
+                    done.set_exception(e)
 
-    def plan_one(df: DataFile) -> tuple[Planned, list[str]]:
-        if prune_by_partition(df):
-            return (df, None, None, None), []
-        why = manifest_skips.get(df.path)
-        if why is not None:
-            part = disc.partition_values(df)
-            return (df, None, FilePlan(df.path, 0, (), "manifest", why, part), None), []
-        before = waves_start.get(df.path, 0)
-        of = ds._file(df)  # waits for its tail when that is still in flight
-        # Opening all files is a phase of its own; otherwise opening counts as planning.
-        (open_clock if every else plan_clock).add(of.stats.round_trips - before)
-        before = of.stats.round_trips
-        try:
-            done, warnings = plan_opened(df, of)
-        finally:
-            plan_clock.add(of.stats.round_trips - before)
-        plan = done[2]
-        if on_planned is not None and pool is not None and plan is not None and (
-                not plan.skipped):
-            on_planned(done, scan_fields)
-        return done, warnings
+            def submit(run: Callable[[], None] = run, done: Future[T] = done) -> None:
+                try:
+                    pool.submit(run)
+                except RuntimeError:  # the pool shut down (an earlier file failed)
+                    done.cancel()
 
-    def plan_opened(df: DataFile, of: OpenFile, options: PlanOptions | None = None
-                    ) -> tuple[Planned, list[str]]:
-        try:
-            bound = first_bound if of is first else bind_like(of)
-        except UserInputError as e:
-            raise e.located(path=df.path) from None
-        warnings: list[str] = []
-        leaf_cols = [c.index for c in of.pf.schema.leaves
-                     if columns is None or c.path[0] in fields]
-        # The planner decodes index and dictionary bytes: their damage is the file's.
-        with located(default=CorruptFileError, what="planning", path=df.path):
-            plan = plan_file(
-                of.pf,
-                bound,
-                leaf_cols,
-                partition=disc.partition_values(df),
-                options=options or ds.plan_options,
-                warnings=warnings,
-                row_groups=ds.row_groups.get(df.path),
-            )
-        return (df, of, plan, bound), warnings
+            wave.when_landed(df.path, submit)
+        return out
 
-    footer_only = (PlanOptions(dictionary=False, page_index=False, bloom=False,
-                               embedded=False)
-                   if ds.plan_options.statistics else None)
 
-    def footer_settled(df: DataFile) -> tuple[Planned, list[str]] | None:
-        """The plan of an open file its footer statistics skip whole, else None.
-        Files with an embedded region go the full way (its file level decides first
-        and names itself in the report)."""
-        of = ds._open.get(df.path)
-        if (footer_only is None or of is None or REGION_KEY in of.pf.key_value_metadata
-                or prune_by_partition(df) or manifest_skips.get(df.path) is not None):
-            return None
-        done = plan_opened(df, of, footer_only)
-        plan = done[0][2]
-        return done if plan is not None and plan.skipped else None
+    def _plan_files(self: _Dataset, columns: Sequence[str] | None, expr: Expr, t0: float,
+                   report: ScanReport, waves0: dict[str, int], pool: ThreadPoolExecutor | None,
+                   view: Any, on_planned: OnPlanned | None = None) -> Plans:
+        """Every file of ``self`` planned for ``columns`` where ``expr`` holds.
 
-    tails = None
-    if not every:
-        # Tails of the files still in play, in one wave (counted here, not per file);
-        # each file is planned as soon as its own tail lands.
-        tails = ds._start_ahead([df for df in disc.files if not prune_by_partition(df)
-                                 and manifest_skips.get(df.path) is None])
-        if tails is not None:
-            first_waves += 1
-            with ds._lock:
-                waves_start.update({p: st.round_trips for p, st in ds._ahead.items()})
-    try:
-        if pool is None:
-            results = [plan_one(disc.files[0])]
+        ``waves0``: each file's round trips before this planning (a tail wave already
+        started counts in it). ``on_planned`` is called for each kept file as soon as
+        it is planned, on the pool thread that planned it (only with a pool: several
+        files)."""
+        disc = self.discovery
+        open_clock, plan_clock = WaveClock(), WaveClock()
+        # Every file will be opened (no partition value or manifest can rule one out):
+        # each file's pool task opens it (once its tail landed) and plans it at once.
+        every = (pool is not None and view is None
+                 and not set(disc.partition_columns) & set(columns_of(expr)))
+        head = disc.files[0]
+        if every:
+            first = self._file(head)
+            open_clock.add(first.stats.round_trips - waves0.get(head.path, 0))
+            first_waves = 0
         else:
-            # Open files their footer statistics rule out are settled here: no task
-            # (planning needs no request then; a task costs more than the plan).
-            settled = {df.path: r for df in disc.files
-                       if (r := footer_settled(df)) is not None}
-            tasks = _as_landed(ds, pool, plan_one,
-                               [df for df in disc.files if df.path not in settled])
-            results = [settled.get(df.path) or tasks[df.path].result() for df in disc.files]
-    finally:
-        if tails is not None:
-            tails.join()
-    files: list[Planned] = []
-    page_units: list[tuple[ParquetFile, int, list[int]]] = []
-    for (df, of, plan, bound), warnings in results:
-        report.warnings += [f"{df.path}: {w}" for w in warnings]
-        if plan is None or of is None:
-            report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
+            # The first file (or the manifest's stand-in for it) is opened before the
+            # others: its schema binds the predicate and prunes partitions first.
+            # The manifest's stand-in made no request (its stats are not the file's,
+            # which may be open already from an earlier scan).
+            first = self._first()
+            first_waves = 0 if first is self._stand_in else (
+                first.stats.round_trips - waves0.get(first.df.path, 0))
+        with self._lock:
+            waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
+            waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
+        schema = self._first_schema()
+        names = [f.name for f in schema]
+        if columns is None:
+            fields = names
+        else:
+            fields = list(columns)
+            for c in fields:
+                if c not in names:
+                    raise UserInputError(
+                        f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
+                    )
+        first_bound = bind(expr, self._bound_schema(first.pf))
+        n_first = len(first.pf.schema.leaves)
+
+        def prune_by_partition(df: DataFile) -> bool:
+            if not disc.partition_columns or isinstance(first_bound, BoundTrue):
+                return False
+            values = disc.partition_values(df)
+
+            def leaf(pred: Any) -> Match:
+                if pred.leaf.index >= n_first:
+                    return ConstantEvidence(values.get(pred.leaf.name)).match(pred)
+                return Match.SOME
+
+            return evaluate(first_bound, leaf) == Match.NONE
+
+        stand_in_bound: dict[int, BoundExpr | None] = {}
+        # Per footer schema (_shape_of): the predicate bound once, and the first file
+        # with it, whose Arrow schema stands for all of them in the unification.
+        bound_by_shape: dict[int, BoundExpr] = {}
+        reps: dict[int, OpenFile] = {}
+        reps[self._shape_of(first.pf)] = first
+
+        def bind_like(of: OpenFile) -> BoundExpr:
+            # Files of one writer share a schema: bound once per footer schema, not per file.
+            shape = self._shape_of(of.pf)
+            reps.setdefault(shape, of)
+            got = bound_by_shape.get(shape)
+            if got is None:
+                got = bound_by_shape[shape] = bind(expr, self._bound_schema(of.pf))
+            return got
+
+        def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
+            # Files share a few schemas: bound once per manifest schema.
+            if id(pf) not in stand_in_bound:
+                try:
+                    stand_in_bound[id(pf)] = bind(expr, self._bound_schema(pf))
+                except PqIndexError:
+                    stand_in_bound[id(pf)] = None  # the footer path reports it
+            return stand_in_bound[id(pf)]
+
+        manifest_skips: dict[str, str | None] = {}
+        if view is not None and not isinstance(first_bound, BoundTrue):
+            for df in disc.files:
+                if not prune_by_partition(df):
+                    manifest_skips[df.path] = view.prune(
+                        df, bind_stand_in, disc.partition_values(df))
+
+        scan_fields = None if columns is None else fields
+
+        def plan_one(df: DataFile) -> tuple[Planned, list[str]]:
+            if prune_by_partition(df):
+                return (df, None, None, None), []
+            why = manifest_skips.get(df.path)
+            if why is not None:
+                part = disc.partition_values(df)
+                return (df, None, FilePlan(df.path, 0, (), "manifest", why, part), None), []
+            before = waves_start.get(df.path, 0)
+            of = self._file(df)  # waits for its tail when that is still in flight
+            # Opening all files is a phase of its own; otherwise opening counts as planning.
+            (open_clock if every else plan_clock).add(of.stats.round_trips - before)
+            before = of.stats.round_trips
+            try:
+                done, warnings = plan_opened(df, of)
+            finally:
+                plan_clock.add(of.stats.round_trips - before)
+            plan = done[2]
+            if on_planned is not None and pool is not None and plan is not None and (
+                    not plan.skipped):
+                on_planned(done, scan_fields)
+            return done, warnings
+
+        def plan_opened(df: DataFile, of: OpenFile, options: PlanOptions | None = None
+                        ) -> tuple[Planned, list[str]]:
+            try:
+                bound = first_bound if of is first else bind_like(of)
+            except UserInputError as e:
+                raise e.located(path=df.path) from None
+            warnings: list[str] = []
+            leaf_cols = [c.index for c in of.pf.schema.leaves
+                         if columns is None or c.path[0] in fields]
+            # The planner decodes index and dictionary bytes: their damage is the file's.
+            with located(default=CorruptFileError, what="planning", path=df.path):
+                plan = plan_file(
+                    of.pf,
+                    bound,
+                    leaf_cols,
+                    partition=disc.partition_values(df),
+                    options=options or self.plan_options,
+                    warnings=warnings,
+                    row_groups=self.row_groups.get(df.path),
+                )
+            return (df, of, plan, bound), warnings
+
+        footer_only = (PlanOptions(dictionary=False, page_index=False, bloom=False,
+                                   embedded=False)
+                       if self.plan_options.statistics else None)
+
+        def footer_settled(df: DataFile) -> tuple[Planned, list[str]] | None:
+            """The plan of an open file its footer statistics skip whole, else None.
+            Files with an embedded region go the full way (its file level decides first
+            and names itself in the report)."""
+            of = self._open.get(df.path)
+            if (footer_only is None or of is None or REGION_KEY in of.pf.key_value_metadata
+                    or prune_by_partition(df) or manifest_skips.get(df.path) is not None):
+                return None
+            done = plan_opened(df, of, footer_only)
+            plan = done[0][2]
+            return done if plan is not None and plan.skipped else None
+
+        tails = None
+        if not every:
+            # Tails of the files still in play, in one wave (counted here, not per file);
+            # each file is planned as soon as its own tail lands.
+            tails = self._start_ahead([df for df in disc.files if not prune_by_partition(df)
+                                     and manifest_skips.get(df.path) is None])
+            if tails is not None:
+                first_waves += 1
+                with self._lock:
+                    waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
+        try:
+            if pool is None:
+                results = [plan_one(disc.files[0])]
+            else:
+                # Open files their footer statistics rule out are settled here: no task
+                # (planning needs no request then; a task costs more than the plan).
+                settled = {df.path: r for df in disc.files
+                           if (r := footer_settled(df)) is not None}
+                tasks = self._as_landed(pool, plan_one,
+                                   [df for df in disc.files if df.path not in settled])
+                results = [settled.get(df.path) or tasks[df.path].result() for df in disc.files]
+        finally:
+            if tails is not None:
+                tails.join()
+        files: list[Planned] = []
+        page_units: list[tuple[ParquetFile, int, list[int]]] = []
+        for (df, of, plan, bound), warnings in results:
+            report.warnings += [f"{df.path}: {w}" for w in warnings]
+            if plan is None or of is None:
+                report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
+                files.append((df, of, plan, bound))
+                continue
+            report.row_groups_total += len(plan.row_groups)
+            report.rows_total += plan.num_rows
+            involved = [c.index for c in of.pf.schema.leaves
+                        if columns is None or c.path[0] in fields]
+            n_here = len(of.pf.schema.leaves)
+            if bound is not None:
+                involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
+            for rg in plan.row_groups:
+                if rg.skipped:
+                    report.row_groups_skipped[rg.decided_by] += 1
+                page_units.append((of.pf, rg.index, sorted(set(involved))))
+            if plan.skipped:
+                report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))
-            continue
-        report.row_groups_total += len(plan.row_groups)
-        report.rows_total += plan.num_rows
-        involved = [c.index for c in of.pf.schema.leaves
-                    if columns is None or c.path[0] in fields]
-        n_here = len(of.pf.schema.leaves)
-        if bound is not None:
-            involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
-        for rg in plan.row_groups:
-            if rg.skipped:
-                report.row_groups_skipped[rg.decided_by] += 1
-            page_units.append((of.pf, rg.index, sorted(set(involved))))
-        if plan.skipped:
-            report.files_skipped["row groups"] += 1
-        files.append((df, of, plan, bound))
-    report.pages_total = count_pages(page_units)
-    # Files are opened, then planned, concurrently: per phase, the pool thread that
-    # waited for the most waves sets the path.
-    report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
-    report.plan_seconds = time.perf_counter() - t0
-    # The files read decide the types: pyarrow's unification across them (one file
-    # per footer schema: equal footers give equal Arrow schemas).
-    out = ds._unified([first, *(of for of in reps.values() if of is not first)])
-    if columns is None:  # every column of the files read
-        fields = out.names
-    out_schema = pa.schema([out.field(f) for f in fields])
-    return Plans(files, report, fields, out_schema, page_units)
+        report.pages_total = count_pages(page_units)
+        # Files are opened, then planned, concurrently: per phase, the pool thread that
+        # waited for the most waves sets the path.
+        report.round_trips = first_waves + open_clock.critical() + plan_clock.critical()
+        report.plan_seconds = time.perf_counter() - t0
+        # The files read decide the types: pyarrow's unification across them (one file
+        # per footer schema: equal footers give equal Arrow schemas).
+        out = self._unified([first, *(of for of in reps.values() if of is not first)])
+        if columns is None:  # every column of the files read
+            fields = out.names
+        out_schema = pa.schema([out.field(f) for f in fields])
+        return Plans(files, report, fields, out_schema, page_units)
