@@ -103,10 +103,17 @@ def lake(s3: S3Endpoint) -> tuple[str, str]:  # noqa: F811
     return bucket, "lake"
 
 
-def _listed(ep: S3Endpoint, url: str, stats: IOStats) -> list[tuple[str, int]]:
-    got = list_with(url, ep.storage_options(), stats, MANIFEST_NAME, manifest_keys)
+def _listed(ep: S3Endpoint, url: str) -> tuple[list[tuple[str, int]], IOStats]:
+    """The listing with the manifest's names, on a fresh log, 20 ms per request."""
+    ep.reset_log()
+    ep.delay = 0.02
+    stats = IOStats()
+    try:
+        got = list_with(url, ep.storage_options(), stats, MANIFEST_NAME, manifest_keys)
+    finally:
+        ep.delay = 0.0
     assert got.fetched is not None
-    return [(u, i.size) for u, i in got.objects]
+    return [(u, i.size) for u, i in got.objects], stats
 
 
 def test_segments_list_exactly_in_two_round_trips(
@@ -129,13 +136,7 @@ def test_segments_list_exactly_in_two_round_trips(
     assert len(_lists(s3)) == stats.requests == pages
     assert stats.round_trips == s3.waves == pages
     # with them: page 1 (and the manifest), then the segments side by side
-    s3.reset_log()
-    s3.delay = 0.02
-    stats = IOStats()
-    try:
-        got = _listed(s3, url, stats)
-    finally:
-        s3.delay = 0.0
+    got, stats = _listed(s3, url)
     assert got == ref
     lists = _lists(s3)
     assert len(lists) >= 3 and sum("start-after=" in r.query for r in lists) == len(lists) - 1
@@ -185,13 +186,7 @@ def test_segments_stale_manifest_exact_listing_and_rows(
     try:
         _delete_all(s3, bucket, removed)
         ref = _store_listing(s3, bucket, prefix)
-        s3.reset_log()
-        s3.delay = 0.02
-        stats = IOStats()
-        try:
-            got = _listed(s3, url, stats)
-        finally:
-            s3.delay = 0.0
+        got, stats = _listed(s3, url)
         assert got == ref
         assert stats.requests == len(s3.requests)
         # Round trips: page 1, then the longest chain of pages of one segment (a
