@@ -23,7 +23,7 @@ from typing import Any
 
 from pqindex.io.errors import StorageError, StorageTimeoutError
 
-__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "store_settings"]
+__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "connection_error", "store_settings"]
 
 RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 
@@ -96,11 +96,7 @@ class Http:
                 resp = self.once(method, target, h, body)
             except (OSError, http.client.HTTPException) as e:
                 if last:
-                    if isinstance(e, TimeoutError):
-                        raise StorageTimeoutError(f"timed out after {self.timeout:g} s",
-                                                  path=url, operation=operation) from None
-                    raise StorageError(f"cannot connect to the store ({type(e).__name__}: {e})",
-                                       path=url, operation=operation) from None
+                    raise connection_error(e, self.timeout, url, operation) from None
                 backoff(attempt)
                 continue
             if resp.status in RETRY_STATUS and not last:
@@ -108,6 +104,16 @@ class Http:
                 continue
             return resp
         raise AssertionError("unreachable")
+
+
+def connection_error(e: BaseException, timeout: float, url: str,
+                     operation: str) -> StorageError:
+    """What a request that never got an answer (after its last retry) raises."""
+    if isinstance(e, TimeoutError):
+        return StorageTimeoutError(f"timed out after {timeout:g} s", path=url,
+                                   operation=operation)
+    return StorageError(f"cannot connect to the store ({type(e).__name__}: {e})", path=url,
+                        operation=operation)
 
 
 def backoff(attempt: int) -> None:

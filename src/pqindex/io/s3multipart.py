@@ -32,7 +32,14 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from pqindex.io.errors import StorageError, StorageTimeoutError, ThrottledError, s3_error
-from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff, store_settings
+from pqindex.io.restcall import (
+    RETRY_STATUS,
+    Http,
+    Response,
+    backoff,
+    connection_error,
+    store_settings,
+)
 from pqindex.io.s3sign import EMPTY_SHA256, Credentials, sign, uri_encode
 
 __all__ = ["MAX_PARTS", "MAX_PART_BYTES", "MIN_PART_BYTES", "CopyNotSupportedError",
@@ -208,11 +215,7 @@ class S3Multipart:
                 resp = self._send(method, key, query, headers or {}, body)
             except (OSError, http.client.HTTPException) as e:
                 if last:
-                    if isinstance(e, TimeoutError):
-                        raise StorageTimeoutError(f"timed out after {self.config.timeout:g} s",
-                                                  path=url, operation=operation) from None
-                    raise StorageError(f"cannot connect to the store ({type(e).__name__}: {e})",
-                                       path=url, operation=operation) from None
+                    raise connection_error(e, self.config.timeout, url, operation) from None
                 backoff(attempt)
                 continue
             root = _xml(resp.body) if (resp.status >= 300 or error_in_body) else None
