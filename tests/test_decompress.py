@@ -366,3 +366,107 @@ def test_damaged_zstd_pages_are_corrupt_file_errors_naming_file_and_row_group(
         pqindex.dataset(str(bad)).scan(columns=["id", col], where=where).to_table()
     assert isinstance(e.value, CorruptFileError), e.value
     assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+
+
+# ---------------------------------------------------------------- snappy gather
+
+needs_gather = pytest.mark.skipif(dm._snappy is None, reason="pqindex.scan._snappy not built")
+
+
+@st.composite
+def _snappy_case(draw: st.DrawFn) -> tuple[bytes, np.ndarray, int]:
+    """Data of several shapes (incompressible, sorted integers, a few repeated values,
+    short periodic runs), up to ~5 fragments, and some value positions in it."""
+    kind = draw(st.sampled_from(["random", "sorted", "few", "period"]))
+    n = draw(st.integers(1, 40_000))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "random":
+        data = rng.bytes(n * 8)
+    elif kind == "sorted":
+        data = (np.arange(n, dtype=np.int64) * int(rng.integers(1, 2000))).tobytes()
+    elif kind == "few":
+        data = rng.choice(rng.random(int(rng.integers(1, 60))), n).tobytes()
+    else:
+        data = bytes(rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8)) * n
+    width = draw(st.sampled_from([1, 4, 8, 12]))
+    width = min(width, len(data))
+    k = draw(st.integers(1, 6))
+    offsets = np.sort(rng.integers(0, len(data) - width + 1, k)).astype(np.int64)
+    return data, offsets, width
+
+
+@needs_gather
+@settings(max_examples=300, deadline=None)
+@given(_snappy_case())
+def test_gathered_values_are_the_decompressed_bytes(case: tuple[bytes, np.ndarray, int]
+                                                    ) -> None:
+    data, offsets, width = case
+    part = pa.compress(data, codec="snappy", asbytes=True)
+    assert dm._snappy is not None
+    got = dm._snappy.gather(part, len(data), offsets, width)
+    # snappy compresses 64 KiB fragments on their own: never a copy across them.
+    assert got == b"".join(data[o : o + width] for o in offsets)
+
+
+@needs_gather
+def test_gather_declines_where_decompressing_whole_is_as_cheap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = np.arange(200_000, dtype=np.int64).tobytes()
+    part = pa.compress(data, codec="snappy", asbytes=True)
+    one = np.array([8 * 150_000], dtype=np.int64)
+    assert dm.gather(part, Codec.SNAPPY, len(data), one, 8) == data[one[0] : one[0] + 8]
+    spread = np.arange(0, len(data) - 8, 40_000, dtype=np.int64)  # every fragment
+    assert dm.gather(part, Codec.SNAPPY, len(data), spread, 8) is None
+    small = pa.compress(data[:4000], codec="snappy", asbytes=True)
+    assert dm.gather(small, Codec.SNAPPY, 4000, np.array([3000], dtype=np.int64), 8) is None
+    zstd = pa.compress(data, codec="zstd", asbytes=True)
+    assert dm.gather(zstd, Codec.ZSTD, len(data), one, 8) is None
+    monkeypatch.setattr(dm, "_snappy", None)  # built without the C module
+    assert dm.gather(part, Codec.SNAPPY, len(data), one, 8) is None
+
+
+def _literal(data: bytes) -> bytes:
+    n = len(data) - 1
+    if n < 60:
+        return bytes([n << 2]) + data
+    width = (n.bit_length() + 7) // 8
+    return bytes([(59 + width) << 2]) + n.to_bytes(width, "little") + data
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out) + bytes([n])
+
+
+@needs_gather
+def test_a_copy_reaching_before_its_fragment_is_declined_not_misread() -> None:
+    # Valid snappy no known compressor writes: a copy in the second fragment whose
+    # source is in the first. pyarrow decodes it; gather must not guess.
+    body = bytes(range(256)) * 274  # 70,144 bytes
+    copy = bytes([(64 - 1) << 2 | 2]) + (65_000).to_bytes(2, "little")  # 64 bytes back 65,000
+    block = _varint(len(body) + 64) + _literal(body) + copy
+    full = pa.decompress(block, len(body) + 64, codec="snappy", asbytes=True)
+    assert dm._snappy is not None
+    at = len(body) + 8
+    assert dm._snappy.gather(block, len(full), np.array([at], dtype=np.int64), 8) is None
+    first = np.array([100], dtype=np.int64)
+    assert dm._snappy.gather(block, len(full), first, 8) == full[100:108]
+
+
+@needs_gather
+def test_malformed_blocks_are_declined() -> None:
+    data = np.arange(50_000, dtype=np.int64).tobytes()
+    part = pa.compress(data, codec="snappy", asbytes=True)
+    last = np.array([len(data) - 8], dtype=np.int64)
+    assert dm._snappy is not None
+    assert dm._snappy.gather(part[: len(part) // 2], len(data), last, 8) is None
+    assert dm._snappy.gather(part, len(data) + 1, last, 8) is None  # another stated size
+    assert dm._snappy.gather(part, len(data), np.array([len(data) - 4], dtype=np.int64),
+                             8) is None  # past the end
+    assert dm._snappy.gather(part, len(data), np.array([16, 8], dtype=np.int64),
+                             8) is None  # not ascending
+    bad_offset = _varint(8) + _literal(b"abcd") + bytes([(4 - 1) << 2 | 2]) + (9).to_bytes(2, "little")
+    assert dm._snappy.gather(bad_offset, 8, np.array([0], dtype=np.int64), 8) is None

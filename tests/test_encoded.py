@@ -482,3 +482,78 @@ def test_pages_decoded_from_many_threads_match_pyarrow(
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(decode, jobs * 4))
     assert results == [(True, True)] * len(jobs) * 4
+
+
+# ------------------------------------------- a few rows, only their dictionary entries
+
+
+@pytest.fixture(scope="module")
+def big_dictionary_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """pyarrow's defaults with snappy: 1 MiB dictionary pages (``id`` falls back to
+    PLAIN mid-chunk), data pages v1 and v2, nulls in ``amount`` and ``small``, NaN."""
+    rng = np.random.default_rng(12)
+    n = 150_000
+    amount = rng.integers(0, 90_000, n) / 100.0
+    amount[rng.random(n) < 0.001] = np.nan
+    t = pa.table({
+        "id": np.arange(n, dtype=np.int64) * 7,
+        "ts": pa.array(np.arange(n, dtype=np.int64) * 1000 + 5, pa.timestamp("us", "UTC")),
+        "amount": pa.array(amount, mask=rng.random(n) < 0.05),
+        "small": pa.array(rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32),
+                          mask=rng.random(n) < 0.3),
+        "f": rng.random(n).astype(np.float32),
+    })
+    out = []
+    for version in ("1.0", "2.0"):
+        path = tmp_path_factory.mktemp("bigdict") / f"v{version}.parquet"
+        pq.write_table(t, path, row_group_size=n, write_page_index=True, compression="snappy",
+                       max_rows_per_page=10_000, data_page_version=version)
+        out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_few_rows_decode_from_a_few_dictionary_entries(
+        big_dictionary_files: list[Path], version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh cache (a cold query): only the wanted dictionary entries and values of
+    PLAIN pages are decompressed; the same cache again decodes the dictionary whole and
+    keeps it. Every answer against pyarrow's."""
+    calls: list[bool] = []
+    real = encoded.gather
+
+    def spy(*args: Any) -> Any:
+        found = real(*args)
+        calls.append(found is not None)
+        return found
+
+    monkeypatch.setattr(encoded, "gather", spy)
+    path = big_dictionary_files[version]
+    rng = np.random.default_rng(version)
+    table = pq.read_table(path)
+    pf = ParquetFile.open(path)
+    schema = arrow_schema(pf)
+    try:
+        for leaf in pf.schema.leaves:
+            expected = table.column(leaf.name).combine_chunks()
+            target = schema.field(leaf.name).type
+            oi = pf.offset_index(0, leaf.index)
+            assert oi is not None and oi.page_locations
+            firsts = [loc.first_row_index or 0 for loc in oi.page_locations]
+            ends = [*firsts[1:], len(expected)]
+            for trial in range(6):
+                pages = sorted(rng.choice(len(firsts), int(rng.integers(1, 4)), replace=False)
+                               .tolist())
+                at = [np.unique(rng.integers(0, ends[p] - firsts[p], int(rng.integers(1, 4))))
+                      .astype(np.intp) for p in pages]
+                rows = pa.array(np.concatenate([firsts[p] + a for p, a in zip(pages, at,
+                                                                              strict=True)]))
+                cache = encoded.Dictionaries()
+                for use in range(3):  # first use: entries only; then whole, then kept
+                    got = encoded.decode_pages(pf, 0, leaf.index, pages, pf.read_bytes, target,
+                                               cache, at=at)
+                    assert got is not None, (leaf.name, pages)
+                    assert _same(got, expected.take(rows)), (leaf.name, pages, at, use, trial)
+    finally:
+        pf.close()
+    # Dictionary entries and PLAIN values were gathered, not every page decompressed.
+    assert sum(calls) > 20, calls

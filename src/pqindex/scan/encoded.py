@@ -40,7 +40,7 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
-from pqindex.scan.decompress import BATCH_BYTES, decompress_many
+from pqindex.scan.decompress import BATCH_BYTES, decompress_many, gather
 from pqindex.scan.decompress import CODECS as _CODECS
 from pqindex.scan.decompress import decompress as _decompress
 from pqindex.scan.hybrid import (
@@ -755,6 +755,16 @@ class Dictionaries:
         self.budget = budget
         self.used = 0
         self._items: dict[tuple[int, int], np.ndarray | None] = {}
+        self._entries_taken: set[tuple[int, int]] = set()
+
+    def first_use(self, key: tuple[int, int]) -> bool:
+        """True the first time ``key`` is asked: a dictionary used once (a cold query)
+        has only its wanted entries decompressed; used again, it is decoded whole
+        and kept."""
+        if key in self._entries_taken:
+            return False
+        self._entries_taken.add(key)
+        return True
 
     def has(self, key: tuple[int, int]) -> bool:
         return key in self._items
@@ -795,35 +805,61 @@ def _page_values(
     return full, page.valid
 
 
-def _page_values_at(
-    page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None, at: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """A fixed-width page's values at its rows ``at`` (sorted; null slots zero), and
-    their validity: only those positions are unpacked and gathered."""
-    valid = None
-    pos = at
-    if page.valid is not None:
-        valid = page.valid[at]
-        # Rows to value positions: nulls have no stored value.
-        pos = (np.cumsum(page.valid) - 1)[at][valid]
-    if page.dictionary:
-        if dictionary is None:
-            raise _Fallback
-        body = bytes(page.body)
-        try:
-            idx = decode_hybrid_at(body, 1, len(body), body[0], page.present, pos)
-        except ValueError:
-            raise _Fallback from None
-        if idx.size and int(idx.max()) >= dictionary.size:
-            raise _Fallback
-        values = dictionary[idx]
-    else:
-        values = _plain(page, dtype)[pos]
+def _positions(page: _Page, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Value positions of a page's rows ``at`` (sorted) that are not null, and the
+    rows' validity (None: no nulls)."""
+    if page.valid is None:
+        return at, None
+    valid = page.valid[at]
+    # Rows to value positions: nulls have no stored value.
+    return (np.cumsum(page.valid) - 1)[at][valid], valid
+
+
+def _page_indices_at(page: _Page, pos: np.ndarray) -> np.ndarray:
+    """A dictionary page's indices at value positions ``pos``: only those unpacked."""
+    body = bytes(page.body)
+    try:
+        return decode_hybrid_at(body, 1, len(body), body[0], page.present, pos)
+    except ValueError:
+        raise _Fallback from None
+
+
+def _with_nulls(values: np.ndarray, valid: np.ndarray | None, dtype: np.dtype[Any]
+                ) -> tuple[np.ndarray, np.ndarray | None]:
     if valid is None:
         return values, None
-    full = np.zeros(at.size, dtype=dtype)
+    full = np.zeros(valid.size, dtype=dtype)
     full[valid] = values
     return full, valid
+
+
+def _gathered_plain(s: _Stored, codec: int, optional: bool, dtype: np.dtype[Any],
+                    at: np.ndarray) -> np.ndarray | None:
+    """The values at rows ``at`` of a PLAIN page without nulls, taken from its
+    compressed part without decompressing it all (:func:`gather`); None otherwise."""
+    h = s.ph.data_page_header or s.ph.data_page_header_v2
+    if not s.compressed or h is None or h.encoding != Encoding.PLAIN or not at.size:
+        return None
+    vpos = 0
+    if s.ph.type == PageType.DATA_PAGE and optional:
+        # The definition levels lead the page: usually one RLE run of ones, ~6 bytes.
+        head = gather(s.part, codec, s.size, np.zeros(1, dtype=np.int64), min(s.size, 64))
+        if head is None or len(head) < 4:
+            return None
+        (ln,) = struct.unpack_from("<I", head, 0)
+        dh = s.ph.data_page_header
+        if (dh is None or dh.definition_level_encoding != Encoding.RLE or 4 + ln > len(head)
+                or _levels(head[4 : 4 + ln], s.rows) is not None):
+            return None
+        vpos = 4 + ln
+    elif (s.ph.data_page_header_v2 is not None and optional
+          and s.ph.data_page_header_v2.num_nulls != 0):
+        return None
+    if vpos + s.rows * dtype.itemsize > s.size or int(at[-1]) >= s.rows:
+        return None
+    found = gather(s.part, codec, s.size, vpos + at.astype(np.int64) * dtype.itemsize,
+                   dtype.itemsize)
+    return None if found is None else np.frombuffer(found, dtype=dtype)
 
 
 def decode_pages(
@@ -879,9 +915,38 @@ def decode_pages(
         dictionaries.put(key, found)
         return found
 
+    def taken(idx: np.ndarray) -> np.ndarray | None:
+        # Only the dictionary entries ``idx`` from its page (a cold query wants few).
+        start = chunk_range(meta)[0]
+        first = locs[0].offset or 0
+        if first <= start or not idx.size:
+            return None
+        d = _stored(fetch(start, first - start), 0)
+        if (isinstance(d, int) or d.ph.type != PageType.DICTIONARY_PAGE or not d.compressed
+                or d.rows * dtype.itemsize > d.size or int(idx.max()) >= d.rows):
+            return None
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        found = gather(d.part, codec, d.size, uniq.astype(np.int64) * dtype.itemsize,
+                       dtype.itemsize)
+        if found is None:
+            return None
+        out: np.ndarray = np.frombuffer(found, dtype=dtype)[inverse]
+        return out
+
+    def entries(idx: np.ndarray) -> np.ndarray:
+        if not idx.size:  # only nulls wanted
+            return np.empty(0, dtype=dtype)
+        if not dictionaries.has(key) and dictionaries.first_use(key):
+            found = taken(idx)
+            if found is not None:
+                return found
+        d = dictionary()
+        if d is None or (idx.size and int(idx.max()) >= d.size):
+            raise _Fallback
+        out: np.ndarray = d[idx]
+        return out
+
     try:
-        values: list[np.ndarray] = []
-        valid: list[np.ndarray | None] = []
         page_rows = pf.page_rows(rg, col) or []
         stored: list[tuple[_Stored, int]] = []
         for p in pages:
@@ -892,13 +957,36 @@ def decode_pages(
                     or s.end != size or s.rows != page_rows[p]):
                 raise _Fallback
             stored.append((s, 0))
-        for i, item in enumerate(_decoded_pages(codec, optional, stored)):
+        values: list[Any] = [None] * len(stored)
+        valid: list[np.ndarray | None] = [None] * len(stored)
+        todo = list(range(len(stored)))
+        if at is not None:
+            # PLAIN pages without nulls: the wanted values without the whole page.
+            for i, (s, _) in enumerate(stored):
+                values[i] = _gathered_plain(s, codec, optional, dtype, at[i])
+            todo = [i for i in todo if values[i] is None]
+        wanted: list[tuple[int, np.ndarray]] = []  # dictionary pages' indices at ``at``
+        for i, item in zip(todo, _decoded_pages(codec, optional, [stored[i] for i in todo]),
+                           strict=True):
             assert isinstance(item, _Page)
-            d = dictionary() if item.dictionary else None
-            v, m = (_page_values(item, dtype, d) if at is None
-                    else _page_values_at(item, dtype, d, at[i]))
-            values.append(v)
-            valid.append(m)
+            if at is None:
+                d = dictionary() if item.dictionary else None
+                values[i], valid[i] = _page_values(item, dtype, d)
+                continue
+            pos, valid[i] = _positions(item, at[i])
+            if item.dictionary:
+                wanted.append((i, _page_indices_at(item, pos)))
+            else:
+                values[i] = _plain(item, dtype)[pos]
+        if wanted:
+            # One lookup for all pages: the dictionary page is read once.
+            found = entries(np.concatenate([idx for _, idx in wanted]))
+            cuts = np.cumsum([0] + [idx.size for _, idx in wanted])
+            for k, (i, _) in enumerate(wanted):
+                values[i] = found[cuts[k] : cuts[k + 1]]
+        if at is not None:
+            for i in range(len(stored)):
+                values[i], valid[i] = _with_nulls(values[i], valid[i], dtype)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
     n = sum(len(v) for v in values)

@@ -1,0 +1,272 @@
+/* Optional C helper for scan/decompress.py (gather): a few fixed-width values taken
+ * out of a raw snappy block without decompressing all of it.
+ *
+ * A raw snappy block is a varint (the uncompressed length) and then elements,
+ * each a literal (bytes stored) or a copy (length, offset back into the
+ * output). To know the byte at output position X every element before X must
+ * be parsed, but not every byte must be written: a literal that ends before
+ * the bytes wanted is skipped by its length. Every known compressor (snappy's
+ * own, snap, Go's) compresses its input in 64 KiB fragments, each on its own,
+ * so a copy never reaches back past the start of the 64 KiB fragment it
+ * writes into; this module writes only the fragments holding wanted bytes
+ * (from the fragment start) and gives up (None) if a copy reaches outside what
+ * it wrote. It also gives up on anything malformed: the caller then
+ * decompresses the block whole, and that decoder reports the error.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FRAGMENT ((int64_t)1 << 16)
+
+typedef struct {
+    int64_t start, end; /* output bytes [start, end) written */
+} window;
+
+/* The uncompressed length stated in front of the block; -1 when malformed. */
+static int64_t
+stated_length(const uint8_t *p, int64_t n, int64_t *pos)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    int64_t i = 0;
+    while (i < n && i < 5) {
+        uint8_t b = p[i++];
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *pos = i;
+            return v > 0xFFFFFFFFu ? -1 : (int64_t)v;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+/* Per tag byte: the element's output length and bytes after the tag (copies:
+ * the offset; literals: their data). Literal tags 60..63 (length in 1-4 more
+ * bytes) have length 0: read by literal(). Tables, not branches: skipping is a
+ * chain of dependent loads that a mispredicted literal/copy branch would stall. */
+static uint8_t tag_length[256], tag_extra[256];
+static uint8_t copy_extra[256];
+
+static void
+init_tables(void)
+{
+    for (int t = 0; t < 256; t++) {
+        switch (t & 3) {
+        case 0:
+            if ((t >> 2) < 60) {
+                tag_length[t] = (uint8_t)((t >> 2) + 1);
+                tag_extra[t] = tag_length[t];
+            }
+            break;
+        case 1: tag_length[t] = (uint8_t)(4 + ((t >> 2) & 7)); copy_extra[t] = 1; break;
+        case 2: tag_length[t] = (uint8_t)((t >> 2) + 1); copy_extra[t] = 2; break;
+        default: tag_length[t] = (uint8_t)((t >> 2) + 1); copy_extra[t] = 4; break;
+        }
+        if (t & 3)
+            tag_extra[t] = copy_extra[t];
+    }
+}
+
+/* A literal's length and where its bytes start, from its tag at src[ip];
+ * -1 when it runs past the block. */
+static int64_t
+literal(const uint8_t *src, int64_t n, int64_t ip, int64_t *data)
+{
+    int64_t len = src[ip] >> 2;
+    ip += 1;
+    if (len >= 60) {
+        int k = (int)len - 59;
+        if (ip + k > n)
+            return -1;
+        len = 0;
+        for (int j = 0; j < k; j++)
+            len |= (int64_t)src[ip + j] << (8 * j);
+        ip += k;
+    }
+    len += 1;
+    if (len > n - ip)
+        return -1;
+    *data = ip;
+    return len;
+}
+
+/* Writes the windows' bytes of the block into out (size bytes). 0 when done,
+ * -1 when the block is malformed or a copy needs bytes no window holds.
+ * Elements wholly before a window are only measured, not checked further: the
+ * values returned never depend on them. */
+static int
+fill_windows(const uint8_t *src, int64_t n, int64_t ip, int64_t size,
+             const window *win, int64_t nwin, uint8_t *out)
+{
+    int64_t op = 0;
+    for (int64_t w = 0; w < nwin; w++) {
+        int64_t ws = win[w].start;
+        while (op < ws) { /* skip */
+            if (ip >= n)
+                return -1;
+            uint8_t tag = src[ip];
+            int64_t len = tag_length[tag], next = ip + 1 + tag_extra[tag];
+            if (len == 0) {
+                int64_t data;
+                len = literal(src, n, ip, &data);
+                if (len < 0)
+                    return -1;
+                next = data + len;
+            }
+            if (op + len > ws || next > n)
+                break; /* reaches into the window (or past the block): below */
+            op += len;
+            ip = next;
+        }
+        int64_t k0 = w;
+        while (op < win[w].end) { /* write */
+            if (ip >= n)
+                return -1;
+            uint8_t tag = src[ip];
+            int64_t len, offset = 0, data = 0;
+            int is_literal = !(tag & 3);
+            if (is_literal) {
+                len = literal(src, n, ip, &data);
+                if (len < 0)
+                    return -1;
+                ip = data + len;
+            } else {
+                int extra = copy_extra[tag];
+                if (ip + 1 + extra > n)
+                    return -1;
+                len = tag_length[tag];
+                const uint8_t *p = src + ip + 1;
+                if (extra == 1)
+                    offset = ((int64_t)(tag >> 5) << 8) | p[0];
+                else if (extra == 2)
+                    offset = (int64_t)p[0] | ((int64_t)p[1] << 8);
+                else
+                    offset = (int64_t)p[0] | ((int64_t)p[1] << 8) |
+                             ((int64_t)p[2] << 16) | ((int64_t)p[3] << 24);
+                ip += 1 + extra;
+                if (offset == 0 || offset > op)
+                    return -1;
+            }
+            if (len > size - op)
+                return -1;
+            int64_t d0 = op, d1 = op + len;
+            while (k0 < nwin && win[k0].end <= d0)
+                k0++;
+            for (int64_t k = k0; k < nwin && win[k].start < d1; k++) {
+                int64_t a = d0 > win[k].start ? d0 : win[k].start;
+                int64_t b = d1 < win[k].end ? d1 : win[k].end;
+                if (a >= b)
+                    continue;
+                if (is_literal) {
+                    memcpy(out + a, src + data + (a - d0), (size_t)(b - a));
+                } else if (a - offset < win[k].start) {
+                    return -1; /* reaches bytes this module did not write */
+                } else if (offset >= b - a) {
+                    memcpy(out + a, out + a - offset, (size_t)(b - a));
+                } else {
+                    for (int64_t x = a; x < b; x++)
+                        out[x] = out[x - offset];
+                }
+            }
+            op = d1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+gather(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer src, offs;
+    Py_ssize_t size, width;
+    if (!PyArg_ParseTuple(args, "y*ny*n", &src, &size, &offs, &width))
+        return NULL;
+    PyObject *result = NULL;
+    window *win = NULL;
+    uint8_t *out = NULL;
+    int64_t count = offs.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *at = (const int64_t *)offs.buf;
+    int64_t ip = 0;
+    if (width <= 0 || count <= 0 || offs.len % (Py_ssize_t)sizeof(int64_t) ||
+        stated_length(src.buf, src.len, &ip) != size) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    /* Windows: from the start of each wanted value's fragment to its end. */
+    win = malloc((size_t)count * sizeof(window));
+    if (!win) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t nwin = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t a = at[i];
+        if (a < 0 || a > size - width || (i && a < at[i - 1])) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        int64_t s = a - a % FRAGMENT, e = a + width;
+        if (nwin && s <= win[nwin - 1].end) {
+            if (e > win[nwin - 1].end)
+                win[nwin - 1].end = e;
+        } else {
+            win[nwin].start = s;
+            win[nwin].end = e;
+            nwin++;
+        }
+    }
+    out = malloc((size_t)win[nwin - 1].end);
+    if (!out) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fill_windows(src.buf, src.len, ip, size, win, nwin, out);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(count * width));
+    if (result) {
+        char *dst = PyBytes_AS_STRING(result);
+        for (int64_t i = 0; i < count; i++)
+            memcpy(dst + i * width, out + at[i], (size_t)width);
+    }
+done:
+    free(win);
+    free(out);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&offs);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"gather", gather, METH_VARARGS,
+     "gather(block, size, offsets, width) -> bytes | None: the width-byte values "
+     "at the int64 offsets (ascending) of a raw snappy block that decompresses "
+     "to size bytes, writing only their 64 KiB fragments; None when that is not "
+     "possible or the block is malformed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pqindex.scan._snappy",
+    "Fixed-width values gathered from a raw snappy block.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__snappy(void)
+{
+    init_tables();
+    return PyModule_Create(&module);
+}
