@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import pqindex
 import writers
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.scan import encoded
+from pqindex.scan import encoded, page_values
 from pqindex.scan.page_decode import arrow_schema
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
@@ -286,14 +286,14 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                 n_pages = len(oi.page_locations)
                 pages = sorted(rng.choice(n_pages, size=int(rng.integers(1, n_pages + 1)),
                                           replace=False).tolist())
-                cache = encoded.Dictionaries()
+                cache = page_values.Dictionaries()
                 firsts_ = [loc.first_row_index or 0 for loc in oi.page_locations]
                 ends_ = [*firsts_[1:], len(expected)]
 
                 def fetch(off: int, n: int) -> bytes:
                     return pf.read_bytes(off, n)
 
-                arr = encoded.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache)
+                arr = page_values.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache)
                 if arr is not None:
                     firsts = [loc.first_row_index or 0 for loc in oi.page_locations]
                     ends = [*firsts[1:], len(expected)]
@@ -320,7 +320,7 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                     some = rng.choice(size, size=int(rng.integers(1, min(size, 5) + 1)),
                                       replace=False)
                     at.append(np.unique(np.concatenate((some, [0, size - 1]))).astype(np.intp))
-                arr = encoded.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache, at=at)
+                arr = page_values.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache, at=at)
                 if arr is not None:
                     rows = np.concatenate([firsts[p] + a for p, a in zip(pages, at, strict=True)])
                     assert _same(arr, expected.take(pa.array(rows))), (path, rg, leaf.name, pages)
@@ -412,7 +412,7 @@ def test_scans_use_the_encoded_paths_and_agree_with_pyarrow(
     pq.write_table(table, path, compression="snappy", write_page_index=True,
                    row_group_size=20_000, data_page_size=1 << 30)
     calls = {"match": 0, "pages": 0}
-    match, pages = encoded.matching_rows, encoded.decode_pages
+    match, pages = encoded.matching_rows, page_values.decode_pages
 
     def spy_match(*a: Any, **k: Any) -> Any:
         out = match(*a, **k)
@@ -425,7 +425,7 @@ def test_scans_use_the_encoded_paths_and_agree_with_pyarrow(
         return out
 
     monkeypatch.setattr(encoded, "matching_rows", spy_match)
-    monkeypatch.setattr(encoded, "decode_pages", spy_pages)
+    monkeypatch.setattr(page_values, "decode_pages", spy_pages)
     uid = int(table.column("user_id")[12345].as_py())
     ds = pqindex.dataset(str(path))
     for where, ref in [
@@ -470,10 +470,10 @@ def test_pages_decoded_from_many_threads_match_pyarrow(
         pages = list(range(pf.data_page_count(rg, col)))
         at = [np.arange(0, k, 7) for k in (pf.page_rows(rg, col) or [])]
         want = _reference(path, rg, name)
-        whole = encoded.decode_pages(pf, rg, col, pages, pf.read_bytes,
-                                     schema.field(name).type, encoded.Dictionaries())
-        some = encoded.decode_pages(pf, rg, col, pages, pf.read_bytes,
-                                    schema.field(name).type, encoded.Dictionaries(), at=at)
+        whole = page_values.decode_pages(pf, rg, col, pages, pf.read_bytes,
+                                     schema.field(name).type, page_values.Dictionaries())
+        some = page_values.decode_pages(pf, rg, col, pages, pf.read_bytes,
+                                    schema.field(name).type, page_values.Dictionaries(), at=at)
         firsts = np.cumsum([0, *(pf.page_rows(rg, col) or [])])[:-1]
         rows = np.concatenate([a + f for a, f in zip(at, firsts, strict=True)])
         assert whole is not None and some is not None  # the fast path ran
@@ -519,14 +519,14 @@ def test_a_few_rows_decode_from_a_few_dictionary_entries(
     PLAIN pages are decompressed; the same cache again decodes the dictionary whole and
     keeps it. Every answer against pyarrow's."""
     calls: list[bool] = []
-    real = encoded.gather
+    real = page_values.gather
 
     def spy(*args: Any) -> Any:
         found = real(*args)
         calls.append(found is not None)
         return found
 
-    monkeypatch.setattr(encoded, "gather", spy)
+    monkeypatch.setattr(page_values, "gather", spy)
     path = big_dictionary_files[version]
     rng = np.random.default_rng(version)
     table = pq.read_table(path)
@@ -547,9 +547,9 @@ def test_a_few_rows_decode_from_a_few_dictionary_entries(
                       .astype(np.intp) for p in pages]
                 rows = pa.array(np.concatenate([firsts[p] + a for p, a in zip(pages, at,
                                                                               strict=True)]))
-                cache = encoded.Dictionaries()
+                cache = page_values.Dictionaries()
                 for use in range(3):  # first use: entries only; then whole, then kept
-                    got = encoded.decode_pages(pf, 0, leaf.index, pages, pf.read_bytes, target,
+                    got = page_values.decode_pages(pf, 0, leaf.index, pages, pf.read_bytes, target,
                                                cache, at=at)
                     assert got is not None, (leaf.name, pages)
                     assert _same(got, expected.take(rows)), (leaf.name, pages, at, use, trial)

@@ -41,7 +41,7 @@ from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
-from pqindex.scan import encoded
+from pqindex.scan import encoded, page_values
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
@@ -124,7 +124,7 @@ class _RowGroupReader:
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
-        self._dictionaries = encoded.Dictionaries.of(pf)
+        self._dictionaries = page_values.Dictionaries.of(pf)
         self._native_checked: tuple[str | None] | None = None
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
@@ -146,7 +146,7 @@ class _RowGroupReader:
 
     def _encoded_pages(self, col: int, pages: list[int], target: pa.DataType) -> Any:
         """Pages of a flat fixed-width leaf decoded with numpy (None: use pyarrow)."""
-        return encoded.decode_pages(
+        return page_values.decode_pages(
             self.pf, self.rg, col, pages, self._view, target, self._dictionaries
         )
 
@@ -187,7 +187,7 @@ class _RowGroupReader:
 
     def sparse_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat fixed-width fields of which only a few rows per page are wanted: just
-        those rows gathered from the pages (encoded.decode_pages with positions), the
+        those rows gathered from the pages (page_values.decode_pages with positions), the
         pages' byte ranges fetched together. Fields it does not decode are left out."""
         todo = []
         for name in names:
@@ -206,7 +206,7 @@ class _RowGroupReader:
             self.pf, self.rg, col, pages, prefix_needed=self._prefix_needed(col, pages))])
         t0 = time.perf_counter()
         out = {}
-        jobs = [functools.partial(encoded.decode_pages, self.pf, self.rg, col, pages,
+        jobs = [functools.partial(page_values.decode_pages, self.pf, self.rg, col, pages,
                                   self._view, target, self._dictionaries, at=at)
                 for _n, col, target, pages, at in todo]
         # A large dictionary page still to decompress (one value needs all of it) is
@@ -576,7 +576,7 @@ class _RowGroupReader:
 
     def _prefix_needed(self, col: int, pages: Sequence[int]) -> bool:
         """Whether the chunk's dictionary page must be fetched: not when numpy decoded
-        it before (warm queries; only ``encoded.decode_pages`` fills that cache), nor
+        it before (warm queries; only ``page_values.decode_pages`` fills that cache), nor
         for pages past the writer's fallback to PLAIN. Were a decoder to need it after
         all, the page is read on demand (one more request)."""
         if self._dictionaries.has((self.rg, col)):
