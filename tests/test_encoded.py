@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import pqindex
 import writers
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.scan import encoded, page_values
+from pqindex.scan import decompress, encoded, page_values
 from pqindex.scan.page_decode import arrow_schema
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
@@ -320,10 +320,15 @@ def _check_file(path: Path, rng: np.random.Generator) -> int:
                     some = rng.choice(size, size=int(rng.integers(1, min(size, 5) + 1)),
                                       replace=False)
                     at.append(np.unique(np.concatenate((some, [0, size - 1]))).astype(np.intp))
-                arr = page_values.decode_pages(pf, rg, leaf.index, pages, fetch, target, cache, at=at)
-                if arr is not None:
-                    rows = np.concatenate([firsts[p] + a for p, a in zip(pages, at, strict=True)])
-                    assert _same(arr, expected.take(pa.array(rows))), (path, rg, leaf.name, pages)
+                rows = np.concatenate([firsts[p] + a for p, a in zip(pages, at, strict=True)])
+                # With the dictionary decoded, then with a fresh cache (its first use:
+                # only the wanted entries taken).
+                for dictionaries in (cache, page_values.Dictionaries()):
+                    arr = page_values.decode_pages(pf, rg, leaf.index, pages, fetch, target,
+                                                   dictionaries, at=at)
+                    if arr is not None:
+                        assert _same(arr, expected.take(pa.array(rows))), (
+                            path, rg, leaf.name, pages)
     finally:
         pf.close()
     return handled
@@ -361,8 +366,16 @@ def test_every_codec_and_page_version_is_handled(tmp_path: Path, codec: str, ver
     assert handled == 4 * 3  # every chunk of every row group
 
 
+@pytest.fixture
+def gather_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decompress.gather on pages of any size (by default it declines small ones, whose
+    whole decompression costs as much): the small files below exercise it too."""
+    monkeypatch.setattr(decompress, "_GATHER_MAX_SHARE", 1.0)
+
+
 @pytest.mark.parametrize("name", sorted(writers.WRITERS))
-def test_writer_files(written_files: writers.FileCache, name: str) -> None:
+def test_writer_files(written_files: writers.FileCache, name: str, gather_everywhere: None
+                      ) -> None:
     _check_file(written_files[name], np.random.default_rng(1))
 
 
@@ -382,7 +395,7 @@ CORPUS_FILES = [
 
 
 @pytest.mark.parametrize("name", CORPUS_FILES)
-def test_corpus_files(name: str) -> None:
+def test_corpus_files(name: str, gather_everywhere: None) -> None:
     path = CORPUS / name
     if not path.exists():
         pytest.skip(f"{name} is not in the corpus")
