@@ -631,7 +631,9 @@ class Region:
                 probed = {i for i in useful if self._probe_header(i) is not None}
                 self._load([i for i in todo if i in useful and i not in probed])
                 for i in todo:
-                    if i in probed:
+                    # A blob to probe may have been read whole meanwhile, as a neighbour
+                    # of the blobs just loaded (its checksum checked): decoded then.
+                    if i in probed and i not in self._bytes and i not in self._dropped:
                         known[i] = self._probe(i, leaf)
                         self._probed.add(i)
                     else:
