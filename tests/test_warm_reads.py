@@ -339,3 +339,43 @@ def test_cold_rare_and_user_lookups_on_an_indexed_file_agree_with_pyarrow(
         want = table.filter(ref).select(cols).sort_by("id")
         assert got.equals(want.cast(got.schema)), where
     assert sum(gathered) >= 10, gathered
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(["user", "users", "category", "categories", "id"]),
+                          st.integers(0, 299_999), st.integers(0, 299_999)),
+                min_size=1, max_size=4))
+def test_lookups_on_an_indexed_file_warm_and_cold_agree_with_pyarrow(
+        indexed_issue_file: Path, queries: list[tuple[str, int, int]]) -> None:
+    table = pq.read_table(indexed_issue_file)
+    users = table.column("user_id").to_numpy()
+    cols = ["id", "ts", "amount"]
+    warm = pqindex.dataset(str(indexed_issue_file))
+    try:
+        for kind, a, b in queries:
+            if kind == "user":
+                where, ref = f"user_id = {users[a]}", pc.field("user_id") == int(users[a])
+            elif kind == "users":
+                vals = [int(users[a]), int(users[b]), 10**13 + a]  # the last one absent
+                where = f"user_id IN ({', '.join(map(str, vals))})"
+                ref = pc.field("user_id").isin(vals)
+            elif kind == "category":
+                where, ref = "category = 'rare'", pc.field("category") == "rare"
+            elif kind == "categories":
+                c = f"c{a % 50:02d}"
+                where = f"category IN ('rare', '{c}') AND id < {b}"
+                ref = pc.field("category").isin(["rare", c]) & (pc.field("id") < b)
+            else:
+                lo, hi = min(a, b), min(a, b) + 30
+                where, ref = f"id BETWEEN {lo} AND {hi}", (pc.field("id") >= lo) & (
+                    pc.field("id") <= hi)
+            want = table.filter(ref).select(cols).sort_by("id")
+            cold = pqindex.dataset(str(indexed_issue_file))
+            try:
+                for ds in (cold, warm):
+                    got = ds.scan(columns=cols, where=where).to_table().sort_by("id")
+                    assert got.equals(want.cast(got.schema)), where
+            finally:
+                cold.close()
+    finally:
+        warm.close()
