@@ -85,9 +85,13 @@ def gather(
     if _snappy is None or codec != Codec.SNAPPY or not len(offsets) or width <= 0:
         return None
     # Bytes written: from each wanted fragment's start to its last wanted value's end.
-    frag = offsets >> 16
-    last = np.append(frag[1:] != frag[:-1], True)
-    if int((offsets[last] + width - (frag[last] << 16)).sum()) > size * _GATHER_MAX_SHARE:
+    if len(offsets) == 1:  # the usual case, without numpy's per-call costs
+        written = int(offsets[0]) % (1 << 16) + width
+    else:
+        frag = offsets >> 16
+        last = np.append(frag[1:] != frag[:-1], True)
+        written = int((offsets[last] + width - (frag[last] << 16)).sum())
+    if written > size * _GATHER_MAX_SHARE:
         return None
     found: bytes | None = _snappy.gather(
         data, size, np.ascontiguousarray(offsets, dtype=np.int64), width)
