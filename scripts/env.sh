@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates or reuses .venv and installs pqindex with the given extras.
-# Re-installs only when pyproject.toml changed since the last install.
+# Re-installs only when pyproject.toml, setup.py or a C source changed since the
+# last install.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 extras="${1:-test}"
@@ -12,7 +13,9 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
 fi
 stamp="$venv/.pqindex-installed-$extras"
-want="$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
+# The C modules are built by the install: a changed setup.py or .c file also
+# re-installs (the modules are optional, so a stale build would fall back silently).
+want="$(cd "$root" && cat pyproject.toml setup.py $(find src -name '*.c' | sort) | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "pqindex: installing dependencies ($extras) into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip
