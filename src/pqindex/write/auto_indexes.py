@@ -1,0 +1,200 @@
+"""The embedded indexes ``write_table`` adds by default: ``indexes="auto"``.
+
+A "distinct" index (exact value sets per file, row group and page) on each
+column whose values are few. ``category = 'rare'`` on such a column otherwise
+reads every page of it (min/max of an unsorted column rarely exclude a value);
+with the page sets it reads only the pages that hold the value.
+
+The rule, decided from the rows being written (nothing is read back):
+
+* a top-level column of a type the kind indexes (integers, floats, decimals,
+  dates, times, timestamps, strings, binaries, UUIDs; not booleans, lists, maps
+  or structs) with at least one non-null value;
+* at most ``AUTO_MAX_DISTINCT`` (1,024, the kind's own cap) distinct values in
+  **every** row group: a column over it in any row group gets no index (its
+  page index and dictionary already say what little a large set would);
+* the sets fit the budget: all auto indexes of a file together at most
+  ``AUTO_MAX_SHARE`` (2%) of the file's data bytes, or ``AUTO_MIN_BYTES``
+  (16 KiB) for small files. Columns are taken smallest index first; a column
+  whose page sets don't fit gets its file and row-group sets only, if those fit.
+
+Sizes are computed exactly before building (one dictionary encoding of the
+column, then per-row-group and per-page presence counts with numpy; the build
+reuses the encoding), so nothing is built and thrown away. High-cardinality columns are turned away by a
+strided sample of each row group first, which costs far less than the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pqindex.format.file import ParquetFile
+from pqindex.format.schema import LeafColumn, PhysicalType
+from pqindex.indexes.base import Blob, Scope
+from pqindex.indexes.build import unit_bounds
+from pqindex.indexes.distinct import (
+    DEFAULT_MAX_VALUES,
+    DistinctKind,
+    ValueCodes,
+    value_codes,
+    value_type,
+)
+
+__all__ = ["AUTO", "AUTO_MAX_DISTINCT", "AUTO_MAX_SHARE", "AUTO_MIN_BYTES", "AutoChoice",
+           "auto_blobs", "choose"]
+
+AUTO = "auto"
+AUTO_MAX_DISTINCT = DEFAULT_MAX_VALUES
+AUTO_MAX_SHARE = 0.02
+AUTO_MIN_BYTES = 16 * 1024
+# Bytes a blob costs besides its values: body header (version, value type, counts)
+# and its sub-directory entry (kind, scope, row group, page, length, XXH64).
+BLOB_OVERHEAD = 56
+SAMPLE_ROWS = 4096  # per row group, for turning high-cardinality columns away
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """One column's auto index: the scopes it gets and its estimated size."""
+
+    column: str
+    scopes: tuple[Scope, ...]
+    bytes: int
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """Estimated bytes of a column's distinct sets by scope."""
+
+    file: int
+    row_groups: int
+    pages: int
+
+
+def _candidate(leaf: LeafColumn, table: pa.Table) -> bool:
+    return not leaf.nested and len(leaf.path) == 1 and leaf.path[0] in table.column_names
+
+
+def _strided(column: pa.ChunkedArray, start: int, end: int, step: int) -> pa.Array:
+    """Every ``step``-th value of rows [start, end), taken chunk by chunk (a take on
+    the chunked column would first join its chunks)."""
+    part = column.slice(start, end - start)
+    picked = []
+    pos = 0
+    for chunk in part.chunks:
+        first = (-pos) % step
+        if first < len(chunk):
+            picked.append(chunk.take(pa.array(np.arange(first, len(chunk), step))))
+        pos += len(chunk)
+    if not picked:
+        return pa.array([], column.type)
+    out = pa.concat_arrays(picked)
+    return out.dictionary_decode() if pa.types.is_dictionary(out.type) else out
+
+
+def _few_in_sample(column: pa.ChunkedArray, row_groups: Sequence[tuple[int, int]],
+                   cap: int) -> bool:
+    """False when a strided sample of some row group already has more than ``cap``
+    distinct values (a sample can't have more than its population)."""
+    for start, end in row_groups:
+        n = end - start
+        if n <= cap:
+            continue
+        sample = _strided(column, start, end, max(1, n // SAMPLE_ROWS))
+        if pc.count_distinct(sample).as_py() > cap:
+            return False
+    return True
+
+
+def _widths(codes: ValueCodes) -> np.ndarray:
+    """Bytes of each dictionary value in a distinct blob (PLAIN, BYTE_ARRAY with its
+    u32 length)."""
+    raw = codes.raw()
+    assert raw is not None
+    extra = 4 if codes.vt.physical == PhysicalType.BYTE_ARRAY else 0
+    return np.fromiter((len(r) + extra for r in raw), dtype=np.int64, count=len(raw))
+
+
+def _sizes(codes: ValueCodes, row_groups: Sequence[tuple[int, int]],
+           pages: Sequence[Sequence[tuple[int, int]]] | None, cap: int) -> _Sizes | None:
+    """Bytes of the column's sets by scope, or None when the column doesn't qualify."""
+    if codes.size == 0:
+        return None  # all null: the page index's null counts already say everything
+    widths = _widths(codes)
+    rg_bytes = page_bytes = page_count = 0
+    for rg, (start, end) in enumerate(row_groups):
+        present = codes.present(start, end)
+        if len(present) > cap:
+            return None
+        rg_bytes += int(widths[present].sum())
+        for p_start, p_end in pages[rg] if pages is not None and rg < len(pages) else ():
+            page_bytes += int(widths[codes.present(p_start, p_end)].sum())
+            page_count += 1
+    file_bytes = int(widths.sum()) if codes.size <= cap else 0
+    return _Sizes(file=file_bytes + BLOB_OVERHEAD,
+                  row_groups=rg_bytes + len(row_groups) * BLOB_OVERHEAD,
+                  pages=page_bytes + page_count * BLOB_OVERHEAD)
+
+
+def _data_bytes(pf: ParquetFile) -> int:
+    return sum(int(pf.column_meta(rg, leaf.index).total_compressed_size or 0)
+               for rg in range(pf.num_row_groups) for leaf in pf.schema.leaves)
+
+
+def choose(pf: ParquetFile, table: pa.Table, *, cap: int = AUTO_MAX_DISTINCT,
+           share: float = AUTO_MAX_SHARE, min_bytes: int = AUTO_MIN_BYTES,
+           values: dict[str, pa.ChunkedArray] | None = None) -> list[AutoChoice]:
+    """The columns of the file pyarrow just wrote that get an auto distinct index
+    (``values``: filled with the columns' values, for the build to reuse)."""
+    values = {} if values is None else values  # the table's own (chunked) columns
+    if pf.num_rows == 0 or table.num_rows != pf.num_rows:
+        return []
+    sized: list[tuple[str, _Sizes]] = []
+    for leaf in pf.schema.leaves:
+        if not _candidate(leaf, table):
+            continue
+        column = table.column(leaf.path[0])
+        if value_type(leaf) is None or len(column) != pf.num_rows:
+            continue
+        row_groups, pages = unit_bounds(pf, leaf)
+        if not _few_in_sample(column, row_groups, cap):
+            continue
+        values[leaf.name] = column
+        codes = value_codes(leaf, column)
+        sizes = None if codes is None else _sizes(codes, row_groups, pages, cap)
+        if sizes is not None:
+            sized.append((leaf.name, sizes))
+    budget = max(min_bytes, int(share * _data_bytes(pf)))
+    out = []
+    for name, s in sorted(sized, key=lambda x: x[1].file + x[1].row_groups + x[1].pages):
+        whole = s.file + s.row_groups + s.pages
+        if whole <= budget:
+            out.append(AutoChoice(name, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE), whole))
+            budget -= whole
+        elif s.file + s.row_groups <= budget:
+            out.append(AutoChoice(name, (Scope.FILE, Scope.ROW_GROUP), s.file + s.row_groups))
+            budget -= s.file + s.row_groups
+    return out
+
+
+def auto_blobs(pf: ParquetFile, table: pa.Table) -> tuple[list[Blob], dict[str, list[str]]]:
+    """The blobs of the auto indexes, and ``{"distinct": columns}`` they cover."""
+    kind = DistinctKind()
+    blobs: list[Blob] = []
+    columns = []
+    values: dict[str, pa.ChunkedArray] = {}
+    for c in choose(pf, table, values=values):
+        leaf = pf.schema.leaf(c.column)
+        assert leaf is not None
+        row_groups, pages = unit_bounds(pf, leaf)
+        opts = {"max_values": AUTO_MAX_DISTINCT, "scopes": [s.value for s in c.scopes]}
+        built = kind.build(leaf, values[c.column], row_groups, pages, opts)
+        if built:
+            blobs += built
+            columns.append(c.column)
+    return blobs, ({"distinct": columns} if columns else {})
