@@ -201,6 +201,36 @@ def test_types(tmp_path: Path) -> None:
         _same_as_pyarrow(p, where)
 
 
+def test_other_types_never_fail_the_write(tmp_path: Path) -> None:
+    """Types the kind skips or Arrow can't count: the write succeeds, rows round-trip."""
+    rng = np.random.default_rng(RNG_SEED)
+    n = 5_000
+    pick = rng.integers(0, 6, n)
+    t = pa.table({
+        "rid": pa.array(np.arange(n)),
+        "f16": pa.array(pick.astype(np.float16)),
+        "dec256": pa.array([decimal.Decimal(int(v)) for v in pick], pa.decimal256(40, 0)),
+        "fixed": pa.array([bytes([v]) * 4 for v in pick], pa.binary(4)),
+        "t32": pa.array([dt.time(int(v)) for v in pick], pa.time32("s")),
+        "ns": pa.array((pick * 1_000_000_007).astype("datetime64[ns]")),
+        "dict_int": pa.array(pick.astype(np.int64)).dictionary_encode(),
+        "uuid": pa.array([bytes([v]) * 16 for v in pick], pa.uuid()),
+        "lst": pa.array([[int(v)] for v in pick]),
+        "st": pa.array([{"a": int(v)} for v in pick]),
+        "flag": pa.array(pick > 2),
+    })
+    p = tmp_path / "other.parquet"
+    r = pqindex.write_table(t, p, row_group_rows=2_000, page_rows=1_000)
+    assert pq.read_table(p).select(["rid", "fixed", "t32", "dict_int"]).to_pylist() == \
+        t.select(["rid", "fixed", "t32", "dict_int"]).to_pylist()
+    got = set(_region_scopes(p))
+    assert got == set(r.indexes.get("distinct", []))
+    assert not got & {"lst", "st", "flag", "rid"}
+    assert {"dict_int", "ns", "t32"} <= got
+    for where in ("dict_int = 4", "dict_int IN (1, 7)", "f16 IS NULL"):
+        _same_as_pyarrow(p, where)
+
+
 def test_dictionary_fallback_column(tmp_path: Path) -> None:
     """A column whose dictionary outgrows pyarrow's 1 MiB dictionary page falls back
     to PLAIN mid-chunk; whatever auto decides, every reader sees the same rows."""

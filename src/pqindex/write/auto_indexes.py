@@ -162,8 +162,11 @@ def choose(pf: ParquetFile, table: pa.Table, *, cap: int = AUTO_MAX_DISTINCT,
         if value_type(leaf) is None or len(column) != pf.num_rows:
             continue
         row_groups, pages = unit_bounds(pf, leaf)
-        if not _few_in_sample(column, row_groups, cap):
-            continue
+        try:
+            if not _few_in_sample(column, row_groups, cap):
+                continue
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            continue  # a type Arrow can't count: no auto index, never a failed write
         values[leaf.name] = column
         codes = value_codes(leaf, column)
         sizes = None if codes is None else _sizes(codes, row_groups, pages, cap)
