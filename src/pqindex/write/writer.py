@@ -507,7 +507,9 @@ class Writer:
     path writes one file: reaching ``target_file_bytes`` (when given) is an error.
     With ``sort_by`` each file's rows are sorted before writing (so a file is
     buffered whole), unless ``presorted``. ``path`` may be an object-store URL
-    (pass ``storage_options=``): each file streams to the store.
+    (pass ``storage_options=``): each file streams to the store. The other
+    ``options`` are ``write_table``'s, with its defaults (``indexes="auto"``: each
+    file chooses its own low-cardinality columns).
     """
 
     @public_api
