@@ -411,3 +411,37 @@ def test_differential_random_tables(tmp_path: Path, table: pa.Table, data: Any) 
     for _ in range(6):
         where = _predicates(data.draw)
         _same_as_pyarrow(p, where)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_distinct_blobs_from_codes_equal_blobs_from_values(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: Any) -> None:
+    """The codes path of the distinct kind writes the same blobs as the per-unit hash
+    path it replaces for columns with few values (NaN, -0.0, nulls, strings, dates)."""
+    from pqindex.indexes import distinct
+    from pqindex.indexes.build import build_blobs
+
+    n = data.draw(st.integers(1, 2_000))
+    floats = data.draw(st.lists(st.sampled_from([0.0, -0.0, 1.5, float("nan"), None, -3.0]),
+                                min_size=n, max_size=n))
+    words = data.draw(st.lists(st.sampled_from(["", "a", "ab", "\u00e9", None]),
+                               min_size=n, max_size=n))
+    ints = data.draw(st.lists(st.one_of(st.none(), st.integers(-3, 3)), min_size=n, max_size=n))
+    t = pa.table({"f": pa.array(floats, pa.float64()), "s": pa.array(words, pa.string()),
+                  "d": pa.array([None if v is None else dt.date(2020, 1, 1 + v + 3)
+                                 for v in ints], pa.date32()),
+                  "i": pa.array(ints, pa.int16())})
+    p = tmp_path / "codes.parquet"
+    pq.write_table(t, p, row_group_size=data.draw(st.sampled_from([1, 7, 500, 5_000])),
+                   max_rows_per_page=data.draw(st.sampled_from([1, 3, 100])),
+                   write_page_index=True)
+    cap = data.draw(st.sampled_from([1, 2, 1024]))
+    kinds = {"distinct": ["f", "s", "d", "i"]}
+    opts = {"distinct": {"max_values": cap}}
+    with ParquetFile.open(str(p)) as pf:
+        fast = build_blobs(pf, t, kinds, opts)
+        monkeypatch.setattr(distinct, "_few_codes", lambda *a: None)  # every unit hashed
+        slow = build_blobs(pf, t, kinds, opts)
+    assert fast == slow
