@@ -50,7 +50,7 @@ from pqindex.indexes.leaf_values import indexable, plain_bytes, storage
 from pqindex.indexes.units import scopes_option, units
 
 __all__ = ["DEFAULT_MAX_VALUES", "SUPPORTED_KINDS", "DistinctEvidence", "DistinctKind", "DistinctSet",
-           "ValueCodes", "read_distinct", "value_codes", "value_type"]
+           "ValueCodes", "blobs_from_codes", "read_distinct", "value_codes", "value_type"]
 
 DEFAULT_MAX_VALUES = 1024
 _VERSION = 1
@@ -110,7 +110,7 @@ CODES_MAX_VALUES = 8 * DEFAULT_MAX_VALUES
 class ValueCodes:
     """A column's values as dictionary codes: which values a span of rows holds.
 
-    ``codes`` are int64 with -1 for nulls; ``dictionary`` holds the values in the
+    ``codes`` are int32 with -1 for nulls; ``dictionary`` holds the values in the
     leaf's stored form; their PLAIN bytes and order (the column's, NaN last) are
     computed once, when first asked for.
     """
@@ -166,7 +166,7 @@ def _encode_codes(leaf: LeafColumn, vt: ValueType,
         enc = pc.dictionary_encode(column)
         chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
         if not chunks:
-            return ValueCodes(vt, pa.array([], pa.large_binary()), np.zeros(0, np.int64))
+            return ValueCodes(vt, pa.array([], pa.large_binary()), np.zeros(0, np.int32))
         dictionary = chunks[-1].dictionary
         # One hash table for all chunks: each chunk's dictionary is a prefix of the last.
         if any(len(c.dictionary) > len(dictionary) or not c.dictionary.equals(
@@ -180,33 +180,24 @@ def _encode_codes(leaf: LeafColumn, vt: ValueType,
             return None
         enc = pc.dictionary_encode(stored)
         dictionary, indices = enc.dictionary, [enc.indices]
+    # int32 as Arrow's indices are (zero-copy without nulls): half the memory of int64.
     codes = [np.asarray((i.fill_null(-1) if i.null_count else i).to_numpy(zero_copy_only=False),
-                        dtype=np.int64) for i in indices]
+                        dtype=np.int32) for i in indices]
     return ValueCodes(vt, dictionary, np.concatenate(codes) if len(codes) > 1 else codes[0])
-
-
-# The last few columns' codes, by the column's identity (the array is held, so the
-# id stays valid): the writer's auto indexes size a column, then build it.
-_CODES: list[tuple[pa.Array | pa.ChunkedArray, LeafColumn, ValueCodes | None]] = []
 
 
 def value_codes(leaf: LeafColumn, column: pa.Array | pa.ChunkedArray) -> ValueCodes | None:
     """``ValueCodes`` of a column the kind indexes, or None when it has more than
     ``CODES_MAX_VALUES`` values or its type can't be dictionary-encoded."""
-    for arr, lf, found in _CODES:
-        if arr is column and lf == leaf:
-            return found
     vt = value_type(leaf)
-    codes = None
-    if vt is not None:
-        try:
-            codes = _encode_codes(leaf, vt, column)
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-            codes = None
-    if codes is not None and (codes.size > CODES_MAX_VALUES or codes.raw() is None):
-        codes = None
-    _CODES.append((column, leaf, codes))
-    del _CODES[:-2]
+    if vt is None:
+        return None
+    try:
+        codes = _encode_codes(leaf, vt, column)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if codes is None or codes.size > CODES_MAX_VALUES or codes.raw() is None:
+        return None
     return codes
 
 
@@ -355,9 +346,7 @@ class DistinctKind:
         scopes = scopes_option(options, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE))
         codes = _few_codes(leaf, column, row_group_bounds)
         if codes is not None:
-            return [self._from_codes(leaf, codes, u.scope, u.row_group, u.page, u.start, u.end,
-                                     cap)
-                    for u in units(len(codes.codes), row_group_bounds, page_bounds, scopes)]
+            return blobs_from_codes(leaf, codes, row_group_bounds, page_bounds, scopes, cap)
         found = indexable(leaf, column, _SUPPORTED)
         if found is None:
             return []
@@ -378,21 +367,26 @@ class DistinctKind:
             blobs.append(Blob(self.name, leaf.name, u.scope, u.row_group, u.page, data, props))
         return blobs
 
-    def _from_codes(self, leaf: LeafColumn, codes: ValueCodes, scope: Scope,
-                    row_group: int | None, page: int | None, start: int, end: int,
-                    cap: int) -> Blob:
-        """One unit's blob from the column's codes (the same bytes as from its values)."""
-        ids = codes.present(start, end)
-        raw = codes.ordered(ids) if len(ids) <= cap else None
-        nulls = int(np.count_nonzero(codes.codes[start:end] < 0))
-        data = _encode(codes.vt, end - start, nulls, len(ids), raw)
-        props = {"count": len(ids)} if raw is not None else {"count": len(ids), "omitted": True}
-        return Blob(self.name, leaf.name, scope, row_group, page, data, props)
-
     def evidence(self, leaf: LeafColumn, blob: Blob) -> DistinctEvidence:
         values = read_distinct(blob)
         check_leaf_type(leaf, values.vt, f"distinct blob for {blob.column!r}")
         return DistinctEvidence(values)
+
+
+def blobs_from_codes(leaf: LeafColumn, codes: ValueCodes,
+                     row_group_bounds: list[tuple[int, int]],
+                     page_bounds: list[list[tuple[int, int]]] | None,
+                     scopes: frozenset[Scope], cap: int = DEFAULT_MAX_VALUES) -> list[Blob]:
+    """The kind's blobs from the column's codes (the same bytes as from its values)."""
+    out = []
+    for u in units(len(codes.codes), row_group_bounds, page_bounds, scopes):
+        ids = codes.present(u.start, u.end)
+        raw = codes.ordered(ids) if len(ids) <= cap else None
+        nulls = int(np.count_nonzero(codes.codes[u.start:u.end] < 0))
+        data = _encode(codes.vt, u.rows, nulls, len(ids), raw)
+        props = {"count": len(ids)} if raw is not None else {"count": len(ids), "omitted": True}
+        out.append(Blob(DistinctKind.name, leaf.name, u.scope, u.row_group, u.page, data, props))
+    return out
 
 
 def _few_codes(leaf: LeafColumn, column: pa.Array | pa.ChunkedArray,

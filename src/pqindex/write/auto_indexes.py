@@ -18,9 +18,11 @@ The rule, decided from the rows being written (nothing is read back):
   (16 KiB) for small files. Columns are taken smallest index first; a column
   whose page sets don't fit gets its file and row-group sets only, if those fit.
 
-Sizes are computed exactly before building (one dictionary encoding of the
-column, then per-row-group and per-page presence counts with numpy; the build
-reuses the encoding), so nothing is built and thrown away. High-cardinality columns are turned away by a
+Each column is sized before it is built (one dictionary encoding, then
+per-row-group and per-page presence counts with numpy, which the build reuses);
+page sets that could not fit the budget even alone are never built, and a
+column's codes are dropped once its blobs are built, so at most one column's
+codes are held at a time. High-cardinality columns are turned away by a
 strided sample of each row group first, which costs far less than the write.
 """
 
@@ -39,8 +41,8 @@ from pqindex.indexes.base import Blob, Scope
 from pqindex.indexes.build import unit_bounds
 from pqindex.indexes.distinct import (
     DEFAULT_MAX_VALUES,
-    DistinctKind,
     ValueCodes,
+    blobs_from_codes,
     value_codes,
     value_type,
 )
@@ -146,58 +148,75 @@ def _data_bytes(pf: ParquetFile) -> int:
                for rg in range(pf.num_row_groups) for leaf in pf.schema.leaves)
 
 
+@dataclass(frozen=True)
+class _Built:
+    """A column's blobs by scope, built before the budget is shared out."""
+
+    column: str
+    file_and_row_groups: list[Blob]
+    pages: list[Blob]
+
+    @property
+    def size(self) -> int:
+        return _bytes(self.file_and_row_groups) + _bytes(self.pages)
+
+
+def _bytes(blobs: list[Blob]) -> int:
+    return sum(len(b.data) + BLOB_OVERHEAD for b in blobs)
+
+
+def _build(pf: ParquetFile, table: pa.Table, leaf: LeafColumn, budget: int, cap: int
+           ) -> _Built | None:
+    """The column's blobs, or None when it doesn't qualify; page blobs only when their
+    estimated size could fit the budget. Its codes are dropped on return."""
+    column = table.column(leaf.path[0])
+    if value_type(leaf) is None or len(column) != pf.num_rows:
+        return None
+    row_groups, pages = unit_bounds(pf, leaf)
+    try:
+        if not _few_in_sample(column, row_groups, cap):
+            return None
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None  # a type Arrow can't count: no auto index, never a failed write
+    codes = value_codes(leaf, column)
+    sizes = None if codes is None else _sizes(codes, row_groups, pages, cap)
+    if codes is None or sizes is None or sizes.file + sizes.row_groups > budget:
+        return None
+    coarse = blobs_from_codes(leaf, codes, row_groups, pages,
+                              frozenset({Scope.FILE, Scope.ROW_GROUP}), cap)
+    fine = (blobs_from_codes(leaf, codes, row_groups, pages, frozenset({Scope.PAGE}), cap)
+            if sizes.file + sizes.row_groups + sizes.pages <= budget else [])
+    return _Built(leaf.name, coarse, fine)
+
+
 def choose(pf: ParquetFile, table: pa.Table, *, cap: int = AUTO_MAX_DISTINCT,
-           share: float = AUTO_MAX_SHARE, min_bytes: int = AUTO_MIN_BYTES,
-           values: dict[str, pa.ChunkedArray] | None = None) -> list[AutoChoice]:
-    """The columns of the file pyarrow just wrote that get an auto distinct index
-    (``values``: filled with the columns' values, for the build to reuse)."""
-    values = {} if values is None else values  # the table's own (chunked) columns
+           share: float = AUTO_MAX_SHARE, min_bytes: int = AUTO_MIN_BYTES
+           ) -> tuple[list[AutoChoice], list[Blob]]:
+    """The columns of the file pyarrow just wrote that get an auto distinct index,
+    and their blobs."""
     if pf.num_rows == 0 or table.num_rows != pf.num_rows:
-        return []
-    sized: list[tuple[str, _Sizes]] = []
-    for leaf in pf.schema.leaves:
-        if not _candidate(leaf, table):
-            continue
-        column = table.column(leaf.path[0])
-        if value_type(leaf) is None or len(column) != pf.num_rows:
-            continue
-        row_groups, pages = unit_bounds(pf, leaf)
-        try:
-            if not _few_in_sample(column, row_groups, cap):
-                continue
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-            continue  # a type Arrow can't count: no auto index, never a failed write
-        values[leaf.name] = column
-        codes = value_codes(leaf, column)
-        sizes = None if codes is None else _sizes(codes, row_groups, pages, cap)
-        if sizes is not None:
-            sized.append((leaf.name, sizes))
+        return [], []
     budget = max(min_bytes, int(share * _data_bytes(pf)))
-    out = []
-    for name, s in sorted(sized, key=lambda x: x[1].file + x[1].row_groups + x[1].pages):
-        whole = s.file + s.row_groups + s.pages
-        if whole <= budget:
-            out.append(AutoChoice(name, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE), whole))
-            budget -= whole
-        elif s.file + s.row_groups <= budget:
-            out.append(AutoChoice(name, (Scope.FILE, Scope.ROW_GROUP), s.file + s.row_groups))
-            budget -= s.file + s.row_groups
-    return out
+    built = [b for leaf in pf.schema.leaves if _candidate(leaf, table)
+             if (b := _build(pf, table, leaf, budget, cap)) is not None]
+    choices: list[AutoChoice] = []
+    blobs: list[Blob] = []
+    for b in sorted(built, key=lambda b: b.size):  # smallest first: the most columns
+        coarse = _bytes(b.file_and_row_groups)
+        if b.pages and b.size <= budget:
+            choices.append(AutoChoice(b.column, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE),
+                                      b.size))
+            blobs += b.file_and_row_groups + b.pages
+            budget -= b.size
+        elif coarse <= budget:
+            choices.append(AutoChoice(b.column, (Scope.FILE, Scope.ROW_GROUP), coarse))
+            blobs += b.file_and_row_groups
+            budget -= coarse
+    return choices, blobs
 
 
 def auto_blobs(pf: ParquetFile, table: pa.Table) -> tuple[list[Blob], dict[str, list[str]]]:
     """The blobs of the auto indexes, and ``{"distinct": columns}`` they cover."""
-    kind = DistinctKind()
-    blobs: list[Blob] = []
-    columns = []
-    values: dict[str, pa.ChunkedArray] = {}
-    for c in choose(pf, table, values=values):
-        leaf = pf.schema.leaf(c.column)
-        assert leaf is not None
-        row_groups, pages = unit_bounds(pf, leaf)
-        opts = {"max_values": AUTO_MAX_DISTINCT, "scopes": [s.value for s in c.scopes]}
-        built = kind.build(leaf, values[c.column], row_groups, pages, opts)
-        if built:
-            blobs += built
-            columns.append(c.column)
+    choices, blobs = choose(pf, table)
+    columns = [c.column for c in choices]
     return blobs, ({"distinct": columns} if columns else {})
