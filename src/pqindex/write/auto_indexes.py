@@ -55,7 +55,8 @@ AUTO_MAX_DISTINCT = DEFAULT_MAX_VALUES
 AUTO_MAX_SHARE = 0.02
 AUTO_MIN_BYTES = 16 * 1024
 # Bytes a blob costs besides its values: body header (version, value type, counts)
-# and its sub-directory entry (kind, scope, row group, page, length, XXH64).
+# and its sub-directory entry (kind, scope, row group, page, length, XXH64). Added
+# to built blobs' bodies too, which already hold the header: a small margin.
 BLOB_OVERHEAD = 56
 SAMPLE_ROWS = 4096  # per row group, for turning high-cardinality columns away
 
