@@ -49,8 +49,9 @@ from pqindex.indexes.evidence import value_key
 from pqindex.indexes.leaf_values import indexable, plain_bytes, storage
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["DEFAULT_MAX_VALUES", "SUPPORTED_KINDS", "DistinctEvidence", "DistinctKind", "DistinctSet",
-           "ValueCodes", "blobs_from_codes", "read_distinct", "value_codes", "value_type"]
+__all__ = ["DEFAULT_MAX_VALUES", "SUPPORTED_KINDS", "DistinctEvidence", "DistinctKind",
+           "DistinctSet", "ValueCodes", "blobs_from_codes", "read_distinct", "value_codes",
+           "value_type"]
 
 DEFAULT_MAX_VALUES = 1024
 _VERSION = 1
