@@ -83,7 +83,9 @@ VARIANTS = {
                "added, no data page rewritten; Bloom filters per row group and per page, "
                "the CLI's default `--bloom-scope row_group,page`; distinct sets per file, row "
                "group and page)",
-    "written": "the same rows written by `pqindex.write_table(table, path)` with its defaults",
+    "written": "the same rows written by `pqindex.write_table(table, path)` with its defaults "
+               "(since the auto indexes: a distinct index, sets per file, row group and page, "
+               "on `category`, chosen by the writer)",
 }
 SHAPE = SHAPES["bench"]
 SHAPE_NAME = "bench"
@@ -128,7 +130,8 @@ def data_path(rows: int, variant: str | None = None) -> Path:
         return DATA_DIR / f"selective-{rows}-v{FORMAT_VERSION}.parquet"
     # "indexed-2": Bloom filters per row group and page (the CLI's default since then);
     # "indexed-3": region format 3.0 (per-column sub-directories).
-    tag = "indexed-3" if variant == "indexed" else variant
+    # "written-2": write_table's default auto indexes (distinct on low-cardinality columns).
+    tag = {"indexed": "indexed-3", "written": "written-2"}.get(variant, variant)
     return DATA_DIR / f"selective-{SHAPE_NAME}-{rows}-{tag}-v{FORMAT_VERSION}.parquet"
 
 

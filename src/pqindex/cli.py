@@ -811,6 +811,9 @@ def _render_index(results: list[Any]) -> None:
 @click.option("--hll", multiple=True, help="Embedded HyperLogLog sketch of COL.")
 @click.option("--index", "index_specs", multiple=True, metavar="KIND=COL",
               help="Embedded index of any registered KIND on COL (repeatable).")
+@click.option("--no-auto-indexes", "no_auto", is_flag=True,
+              help="Without embedded index options, embed none (default: a distinct index "
+                   "on each low-cardinality column, as pqindex.write_table).")
 @click.option(
     "--mode",
     type=click.Choice(["error", "append", "overwrite"]),
@@ -837,6 +840,7 @@ def build(
     zone_maps: tuple[str, ...],
     hll: tuple[str, ...],
     index_specs: tuple[str, ...],
+    no_auto: bool,
     mode: str,
     target_file_mb: int,
     page_rows: int,
@@ -879,7 +883,7 @@ def build(
         cluster_by=_columns(cluster_by),
         partition_by=_columns(partition_by),
         bloom=_columns(bloom),
-        indexes=indexes,
+        indexes=indexes or (None if no_auto else "auto"),
         mode=mode,
         target_file_bytes=target_file_mb * 1024 * 1024,
         page_rows=page_rows,

@@ -19,7 +19,7 @@ from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.region import encode_region
 from pqindex.io.pyfile import for_pyarrow
 
-__all__ = ["build_blobs", "build_region", "leaf_for"]
+__all__ = ["build_blobs", "build_region", "column_values", "leaf_for", "place_blobs", "unit_bounds"]
 
 
 def leaf_for(pf: ParquetFile, name: str) -> LeafColumn:
@@ -37,7 +37,8 @@ def leaf_for(pf: ParquetFile, name: str) -> LeafColumn:
     return leaf
 
 
-def _values(pf: ParquetFile, table: pa.Table | None, leaf: LeafColumn) -> pa.Array:
+def column_values(pf: ParquetFile, table: pa.Table | None, leaf: LeafColumn) -> pa.Array:
+    """The leaf's values for the whole file: from ``table`` when given, else read back."""
     top = leaf.path[0]
     if table is not None and top in table.column_names:
         arr: Any = table.column(top)
@@ -50,7 +51,7 @@ def _values(pf: ParquetFile, table: pa.Table | None, leaf: LeafColumn) -> pa.Arr
     return arr
 
 
-def _bounds(pf: ParquetFile, leaf: LeafColumn) -> tuple[list[tuple[int, int]], list[list[tuple[int, int]]] | None]:
+def unit_bounds(pf: ParquetFile, leaf: LeafColumn) -> tuple[list[tuple[int, int]], list[list[tuple[int, int]]] | None]:
     """Row groups' and pages' [start, end) positions in the whole-file column."""
     rgs = []
     pages: list[list[tuple[int, int]]] | None = []
@@ -92,9 +93,14 @@ def build_blobs(
         for name in columns:
             leaf = leaf_for(pf, name)
             if name not in cache:
-                cache[name] = _values(pf, table, leaf)
-            rgs, pages = _bounds(pf, leaf)
+                cache[name] = column_values(pf, table, leaf)
+            rgs, pages = unit_bounds(pf, leaf)
             blobs += kind.build(leaf, cache[name], rgs, pages, opts)
+    return place_blobs(blobs)
+
+
+def place_blobs(blobs: list[Blob]) -> list[Blob]:
+    """``blobs`` in the order they are best placed in the region (``_placement``)."""
     return sorted(blobs, key=_placement)
 
 

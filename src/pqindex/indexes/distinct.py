@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,11 +46,12 @@ from pqindex.indexes.encoding import (
     write_value_type,
 )
 from pqindex.indexes.evidence import value_key
-from pqindex.indexes.leaf_values import indexable, plain_bytes
+from pqindex.indexes.leaf_values import indexable, plain_bytes, storage
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["DEFAULT_MAX_VALUES", "DistinctEvidence", "DistinctKind", "DistinctSet",
-           "read_distinct"]
+__all__ = ["DEFAULT_MAX_VALUES", "SUPPORTED_KINDS", "DistinctEvidence", "DistinctKind",
+           "DistinctSet", "ValueCodes", "blobs_from_codes", "read_distinct", "value_codes",
+           "value_type"]
 
 DEFAULT_MAX_VALUES = 1024
 _VERSION = 1
@@ -57,6 +59,7 @@ _OMITTED = 1
 _SUPPORTED = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16,
                         Kind.DECIMAL, Kind.DATE, Kind.TIME, Kind.TIMESTAMP, Kind.STRING,
                         Kind.BINARY, Kind.UUID})
+SUPPORTED_KINDS = _SUPPORTED  # the value kinds the sets hold
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 
 
@@ -97,6 +100,116 @@ class DistinctSet:
 def _sort_key(vt: ValueType, raw: bytes) -> tuple[int, Any]:
     v = vt.decode(raw)
     return (1, 0) if _is_nan(v) else (0, value_key(vt, v))
+
+
+# Columns with at most this many distinct values are built from one dictionary
+# encoding of the whole column (per unit: a bincount of the codes) instead of a hash
+# of every unit's values: the cost per unit is its rows plus this many entries.
+CODES_MAX_VALUES = 8 * DEFAULT_MAX_VALUES
+
+
+class ValueCodes:
+    """A column's values as dictionary codes: which values a span of rows holds.
+
+    ``codes`` are int32 with -1 for nulls; ``dictionary`` holds the values in the
+    leaf's stored form; their PLAIN bytes and order (the column's, NaN last) are
+    computed once, when first asked for.
+    """
+
+    def __init__(self, vt: ValueType, dictionary: pa.Array, codes: np.ndarray) -> None:
+        self.vt = vt
+        self.dictionary = dictionary
+        self.codes = codes
+        self._raw: list[bytes] | None = None
+        self._rank: np.ndarray | None = None
+        self._present: dict[tuple[int, int], np.ndarray] = {}  # sizing, then building
+
+    @property
+    def size(self) -> int:
+        return len(self.dictionary)
+
+    def present(self, start: int, end: int) -> np.ndarray:
+        """The sorted ids of the values rows [start, end) hold (nulls left out)."""
+        found = self._present.get((start, end))
+        if found is None:
+            part = self.codes[start:end]
+            if len(part) and part.min() < 0:
+                part = part[part >= 0]
+            found = np.flatnonzero(np.bincount(part, minlength=self.size))
+            self._present[(start, end)] = found
+        return found
+
+    def raw(self) -> list[bytes] | None:
+        """Each dictionary value's PLAIN bytes (None where the type has none)."""
+        if self._raw is None:
+            self._raw = plain_bytes(self.vt, self.dictionary)
+        return self._raw
+
+    def ordered(self, ids: np.ndarray) -> list[bytes]:
+        """The PLAIN bytes of values ``ids``, in the column's order (NaN last)."""
+        raw = self.raw()
+        assert raw is not None
+        if self._rank is None:
+            order = sorted(range(len(raw)), key=lambda i: _sort_key(self.vt, raw[i]))
+            self._rank = np.empty(len(raw), dtype=np.int64)
+            self._rank[np.asarray(order, dtype=np.int64)] = np.arange(len(raw))
+        return [raw[i] for i in ids[np.argsort(self._rank[ids], kind="stable")]]
+
+
+_BYTES_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+def _encode_codes(leaf: LeafColumn, vt: ValueType,
+                  column: pa.Array | pa.ChunkedArray) -> ValueCodes | None:
+    if column.type in _BYTES_TYPES and vt.kind in (Kind.STRING, Kind.BINARY):
+        # Encoded as given: no copy of every string into its stored form (large_binary);
+        # only the dictionary is converted, which for bytes changes no value.
+        enc = pc.dictionary_encode(column)
+        chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+        if not chunks:
+            return ValueCodes(vt, pa.array([], pa.large_binary()), np.zeros(0, np.int32))
+        dictionary = chunks[-1].dictionary
+        # One hash table for all chunks: each chunk's dictionary is a prefix of the last.
+        if any(len(c.dictionary) > len(dictionary) or not c.dictionary.equals(
+                dictionary.slice(0, len(c.dictionary))) for c in chunks[:-1]):
+            return None
+        indices = [c.indices for c in chunks]
+        dictionary = pc.cast(dictionary, pa.large_binary())
+    else:
+        stored = storage(leaf, column)
+        if stored is None:
+            return None
+        enc = pc.dictionary_encode(stored)
+        dictionary, indices = enc.dictionary, [enc.indices]
+    # int32 as Arrow's indices are (zero-copy without nulls): half the memory of int64.
+    codes = [np.asarray((i.fill_null(-1) if i.null_count else i).to_numpy(zero_copy_only=False),
+                        dtype=np.int32) for i in indices]
+    return ValueCodes(vt, dictionary, np.concatenate(codes) if len(codes) > 1 else codes[0])
+
+
+def value_codes(leaf: LeafColumn, column: pa.Array | pa.ChunkedArray) -> ValueCodes | None:
+    """``ValueCodes`` of a column the kind indexes, or None when it has more than
+    ``CODES_MAX_VALUES`` values or its type can't be dictionary-encoded."""
+    vt = value_type(leaf)
+    if vt is None:
+        return None
+    try:
+        codes = _encode_codes(leaf, vt, column)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if codes is None or codes.size > CODES_MAX_VALUES or codes.raw() is None:
+        return None
+    return codes
+
+
+def value_type(leaf: LeafColumn) -> ValueType | None:
+    """The leaf's value type when the kind indexes it (see ``leaf_values.indexable``)."""
+    vt = ValueType.from_leaf(leaf)
+    if leaf.nested or vt.kind not in _SUPPORTED:
+        return None
+    if vt.kind == Kind.DECIMAL and vt.physical == PhysicalType.BYTE_ARRAY:
+        return None
+    return vt
 
 
 def _encode(vt: ValueType, rows: int, nulls: int, count: int, raw: list[bytes] | None) -> bytes:
@@ -228,12 +341,17 @@ class DistinctKind:
         options: Mapping[str, Any],
     ) -> list[Blob]:
         """Options: ``max_values`` (default 1024), ``scopes`` (default all three)."""
+        if value_type(leaf) is None:
+            return []
+        cap = int(options.get("max_values", DEFAULT_MAX_VALUES))
+        scopes = scopes_option(options, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE))
+        codes = _few_codes(leaf, column, row_group_bounds)
+        if codes is not None:
+            return blobs_from_codes(leaf, codes, row_group_bounds, page_bounds, scopes, cap)
         found = indexable(leaf, column, _SUPPORTED)
         if found is None:
             return []
         vt, stored = found
-        cap = int(options.get("max_values", DEFAULT_MAX_VALUES))
-        scopes = scopes_option(options, (Scope.FILE, Scope.ROW_GROUP, Scope.PAGE))
         blobs = []
         for u in units(len(stored), row_group_bounds, page_bounds, scopes):
             part = stored.slice(u.start, u.rows)
@@ -254,3 +372,40 @@ class DistinctKind:
         values = read_distinct(blob)
         check_leaf_type(leaf, values.vt, f"distinct blob for {blob.column!r}")
         return DistinctEvidence(values)
+
+
+def blobs_from_codes(leaf: LeafColumn, codes: ValueCodes,
+                     row_group_bounds: list[tuple[int, int]],
+                     page_bounds: list[list[tuple[int, int]]] | None,
+                     scopes: frozenset[Scope], cap: int = DEFAULT_MAX_VALUES) -> list[Blob]:
+    """The kind's blobs from the column's codes (the same bytes as from its values)."""
+    out = []
+    for u in units(len(codes.codes), row_group_bounds, page_bounds, scopes):
+        ids = codes.present(u.start, u.end)
+        raw = codes.ordered(ids) if len(ids) <= cap else None
+        nulls = int(np.count_nonzero(codes.codes[u.start:u.end] < 0))
+        data = _encode(codes.vt, u.rows, nulls, len(ids), raw)
+        props = {"count": len(ids)} if raw is not None else {"count": len(ids), "omitted": True}
+        out.append(Blob(DistinctKind.name, leaf.name, u.scope, u.row_group, u.page, data, props))
+    return out
+
+
+def _few_codes(leaf: LeafColumn, column: pa.Array | pa.ChunkedArray,
+               row_group_bounds: list[tuple[int, int]]) -> ValueCodes | None:
+    """The column's codes when few enough values make them the cheaper way to build:
+    a first look at a row group's start turns most high-cardinality columns away
+    before encoding the whole column."""
+    if not row_group_bounds:
+        return None
+    start, end = row_group_bounds[0]
+    head = column.slice(start, min(end - start, 4 * CODES_MAX_VALUES))
+    if pa.types.is_dictionary(head.type):
+        if isinstance(head, pa.ChunkedArray):
+            head = head.combine_chunks()  # a few thousand rows
+        head = head.dictionary_decode()
+    try:
+        if pc.count_distinct(head).as_py() > CODES_MAX_VALUES:
+            return None
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return value_codes(leaf, column)

@@ -227,11 +227,23 @@ def _index_summary(entries: Iterable[Mapping[str, Any]], info: Mapping[str, Any]
     es = list(entries)
     return {
         "bloom": list(info.get("bloom") or []),
-        "indexes": dict(info.get("indexes") or {}),
+        "indexes": _written_indexes(es, info.get("indexes")),
         "index_bytes": sum(int(e.get("index_bytes") or 0) for e in es),
         "region_bytes": sum(int(e.get("region_bytes") or 0) for e in es),
         "files_with_region": sum(1 for e in es if e.get("region_bytes")),
     }
+
+
+def _written_indexes(entries: Iterable[Mapping[str, Any]], asked: Any) -> dict[str, list[str]]:
+    """The embedded indexes asked for, or with ``"auto"`` those the files got."""
+    if isinstance(asked, Mapping):
+        return {str(k): list(v) for k, v in asked.items()}
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        for kind, cols in (e.get("indexes") or {}).items():
+            out.setdefault(kind, [])
+            out[kind] += [c for c in cols if c not in out[kind]]
+    return out
 
 
 def write_manifest(dest: str, manifest: Mapping[str, Any]) -> None:

@@ -23,7 +23,13 @@ from pqindex.spark.remote_commit import data_objects
 from pqindex.spark.secrets import hide
 from pqindex.spark.task import DEFAULT_TARGET_FILE_BYTES
 from pqindex.spark.workers import WorkerCheck, ensure_workers
-from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS
+from pqindex.write.writer import (
+    AUTO,
+    DEFAULT_PAGE_ROWS,
+    DEFAULT_ROW_GROUP_ROWS,
+    IndexSpec,
+    index_kinds,
+)
 
 __all__ = ["ZKEY", "register", "write", "zorder"]
 
@@ -187,7 +193,7 @@ def write(
     page_rows: int = DEFAULT_PAGE_ROWS,
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     bloom: Sequence[str] | None = None,
-    indexes: Mapping[str, Sequence[str]] | None = None,
+    indexes: IndexSpec = AUTO,
     bloom_scope: str | Sequence[str] | None = None,
     mode: str = "error",
     compression: str = "zstd",
@@ -201,7 +207,8 @@ def write(
     key over ``cluster_by``, 2-4 columns, with ``sort_by`` breaking ties) and sorted
     within each task; every task writes files of about ``target_file_bytes`` (Arrow
     size) through pqindex's writer, with ``bloom`` (Parquet Bloom filters) and
-    ``indexes`` (embedded, as in ``pqindex.write_table``; ``bloom_scope``: the scopes
+    ``indexes`` (embedded, as in ``pqindex.write_table``, whose default ``"auto"`` it
+    shares: a distinct index on each low-cardinality column; None: none; ``bloom_scope``: the scopes
     of an embedded ``bloom`` index, e.g. ``"page"`` for filters that narrow a lookup
     on an unsorted column to pages). ``mode``: ``error`` (the
     destination must hold no data), ``append`` or ``overwrite``; the old data of an
@@ -268,7 +275,7 @@ def write(
         "row_group_rows": str(row_group_rows),
         "compression": compression,
         "bloom": ",".join(bloom or []),
-        "indexes": json.dumps({k: list(v) for k, v in (indexes or {}).items()}),
+        "indexes": AUTO if indexes == AUTO else json.dumps(index_kinds(indexes)),
         **({"bloom_scope": bloom_scope if isinstance(bloom_scope, str)
             else ",".join(bloom_scope)} if bloom_scope else {}),
         "mode": mode,

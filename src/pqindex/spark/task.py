@@ -23,7 +23,13 @@ from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import STAGING, job_dir
 from pqindex.spark.secrets import reveal
-from pqindex.write.writer import DEFAULT_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS, INDEX_KINDS, Writer
+from pqindex.write.writer import (
+    AUTO,
+    DEFAULT_PAGE_ROWS,
+    DEFAULT_ROW_GROUP_ROWS,
+    INDEX_KINDS,
+    Writer,
+)
 
 __all__ = ["HIVE_NULL", "TaskOptions", "hive_dir", "parse_options", "write_task"]
 
@@ -46,7 +52,8 @@ class TaskOptions:
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     compression: str = "zstd"
     bloom: list[str] = field(default_factory=list)
-    indexes: dict[str, list[str]] = field(default_factory=dict)
+    # {kind: columns}, or "auto": write_table's default (distinct on low-cardinality columns)
+    indexes: dict[str, list[str]] | str = AUTO
     bloom_scope: list[str] = field(default_factory=list)  # embedded "bloom" (empty: file)
     mode: str | None = None  # None: from Spark's overwrite flag
     job_id: str | None = None
@@ -113,15 +120,21 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
     """Options as ``df.write.format("pqindex").options(...)`` gives them.
 
     ``sort_by`` ("a, b desc"), ``partition_by``, ``cluster_by``, ``bloom``: comma
-    lists; ``indexes``: JSON ``{"distinct": ["col"], ...}`` and/or ``index.<kind>``
-    comma lists; ``bloom_scope``: the embedded ``bloom`` index's scopes (file,
-    row_group, page; comma list, default file); ``presorted``, ``target_file_bytes``, ``page_rows``,
+    lists; ``indexes``: ``auto`` (the default, as ``pqindex.write_table``'s: a
+    distinct index on each low-cardinality column), ``none``, or JSON
+    ``{"distinct": ["col"], ...}`` (``{}``: none), and/or ``index.<kind>`` comma lists
+    (which replace ``auto``); ``bloom_scope``: the embedded ``bloom`` index's scopes
+    (file, row_group, page; comma list, default file); ``presorted``,
+    ``target_file_bytes``, ``page_rows``,
     ``row_group_rows``, ``compression``, ``mode``, ``job_id``; for an object-store
     destination ``storage_options`` (JSON object) and/or ``storage_option.<key>``.
     """
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     indexes: dict[str, list[str]] = {}
-    if opts.get("indexes"):
+    given = (opts.get("indexes") or "").strip()
+    if given.lower() in ("auto", "none"):
+        pass
+    elif given:
         try:
             raw = json.loads(opts["indexes"])
         except ValueError:
@@ -143,6 +156,7 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
         from pqindex.write.add_indexes import bloom_scopes
 
         bloom_scope = list(bloom_scopes(bloom_scope))  # UserInputError for unknown scopes
+    auto = not indexes and given.lower() in ("", "auto")
     mode = opts.get("mode") or None
     if mode is not None and mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"option mode must be error, append or overwrite, not {mode!r}")
@@ -163,7 +177,7 @@ def parse_options(options: Mapping[str, str]) -> TaskOptions:
         row_group_rows=_int(opts, "row_group_rows", DEFAULT_ROW_GROUP_ROWS),
         compression=opts.get("compression") or "zstd",
         bloom=_list(opts.get("bloom")),
-        indexes=indexes,
+        indexes=AUTO if auto else indexes,
         bloom_scope=bloom_scope,
         mode=mode,
         job_id=opts.get("job_id") or None,
@@ -289,7 +303,7 @@ def write_task(
         "page_rows": options.page_rows,
         "compression": options.compression,
         "bloom": options.bloom or None,
-        "indexes": options.indexes or None,
+        "indexes": options.indexes if options.indexes == AUTO else (options.indexes or None),
         "bloom_scope": options.bloom_scope or None,
     }
     if remote:
@@ -336,6 +350,9 @@ def write_task(
                         else {},
                         "key_range": key_range,
                         "job": job_id,
+                        # What "auto" chose for this file (the options say it otherwise).
+                        **({"indexes": r.indexes}
+                           if options.indexes == AUTO and r.indexes else {}),
                     }
                 )
         if options.fail_task is not None and options.fail_task == partition_id:

@@ -25,6 +25,12 @@ Defaults (the page sizes measured by ``bench/page_size_sweep.py``: docs/benchmar
   values are at most 10% of a row group's rows and whose dictionary would stay
   under 256 KiB — a large dictionary page is read with every page lookup.
 * ``compression="zstd"``.
+* ``indexes="auto"``: an embedded "distinct" index (value sets per file, row
+  group and page) on each column with at most 1,024 distinct values in every row
+  group, within a budget of 2% of the file's data bytes (``write.auto_indexes``
+  has the rule). An equality or ``IN`` on such a column then reads only the pages
+  holding the value. ``indexes=None`` (or ``{}``) embeds nothing; a mapping embeds
+  exactly what it names, and no auto index.
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.schema import BoundaryOrder
 from pqindex.format.structs import ColumnIndex
 from pqindex.indexes import REGISTRY
+from pqindex.write.auto_indexes import AUTO
 
-__all__ = ["WriteResult", "Writer", "normalize_sort", "to_table", "write_table"]
+__all__ = ["AUTO", "IndexSpec", "WriteResult", "Writer", "normalize_sort", "to_table",
+           "write_table"]
 
 DEFAULT_PAGE_ROWS = 20_000  # measured: docs/benchmarks.md, "Writer defaults: page-size sweep"
 DEFAULT_ROW_GROUP_ROWS = 1_000_000
@@ -57,6 +65,8 @@ SAMPLE_ROWS = 16_384
 # The embedded index kinds: the registry's (importing pqindex.indexes registers them).
 INDEX_KINDS = tuple(REGISTRY)
 DEFAULT_TARGET_FILE_BYTES = 512 * 1024 * 1024
+# ``indexes=``: {kind: columns}, "auto" (the default: see write.auto_indexes) or None.
+IndexSpec = Mapping[str, str | Sequence[str]] | str | None
 
 
 @dataclass
@@ -72,6 +82,7 @@ class WriteResult:
     seconds: float
     boundary_orders: dict[str, str] = field(default_factory=dict)
     dictionary_columns: list[str] = field(default_factory=list)
+    indexes: dict[str, list[str]] = field(default_factory=dict)  # embedded: {kind: columns}
 
 
 def to_table(data: Any) -> pa.Table:
@@ -168,10 +179,12 @@ def _bloom_options(
     return out
 
 
-def index_kinds(indexes: Mapping[str, str | Sequence[str]] | None) -> dict[str, list[str]]:
+def index_kinds(indexes: IndexSpec) -> dict[str, list[str]]:
     """``{kind: columns}`` checked against the registry (a kind registered later,
     by a plugin, is accepted as well); a single column may be a string."""
     out: dict[str, list[str]] = {}
+    if isinstance(indexes, str):
+        raise UserInputError(f"indexes must be 'auto', None or {{kind: columns}}, not {indexes!r}")
     for kind, cols in (indexes or {}).items():
         if kind not in REGISTRY:
             raise UserInputError(f"unknown index kind {kind!r} (kinds: {', '.join(REGISTRY)})")
@@ -179,7 +192,9 @@ def index_kinds(indexes: Mapping[str, str | Sequence[str]] | None) -> dict[str, 
     return out
 
 
-_indexes = index_kinds
+def _indexes(indexes: IndexSpec) -> dict[str, list[str]] | str:
+    """``index_kinds``, or ``AUTO`` for the auto default."""
+    return AUTO if indexes == AUTO else index_kinds(indexes)
 
 
 def _check_presorted(table: pa.Table, sort: list[tuple[str, str]], path: str) -> None:
@@ -232,7 +247,7 @@ def write_table(
     compression: str = "zstd",
     dictionary: str | bool | Sequence[str] = "auto",
     bloom: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
-    indexes: Mapping[str, Sequence[str]] | None = None,
+    indexes: IndexSpec = AUTO,
     truncate: int | None = 64,
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
@@ -250,7 +265,9 @@ def write_table(
     boundary order of the first sort column is checked on read-back. ``bloom``
     lists columns (or maps them to ``{"ndv": …, "fpp": …}``) for Parquet Bloom
     filters; ``indexes`` maps embedded index kinds (``distinct``, ``bloom``,
-    ``zone_maps``, ``hll``) to columns. ``bloom_scope``: the scopes of the embedded
+    ``zone_maps``, ``hll``) to columns; the default ``"auto"`` embeds a distinct
+    index on each low-cardinality column (module docstring, ``write.auto_indexes``);
+    None or ``{}`` embeds none. ``bloom_scope``: the scopes of the embedded
     ``bloom`` index's filters ("file", "row_group", "page", as ``add_indexes``;
     None: one filter per file). ``truncate`` caps ColumnIndex string bounds (None
     keeps pyarrow's full bounds).
@@ -329,7 +346,7 @@ def _write_remote(
     url: str,
     writer_options: Mapping[str, Any],
     row_group_rows: int,
-    kinds: Mapping[str, Sequence[str]],
+    kinds: Mapping[str, Sequence[str]] | str,
     truncate: int | None,
     metadata: Mapping[str, str] | None,
     sort: list[tuple[str, str]],
@@ -339,19 +356,21 @@ def _write_remote(
     from pqindex.write.remote import write_parquet_remote
 
     orders: dict[str, str] = {}
+    written: dict[str, list[str]] = {}
     groups = [0]
 
     def tail_for(pf: ParquetFile) -> Any:
-        tail, found = _tail(pf, url, table=table, indexes=kinds, truncate=truncate,
-                            metadata=metadata, sort=sort, kind_options=kind_options)
+        tail, found, embedded = _tail(pf, url, table=table, indexes=kinds, truncate=truncate,
+                                      metadata=metadata, sort=sort, kind_options=kind_options)
         orders.update(found)
+        written.update(embedded)
         groups[0] = pf.num_row_groups
         return tail
 
     sent = write_parquet_remote(table, url, writer_options=writer_options,
                                 row_group_rows=row_group_rows, tail_for=tail_for,
                                 storage_options=storage_options)
-    return _result(url, table.num_rows, groups[0], sent.result, orders)
+    return _result(url, table.num_rows, groups[0], sent.result, orders, written)
 
 
 def finish_file(
@@ -359,7 +378,7 @@ def finish_file(
     target: str,
     *,
     table: pa.Table | None,
-    indexes: Mapping[str, Sequence[str]],
+    indexes: Mapping[str, Sequence[str]] | str,
     truncate: int | None,
     metadata: Mapping[str, str] | None = None,
     sort: list[tuple[str, str]] | None = None,
@@ -368,19 +387,21 @@ def finish_file(
     """Rebuild ``written``'s index tail into ``target``: truncated bounds, embedded region.
 
     With ``sort``, the first key's boundary order is checked first (read-back check).
+    ``indexes="auto"`` chooses the columns from ``table`` (none without it).
     """
     from pqindex.write.tail import rewrite
 
     with ParquetFile.open(written) as pf:
-        tail, orders = _tail(pf, target, table=table, indexes=indexes, truncate=truncate,
-                             metadata=metadata, sort=sort, kind_options=kind_options)
+        tail, orders, embedded = _tail(pf, target, table=table, indexes=indexes,
+                                       truncate=truncate, metadata=metadata, sort=sort,
+                                       kind_options=kind_options)
         rows, row_groups = pf.num_rows, pf.num_row_groups
         done = rewrite(written, tail, target)
-    return _result(target, rows, row_groups, done, orders)
+    return _result(target, rows, row_groups, done, orders, embedded)
 
 
-def _result(target: str, rows: int, row_groups: int, done: Any, orders: dict[str, str]
-            ) -> WriteResult:
+def _result(target: str, rows: int, row_groups: int, done: Any, orders: dict[str, str],
+            embedded: dict[str, list[str]]) -> WriteResult:
     return WriteResult(
         path=target,
         rows=rows,
@@ -390,6 +411,7 @@ def _result(target: str, rows: int, row_groups: int, done: Any, orders: dict[str
         region_bytes=done.region[1] if done.region else 0,
         seconds=0.0,
         boundary_orders=orders,
+        indexes=embedded if done.region else {},
     )
 
 
@@ -398,13 +420,14 @@ def _tail(
     target: str,
     *,
     table: pa.Table | None,
-    indexes: Mapping[str, Sequence[str]],
+    indexes: Mapping[str, Sequence[str]] | str,
     truncate: int | None,
     metadata: Mapping[str, str] | None,
     sort: list[tuple[str, str]] | None,
     kind_options: Mapping[str, Mapping[str, Any]] | None = None,
-) -> tuple[Any, dict[str, str]]:
-    """The new index tail of the file pyarrow wrote, and the boundary orders it has."""
+) -> tuple[Any, dict[str, str], dict[str, list[str]]]:
+    """The new index tail of the file pyarrow wrote, the boundary orders it has and
+    the embedded indexes (``{kind: columns}``) it holds."""
     from pqindex.indexes.build import build_region
     from pqindex.write.tail import Tail
     from pqindex.write.truncate import truncate_column_index
@@ -419,7 +442,11 @@ def _tail(
                 if ci is not None:
                     cis[(rg, leaf.index)] = truncate_column_index(ci, leaf, cap=truncate)
     try:
-        region = build_region(pf, table, indexes, kind_options) if indexes else None
+        if isinstance(indexes, str):  # AUTO
+            region, embedded = _auto_region(pf, table)
+        else:
+            region = build_region(pf, table, indexes, kind_options) if indexes else None
+            embedded = {k: list(v) for k, v in indexes.items() if v}
     except PqIndexError as e:
         raise e.with_path(target) from None
     tail = Tail(column_indexes=cis, region=region, key_value=dict(metadata or {}))
@@ -430,7 +457,20 @@ def _tail(
         )
         if ci is not None and ci.boundary_order is not None:
             orders[leaf.name] = BoundaryOrder(ci.boundary_order).name
-    return tail, orders
+    return tail, orders, embedded
+
+
+def _auto_region(pf: ParquetFile, table: pa.Table | None
+                 ) -> tuple[bytes | None, dict[str, list[str]]]:
+    """The region of the auto indexes (``write.auto_indexes``) and what it covers."""
+    from pqindex.indexes.build import place_blobs
+    from pqindex.indexes.region import encode_region
+    from pqindex.write.auto_indexes import auto_blobs
+
+    if table is None:
+        return None, {}
+    blobs, embedded = auto_blobs(pf, table)
+    return (encode_region(place_blobs(blobs)) if blobs else None), embedded
 
 
 def _check_order(pf: ParquetFile, sort: list[tuple[str, str]], target: str) -> None:
@@ -467,7 +507,9 @@ class Writer:
     path writes one file: reaching ``target_file_bytes`` (when given) is an error.
     With ``sort_by`` each file's rows are sorted before writing (so a file is
     buffered whole), unless ``presorted``. ``path`` may be an object-store URL
-    (pass ``storage_options=``): each file streams to the store.
+    (pass ``storage_options=``): each file streams to the store. The other
+    ``options`` are ``write_table``'s, with its defaults (``indexes="auto"``: each
+    file chooses its own low-cardinality columns).
     """
 
     @public_api
