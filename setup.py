@@ -1,7 +1,7 @@
 """Builds the optional C decoder; all metadata lives in pyproject.toml.
 
 optional=True: without a compiler the build only warns and thrift.py falls
-back to its pure-Python decoder.
+back to its pure-Python decoder, scan/hybrid.py to its numpy code.
 """
 
 from setuptools import Extension, setup
@@ -12,6 +12,11 @@ setup(
             "pqindex.format._compact",
             ["src/pqindex/format/_compact.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "pqindex.scan._hybrid",
+            ["src/pqindex/scan/_hybrid.c"],
+            optional=True,
+        ),
     ]
 )
