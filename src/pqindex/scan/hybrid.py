@@ -138,12 +138,15 @@ def _runs(data: Buffer, pos: int, end: int, width: int, count: int) -> _Runs:
             if pos + k * run <= end:
                 block = arr[pos : pos + k * run].reshape(k, run)[:, body - pos :].reshape(-1)
             else:
-                # The last run may stop at the last value it needs.
+                # The last run may stop at the last value it needs; only the groups
+                # holding values wanted are kept (its header may claim any size).
                 need = (min(groups * 8, left) * width + 7) // 8
                 if body + need > end:
                     raise ValueError("bit-packed run runs past the data")
-                block = np.zeros(size, dtype=np.uint8)
-                block[: end - body] = arr[body:end]
+                groups = -(-min(groups * 8, left) // 8)
+                block = np.zeros(groups * width, dtype=np.uint8)
+                kept = min(end - body, block.size)
+                block[:kept] = arr[body : body + kept]
             n = k * groups * 8
             take = min(n, left)
             packed.append(block)
@@ -363,9 +366,17 @@ def find_table(
     if _c is not None and 1 <= width <= 32:
         flags = np.ascontiguousarray(table).view(np.uint8)
         return [_int64s(b) for b in _c.find_many(streams, width, flags, strict)]
+    return _find_table_np(streams, width, table, strict=strict)
+
+
+def _find_table_np(
+    streams: Sequence[tuple[Buffer, int, int, int]], width: int, table: np.ndarray,
+    *, strict: bool = False,
+) -> list[np.ndarray]:
+    """:func:`find_table` with numpy (each stream decoded whole)."""
     out = []
     for d, p, e, c in streams:
-        values = decode_hybrid(d, p, e, width, c)
+        values = _decode_np(d, p, e, width, c)
         inside = values < table.size
         if strict and not inside.all():
             raise ValueError(f"value {values[~inside][0]} not below {table.size}")
