@@ -9,8 +9,9 @@ with a handful of numpy operations per page:
   page bytes themselves: the Arrow array wraps them without a copy when the
   page has no nulls.
 * Dictionary pages (RLE_DICTIONARY / PLAIN_DICTIONARY) hold RLE / bit-packed
-  hybrid indices: bit-packed runs are gathered and unpacked together (eight
-  shifted reads per 8-value group), RLE runs spread with one ``repeat``. A
+  hybrid indices (see :mod:`pqindex.scan.hybrid`: its C kernel when built, a
+  pass over the runs without the GIL; else numpy, bit-packed runs gathered and
+  unpacked together, RLE runs spread with one ``repeat``). A
   BYTE_ARRAY chunk stays a DictionaryArray, so the predicate is evaluated once
   per dictionary entry and spread over the indices (see
   :mod:`pqindex.expr.evaluate`); a fixed-width chunk is taken through its
