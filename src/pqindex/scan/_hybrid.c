@@ -525,8 +525,12 @@ wanted_init(Wanted *want, const Py_buffer *table, int strict)
     want->strict = strict;
     want->nids = 0;
     for (int64_t i = 0; i < size; i++) {
-        if (!t[i])
+        if (!t[i]) {
+            /* a dictionary's table is mostly zeros: skip them 8 at a time */
+            while (i + 8 < size && load_le64(t + i + 1) == 0)
+                i += 8;
             continue;
+        }
         if (want->nids < 16)
             want->ids[want->nids] = (uint32_t)i;
         if (++want->nids > SWAR_IDS)
