@@ -1,8 +1,9 @@
-"""Builds the optional C modules (Thrift decoder, snappy gather); all metadata
-lives in pyproject.toml.
+"""Builds the optional C modules (Thrift decoder, snappy gather, hybrid-encoding
+kernel); all metadata lives in pyproject.toml.
 
 optional=True: without a compiler the build only warns and thrift.py falls
-back to its pure-Python decoder, scan/decompress.py to whole-page snappy.
+back to its pure-Python decoder, scan/decompress.py to whole-page snappy,
+scan/hybrid.py to its numpy code.
 """
 
 from setuptools import Extension, setup
@@ -17,6 +18,11 @@ setup(
         Extension(
             "pqindex.scan._snappy",
             ["src/pqindex/scan/_snappy.c"],
+            optional=True,
+        ),
+        Extension(
+            "pqindex.scan._hybrid",
+            ["src/pqindex/scan/_hybrid.c"],
             optional=True,
         ),
     ]

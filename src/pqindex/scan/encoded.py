@@ -9,8 +9,9 @@ with a handful of numpy operations per page:
   page bytes themselves: the Arrow array wraps them without a copy when the
   page has no nulls.
 * Dictionary pages (RLE_DICTIONARY / PLAIN_DICTIONARY) hold RLE / bit-packed
-  hybrid indices: bit-packed runs are gathered and unpacked together (eight
-  shifted reads per 8-value group), RLE runs spread with one ``repeat``. A
+  hybrid indices (see :mod:`pqindex.scan.hybrid`: its C kernel when built, a
+  pass over the runs without the GIL; else numpy, bit-packed runs gathered and
+  unpacked together, RLE runs spread with one ``repeat``). A
   BYTE_ARRAY chunk stays a DictionaryArray, so the predicate is evaluated once
   per dictionary entry and spread over the indices (see
   :mod:`pqindex.expr.evaluate`); a fixed-width chunk is taken through its
@@ -44,12 +45,16 @@ from pqindex.scan.decompress import BATCH_BYTES, decompress_many
 from pqindex.scan.decompress import CODECS as _CODECS
 from pqindex.scan.decompress import decompress as _decompress
 from pqindex.scan.hybrid import (
+    Buffer,
     _runs,
     _varint,
+    accelerated,
     decode_hybrid,
     decode_hybrid_at,
+    decode_levels,
     find_hybrid,
     find_many,
+    find_table,
 )
 
 __all__ = [
@@ -274,7 +279,13 @@ class _Dictionary:
     count: int
 
 
-def _levels(data: bytes, n: int) -> np.ndarray | None:
+def _stream(body: memoryview) -> Buffer:
+    """A page's part as the hybrid decoders take it: the C kernel reads it in place,
+    the numpy code indexes bytes faster."""
+    return body if accelerated() else bytes(body)
+
+
+def _levels(data: Buffer, n: int) -> np.ndarray | None:
     """Definition levels (max 1) of ``n`` values; None when all are 1 (no nulls), as
     a page without nulls usually says in one RLE run."""
     if data:
@@ -282,6 +293,10 @@ def _levels(data: bytes, n: int) -> np.ndarray | None:
         header, pos = _varint(data, 0, len(data))
         if not header & 1 and header >> 1 >= n and pos < len(data) and data[pos] == 1:
             return None
+    if accelerated():
+        levels = decode_levels(data, 0, len(data), n)
+        return None if levels.all() else levels
+    data = bytes(data)
     r = _runs(data, 0, len(data), 1, n)
     if len(r.kinds) == 1 and not r.kinds[0] and r.sources[0] == 1:
         return None
@@ -358,7 +373,7 @@ def _decoded(s: _Stored, data: Any, optional: bool, first: int) -> _Page | _Dict
             (ln,) = struct.unpack_from("<I", page, 0)
             if 4 + ln > len(page):
                 raise _Fallback
-            levels = _levels(bytes(page[4 : 4 + ln]), n)
+            levels = _levels(_stream(page[4 : 4 + ln]), n)
             vpos = 4 + ln
         body = page[vpos:]
     else:
@@ -366,7 +381,7 @@ def _decoded(s: _Stored, data: Any, optional: bool, first: int) -> _Page | _Dict
         assert h2 is not None
         encoding = h2.encoding
         if optional and h2.num_nulls != 0:
-            levels = _levels(bytes(s.levels), n)
+            levels = _levels(_stream(memoryview(s.levels)), n)
         body = memoryview(data)
     if n <= 0:
         raise _Fallback
@@ -461,7 +476,7 @@ def _chunk_pages(total: int, raw: bytes | memoryview) -> Iterator[tuple[_Stored,
 
 def _indices(page: _Page, dict_size: int) -> np.ndarray:
     """A dictionary page's indices (one per non-null value)."""
-    body = bytes(page.body)
+    body = _stream(page.body)
     try:
         idx = decode_hybrid(body, 1, len(body), body[0], page.present)
     except ValueError:
@@ -582,6 +597,8 @@ def _dictionary_hits(
     if ids.size == 0:
         # No dictionary entry matches: the indices need no decoding.
         return [ids for _ in pages]
+    if accelerated():
+        return _dictionary_hits_c(pages, lut)
     bodies = [bytes(p.body) for p in pages]
     out: list[np.ndarray | None] = [None] * len(pages)
     by_width: dict[int, list[int]] = {}
@@ -602,6 +619,24 @@ def _dictionary_hits(
             for i in members:
                 out[i] = np.flatnonzero(lut[_indices(pages[i], dict_size)])
     return [o if o is not None else np.zeros(0, dtype=np.intp) for o in out]
+
+
+def _dictionary_hits_c(pages: list[_Page], lut: np.ndarray) -> list[np.ndarray]:
+    """:func:`_dictionary_hits` by the C kernel: every page of one bit width in one
+    call, the GIL released, an index past the dictionary an error."""
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.intp)] * len(pages)
+    by_width: dict[int, list[int]] = {}
+    for i, p in enumerate(pages):
+        by_width.setdefault(p.body[0], []).append(i)
+    for width, members in by_width.items():
+        try:
+            found = find_table([(pages[i].body, 1, len(pages[i].body), pages[i].present)
+                                for i in members], width, lut, strict=True)
+        except ValueError:
+            raise _Fallback from None
+        for i, hits in zip(members, found, strict=True):
+            out[i] = hits
+    return out
 
 
 def _to_rows(page: _Page, dense: np.ndarray, null_hit: Callable[[], bool]) -> np.ndarray:

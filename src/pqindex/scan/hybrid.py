@@ -1,15 +1,59 @@
 """The RLE / bit-packed hybrid encoding of Parquet levels and dictionary indices,
-decoded and searched with numpy (see :mod:`pqindex.scan.encoded`)."""
+decoded and searched (see :mod:`pqindex.scan.encoded`).
+
+The optional C kernel ``pqindex.scan._hybrid`` does the work when it was built:
+one pass over the runs, the GIL released (row groups on a thread pool decode in
+parallel), buffers read in place. Without it (no compiler, or
+``PQINDEX_PURE_PYTHON=1`` at import) the numpy code below runs; it is also the
+reference the C kernel is tested against: both accept and reject the same
+streams with the same ValueError messages.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
+import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["decode_hybrid", "decode_hybrid_at", "find_hybrid", "find_many"]
+__all__ = [
+    "accelerated",
+    "decode_hybrid",
+    "decode_hybrid_at",
+    "decode_levels",
+    "find_hybrid",
+    "find_many",
+    "find_table",
+]
+
+# A bytes-like stream: bytes, a memoryview, a contiguous uint8 array.
+Buffer = bytes | memoryview | np.ndarray
+
+# Largest wanted-value table find_many builds for the C kernel (1 byte a value);
+# ids past it are searched by the numpy code.
+_MAX_TABLE = 1 << 24
+_INTP = np.dtype(np.intp)
+
+
+def _load() -> Any:
+    if os.environ.get("PQINDEX_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("pqindex.scan._hybrid")
+    except ImportError:
+        return None
+
+
+_c: Any = _load()
+
+
+def accelerated() -> bool:
+    """Whether the C kernel is in use."""
+    return _c is not None
 
 
 def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
@@ -17,6 +61,8 @@ def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
     as intp (ready to index with)."""
     raw = np.frombuffer(packed, dtype=np.uint8) if isinstance(packed, bytes) else packed
     groups = raw.size // width
+    if not groups:
+        return np.zeros(0, dtype=np.intp)
     # Each group padded so that an 8-byte read at any value's first byte stays inside it.
     stride = width + 8
     padded = np.zeros((groups, stride), dtype=np.uint8)
@@ -32,7 +78,7 @@ def _unpack(packed: bytes | np.ndarray, width: int) -> np.ndarray:
     return out.reshape(-1)
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int, end: int) -> tuple[int, int]:
     value = 0
     shift = 0
     while True:
@@ -56,7 +102,7 @@ class _Runs:
     sources: list[int]  # bit-packed: first value among the unpacked ones; RLE: the value
 
 
-def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
+def _runs(data: Buffer, pos: int, end: int, width: int, count: int) -> _Runs:
     if not 1 <= width <= 32:
         raise ValueError(f"bit width {width}")
     value_bytes = (width + 7) // 8
@@ -83,7 +129,7 @@ def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
             # the same header in one step instead of one loop turn each.
             k = 1
             left = count - done
-            if groups * 8 < left:
+            if 0 < groups * 8 < left:  # (an empty run is one step)
                 most = min((end - pos) // run, -(-left // (groups * 8)))
                 if most > 1:
                     heads = arr[pos : pos + most * run].reshape(most, run)[:, : body - pos]
@@ -92,12 +138,15 @@ def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
             if pos + k * run <= end:
                 block = arr[pos : pos + k * run].reshape(k, run)[:, body - pos :].reshape(-1)
             else:
-                # The last run may stop at the last value it needs.
+                # The last run may stop at the last value it needs; only the groups
+                # holding values wanted are kept (its header may claim any size).
                 need = (min(groups * 8, left) * width + 7) // 8
                 if body + need > end:
                     raise ValueError("bit-packed run runs past the data")
-                block = np.zeros(size, dtype=np.uint8)
-                block[: end - body] = arr[body:end]
+                groups = -(-min(groups * 8, left) // 8)
+                block = np.zeros(groups * width, dtype=np.uint8)
+                kept = min(end - body, block.size)
+                block[:kept] = arr[body : body + kept]
             n = k * groups * 8
             take = min(n, left)
             packed.append(block)
@@ -124,12 +173,35 @@ def _runs(data: bytes, pos: int, end: int, width: int, count: int) -> _Runs:
     return _Runs(packed, kinds, lengths, sources)
 
 
-def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np.ndarray:
+def _int64s(raw: bytearray) -> np.ndarray:
+    """The C kernel's native int64 output as intp (no copy where they are the same)."""
+    out = np.frombuffer(raw, dtype=np.int64)
+    return out if _INTP.itemsize == 8 else out.astype(np.intp)
+
+
+def decode_hybrid(data: Buffer, pos: int, end: int, width: int, count: int) -> np.ndarray:
     """``count`` values of the RLE / bit-packed hybrid encoding in ``data[pos:end]``.
 
     Returns intp values. Raises ValueError when the runs end before ``count``
     values or a value does not fit ``width`` bits.
     """
+    if width == 0 and count >= 0:
+        return np.zeros(count, dtype=np.intp)
+    if _c is not None:
+        return _int64s(_c.decode(data, pos, end, width, count, 8))
+    return _decode_np(data, pos, end, width, count)
+
+
+def decode_levels(data: Buffer, pos: int, end: int, count: int) -> np.ndarray:
+    """``count`` definition levels of bit width 1 (max level 1) as booleans (True:
+    a value is present). Raises ValueError like :func:`decode_hybrid`."""
+    if _c is not None:
+        return np.frombuffer(_c.decode(data, pos, end, 1, count, 1), dtype=np.bool_)
+    return _decode_np(data, pos, end, 1, count).astype(np.bool_)
+
+
+def _decode_np(data: Buffer, pos: int, end: int, width: int, count: int) -> np.ndarray:
+    """:func:`decode_hybrid` with numpy."""
     if width == 0 and count >= 0:
         return np.zeros(count, dtype=np.intp)
     r = _runs(data, pos, end, width, count)
@@ -155,11 +227,22 @@ def decode_hybrid(data: bytes, pos: int, end: int, width: int, count: int) -> np
 
 
 def decode_hybrid_at(
-    data: bytes, pos: int, end: int, width: int, count: int, at: np.ndarray
+    data: Buffer, pos: int, end: int, width: int, count: int, at: np.ndarray
 ) -> np.ndarray:
     """The values at the sorted positions ``at`` (all < ``count``) of the stream
     :func:`decode_hybrid` decodes, without unpacking the others: a few rows of a
-    page cost a run walk and one 8-byte read each. Same errors."""
+    page cost a run walk and one 8-byte read each. Same errors (and ValueError for
+    positions out of order or range)."""
+    if _c is not None and width != 0:
+        return _int64s(_c.decode_at(data, pos, end, width, count,
+                                    np.ascontiguousarray(at, dtype=np.int64)))
+    return _decode_at_np(data, pos, end, width, count, at)
+
+
+def _decode_at_np(
+    data: Buffer, pos: int, end: int, width: int, count: int, at: np.ndarray
+) -> np.ndarray:
+    """:func:`decode_hybrid_at` with numpy."""
     at = np.asarray(at, dtype=np.intp)
     if width == 0 and count >= 0:
         return np.zeros(at.size, dtype=np.intp)
@@ -245,7 +328,7 @@ def _swar_hits(packed: np.ndarray, width: int, ids: np.ndarray, *, padded: bool 
 
 
 def find_hybrid(
-    data: bytes, pos: int, end: int, width: int, count: int, ids: np.ndarray
+    data: Buffer, pos: int, end: int, width: int, count: int, ids: np.ndarray
 ) -> np.ndarray:
     """Positions (ascending) among the ``count`` hybrid-encoded values in
     ``data[pos:end]`` whose value is one of ``ids`` — without unpacking the others
@@ -255,13 +338,60 @@ def find_hybrid(
 
 
 def find_many(
-    streams: Sequence[tuple[bytes, int, int, int]], width: int, ids: np.ndarray
+    streams: Sequence[tuple[Buffer, int, int, int]], width: int, ids: np.ndarray
 ) -> list[np.ndarray]:
     """:func:`find_hybrid` over several streams ``(data, pos, end, count)`` of one bit
-    width at once: their bit-packed runs are searched in one pass (one page's worth
-    of values is too few to amortize the numpy calls)."""
+    width at once (one call of the C kernel, or, in numpy, their bit-packed runs
+    searched in one pass: one page's worth of values is too few to amortize the
+    numpy calls)."""
+    if _c is not None and 1 <= width <= 32:
+        wanted = np.unique(np.asarray(ids, dtype=np.int64))
+        wanted = wanted[(wanted >= 0) & (wanted < 1 << width)]
+        if not wanted.size or int(wanted[-1]) < _MAX_TABLE:
+            table = np.zeros(int(wanted[-1]) + 1 if wanted.size else 0, dtype=np.uint8)
+            table[wanted] = 1
+            return find_table(streams, width, table)
+    return _find_many_np(streams, width, ids)
+
+
+def find_table(
+    streams: Sequence[tuple[Buffer, int, int, int]], width: int, table: np.ndarray,
+    *, strict: bool = False,
+) -> list[np.ndarray]:
+    """Per stream ``(data, pos, end, count)`` of ``width``-bit values, the positions
+    (ascending) of the values ``v`` with ``v < len(table)`` and ``table[v]`` true
+    (``table``: a bool or uint8 array, e.g. a dictionary's matching entries).
+    ``strict``: a value not below ``len(table)`` (an index past the dictionary)
+    raises ValueError, as a malformed stream does."""
+    if _c is not None and 1 <= width <= 32:
+        flags = np.ascontiguousarray(table).view(np.uint8)
+        return [_int64s(b) for b in _c.find_many(streams, width, flags, strict)]
+    return _find_table_np(streams, width, table, strict=strict)
+
+
+def _find_table_np(
+    streams: Sequence[tuple[Buffer, int, int, int]], width: int, table: np.ndarray,
+    *, strict: bool = False,
+) -> list[np.ndarray]:
+    """:func:`find_table` with numpy (each stream decoded whole)."""
+    out = []
+    for d, p, e, c in streams:
+        values = _decode_np(d, p, e, width, c)
+        inside = values < table.size
+        if strict and not inside.all():
+            raise ValueError(f"value {values[~inside][0]} not below {table.size}")
+        hit = np.zeros(values.size, dtype=np.bool_)
+        hit[inside] = table[values[inside]] != 0
+        out.append(np.flatnonzero(hit))
+    return out
+
+
+def _find_many_np(
+    streams: Sequence[tuple[Buffer, int, int, int]], width: int, ids: np.ndarray
+) -> list[np.ndarray]:
+    """:func:`find_many` with numpy."""
     if width == 0 or width > 8 or ids.size > 4:
-        return [np.flatnonzero(np.isin(decode_hybrid(d, p, e, width, c), ids))
+        return [np.flatnonzero(np.isin(_decode_np(d, p, e, width, c), ids))
                 for d, p, e, c in streams]
     wanted = set(ids.tolist())
     out: list[list[np.ndarray]] = [[] for _ in streams]

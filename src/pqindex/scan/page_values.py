@@ -33,6 +33,7 @@ from pqindex.scan.encoded import (
     _read_page,
     _Stored,
     _stored,
+    _stream,
     decode_hybrid_at,
 )
 
@@ -114,7 +115,7 @@ def _positions(page: _Page, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | No
 
 def _page_indices_at(page: _Page, pos: np.ndarray) -> np.ndarray:
     """A dictionary page's indices at value positions ``pos``: only those unpacked."""
-    body = bytes(page.body)
+    body = _stream(page.body)
     try:
         return decode_hybrid_at(body, 1, len(body), body[0], page.present, pos)
     except ValueError:
