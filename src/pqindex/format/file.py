@@ -14,7 +14,7 @@ import bisect
 import os
 import struct
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,14 @@ from pqindex.format.structs import (
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 from pqindex.io.cache import metadata_cache
-from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
+from pqindex.io.source import (
+    ByteSource,
+    IOStats,
+    ObjectInfo,
+    coalesce,
+    iter_ranges,
+    open_source,
+)
 
 # chunk_range stays importable from here (pages.py, user code).
 __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile", "chunk_range"]
@@ -444,26 +451,51 @@ class ParquetFile:
         """The bytes of each range (not kept): the parts earlier reads hold (the tail,
         dictionaries read while planning) from them, the rest in one wave of requests,
         so a range merged across a held part never reads it again."""
+        out: list[bytes] = [b""] * len(ranges)
+        for i, data in self.iter_ranges(ranges):
+            out[i] = data
+        return out
+
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+        """:meth:`read_ranges` as ``(index, bytes)`` pairs, each range as soon as its
+        bytes are in (see :func:`pqindex.io.source.iter_ranges`)."""
         held = self._held()
         parts = [_gaps(held, off, n) for off, n in ranges]
         need = sorted({p for ps in parts for p in ps})
-        got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
-        out = []
-        for (off, n), ps in zip(ranges, parts, strict=True):
-            if ps == [(off, n)]:
-                out.append(got[(off, n)])
-                continue
-            pieces: list[bytes] = []
-            pos = off
-            for mo, mn in ps:
-                if mo > pos:
-                    pieces.append(self.read_bytes(pos, mo - pos))  # held: no request
-                pieces.append(got[(mo, mn)])
-                pos = mo + mn
-            if pos < off + n:
-                pieces.append(self.read_bytes(pos, off + n - pos))
-            out.append(b"".join(pieces))
-        return out
+        # Ranges waiting for each needed piece, and how many pieces each still waits for.
+        waiting: dict[tuple[int, int], list[int]] = {}
+        for i, ps in enumerate(parts):
+            for p in ps:
+                waiting.setdefault(p, []).append(i)
+        left = [len(ps) for ps in parts]
+        got: dict[tuple[int, int], bytes] = {}
+        for i, ps in enumerate(parts):
+            if not ps:
+                yield i, self._assemble(ranges[i], ps, got)
+        for k, data in (iter_ranges(self.source, need) if need else ()):
+            piece = need[k]
+            got[piece] = data
+            for i in waiting[piece]:
+                left[i] -= 1
+                if not left[i]:
+                    yield i, self._assemble(ranges[i], parts[i], got)
+
+    def _assemble(self, rng: tuple[int, int], parts: Sequence[tuple[int, int]],
+                  got: Mapping[tuple[int, int], bytes]) -> bytes:
+        """A range from its fetched ``parts`` and what earlier reads hold between them."""
+        off, n = rng
+        if len(parts) == 1 and parts[0] == rng:
+            return got[rng]
+        pieces: list[bytes] = []
+        pos = off
+        for mo, mn in parts:
+            if mo > pos:
+                pieces.append(self.read_bytes(pos, mo - pos))  # held: no request
+            pieces.append(got[(mo, mn)])
+            pos = mo + mn
+        if pos < off + n:
+            pieces.append(self.read_bytes(pos, off + n - pos))
+        return b"".join(pieces)
 
     def holds_any(self, offset: int, length: int) -> bool:
         """Whether an earlier read holds any byte of ``[offset, offset + length)``."""

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import queue
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -413,8 +414,17 @@ class ObjectStoreSource:
         return self.read_ranges([(offset, length)])[0]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        out: list[bytes] = [b""] * len(ranges)
+        for i, data in self.iter_ranges(ranges):
+            out[i] = data
+        return out
+
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+        """``(index, bytes)`` of each range as it lands, in landing order: one wave, as
+        ``read_ranges`` (a caller decodes the first ranges while the rest transfer).
+        The requests go out on the first ``next``."""
         if not ranges:
-            return []
+            return
         for o, n in ranges:
             if o < 0 or n < 0 or (self._size is not None and o + n > self._size):
                 raise CorruptFileError(
@@ -424,40 +434,63 @@ class ObjectStoreSource:
                     offset=o,
                 )
         parts = [_split(o, n) for o, n in ranges]
-        flat = [p for ps in parts for p in ps if p[1] > 0]
+        flat = [(i, p) for i, ps in enumerate(parts) for p in ps if p[1] > 0]
         cond = self._conditions()
         limit = self.max_in_flight
+        # What lands, from the I/O loop: (index into flat, bytes) or the exception.
+        landed: queue.SimpleQueue[tuple[int, bytes] | Exception] = queue.SimpleQueue()
 
-        async def wave() -> list[tuple[bytes, int, int]]:
+        async def wave() -> None:
             sem = asyncio.Semaphore(limit)
 
-            async def one(o: int, n: int) -> tuple[bytes, int, int]:
-                async with sem:
-                    return await self._get({"range": (o, o + n), **cond}, "GET")
+            async def one(k: int, o: int, n: int) -> None:
+                try:
+                    async with sem:
+                        data, start, end = await self._get({"range": (o, o + n), **cond}, "GET")
+                    self.stats.record(start, end - start)
+                    landed.put((k, data))
+                except Exception as e:
+                    landed.put(e)
 
-            return await asyncio.gather(*(one(o, n) for o, n in flat))
+            await asyncio.gather(*(one(k, o, n) for k, (_, (o, n)) in enumerate(flat)))
 
-        try:
-            got = run(wave()) if flat else []
-        except Exception as e:
-            raise translate(e, self.path, "GET") from None
-        by_part = {}
-        for (o, n), (data, start, end) in zip(flat, got, strict=True):
-            self.stats.record(start, end - start)
-            by_part[(o, n)] = data
         self.stats.record_wave()
-        out = []
-        for (o, n), ps in zip(ranges, parts, strict=True):
-            data = b"".join(by_part.get(p, b"") for p in ps) if len(ps) > 1 else \
-                by_part.get(ps[0], b"")
-            if len(data) != n:
-                raise CorruptFileError(
-                    f"short read: wanted {n} bytes, got {len(data)} (object changed?)",
-                    path=self.path,
-                    offset=o,
-                )
-            out.append(data)
-        return out
+        future = submit(wave()) if flat else None
+        try:
+            pieces: dict[int, list[bytes | None]] = {}
+            for i, ps in enumerate(parts):
+                if all(n == 0 for _, n in ps):
+                    yield i, self._whole(ranges[i], [b""])
+            for _ in flat:
+                got = landed.get()
+                if isinstance(got, Exception):
+                    raise translate(got, self.path, "GET") from None
+                k, data = got
+                i = flat[k][0]
+                if len(parts[i]) == 1:
+                    yield i, self._whole(ranges[i], [data])
+                    continue
+                have = pieces.setdefault(i, [None] * len(parts[i]))
+                have[parts[i].index(flat[k][1])] = data
+                if all(p is not None for p in have):
+                    del pieces[i]
+                    yield i, self._whole(ranges[i], have)
+        finally:
+            if future is not None and not future.done():
+                future.cancel()  # abandoned (an error): the rest need not land
+
+    def _whole(self, rng: tuple[int, int], pieces: Sequence[bytes | None]) -> bytes:
+        """A range's bytes from its parts, checked for length."""
+        data = pieces[0] if len(pieces) == 1 else b"".join(p or b"" for p in pieces)
+        o, n = rng
+        if data is None or len(data) != n:
+            raise CorruptFileError(
+                f"short read: wanted {n} bytes, got {0 if data is None else len(data)} "
+                "(object changed?)",
+                path=self.path,
+                offset=o,
+            )
+        return data
 
     def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         # Merged pieces stay within one split part: parts of a wave transfer in parallel.
