@@ -218,3 +218,29 @@ def test_units_keep_order_and_reach_the_least_size(sizes: list[int]) -> None:
     assert [rg for u in units for rg in u] == list(range(len(sizes)))
     if len(units) > 1:
         assert all(sum(sizes[rg] for rg in u) >= least for u in units)
+
+
+def test_gc_paused_nests_and_restores() -> None:
+    import gc
+
+    from pqindex.dataset.planning import gc_paused
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():  # another scan of the process
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the outer one still plans
+        assert gc.isenabled()
+        gc.disable()  # off before: stays off
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(ValueError), gc_paused():
+            raise ValueError("a failed plan")
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
