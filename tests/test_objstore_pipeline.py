@@ -97,6 +97,11 @@ def test_iter_ranges_hands_each_range_over_once_in_one_wave(
     assert (stats.requests, stats.round_trips) == (5, 1)
     assert len(s3.requests) == 5
     assert src.read_ranges(ranges) == [blob[o:o + k] for o, k in ranges]
+    # Views of the client's buffers where asked for, the same bytes.
+    views = dict(src.iter_ranges(ranges, views=True))
+    assert {i: bytes(d) for i, d in views.items()} == {i: d for i, d in got}
+    assert isinstance(views[1], memoryview)
+    assert all(isinstance(d, bytes) for _, d in got)
 
 
 def test_whole_row_groups_one_request_each_in_one_wave(
@@ -157,9 +162,9 @@ def test_a_unit_decodes_while_the_others_are_in_flight(
         started.set()
         return decode(*args)
 
-    def iter_ranges(self: ObjectStoreSource, ranges: Sequence[tuple[int, int]]
-                    ) -> Iterator[tuple[int, bytes]]:
-        for k, item in enumerate(iterate(self, ranges)):
+    def iter_ranges(self: ObjectStoreSource, ranges: Sequence[tuple[int, int]], *,
+                    views: bool = False) -> Iterator[tuple[int, bytes | memoryview]]:
+        for k, item in enumerate(iterate(self, ranges, views=views)):
             if k == 1 and len(ranges) > 1:
                 # A decode must start with only the first range handed over.
                 held_back.append(started.wait(30))
@@ -244,3 +249,32 @@ def test_gc_paused_nests_and_restores() -> None:
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_tail_from_the_wave_is_a_view_and_reads_give_bytes(
+    s3: S3Endpoint, bucket: str, tmp_path: Path  # noqa: F811
+) -> None:
+    """The wave keeps each tail as a view of the client's buffer (no copy); what the
+    file hands out is still ``bytes`` and the same as locally, at no request."""
+    from pqindex.format.file import ParquetFile
+    from pqindex.io.listing import list_objects
+    from pqindex.io.objstore import prefetch_tails
+
+    url, path = _upload(s3, bucket, tmp_path, rows=50_000, rg_rows=25_000)
+    key = url.split("/", 3)[3]
+    (info,) = [i for k, i in list_objects(f"s3://{bucket}/whole/", s3.storage_options())
+               if k.endswith(key.rsplit("/", 1)[1])]
+    metadata_cache().clear()
+    stats = IOStats()
+    assert prefetch_tails([(url, info, stats)], s3.storage_options()) == 1
+    cached = metadata_cache().get(
+        ObjectStoreSource(url, None, s3.storage_options(), info).cache_key())
+    assert cached is not None and isinstance(cached[-1][1], memoryview)
+    s3.reset_log()
+    pf = ParquetFile.open(url, stats=stats, storage_options=s3.storage_options(), info=info)
+    data = path.read_bytes()
+    start = len(data) - 100
+    got = pf.read_bytes(start, 100)
+    assert type(got) is bytes and got == data[start:]
+    assert pf.footer_bytes == data[pf.footer_offset:pf.footer_offset + pf.footer_length]
+    assert s3.requests == []

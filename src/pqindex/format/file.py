@@ -101,7 +101,8 @@ class ParquetFile:
         self._lock = threading.Lock()
         self._column_indexes: dict[tuple[int, int], ColumnIndex | None] = {}
         self._offset_indexes: dict[tuple[int, int], OffsetIndex | None] = {}
-        self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
+        # (offset, bytes) already read; a tail read in a wave is a view (no copy).
+        self._buffers: list[tuple[int, bytes | memoryview]] = []
         self._kept = 0
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         # Things derived from this file by upper layers (the embedded index region),
@@ -165,7 +166,7 @@ class ParquetFile:
             raise CorruptFileError(
                 f"file is {size} bytes, too small to be Parquet (at least 12)", path=self.path
             )
-        magic = tail[-4:]
+        magic = bytes(tail[-4:])
         if magic == MAGIC_ENCRYPTED:
             raise UnsupportedError(
                 "encrypted footer (PARE): encrypted files are not supported", path=self.path
@@ -194,7 +195,7 @@ class ParquetFile:
         self._buffers.append((tail_start, tail))
         self.footer_offset = footer_start
         self.footer_length = footer_len
-        footer = tail[footer_start - tail_start : footer_start - tail_start + footer_len]
+        footer = bytes(tail[footer_start - tail_start : footer_start - tail_start + footer_len])
         self.footer_bytes = footer
         try:
             md, _ = decode(FileMetaData, footer)
@@ -275,10 +276,10 @@ class ParquetFile:
         end = offset + length
         for start, buf in self._buffers:
             if start <= offset and end <= start + len(buf):
-                return buf[offset - start : offset - start + length]
+                return bytes(buf[offset - start : offset - start + length])
         # Pieces from earlier reads (the tail, dictionary pages read while planning),
         # requests for the gaps only: no byte is read twice.
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         pos = offset
         while pos < end:
             held = next(((s, b) for s, b in self._buffers if s <= pos < s + len(b)), None)
@@ -296,7 +297,7 @@ class ParquetFile:
             pos += len(piece)
             if not piece:  # a short read: let the caller see it
                 break
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
 
     def has_bytes(self, offset: int, length: int) -> bool:
         """Whether ``read_bytes(offset, length)`` would be served without a request."""
@@ -453,12 +454,15 @@ class ParquetFile:
         so a range merged across a held part never reads it again."""
         out: list[bytes] = [b""] * len(ranges)
         for i, data in self.iter_ranges(ranges):
+            assert isinstance(data, bytes)  # views only where asked for
             out[i] = data
         return out
 
-    def iter_ranges(self, ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                    ) -> Iterator[tuple[int, bytes | memoryview]]:
         """:meth:`read_ranges` as ``(index, bytes)`` pairs, each range as soon as its
-        bytes are in (see :func:`pqindex.io.source.iter_ranges`)."""
+        bytes are in (see :func:`pqindex.io.source.iter_ranges`); ``views``: a range
+        fetched whole may come as a ``memoryview`` of the store client's buffer."""
         held = self._held()
         parts = [_gaps(held, off, n) for off, n in ranges]
         need = sorted({p for ps in parts for p in ps})
@@ -468,11 +472,11 @@ class ParquetFile:
             for p in ps:
                 waiting.setdefault(p, []).append(i)
         left = [len(ps) for ps in parts]
-        got: dict[tuple[int, int], bytes] = {}
+        got: dict[tuple[int, int], bytes | memoryview] = {}
         for i, ps in enumerate(parts):
             if not ps:
                 yield i, self._assemble(ranges[i], ps, got)
-        for k, data in (iter_ranges(self.source, need) if need else ()):
+        for k, data in (iter_ranges(self.source, need, views=views) if need else ()):
             piece = need[k]
             got[piece] = data
             for i in waiting[piece]:
@@ -481,12 +485,12 @@ class ParquetFile:
                     yield i, self._assemble(ranges[i], parts[i], got)
 
     def _assemble(self, rng: tuple[int, int], parts: Sequence[tuple[int, int]],
-                  got: Mapping[tuple[int, int], bytes]) -> bytes:
+                  got: Mapping[tuple[int, int], bytes | memoryview]) -> bytes | memoryview:
         """A range from its fetched ``parts`` and what earlier reads hold between them."""
         off, n = rng
         if len(parts) == 1 and parts[0] == rng:
             return got[rng]
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         pos = off
         for mo, mn in parts:
             if mo > pos:

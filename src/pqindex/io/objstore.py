@@ -383,13 +383,20 @@ class ObjectStoreSource:
         return {"offset": max(0, size - length)}
 
     async def _get(self, options: dict[str, Any], operation: str) -> tuple[bytes, int, int]:
+        data, start, end = await self._get_view(options, operation)
+        return bytes(data), start, end
+
+    async def _get_view(self, options: dict[str, Any], operation: str
+                        ) -> tuple[memoryview, int, int]:
+        """A GET's body as a view of obstore's buffer, with no copy into ``bytes``
+        (a wave of 1,000 tails copied 165 MiB into fresh memory: ~10% of its CPU)."""
         import obstore as obs
 
         res = await obs.get_async(self._handle.store, self._key, options=options)  # type: ignore[arg-type]
         data = await res.bytes_async()
         self._learn(res.meta, operation)
         start, end = res.range
-        return bytes(data), start, end
+        return memoryview(data), start, end
 
     def tail(self, length: int) -> bytes:
         if length <= 0:
@@ -416,13 +423,16 @@ class ObjectStoreSource:
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         out: list[bytes] = [b""] * len(ranges)
         for i, data in self.iter_ranges(ranges):
+            assert isinstance(data, bytes)  # views only where asked for
             out[i] = data
         return out
 
-    def iter_ranges(self, ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                    ) -> Iterator[tuple[int, bytes | memoryview]]:
         """``(index, bytes)`` of each range as it lands, in landing order: one wave, as
         ``read_ranges`` (a caller decodes the first ranges while the rest transfer).
-        The requests go out on the first ``next``."""
+        The requests go out on the first ``next``. ``views``: a range of one request
+        comes as a ``memoryview`` of obstore's buffer, not copied into ``bytes``."""
         if not ranges:
             return
         for o, n in ranges:
@@ -438,7 +448,7 @@ class ObjectStoreSource:
         cond = self._conditions()
         limit = self.max_in_flight
         # What lands, from the I/O loop: (index into flat, bytes) or the exception.
-        landed: queue.SimpleQueue[tuple[int, bytes] | Exception] = queue.SimpleQueue()
+        landed: queue.SimpleQueue[tuple[int, memoryview] | Exception] = queue.SimpleQueue()
 
         async def wave() -> None:
             sem = asyncio.Semaphore(limit)
@@ -446,7 +456,8 @@ class ObjectStoreSource:
             async def one(k: int, o: int, n: int) -> None:
                 try:
                     async with sem:
-                        data, start, end = await self._get({"range": (o, o + n), **cond}, "GET")
+                        data, start, end = await self._get_view({"range": (o, o + n), **cond},
+                                                                "GET")
                     self.stats.record(start, end - start)
                     landed.put((k, data))
                 except Exception as e:
@@ -457,7 +468,7 @@ class ObjectStoreSource:
         self.stats.record_wave()
         future = submit(wave()) if flat else None
         try:
-            pieces: dict[int, list[bytes | None]] = {}
+            pieces: dict[int, list[memoryview | None]] = {}
             for i, ps in enumerate(parts):
                 if all(n == 0 for _, n in ps):
                     yield i, self._whole(ranges[i], [b""])
@@ -468,7 +479,7 @@ class ObjectStoreSource:
                 k, data = got
                 i = flat[k][0]
                 if len(parts[i]) == 1:
-                    yield i, self._whole(ranges[i], [data])
+                    yield i, self._whole(ranges[i], [data if views else bytes(data)])
                     continue
                 have = pieces.setdefault(i, [None] * len(parts[i]))
                 have[parts[i].index(flat[k][1])] = data
@@ -479,8 +490,9 @@ class ObjectStoreSource:
             if future is not None and not future.done():
                 future.cancel()  # abandoned (an error): the rest need not land
 
-    def _whole(self, rng: tuple[int, int], pieces: Sequence[bytes | None]) -> bytes:
-        """A range's bytes from its parts, checked for length."""
+    def _whole(self, rng: tuple[int, int], pieces: Sequence[bytes | memoryview | None]
+               ) -> bytes | memoryview:
+        """A range's bytes from its parts (one part as it is), checked for length."""
         data = pieces[0] if len(pieces) == 1 else b"".join(p or b"" for p in pieces)
         o, n = rng
         if data is None or len(data) != n:
@@ -616,7 +628,7 @@ def start_tails(
 
         async def one(src: ObjectStoreSource, options: dict[str, Any]) -> int:
             try:
-                data, start, end = await src._get(options, "GET (tail)")
+                data, start, end = await src._get_view(options, "GET (tail)")
             except Exception:
                 return 0
             else:

@@ -461,14 +461,15 @@ def open_source(
     return LocalFileSource(p, stats)
 
 
-def iter_ranges(source: ByteSource, ranges: Sequence[tuple[int, int]]
-                ) -> Iterator[tuple[int, bytes]]:
+def iter_ranges(source: ByteSource, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                ) -> Iterator[tuple[int, bytes | memoryview]]:
     """``(index, bytes)`` of each range, one wave as ``source.read_ranges``: in the
     order they land where the source can tell (object stores), else in order once
-    all are read."""
+    all are read. ``views``: the source may hand over a ``memoryview`` of its own
+    buffer instead of a copy (object stores)."""
     each = getattr(source, "iter_ranges", None)
     if each is not None:
-        return cast("Iterator[tuple[int, bytes]]", each(ranges))
+        return cast("Iterator[tuple[int, bytes | memoryview]]", each(ranges, views=views))
     return enumerate(source.read_ranges(ranges))
 
 

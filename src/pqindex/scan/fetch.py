@@ -68,7 +68,7 @@ class Buffers:
         self.stats = stats
         self.gap = gap
         self._starts: list[int] = []
-        self._bufs: list[bytes] = []
+        self._bufs: list[bytes | memoryview] = []  # views of the store's buffers
         self._lock = threading.Lock()
         # Whether pyarrow's own reads of this step were counted as a wave already.
         self.native_waved = False
@@ -96,7 +96,7 @@ class Buffers:
         if not merged:
             return
         # Parts read while planning (tail, dictionaries) aren't read again.
-        for i, buf in self.pf.iter_ranges(merged):
+        for i, buf in self.pf.iter_ranges(merged, views=True):
             off, n = merged[i]
             with self._lock:
                 self.stats.data_bytes += n
