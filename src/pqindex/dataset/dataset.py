@@ -7,6 +7,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -27,6 +28,7 @@ from pqindex.dataset.planning import (
     Plans,
     WaveClock,
     count_pages,
+    gc_paused,
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.errors import PqIndexError, UserInputError, public_api
@@ -60,6 +62,8 @@ __all__ = ["Dataset", "Scan", "dataset"]
 Where = str | Expr | None
 # Threads (files in flight) for a dataset on an object store.
 REMOTE_WORKERS = 32
+# A tail wave of at least this many files is planned with the cyclic GC paused.
+GC_PAUSE_FILES = 64
 
 
 def _remote(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
@@ -387,8 +391,10 @@ class Dataset(Planning):
             waves0.update({p: st.round_trips for p, st in self._ahead.items()})
         pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
         try:
-            plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
-                               on_planned)
+            with (gc_paused() if tails is not None and len(tails) >= GC_PAUSE_FILES
+                  else contextlib.nullcontext()):
+                plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
+                                         on_planned)
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)  # after an error: plan no more files

@@ -16,9 +16,11 @@ busiest thread is the critical path (``WaveClock``).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
         def _as_landed(self, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
                        files: Sequence[DataFile]) -> dict[str, Future[T]]: ...
 
-__all__ = ["OpenFile", "Planned", "Planning", "Plans", "WaveClock", "count_pages"]
+__all__ = ["OpenFile", "Planned", "Planning", "Plans", "WaveClock", "count_pages", "gc_paused"]
 
 T = TypeVar("T")
 # One file's outcome: the file, its opened footer (None when never opened), its
@@ -79,6 +81,33 @@ Planned = tuple[DataFile, "OpenFile | None", FilePlan | None, BoundExpr | None]
 # The key/value entry pyarrow keeps its schema in (part of a footer's Arrow schema).
 _ARROW_SCHEMA = "ARROW:schema"
 OnPlanned = Callable[[Planned, "list[str] | None"], None]
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # scans planning many files right now
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while many footers are planned (scans of the
+    process nest: it is back on when the last one ends, if it was on before). A wave
+    of 1,000 footers allocates ~100k objects that live as long as the dataset: the
+    collector traversed them (and the metadata cache) over and over, ~10% of the
+    scan's CPU; reference counting still frees everything that is not a cycle."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 class WaveClock:

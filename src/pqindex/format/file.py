@@ -14,7 +14,7 @@ import bisect
 import os
 import struct
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,14 @@ from pqindex.format.structs import (
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 from pqindex.io.cache import metadata_cache
-from pqindex.io.source import ByteSource, IOStats, ObjectInfo, coalesce, open_source
+from pqindex.io.source import (
+    ByteSource,
+    IOStats,
+    ObjectInfo,
+    coalesce,
+    iter_ranges,
+    open_source,
+)
 
 # chunk_range stays importable from here (pages.py, user code).
 __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile", "chunk_range"]
@@ -94,7 +101,8 @@ class ParquetFile:
         self._lock = threading.Lock()
         self._column_indexes: dict[tuple[int, int], ColumnIndex | None] = {}
         self._offset_indexes: dict[tuple[int, int], OffsetIndex | None] = {}
-        self._buffers: list[tuple[int, bytes]] = []  # (offset, bytes) already read
+        # (offset, bytes) already read; a tail read in a wave is a view (no copy).
+        self._buffers: list[tuple[int, bytes | memoryview]] = []
         self._kept = 0
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         # Things derived from this file by upper layers (the embedded index region),
@@ -158,7 +166,7 @@ class ParquetFile:
             raise CorruptFileError(
                 f"file is {size} bytes, too small to be Parquet (at least 12)", path=self.path
             )
-        magic = tail[-4:]
+        magic = bytes(tail[-4:])
         if magic == MAGIC_ENCRYPTED:
             raise UnsupportedError(
                 "encrypted footer (PARE): encrypted files are not supported", path=self.path
@@ -187,7 +195,7 @@ class ParquetFile:
         self._buffers.append((tail_start, tail))
         self.footer_offset = footer_start
         self.footer_length = footer_len
-        footer = tail[footer_start - tail_start : footer_start - tail_start + footer_len]
+        footer = bytes(tail[footer_start - tail_start : footer_start - tail_start + footer_len])
         self.footer_bytes = footer
         try:
             md, _ = decode(FileMetaData, footer)
@@ -268,10 +276,10 @@ class ParquetFile:
         end = offset + length
         for start, buf in self._buffers:
             if start <= offset and end <= start + len(buf):
-                return buf[offset - start : offset - start + length]
+                return bytes(buf[offset - start : offset - start + length])
         # Pieces from earlier reads (the tail, dictionary pages read while planning),
         # requests for the gaps only: no byte is read twice.
-        pieces: list[bytes] = []
+        pieces: list[bytes | memoryview] = []
         pos = offset
         while pos < end:
             held = next(((s, b) for s, b in self._buffers if s <= pos < s + len(b)), None)
@@ -289,7 +297,7 @@ class ParquetFile:
             pos += len(piece)
             if not piece:  # a short read: let the caller see it
                 break
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
 
     def has_bytes(self, offset: int, length: int) -> bool:
         """Whether ``read_bytes(offset, length)`` would be served without a request."""
@@ -444,26 +452,54 @@ class ParquetFile:
         """The bytes of each range (not kept): the parts earlier reads hold (the tail,
         dictionaries read while planning) from them, the rest in one wave of requests,
         so a range merged across a held part never reads it again."""
+        out: list[bytes] = [b""] * len(ranges)
+        for i, data in self.iter_ranges(ranges):
+            assert isinstance(data, bytes)  # views only where asked for
+            out[i] = data
+        return out
+
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                    ) -> Iterator[tuple[int, bytes | memoryview]]:
+        """:meth:`read_ranges` as ``(index, bytes)`` pairs, each range as soon as its
+        bytes are in (see :func:`pqindex.io.source.iter_ranges`); ``views``: a range
+        fetched whole may come as a ``memoryview`` of the store client's buffer."""
         held = self._held()
         parts = [_gaps(held, off, n) for off, n in ranges]
         need = sorted({p for ps in parts for p in ps})
-        got = dict(zip(need, self.source.read_ranges(need), strict=True)) if need else {}
-        out = []
-        for (off, n), ps in zip(ranges, parts, strict=True):
-            if ps == [(off, n)]:
-                out.append(got[(off, n)])
-                continue
-            pieces: list[bytes] = []
-            pos = off
-            for mo, mn in ps:
-                if mo > pos:
-                    pieces.append(self.read_bytes(pos, mo - pos))  # held: no request
-                pieces.append(got[(mo, mn)])
-                pos = mo + mn
-            if pos < off + n:
-                pieces.append(self.read_bytes(pos, off + n - pos))
-            out.append(b"".join(pieces))
-        return out
+        # Ranges waiting for each needed piece, and how many pieces each still waits for.
+        waiting: dict[tuple[int, int], list[int]] = {}
+        for i, ps in enumerate(parts):
+            for p in ps:
+                waiting.setdefault(p, []).append(i)
+        left = [len(ps) for ps in parts]
+        got: dict[tuple[int, int], bytes | memoryview] = {}
+        for i, ps in enumerate(parts):
+            if not ps:
+                yield i, self._assemble(ranges[i], ps, got)
+        for k, data in (iter_ranges(self.source, need, views=views) if need else ()):
+            piece = need[k]
+            got[piece] = data
+            for i in waiting[piece]:
+                left[i] -= 1
+                if not left[i]:
+                    yield i, self._assemble(ranges[i], parts[i], got)
+
+    def _assemble(self, rng: tuple[int, int], parts: Sequence[tuple[int, int]],
+                  got: Mapping[tuple[int, int], bytes | memoryview]) -> bytes | memoryview:
+        """A range from its fetched ``parts`` and what earlier reads hold between them."""
+        off, n = rng
+        if len(parts) == 1 and parts[0] == rng:
+            return got[rng]
+        pieces: list[bytes | memoryview] = []
+        pos = off
+        for mo, mn in parts:
+            if mo > pos:
+                pieces.append(self.read_bytes(pos, mo - pos))  # held: no request
+            pieces.append(got[(mo, mn)])
+            pos = mo + mn
+        if pos < off + n:
+            pieces.append(self.read_bytes(pos, off + n - pos))
+        return b"".join(pieces)
 
     def holds_any(self, offset: int, length: int) -> bool:
         """Whether an earlier read holds any byte of ``[offset, offset + length)``."""

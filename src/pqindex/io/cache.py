@@ -17,7 +17,8 @@ __all__ = ["DEFAULT_CACHE_BYTES", "MetadataCache", "metadata_cache"]
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 Key = tuple[str, int, str]
-Buffers = tuple[tuple[int, bytes], ...]
+# A tail read in a wave is kept as a view of the store client's buffer (no copy).
+Buffers = tuple[tuple[int, bytes | memoryview], ...]
 
 
 class MetadataCache:
@@ -61,11 +62,11 @@ class MetadataCache:
             self.hits += 1
             return bufs
 
-    def put(self, key: Key | None, buffers: Sequence[tuple[int, bytes]]) -> None:
+    def put(self, key: Key | None, buffers: Sequence[tuple[int, bytes | memoryview]]) -> None:
         """Store the buffers of this object version (replacing any older version)."""
         if key is None:
             return
-        bufs = tuple((int(o), bytes(b)) for o, b in buffers)
+        bufs = tuple((int(o), b if isinstance(b, memoryview) else bytes(b)) for o, b in buffers)
         n = sum(len(b) for _, b in bufs)
         with self._lock:
             old = self._by_url.get(key[0])

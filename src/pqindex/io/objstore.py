@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import queue
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -382,13 +383,20 @@ class ObjectStoreSource:
         return {"offset": max(0, size - length)}
 
     async def _get(self, options: dict[str, Any], operation: str) -> tuple[bytes, int, int]:
+        data, start, end = await self._get_view(options, operation)
+        return bytes(data), start, end
+
+    async def _get_view(self, options: dict[str, Any], operation: str
+                        ) -> tuple[memoryview, int, int]:
+        """A GET's body as a view of obstore's buffer, with no copy into ``bytes``
+        (a wave of 1,000 tails copied 165 MiB into fresh memory: ~10% of its CPU)."""
         import obstore as obs
 
         res = await obs.get_async(self._handle.store, self._key, options=options)  # type: ignore[arg-type]
         data = await res.bytes_async()
         self._learn(res.meta, operation)
         start, end = res.range
-        return bytes(data), start, end
+        return memoryview(data), start, end
 
     def tail(self, length: int) -> bytes:
         if length <= 0:
@@ -413,8 +421,20 @@ class ObjectStoreSource:
         return self.read_ranges([(offset, length)])[0]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        out: list[bytes] = [b""] * len(ranges)
+        for i, data in self.iter_ranges(ranges):
+            assert isinstance(data, bytes)  # views only where asked for
+            out[i] = data
+        return out
+
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                    ) -> Iterator[tuple[int, bytes | memoryview]]:
+        """``(index, bytes)`` of each range as it lands, in landing order: one wave, as
+        ``read_ranges`` (a caller decodes the first ranges while the rest transfer).
+        The requests go out on the first ``next``. ``views``: a range of one request
+        comes as a ``memoryview`` of obstore's buffer, not copied into ``bytes``."""
         if not ranges:
-            return []
+            return
         for o, n in ranges:
             if o < 0 or n < 0 or (self._size is not None and o + n > self._size):
                 raise CorruptFileError(
@@ -424,40 +444,65 @@ class ObjectStoreSource:
                     offset=o,
                 )
         parts = [_split(o, n) for o, n in ranges]
-        flat = [p for ps in parts for p in ps if p[1] > 0]
+        flat = [(i, p) for i, ps in enumerate(parts) for p in ps if p[1] > 0]
         cond = self._conditions()
         limit = self.max_in_flight
+        # What lands, from the I/O loop: (index into flat, bytes) or the exception.
+        landed: queue.SimpleQueue[tuple[int, memoryview] | Exception] = queue.SimpleQueue()
 
-        async def wave() -> list[tuple[bytes, int, int]]:
+        async def wave() -> None:
             sem = asyncio.Semaphore(limit)
 
-            async def one(o: int, n: int) -> tuple[bytes, int, int]:
-                async with sem:
-                    return await self._get({"range": (o, o + n), **cond}, "GET")
+            async def one(k: int, o: int, n: int) -> None:
+                try:
+                    async with sem:
+                        data, start, end = await self._get_view({"range": (o, o + n), **cond},
+                                                                "GET")
+                    self.stats.record(start, end - start)
+                    landed.put((k, data))
+                except Exception as e:
+                    landed.put(e)
 
-            return await asyncio.gather(*(one(o, n) for o, n in flat))
+            await asyncio.gather(*(one(k, o, n) for k, (_, (o, n)) in enumerate(flat)))
 
-        try:
-            got = run(wave()) if flat else []
-        except Exception as e:
-            raise translate(e, self.path, "GET") from None
-        by_part = {}
-        for (o, n), (data, start, end) in zip(flat, got, strict=True):
-            self.stats.record(start, end - start)
-            by_part[(o, n)] = data
         self.stats.record_wave()
-        out = []
-        for (o, n), ps in zip(ranges, parts, strict=True):
-            data = b"".join(by_part.get(p, b"") for p in ps) if len(ps) > 1 else \
-                by_part.get(ps[0], b"")
-            if len(data) != n:
-                raise CorruptFileError(
-                    f"short read: wanted {n} bytes, got {len(data)} (object changed?)",
-                    path=self.path,
-                    offset=o,
-                )
-            out.append(data)
-        return out
+        future = submit(wave()) if flat else None
+        try:
+            pieces: dict[int, list[memoryview | None]] = {}
+            for i, ps in enumerate(parts):
+                if all(n == 0 for _, n in ps):
+                    yield i, self._whole(ranges[i], [b""])
+            for _ in flat:
+                got = landed.get()
+                if isinstance(got, Exception):
+                    raise translate(got, self.path, "GET") from None
+                k, data = got
+                i = flat[k][0]
+                if len(parts[i]) == 1:
+                    yield i, self._whole(ranges[i], [data if views else bytes(data)])
+                    continue
+                have = pieces.setdefault(i, [None] * len(parts[i]))
+                have[parts[i].index(flat[k][1])] = data
+                if all(p is not None for p in have):
+                    del pieces[i]
+                    yield i, self._whole(ranges[i], have)
+        finally:
+            if future is not None and not future.done():
+                future.cancel()  # abandoned (an error): the rest need not land
+
+    def _whole(self, rng: tuple[int, int], pieces: Sequence[bytes | memoryview | None]
+               ) -> bytes | memoryview:
+        """A range's bytes from its parts (one part as it is), checked for length."""
+        data = pieces[0] if len(pieces) == 1 else b"".join(p or b"" for p in pieces)
+        o, n = rng
+        if data is None or len(data) != n:
+            raise CorruptFileError(
+                f"short read: wanted {n} bytes, got {0 if data is None else len(data)} "
+                "(object changed?)",
+                path=self.path,
+                offset=o,
+            )
+        return data
 
     def coalesce(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         # Merged pieces stay within one split part: parts of a wave transfer in parallel.
@@ -583,7 +628,7 @@ def start_tails(
 
         async def one(src: ObjectStoreSource, options: dict[str, Any]) -> int:
             try:
-                data, start, end = await src._get(options, "GET (tail)")
+                data, start, end = await src._get_view(options, "GET (tail)")
             except Exception:
                 return 0
             else:

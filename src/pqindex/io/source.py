@@ -9,6 +9,9 @@ The contract the planner and executor rely on:
   one request per range (a very large remote range is split into parallel parts of
   at least :data:`SPLIT_PART_BYTES`, each part a request) and one round trip per
   call. Callers hand it all the ranges that do not depend on each other.
+  :func:`iter_ranges` is the same wave with each range handed over as it lands
+  (object stores; other sources in order once all are read), so a caller decodes
+  the first row groups while the rest transfer.
 * ``coalesce(ranges)`` merges ranges when fetching the gap costs less than one
   more request: a gap of at most :data:`LOCAL_MAX_GAP` on local files, at most
   :data:`REMOTE_MAX_GAP` on remote stores (obstore's), where ranges apart are
@@ -33,9 +36,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
 
@@ -53,6 +56,7 @@ __all__ = [
     "LocalFileSource",
     "ObjectInfo",
     "coalesce",
+    "iter_ranges",
     "open_source",
     "quoted_etag",
 ]
@@ -455,6 +459,18 @@ def open_source(
     if p.startswith("file://"):
         p = p[len("file://") :]
     return LocalFileSource(p, stats)
+
+
+def iter_ranges(source: ByteSource, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                ) -> Iterator[tuple[int, bytes | memoryview]]:
+    """``(index, bytes)`` of each range, one wave as ``source.read_ranges``: in the
+    order they land where the source can tell (object stores), else in order once
+    all are read. ``views``: the source may hand over a ``memoryview`` of its own
+    buffer instead of a copy (object stores)."""
+    each = getattr(source, "iter_ranges", None)
+    if each is not None:
+        return cast("Iterator[tuple[int, bytes | memoryview]]", each(ranges, views=views))
+    return enumerate(source.read_ranges(ranges))
 
 
 def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024,

@@ -12,7 +12,7 @@ import bisect
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,33 +68,48 @@ class Buffers:
         self.stats = stats
         self.gap = gap
         self._starts: list[int] = []
-        self._bufs: list[bytes] = []
+        self._bufs: list[bytes | memoryview] = []  # views of the store's buffers
         self._lock = threading.Lock()
         # Whether pyarrow's own reads of this step were counted as a wave already.
         self.native_waved = False
 
     def fetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        missing = [
-            (o, n)
-            for o, n in ranges
-            if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)
-        ]
-        if not missing:
-            return
+        for _ in self.fetch_each([list(ranges)]):
+            pass
+
+    def fetch_each(self, groups: Sequence[Sequence[tuple[int, int]]]) -> Iterator[None]:
+        """One wave for the ranges of all ``groups``, each group coalesced on its own
+        (no request spans two groups); yields each time a request's bytes are in, so
+        the caller can decode the groups complete so far while the rest transfer."""
         t0 = time.perf_counter()
-        merged = (
-            self.pf.source.coalesce(missing) if self.gap is None else coalesce(missing, self.gap)
-        )
+        merged: list[tuple[int, int]] = []
+        for group in groups:
+            missing = [
+                (o, n)
+                for o, n in group
+                if n > 0 and not self._covered(o, n) and not self.pf.has_bytes(o, n)
+            ]
+            if missing:
+                merged += (self.pf.source.coalesce(missing) if self.gap is None
+                           else coalesce(missing, self.gap))
         merged = self._unheld(merged)  # a merged gap never re-reads what a fetch holds
+        if not merged:
+            return
         # Parts read while planning (tail, dictionaries) aren't read again.
-        bufs = self.pf.read_ranges(merged)
-        with self._lock:
-            for (off, n), buf in zip(merged, bufs, strict=True):
+        for i, buf in self.pf.iter_ranges(merged, views=True):
+            off, n = merged[i]
+            with self._lock:
                 self.stats.data_bytes += n
-                i = bisect.bisect(self._starts, off)
-                self._starts.insert(i, off)
-                self._bufs.insert(i, buf)
+                k = bisect.bisect(self._starts, off)
+                self._starts.insert(k, off)
+                self._bufs.insert(k, buf)
+            yield
+        with self._lock:
             self.stats.fetch_seconds += time.perf_counter() - t0
+
+    def holds(self, ranges: Iterable[tuple[int, int]]) -> bool:
+        """Whether every range is served without a request (fetched or held by the file)."""
+        return all(n <= 0 or self._covered(o, n) or self.pf.has_bytes(o, n) for o, n in ranges)
 
     def first_native_read(self) -> bool:
         """True once per step: pyarrow's own reads of a step's row groups, side by side,

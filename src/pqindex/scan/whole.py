@@ -284,9 +284,16 @@ def _fetched_parts(
     """The row groups' chunks fetched in waves of ``options.read_ahead_bytes``, then
     decoded by pyarrow from memory."""
     sizes = [(rg, sum(n for _, n in chunks(rg))) for rg in row_groups]
+    pipelined = not stream and hasattr(pf.source, "iter_ranges")
     for batch in _batches(sizes, options.read_ahead_bytes):
         stats = ScanStats()
         buffers = Buffers(pf, stats, options.coalesce_gap)
+        if pipelined and len(batch) > 1:
+            units = _units([(rg, n) for rg, n in sizes if rg in batch], _unit_bytes(pf))
+            if len(units) > 1:
+                t = _pipelined(pf, buffers, units, chunks, file_fields, stats)
+                yield finish(t, batch, stats), stats
+                continue
         _located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
         for rgs in [[rg] for rg in batch] if stream else [batch]:
             t0 = time.perf_counter()
@@ -294,6 +301,83 @@ def _fetched_parts(
             stats.decode_seconds += time.perf_counter() - t0
             yield finish(t, rgs, stats), stats
             stats = ScanStats()
+
+
+def _unit_bytes(pf: ParquetFile) -> int:
+    """Row groups are decoded in units of at least this many bytes as they land: the
+    bytes one more request is worth on the store (its coalescing gap)."""
+    return int(getattr(pf.source, "max_gap", 0)) or 1
+
+
+def _units(sizes: Sequence[tuple[int, int]], least: int) -> list[list[int]]:
+    """Consecutive row groups as units of at least ``least`` bytes (the last may be
+    smaller, and joins the one before)."""
+    units: list[list[int]] = []
+    size = least
+    for rg, n in sizes:
+        if size >= least:
+            units.append([rg])
+            size = n
+        else:
+            units[-1].append(rg)
+            size += n
+    if len(units) > 1 and size < least:
+        last = units.pop()
+        units[-1] += last
+    return units
+
+
+def _pipelined(
+    pf: ParquetFile,
+    buffers: Buffers,
+    units: list[list[int]],
+    chunks: Callable[[int], list[tuple[int, int]]],
+    file_fields: list[str],
+    stats: ScanStats,
+) -> pa.Table:
+    """One wave for every unit's chunks (no request spans two units); each unit is
+    decoded on the process-wide pool as soon as its bytes are in, while the others
+    still transfer."""
+    ranges = [[r for rg in unit for r in chunks(rg)] for unit in units]
+    pool = _native_pool()
+    lock = threading.Lock()
+
+    def decode(unit: list[int]) -> pa.Table:
+        t0 = time.perf_counter()
+        try:
+            return _read_fetched(pf, buffers, unit, file_fields)
+        finally:
+            with lock:
+                stats.decode_seconds += time.perf_counter() - t0
+
+    jobs: list[Any] = [None] * len(units)  # the decode's future once its bytes are in
+    try:
+        for _ in _landing(pf, units, buffers, ranges):
+            for k, unit in enumerate(units):
+                if jobs[k] is None and buffers.holds(ranges[k]):
+                    jobs[k] = pool.submit(decode, unit)
+        # A decode no pool thread has started is run here (a caller that is itself a
+        # pool thread never waits on a queue its own wait keeps full).
+        parts = [decode(unit) if f is None or f.cancel() else f.result()
+                 for unit, f in zip(units, jobs, strict=True)]
+    except BaseException:
+        for f in jobs:
+            if f is not None:
+                f.cancel()
+        raise
+    return pa.concat_tables(parts)
+
+
+def _landing(pf: ParquetFile, units: list[list[int]], buffers: Buffers,
+             ranges: list[list[tuple[int, int]]]) -> Iterator[None]:
+    """``buffers.fetch_each``, its errors located in the file."""
+    rgs = [rg for unit in units for rg in unit]
+    try:
+        yield from buffers.fetch_each(ranges)
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except DECODE_ERRORS as e:
+        raise _decode_error(pf, rgs, e) from e
 
 
 def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., None], *args: Any) -> None:
