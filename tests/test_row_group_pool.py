@@ -1,0 +1,87 @@
+"""One file's row groups decode on a process-wide pool: scans share its threads
+instead of starting their own, and concurrent scans on it stay correct."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import pqindex
+
+PREFIX = "pqindex-rowgroups"
+
+
+def _pool_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(PREFIX)]
+
+
+@pytest.fixture(scope="module")
+def table_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
+    rng = np.random.default_rng(7)
+    n = 60_000
+    table = pa.table({
+        "id": np.arange(n, dtype=np.int64),
+        "cat": pa.array(rng.choice(["a", "b", "c", "rare"], n, p=[0.4, 0.4, 0.1999, 0.0001])),
+        "v": rng.normal(size=n),
+    })
+    path = tmp_path_factory.mktemp("pool") / "t.parquet"
+    pq.write_table(table, path, row_group_size=7_500, data_page_size=4096,
+                   write_page_index=True)
+    return path, table
+
+
+def _expected(table: pa.Table, mask: pa.ChunkedArray) -> list[int]:
+    return sorted(table.filter(mask).column("id").to_pylist())
+
+
+def test_scans_share_the_pool_threads(table_path: tuple[Path, pa.Table]) -> None:
+    path, table = table_path
+    before = {t.ident for t in _pool_threads()}  # pools of other sizes, other tests
+    for _ in range(6):
+        got = pqindex.dataset(path, max_workers=3).scan(where="cat = 'c'",
+                                                        columns=["id"]).to_table()
+        assert sorted(got.column("id").to_pylist()) == _expected(
+            table, pc.equal(table["cat"], "c"))
+    new = {t.ident for t in _pool_threads()} - before
+    # Six scans of 8 row groups ran on one pool of at most 3 threads, still alive.
+    assert 1 <= len(new) <= 3
+
+
+def test_concurrent_scans_on_the_shared_pool(table_path: tuple[Path, pa.Table]) -> None:
+    path, table = table_path
+    ds = pqindex.dataset(path, max_workers=2)
+    cases = [
+        ("cat = 'rare'", pc.equal(table["cat"], "rare")),
+        ("cat = 'c' AND v > 1", pc.and_(pc.equal(table["cat"], "c"), pc.greater(table["v"], 1))),
+        ("id BETWEEN 100 AND 40000", pc.and_(pc.greater_equal(table["id"], 100),
+                                             pc.less_equal(table["id"], 40_000))),
+        ("v < -2", pc.less(table["v"], -2)),
+    ]
+
+    def one(i: int) -> bool:
+        where, mask = cases[i % len(cases)]
+        # Half the scans on the shared dataset, half on fresh ones.
+        d = ds if i % 2 else pqindex.dataset(path, max_workers=2)
+        got = d.scan(where=where, columns=["id"]).to_table()
+        return sorted(got.column("id").to_pylist()) == _expected(table, mask)
+
+    with ThreadPoolExecutor(6) as outer:
+        assert all(outer.map(one, range(24)))
+    assert _pool_threads()
+
+
+def test_pool_threads_do_not_grow_with_scans(table_path: tuple[Path, pa.Table]) -> None:
+    path, _ = table_path
+    for _ in range(3):
+        pqindex.dataset(path, max_workers=4).scan(where="v > 0", columns=["id"]).to_table()
+    before = len(_pool_threads())
+    for _ in range(10):
+        pqindex.dataset(path, max_workers=4).scan(where="v > 0", columns=["id"]).to_table()
+    assert len(_pool_threads()) == before
