@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -71,6 +72,24 @@ REMOTE_MAX_GAP = 1024 * 1024
 SPLIT_PART_BYTES = 8 * 1024 * 1024
 # Requests in flight per wave on a remote store (``max_in_flight`` storage option).
 DEFAULT_MAX_IN_FLIGHT = 64
+# A local wave of at least this many bytes is read by several threads: copying
+# megabytes out of the page cache on one thread left the others idle (~5% of a
+# rare-value query that reads 10 MB).
+PARALLEL_READ_BYTES = 2 << 20
+_READ_THREADS = 4
+_read_pool: tuple[int, ThreadPoolExecutor] | None = None
+_read_pool_lock = threading.Lock()
+
+
+def _local_read_pool() -> ThreadPoolExecutor:
+    """Threads for local ``pread``s (which release the GIL), kept for the life of the
+    process; a forked child gets its own."""
+    global _read_pool
+    with _read_pool_lock:
+        if _read_pool is None or _read_pool[0] != os.getpid():
+            _read_pool = (os.getpid(), ThreadPoolExecutor(
+                _READ_THREADS, thread_name_prefix="pqindex-read"))
+        return _read_pool[1]
 
 
 @dataclass
@@ -309,6 +328,21 @@ class LocalFileSource(_BaseSource):
             chunks.append(b)
             got += len(b)
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """One wave; a large one (:data:`PARALLEL_READ_BYTES`) read by several
+        threads, counted as the sequential read counts it."""
+        if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
+            return super().read_ranges(ranges)
+        for o, n in ranges:
+            self._check(o, n)
+        datas = list(_local_read_pool().map(lambda r: self._read(*r), ranges))
+        out = []
+        for (o, n), data in zip(ranges, datas, strict=True):
+            self.stats.record(o, n)
+            out.append(self._checked(o, n, data))
+        self.stats.record_wave()
+        return out
 
     def close(self) -> None:
         if self._fd is not None:
