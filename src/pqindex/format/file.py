@@ -57,6 +57,7 @@ from pqindex.io.source import (
     IOStats,
     ObjectInfo,
     coalesce,
+    in_order,
     iter_ranges,
     open_source,
 )
@@ -452,11 +453,7 @@ class ParquetFile:
         """The bytes of each range (not kept): the parts earlier reads hold (the tail,
         dictionaries read while planning) from them, the rest in one wave of requests,
         so a range merged across a held part never reads it again."""
-        out: list[bytes] = [b""] * len(ranges)
-        for i, data in self.iter_ranges(ranges):
-            assert isinstance(data, bytes)  # views only where asked for
-            out[i] = data
-        return out
+        return in_order(len(ranges), self.iter_ranges(ranges))
 
     def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
                     ) -> Iterator[tuple[int, bytes | memoryview]]:

@@ -40,6 +40,7 @@ from pqindex.io.source import (
     IOStats,
     ObjectInfo,
     coalesce,
+    in_order,
     quoted_etag,
 )
 
@@ -421,11 +422,7 @@ class ObjectStoreSource:
         return self.read_ranges([(offset, length)])[0]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        out: list[bytes] = [b""] * len(ranges)
-        for i, data in self.iter_ranges(ranges):
-            assert isinstance(data, bytes)  # views only where asked for
-            out[i] = data
-        return out
+        return in_order(len(ranges), self.iter_ranges(ranges))
 
     def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
                     ) -> Iterator[tuple[int, bytes | memoryview]]:

@@ -57,6 +57,7 @@ __all__ = [
     "LocalFileSource",
     "ObjectInfo",
     "coalesce",
+    "in_order",
     "iter_ranges",
     "open_source",
     "quoted_etag",
@@ -505,6 +506,16 @@ def iter_ranges(source: ByteSource, ranges: Sequence[tuple[int, int]], *, views:
     if each is not None:
         return cast("Iterator[tuple[int, bytes | memoryview]]", each(ranges, views=views))
     return enumerate(source.read_ranges(ranges))
+
+
+def in_order(count: int, landed: Iterator[tuple[int, bytes | memoryview]]) -> list[bytes]:
+    """The ``count`` ranges of an ``iter_ranges`` (without views) as a list in request
+    order: ``read_ranges`` of a source that hands ranges over as they land."""
+    out: list[bytes] = [b""] * count
+    for i, data in landed:
+        assert isinstance(data, bytes)  # views only where asked for
+        out[i] = data
+    return out
 
 
 def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 64 * 1024,
