@@ -48,6 +48,7 @@ from pqindex.format.structs import (
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import PlanOptions, RowGroupPlan
+from pqindex.pools import shared_pool
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
@@ -64,29 +65,6 @@ Where = str | Expr | None
 REMOTE_WORKERS = 32
 # A tail wave of at least this many files is planned with the cyclic GC paused.
 GC_PAUSE_FILES = 64
-
-
-# Row-group pools by size, kept for the life of the process: starting a scan's own
-# threads cost 2-3 ms of a 20-30 ms query that reads 7-8 row groups (~10%).
-_pools: dict[int, ThreadPoolExecutor] = {}
-_pools_pid = os.getpid()
-_pools_lock = threading.Lock()
-
-
-def _row_group_pool(workers: int) -> ThreadPoolExecutor:
-    """The process-wide pool one file's row groups decode on. Its tasks never wait on
-    it (native reads and side-by-side decodes have a pool of their own), so scans can
-    share it. A forked child (Spark's Python workers) gets pools of its own."""
-    global _pools_pid
-    with _pools_lock:
-        if _pools_pid != os.getpid():
-            _pools.clear()
-            _pools_pid = os.getpid()
-        pool = _pools.get(workers)
-        if pool is None:
-            pool = _pools[workers] = ThreadPoolExecutor(
-                workers, thread_name_prefix="pqindex-rowgroups")
-        return pool
 
 
 def _remote(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
@@ -737,7 +715,9 @@ class Scan:
                 # One file, or streaming: files one after another (their waves add up);
                 # one file's row groups decode on the process-wide pool (a closed scan
                 # cancels what has not started).
-                map_fn = _row_group_pool(ds.max_workers).map if parallel else map
+                # (starting a scan's own threads cost ~10% of a 20-30 ms query; the
+                # tasks never wait on this pool: native reads have a pool of their own).
+                map_fn = shared_pool("rowgroups", ds.max_workers).map if parallel else map
                 for item in work:
                     for tables, stats, path in run(item, plans.fields, map_fn):
                         self._add(stats, path)

@@ -37,11 +37,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.pools import shared_pool
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
@@ -78,19 +78,6 @@ DEFAULT_MAX_IN_FLIGHT = 64
 # rare-value query that reads 10 MB).
 PARALLEL_READ_BYTES = 2 << 20
 _READ_THREADS = 4
-_read_pool: tuple[int, ThreadPoolExecutor] | None = None
-_read_pool_lock = threading.Lock()
-
-
-def _local_read_pool() -> ThreadPoolExecutor:
-    """Threads for local ``pread``s (which release the GIL), kept for the life of the
-    process; a forked child gets its own."""
-    global _read_pool
-    with _read_pool_lock:
-        if _read_pool is None or _read_pool[0] != os.getpid():
-            _read_pool = (os.getpid(), ThreadPoolExecutor(
-                _READ_THREADS, thread_name_prefix="pqindex-read"))
-        return _read_pool[1]
 
 
 @dataclass
@@ -337,7 +324,7 @@ class LocalFileSource(_BaseSource):
             return super().read_ranges(ranges)
         for o, n in ranges:
             self._check(o, n)
-        datas = list(_local_read_pool().map(lambda r: self._read(*r), ranges))
+        datas = list(shared_pool("read", _READ_THREADS).map(lambda r: self._read(*r), ranges))
         out = []
         for (o, n), data in zip(ranges, datas, strict=True):
             self.stats.record(o, n)

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.io.source import LocalFileSource, coalesce
+from pqindex.pools import shared_pool
 from pqindex.scan.fetch import (
     Buffers,
     ScanOptions,
@@ -61,21 +62,11 @@ _MAX_TASKS = 8
 # Threads of the process-wide pool the native reads run on: they only wait on pyarrow
 # (which releases the GIL), as a scan's own pool would.
 _NATIVE_WORKERS = min(8, (os.cpu_count() or 2) * 2)
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
 
 
 def _native_pool() -> ThreadPoolExecutor:
-    """The threads native reads run on, kept for the life of the process: starting a
-    pool's threads per scan cost 0.3-1 ms (more on a busy machine), several percent of
-    a 20 ms whole-file read. A forked child (Spark's Python workers) gets a pool of its
-    own: the parent's threads are not in it."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(_NATIVE_WORKERS,
-                                                     thread_name_prefix="pqindex-native"))
-        return _pool[1]
+    """The threads native reads run on (see :mod:`pqindex.pools`)."""
+    return shared_pool("native", _NATIVE_WORKERS)
 
 
 def pool_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterable[Any]:
