@@ -51,6 +51,7 @@ from pqindex.format.values import Comparison, Kind, bound_order, statistics_boun
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
 from pqindex.io.source import BytesSource, IOStats, ObjectInfo
+from pqindex.plan.file_level import fold_statistics
 from pqindex.plan.planner import evaluate, file_region
 from pqindex.write.truncate import DEFAULT_CAP, lower_bound, upper_bound
 
@@ -114,58 +115,22 @@ def _b64(raw: bytes | None) -> str | None:
 
 def _column_stats(pf: ParquetFile, leaf: LeafColumn, cap: int) -> Statistics | None:
     """The file's statistics for one leaf, folded over its row groups; None if unknown."""
-    order = bound_order(leaf)
-    nulls: int | None = 0
-    nans: int | None = 0 if order.value_type.is_float else None
-    lo: tuple[Any, bytes, bool | None] | None = None
-    hi: tuple[Any, bytes, bool | None] | None = None
-    source: str | None = None
-    cmp: Comparison | None = None
-    bounded = True
-    for rg in range(pf.num_row_groups):
-        if pf.row_group_rows(rg) == 0:
-            continue
-        cmd = pf.column_meta(rg, leaf.index)
-        st = cmd.statistics
-        if st is None:
-            return None
-        nulls = None if nulls is None or st.null_count is None else nulls + st.null_count
-        if nans is not None:
-            nans = None if st.nan_count is None else nans + st.nan_count
-        b = statistics_bounds(st, leaf, cmd.num_values)
-        if b.all_null:
-            continue
-        if not b.usable or b.min_raw is None or b.max_raw is None or (
-                source is not None and (b.source != source or b.comparison != cmp)):
-            bounded = False
-            continue
-        source, cmp = b.source, b.comparison
-        kmin = order.key(b.min, cmp)  # type: ignore[arg-type]
-        kmax = order.key(b.max, cmp)  # type: ignore[arg-type]
-        if lo is None or kmin < lo[0]:
-            lo = (kmin, b.min_raw, b.min_exact)
-        if hi is None or kmax > hi[0]:
-            hi = (kmax, b.max_raw, b.max_exact)
-    out = Statistics(null_count=nulls, nan_count=nans)
-    if bounded and lo is not None and hi is not None:
-        lo_raw, hi_raw = lo[1], hi[1]
-        lo_exact, hi_exact = lo[2], hi[2]
-        vt = order.value_type
-        if source == "min_value/max_value" and cmp == Comparison.BYTES and vt.kind in (
-                Kind.STRING, Kind.BINARY) and vt.physical == PhysicalType.BYTE_ARRAY:
-            # Shortened like the ColumnIndex: min rounded down, max rounded up.
-            text = vt.kind == Kind.STRING
-            short_lo = lower_bound(lo_raw, cap, text=text)
-            short_hi = upper_bound(hi_raw, cap, text=text)
-            if short_lo != lo_raw:
-                lo_raw, lo_exact = short_lo, False
-            if short_hi != hi_raw:
-                hi_raw, hi_exact = short_hi, False
-        if source == "min_value/max_value":
-            out.min_value, out.max_value = lo_raw, hi_raw
-            out.is_min_value_exact, out.is_max_value_exact = lo_exact, hi_exact
-        else:
-            out.min, out.max = lo_raw, hi_raw
+    folded = fold_statistics(pf, leaf)
+    if folded is None:
+        return None
+    out = folded.statistics
+    vt = bound_order(leaf).value_type
+    if (folded.source == "min_value/max_value" and folded.comparison == Comparison.BYTES
+            and vt.kind in (Kind.STRING, Kind.BINARY) and vt.physical == PhysicalType.BYTE_ARRAY
+            and out.min_value is not None and out.max_value is not None):
+        # Shortened like the ColumnIndex: min rounded down, max rounded up.
+        text = vt.kind == Kind.STRING
+        short_lo = lower_bound(out.min_value, cap, text=text)
+        short_hi = upper_bound(out.max_value, cap, text=text)
+        if short_lo != out.min_value:
+            out.min_value, out.is_min_value_exact = short_lo, False
+        if short_hi != out.max_value:
+            out.max_value, out.is_max_value_exact = short_hi, False
     return out
 
 

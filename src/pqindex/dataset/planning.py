@@ -35,8 +35,8 @@ from pqindex.expr.nodes import Expr
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
-from pqindex.indexes.region import REGION_KEY
 from pqindex.io.source import IOStats
+from pqindex.plan.file_level import settled_by_statistics
 from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -338,8 +338,7 @@ class Planning:
                 on_planned(done, scan_fields)
             return done, warnings
 
-        def plan_opened(df: DataFile, of: OpenFile, options: PlanOptions | None = None
-                        ) -> tuple[Planned, list[str]]:
+        def plan_opened(df: DataFile, of: OpenFile) -> tuple[Planned, list[str]]:
             try:
                 bound = first_bound if of is first else bind_like(of)
             except UserInputError as e:
@@ -354,27 +353,27 @@ class Planning:
                     bound,
                     leaf_cols,
                     partition=disc.partition_values(df),
-                    options=options or self.plan_options,
+                    options=self.plan_options,
                     warnings=warnings,
                     row_groups=self.row_groups.get(df.path),
                 )
             return (df, of, plan, bound), warnings
 
-        footer_only = (PlanOptions(dictionary=False, page_index=False, bloom=False,
-                                   embedded=False)
-                       if self.plan_options.statistics else None)
-
         def footer_settled(df: DataFile) -> tuple[Planned, list[str]] | None:
-            """The plan of an open file its footer statistics skip whole, else None.
-            Files with an embedded region go the full way (its file level decides first
-            and names itself in the report)."""
+            """The plan of an open file its folded footer statistics rule out, else
+            None: what ``plan_file`` would decide first, without a task or a wave."""
             of = self._open.get(df.path)
-            if (footer_only is None or of is None or REGION_KEY in of.pf.key_value_metadata
-                    or prune_by_partition(df) or manifest_skips.get(df.path) is not None):
+            if (not self.plan_options.statistics or of is None or prune_by_partition(df)
+                    or manifest_skips.get(df.path) is not None):
                 return None
-            done = plan_opened(df, of, footer_only)
-            plan = done[0][2]
-            return done if plan is not None and plan.skipped else None
+            try:
+                bound = first_bound if of is first else bind_like(of)
+            except UserInputError:
+                return None  # the full path reports it, located
+            with located(default=CorruptFileError, what="planning", path=df.path):
+                plan = settled_by_statistics(of.pf, bound, disc.partition_values(df),
+                                             self.row_groups.get(df.path))
+            return None if plan is None else ((df, of, plan, bound), [])
 
         tails = None
         if not every:
@@ -402,6 +401,7 @@ class Planning:
                 tails.join()
         files: list[Planned] = []
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
+        involved_by_shape: dict[tuple[int, int], list[int]] = {}
         for (df, of, plan, bound), warnings in results:
             report.warnings += [f"{df.path}: {w}" for w in warnings]
             if plan is None or of is None:
@@ -410,15 +410,20 @@ class Planning:
                 continue
             report.row_groups_total += len(plan.row_groups)
             report.rows_total += plan.num_rows
-            involved = [c.index for c in of.pf.schema.leaves
+            # The same for every file of a footer schema (the predicate is bound per schema).
+            key = (self._shape_of(of.pf), id(bound))
+            involved = involved_by_shape.get(key)
+            if involved is None:
+                cols = [c.index for c in of.pf.schema.leaves
                         if columns is None or c.path[0] in fields]
-            n_here = len(of.pf.schema.leaves)
-            if bound is not None:
-                involved += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
+                n_here = len(of.pf.schema.leaves)
+                if bound is not None:
+                    cols += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
+                involved = involved_by_shape[key] = sorted(set(cols))
             for rg in plan.row_groups:
                 if rg.skipped:
                     report.row_groups_skipped[rg.decided_by] += 1
-                page_units.append((of.pf, rg.index, sorted(set(involved))))
+                page_units.append((of.pf, rg.index, involved))
             if plan.skipped:
                 report.files_skipped["row groups"] += 1
             files.append((df, of, plan, bound))

@@ -21,7 +21,7 @@ import struct
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
@@ -116,6 +116,9 @@ class BoundPredicate(BoundExpr):
     op: LeafOp
     values: tuple[Value, ...]
     keys: tuple[Any, ...]
+    # Derived forms of the values other layers compute once per predicate (pruning
+    # keys): a dataset asks the same predicate of thousands of files.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:

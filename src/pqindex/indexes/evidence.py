@@ -111,11 +111,13 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
         if op in (LeafOp.NE, LeafOp.NOT_IN):
             return Match.ALL if no_nulls else Match.SOME
         return Match.NONE
-    keys = (
-        [value_key(vt, v) for v in pred.values]
-        if op not in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH)
-        else list(pred.keys)
-    )
+    keys: list[Any]
+    if op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH):
+        keys = list(pred.keys)
+    else:
+        keys = pred.memo.get("value_keys")  # type: ignore[assignment]
+        if keys is None:
+            keys = pred.memo["value_keys"] = [value_key(vt, v) for v in pred.values]
     lo, hi = s.lo, s.hi
     sure = no_nulls and nan_free  # every row is a comparable value
     if op == LeafOp.EQ:
@@ -188,15 +190,24 @@ class StatisticsEvidence:
     _summaries: dict[ValueType, _Summary] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # The last (value type, summary) asked for, found by identity: a dataset binds a
+    # predicate once per schema, and hashing a ValueType costs more than the match.
+    _last: list[tuple[ValueType, _Summary] | None] = field(
+        default_factory=lambda: [None], init=False, repr=False, compare=False
+    )
 
     def match(self, pred: BoundPredicate) -> Match:
         b = self.bounds
         vt = pred.value_type
         if pred.leaf.max_repetition_level > 0:
             return Match.SOME  # values of a list don't map one-to-one to rows
-        s = self._summaries.get(vt)
-        if s is None:
-            s = self._summaries[vt] = self._summary(vt)
+        last = self._last[0]
+        if last is not None and last[0] is vt:
+            s = last[1]
+        else:
+            got = self._summaries.get(vt)
+            s = self._summaries[vt] = self._summary(vt) if got is None else got
+            self._last[0] = (vt, s)  # one assignment: threads see a consistent pair
         if (
             s.lo is None
             and s.hi is None

@@ -51,6 +51,7 @@ from pqindex.indexes.evidence import (
     bloom_hashes,
 )
 from pqindex.indexes.region import Region, read_region
+from pqindex.plan.file_level import settled_by_statistics
 
 __all__ = [
     "ColumnRead",
@@ -436,6 +437,12 @@ def plan_file(
     """
     options = options or PlanOptions()
     partition = partition or {}
+    if options.statistics:
+        # The file level of the footer statistics first: it needs nothing read, and a
+        # sorted lake's files are mostly ruled out here (no region, no wave).
+        settled: FilePlan | None = settled_by_statistics(pf, expr, partition, row_groups)
+        if settled is not None:
+            return settled
     n_leaves = len(pf.schema.leaves)
     region_warnings: list[str] = []
     # No predicate on a column of the file: nothing for the region to answer, no read.
