@@ -24,7 +24,7 @@ from pqindex.format.structs import Statistics
 from pqindex.format.values import Comparison, bound_order, statistics_bounds
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
 
-__all__ = ["Folded", "fold_statistics", "settled_by_statistics"]
+__all__ = ["Folded", "fold_statistics", "row_group_statistics", "settled_by_statistics"]
 
 REASON = "no row matches (footer statistics of the file)"
 
@@ -98,14 +98,30 @@ def _both(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else a and b
 
 
+def row_group_statistics(pf: ParquetFile, rg: int, leaf: LeafColumn
+                         ) -> StatisticsEvidence | None:
+    """One chunk's statistics as evidence, decoded once per open file (the planner's
+    row-group stage asks the same)."""
+    key = ("statistics", rg, leaf.index)
+    if key not in pf.derived:
+        cmd = pf.column_meta(rg, leaf.index)
+        pf.derived[key] = None if cmd.statistics is None else StatisticsEvidence(
+            statistics_bounds(cmd.statistics, leaf, cmd.num_values), cmd.num_values)
+    ev: StatisticsEvidence | None = pf.derived[key]
+    return ev
+
+
 def _evidence(pf: ParquetFile, leaf: LeafColumn) -> StatisticsEvidence | None:
     # Folded once per open file: a warm dataset plans the same footers for every query.
     key = ("file statistics", leaf.index)
     if key not in pf.derived:
-        folded = fold_statistics(pf, leaf)
-        pf.derived[key] = None if folded is None or folded.values is None else (
-            StatisticsEvidence(statistics_bounds(folded.statistics, leaf, folded.values),
-                               folded.values))
+        if pf.num_row_groups == 1:  # nothing to fold: the row group's own evidence
+            pf.derived[key] = row_group_statistics(pf, 0, leaf)
+        else:
+            folded = fold_statistics(pf, leaf)
+            pf.derived[key] = None if folded is None or folded.values is None else (
+                StatisticsEvidence(statistics_bounds(folded.statistics, leaf, folded.values),
+                                   folded.values))
     ev: StatisticsEvidence | None = pf.derived[key]
     return ev
 

@@ -39,7 +39,6 @@ from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
-from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
 from pqindex.indexes.distinct import DistinctEvidence
 from pqindex.indexes.evidence import (
@@ -47,11 +46,10 @@ from pqindex.indexes.evidence import (
     ConstantEvidence,
     DictionaryEvidence,
     Evidence,
-    StatisticsEvidence,
     bloom_hashes,
 )
 from pqindex.indexes.region import Region, read_region
-from pqindex.plan.file_level import settled_by_statistics
+from pqindex.plan.file_level import row_group_statistics, settled_by_statistics
 
 __all__ = [
     "ColumnRead",
@@ -224,17 +222,7 @@ class _RowGroupEvidence:
         if col >= self.n_file_leaves:
             return None
         # Decoded once per file and kept: a dataset plans the same footers again and again.
-        key = ("statistics", self.rg, col)
-        if key not in self.pf.derived:
-            cmd = self.pf.column_meta(self.rg, col)
-            ev: Evidence | None = None
-            if cmd.statistics is not None:
-                ev = StatisticsEvidence(
-                    statistics_bounds(cmd.statistics, pred.leaf, cmd.num_values), cmd.num_values
-                )
-            self.pf.derived[key] = ev
-        result: Evidence | None = self.pf.derived[key]
-        return result
+        return row_group_statistics(self.pf, self.rg, pred.leaf)
 
     def exact_set(self, pred: BoundPredicate) -> bool:
         """Whether the embedded region holds the row group's exact value set of the
