@@ -22,8 +22,8 @@ from pqindex.expr.bind import bind
 from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
 from pqindex.format.structs import Statistics
-from pqindex.plan.file_level import REASON, fold_statistics, settled_by_statistics
-from pqindex.plan.planner import plan_file
+from pqindex.plan.file_level import REASON, fold_statistics
+from pqindex.plan.planner import plan_file, settled_by_statistics
 from test_cold_open import WaveLog
 
 CASES = 60

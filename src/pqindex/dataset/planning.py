@@ -36,8 +36,14 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
-from pqindex.plan.file_level import settled_by_statistics
-from pqindex.plan.planner import FilePlan, PlanOptions, evaluate, leaves, plan_file
+from pqindex.plan.planner import (
+    FilePlan,
+    PlanOptions,
+    evaluate,
+    leaves,
+    plan_file,
+    settled_by_statistics,
+)
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 

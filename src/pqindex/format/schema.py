@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from pqindex.errors import CorruptFileError
 from pqindex.format.structs import ColumnOrder, SchemaElement
@@ -108,6 +109,9 @@ class LeafColumn:
     max_definition_level: int
     max_repetition_level: int
     column_order: ColumnOrder | None  # None when the file has no column_orders
+    # Derived once per leaf by the layers above (its bound order): a predicate bound
+    # against this leaf keeps the same value type object query after query.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:

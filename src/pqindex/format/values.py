@@ -127,21 +127,12 @@ _LEGACY_SIGNED = frozenset({Kind.BOOL, Kind.INT, Kind.DATE, Kind.TIME, Kind.TIME
                             Kind.FLOAT, Kind.DOUBLE})
 
 
-# Leaves are unhashable (their SchemaElement holds lists): cached by identity, the
-# leaf kept alive beside its order so that an id is never reused while cached.
-_ORDER_CACHE: dict[int, tuple[LeafColumn, BoundOrder]] = {}
-_ORDER_CACHE_SIZE = 4096
-
-
 def bound_order(leaf: LeafColumn) -> BoundOrder:
-    """The order usable for a leaf's bounds, from column_order + physical + logical type."""
-    hit = _ORDER_CACHE.get(id(leaf))
-    if hit is not None and hit[0] is leaf:
-        return hit[1]
-    order = _bound_order(leaf)
-    if len(_ORDER_CACHE) >= _ORDER_CACHE_SIZE:
-        _ORDER_CACHE.clear()
-    _ORDER_CACHE[id(leaf)] = (leaf, order)
+    """The order usable for a leaf's bounds, from column_order + physical + logical type
+    (derived once per leaf)."""
+    order: BoundOrder | None = leaf.memo.get("bound_order")
+    if order is None:
+        order = leaf.memo["bound_order"] = _bound_order(leaf)
     return order
 
 

@@ -11,20 +11,18 @@ the file satisfies is satisfied by no row of any of its row groups.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pqindex.expr.bind import BoundExpr, BoundPredicate
+from pqindex.expr.bind import BoundExpr, BoundPredicate, fold_bound
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
-from pqindex.format.row_ranges import Selection
 from pqindex.format.schema import LeafColumn
 from pqindex.format.structs import Statistics
 from pqindex.format.values import Comparison, bound_order, statistics_bounds
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
 
-__all__ = ["Folded", "fold_statistics", "row_group_statistics", "settled_by_statistics"]
+__all__ = ["REASON", "Folded", "fold_statistics", "row_group_statistics", "ruled_out"]
 
 REASON = "no row matches (footer statistics of the file)"
 
@@ -126,32 +124,41 @@ def _evidence(pf: ParquetFile, leaf: LeafColumn) -> StatisticsEvidence | None:
     return ev
 
 
-def settled_by_statistics(
-    pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any],
-    row_groups: Collection[int] | None = None,
-) -> Any:
-    """The plan of a file whose folded footer statistics (with its partition values)
-    show that no row can match — every row group skipped by "statistics" — or None.
-    Returns a ``planner.FilePlan`` (typed ``Any``: the planner imports this module)."""
-    from pqindex.plan.planner import FilePlan, RowGroupPlan, evaluate
+def _leaf_match(pf: ParquetFile, n: int, partition: dict[str, Any],
+                pred: BoundPredicate) -> Match:
+    if pred.leaf.index >= n:
+        return Match(ConstantEvidence(partition.get(pred.leaf.name)).match(pred))
+    ev = _evidence(pf, pred.leaf)
+    if ev is None:
+        return Match.SOME
+    return Match.NONE if ev.match(pred) == Match.NONE else Match.SOME
 
-    if row_groups is not None or pf.num_row_groups == 0 or pf.num_rows == 0:
-        return None
+
+def _and(a: Match, b: Match) -> Match:
+    return a & b
+
+
+def _or(a: Match, b: Match) -> Match:
+    return a | b
+
+
+def _is_none(m: Match) -> bool:
+    return m == Match.NONE
+
+
+def _is_all(m: Match) -> bool:
+    return m == Match.ALL
+
+
+def ruled_out(pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any]) -> bool:
+    """Whether the folded footer statistics (with the file's partition values) show
+    that no row of the file can match ``expr``."""
+    if pf.num_row_groups == 0 or pf.num_rows == 0:
+        return False
     n = len(pf.schema.leaves)
-
-    def leaf_match(pred: BoundPredicate) -> Match:
-        if pred.leaf.index >= n:
-            return Match(ConstantEvidence(partition.get(pred.leaf.name)).match(pred))
-        ev = _evidence(pf, pred.leaf)
-        if ev is None:
-            return Match.SOME
-        return Match.NONE if ev.match(pred) == Match.NONE else Match.SOME
-
-    if evaluate(expr, leaf_match) != Match.NONE:
-        return None
-    none = Selection.none()
-    return FilePlan(pf.path, pf.num_rows, tuple(
-        RowGroupPlan(rg, rows, Match.NONE, "statistics",
-                     REASON if rows else "row group has no rows", none.maybe, none.all)
-        for rg in range(pf.num_row_groups) for rows in (pf.row_group_rows(rg),)
-    ), partition=partition)
+    if isinstance(expr, BoundPredicate):  # the common one-leaf predicate, without a fold
+        return _leaf_match(pf, n, partition, expr) == Match.NONE
+    return fold_bound(
+        expr, leaf=lambda p: _leaf_match(pf, n, partition, p), true=Match.ALL,
+        false=Match.NONE, and_=_and, or_=_or, and_done=_is_none, or_done=_is_all,
+    ) == Match.NONE

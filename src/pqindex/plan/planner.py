@@ -49,7 +49,7 @@ from pqindex.indexes.evidence import (
     bloom_hashes,
 )
 from pqindex.indexes.region import Region, read_region
-from pqindex.plan.file_level import row_group_statistics, settled_by_statistics
+from pqindex.plan.file_level import REASON, row_group_statistics, ruled_out
 
 __all__ = [
     "ColumnRead",
@@ -58,6 +58,7 @@ __all__ = [
     "RowGroupPlan",
     "plan_file",
     "round_trip_bytes",
+    "settled_by_statistics",
 ]
 
 # A dictionary larger than this is not worth reading to prune one row group.
@@ -408,6 +409,23 @@ def _staged_match(
     return last, "-", "no level could decide" if used else "no usable statistics"
 
 
+def settled_by_statistics(
+    pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any],
+    row_groups: Collection[int] | None = None,
+) -> FilePlan | None:
+    """The plan of a file whose folded footer statistics (``plan/file_level.py``)
+    show that no row can match — every row group skipped by "statistics" — or None
+    (always None for a selection of row groups: those are skipped "by selection")."""
+    if row_groups is not None or not ruled_out(pf, expr, partition):
+        return None
+    none = Selection.none()
+    return FilePlan(pf.path, pf.num_rows, tuple(
+        RowGroupPlan(rg, rows, Match.NONE, "statistics",
+                     REASON if rows else "row group has no rows", none.maybe, none.all)
+        for rg in range(pf.num_row_groups) for rows in (pf.row_group_rows(rg),)
+    ), partition=partition)
+
+
 def plan_file(
     pf: ParquetFile,
     expr: BoundExpr,
@@ -428,7 +446,7 @@ def plan_file(
     if options.statistics:
         # The file level of the footer statistics first: it needs nothing read, and a
         # sorted lake's files are mostly ruled out here (no region, no wave).
-        settled: FilePlan | None = settled_by_statistics(pf, expr, partition, row_groups)
+        settled = settled_by_statistics(pf, expr, partition, row_groups)
         if settled is not None:
             return settled
     n_leaves = len(pf.schema.leaves)
