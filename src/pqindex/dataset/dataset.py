@@ -159,8 +159,9 @@ class Dataset(Planning):
         self._lock = threading.Lock()
         self.tail_bytes = tail_bytes
         # Files in flight: on object stores a file waits on round trips, not on the CPU.
+        self._remote = _remote(source)
         self.max_workers = max_workers or (
-            REMOTE_WORKERS if _remote(source) else min(8, (os.cpu_count() or 2) * 2))
+            REMOTE_WORKERS if self._remote else min(8, (os.cpu_count() or 2) * 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
 

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         row_groups: dict[str, frozenset[int]]
         plan_options: PlanOptions
         max_workers: int
+        _remote: bool  # behind a URL other than file://
 
         @property
         def discovery(self) -> Discovery: ...
@@ -423,6 +424,19 @@ class Planning:
             if pool is None:
                 results = [plan_one(disc.files[0])]
             else:
+                if not self._remote and not isinstance(first_bound, BoundTrue):
+                    # Local files are opened here, one after another: a footer read costs
+                    # less than a hand-off to a thread, and threads that give up the GIL
+                    # at every pread wait for it (a cold 100-file lookup took 1.6x as
+                    # long on 4 threads). The pool plans and reads what is not settled.
+                    for df in disc.files:
+                        if (df.path in self._open or prune_by_partition(df)
+                                or manifest_skips.get(df.path) is not None):
+                            continue
+                        before = waves_start.get(df.path, 0)
+                        waves = self._file(df).stats.round_trips
+                        (open_clock if every else plan_clock).add(waves - before)
+                        waves_start[df.path] = waves
                 # Open files their footer statistics rule out are settled here: no task
                 # (planning needs no request then; a task costs more than the plan).
                 settled = {df.path: r for df in disc.files
