@@ -63,7 +63,7 @@ __all__ = ["Dataset", "Scan", "dataset"]
 Where = str | Expr | None
 # Threads (files in flight) for a dataset on an object store.
 REMOTE_WORKERS = 32
-# A tail wave of at least this many files is planned with the cyclic GC paused.
+# A dataset of at least this many files is planned with the cyclic GC paused.
 GC_PAUSE_FILES = 64
 
 
@@ -393,7 +393,8 @@ class Dataset(Planning):
             waves0.update({p: st.round_trips for p, st in self._ahead.items()})
         pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
         try:
-            with (gc_paused() if tails is not None and len(tails) >= GC_PAUSE_FILES
+            # Many footers planned (a tail wave, or local files opened one after another).
+            with (gc_paused() if len(disc.files) >= GC_PAUSE_FILES
                   else contextlib.nullcontext()):
                 plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
                                          on_planned)
