@@ -870,6 +870,23 @@ class ParquetFile:
         ]
         return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
 
+    def all_plain_encoded(self, rg: int, col: int) -> bool | None:
+        """Whether every data page is PLAIN-encoded and there is no dictionary page;
+        None when the footer can't tell. Without encoding stats, from the chunk's list
+        of encodings, whose RLE / BIT_PACKED are levels (only a BOOLEAN leaf, not asked
+        about here, stores values that way)."""
+        cmd = self.column_meta(rg, col)
+        if cmd.encoding_stats is not None:
+            data = [s for s in cmd.encoding_stats
+                    if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
+            return bool(data) and all(
+                s.encoding == Encoding.PLAIN for s in data) and not any(
+                s.page_type == PageType.DICTIONARY_PAGE for s in cmd.encoding_stats)
+        if not cmd.encodings:
+            return None
+        levels_or_plain = {Encoding.PLAIN, Encoding.RLE, Encoding.BIT_PACKED}
+        return set(cmd.encodings) <= levels_or_plain and not cmd.dictionary_page_offset
+
 
 def _gaps(held: tuple[list[int], list[int]], offset: int, length: int
           ) -> list[tuple[int, int]]:

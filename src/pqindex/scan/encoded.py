@@ -87,6 +87,15 @@ class _Fallback(Exception):
     """This chunk is left to pyarrow."""
 
 
+class _Short(Exception):
+    """The page runs past the bytes at hand; ``need``: its length from its header on,
+    when the header was read (else 0)."""
+
+    def __init__(self, need: int) -> None:
+        super().__init__(need)
+        self.need = need
+
+
 # ---------------------------------------------------------------- types
 
 
@@ -192,12 +201,24 @@ def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
     )
 
 
-def worth_matching(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
-    """Whether :func:`matching_rows` beats pyarrow's decode on this chunk, as measured
+def worth_matching(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, *, whole: bool = False
+) -> bool:
+    """Whether :func:`matching_rows` (``whole``: the whole chunk) or
+    :func:`matching_page_rows` beats pyarrow's decode on this chunk, as measured
     (bench/selective.py, docs/benchmarks.md): on dictionary-encoded chunks, where the
     predicate runs once per entry and indices are searched for the matching ones
-    only. PLAIN chunks cost what pyarrow's decode costs (decompression dominates)."""
-    return supported(pf, rg, col, target) and pf.all_dictionary_encoded(rg, col) is True
+    only; on whole PLAIN fixed-width chunks, whose values are evaluated where they
+    were decompressed, a window at a time (pyarrow copies them into its arrays and
+    decodes the chunk at once; measured in docs/benchmarks.md). Chunks that fall back
+    from dictionary to PLAIN stay with pyarrow (searching the dictionary pages and
+    evaluating the PLAIN ones was not faster there)."""
+    if not supported(pf, rg, col, target):
+        return False
+    if pf.all_dictionary_encoded(rg, col) is True:
+        return True
+    return whole and _fixed_dtype(pf, col, target) is not None and (
+        pf.all_plain_encoded(rg, col) is True)
 
 
 def decodes_pages(pf: ParquetFile, col: int, target: pa.DataType) -> bool:
@@ -219,7 +240,9 @@ def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) 
 # ---------------------------------------------------------------- pages
 
 
-def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
+def _header(raw: bytes | memoryview, pos: int, final: bool = True) -> tuple[PageHeader, int]:
+    """The page header at ``raw[pos:]`` and where it ends. ``final``: ``raw`` ends where
+    the chunk does (else a header cut at its end raises _Short)."""
     # The thrift decoder copies what it is given: hand it a small window first.
     window = 512
     while True:
@@ -228,7 +251,9 @@ def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
             return ph, pos + length
         except ThriftError:
             if pos + window >= len(raw):
-                raise _Fallback from None
+                if final:
+                    raise _Fallback from None
+                raise _Short(0) from None
             window *= 8
 
 
@@ -321,15 +346,20 @@ class _Stored:
         return h is not None and h.encoding in _DICT_ENCODINGS
 
 
-def _stored(raw: bytes | memoryview, pos: int) -> _Stored | int:
+def _stored(raw: bytes | memoryview, pos: int, final: bool = True) -> _Stored | int:
     """The page at ``raw[pos:]``, undecompressed; for an index page, where the next
-    page starts."""
-    ph, start = _header(raw, pos)
+    page starts. ``final``: ``raw`` ends where the chunk does (else a page running
+    past its end raises _Short)."""
+    ph, start = _header(raw, pos, final)
     size = ph.compressed_page_size or 0
     end = start + size
     full = ph.uncompressed_page_size or 0
-    if size < 0 or end > len(raw) or full < 0:
+    if size < 0 or full < 0:
         raise _Fallback
+    if end > len(raw):
+        if final:
+            raise _Fallback
+        raise _Short(end - pos)
     if ph.type == PageType.DICTIONARY_PAGE:
         dh = ph.dictionary_page_header
         if dh is None or dh.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
@@ -414,6 +444,18 @@ def _read_page(
     return _decoded(s, data, optional, first), s.end
 
 
+# Compressed bytes of a chunk read, decompressed and evaluated at a time (a longer page:
+# one window of its own). Small buffers, used and freed in turn, are cheap: a fresh
+# multi-MiB one costs its page faults (a 6 MiB chunk read with os.pread in one
+# piece: 3.2 ms; in 1 MiB pieces: 0.6 ms), and no copy of the chunk's values is made.
+_WINDOW_BYTES = 1 << 20
+# PLAIN values evaluated together: a call of the predicate costs ~15 µs.
+_EVALUATE_BYTES = 1 << 20
+
+# Reads ``(offset, length)`` of a column chunk's bytes (offsets within the chunk).
+Read = Callable[[int, int], bytes | memoryview]
+
+
 def _decoded_pages(
     codec: int, optional: bool, stored: Iterable[tuple[_Stored, int]]
 ) -> Iterator[_Page | _Dictionary]:
@@ -439,37 +481,71 @@ def _decoded_batch(
 
 
 def _walk(
-    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read
 ) -> Iterator[_Page | _Dictionary]:
-    """The chunk's dictionary page (first, if any) and data pages, decompressed."""
+    """The chunk's dictionary page (first, if any) and data pages, decompressed a
+    window at a time. ``raw``: the chunk's bytes, or a function reading them."""
     meta = pf.column_meta(rg, col)
     optional = pf.leaf(col).max_definition_level == 1
-    return _decoded_pages(meta.codec or 0, optional, _chunk_pages(meta.num_values or 0, raw))
+    size = chunk_range(meta)[1]
+    read: Read
+    if isinstance(raw, (bytes, memoryview)):
+        view = memoryview(raw)
+
+        def read(offset: int, length: int) -> bytes | memoryview:
+            return view[offset : offset + length]
+    else:
+        read = raw
+    codec = meta.codec or 0
+    for group in _chunk_pages(meta.num_values or 0, size, read):
+        yield from _decoded_batch(codec, optional, group)
 
 
-def _chunk_pages(total: int, raw: bytes | memoryview) -> Iterator[tuple[_Stored, int]]:
-    """The chunk's pages, undecompressed, and the row each starts at."""
+def _chunk_pages(total: int, size: int, read: Read) -> Iterator[list[tuple[_Stored, int]]]:
+    """The chunk's pages, undecompressed, and the row each starts at, in the groups
+    read together: windows of about :data:`_WINDOW_BYTES` of the chunk's ``size``
+    bytes (``read(offset, length)``), each up to its last whole page (a longer page
+    gets a window of its own)."""
     seen_dictionary = False
     rows = 0
-    pos = 0
+    base = 0  # where the window starts in the chunk
+    want = _WINDOW_BYTES
     while rows < total:
-        if pos >= len(raw):
+        length = min(want, size - base)
+        if length <= 0:
             raise _Fallback
-        s = _stored(raw, pos)
-        if isinstance(s, int):
-            pos = s  # an index page
-            continue
-        pos = s.end
-        if s.ph.type == PageType.DICTIONARY_PAGE:
-            if seen_dictionary or rows:
+        buf = memoryview(read(base, length))
+        if len(buf) != length:
+            raise _Fallback
+        final = base + length >= size
+        group: list[tuple[_Stored, int]] = []
+        pos = 0
+        need = 0
+        while rows < total and pos < length:
+            try:
+                s = _stored(buf, pos, final)
+            except _Short as e:
+                need = e.need
+                break
+            if isinstance(s, int):
+                pos = s  # an index page
+                continue
+            pos = s.end
+            if s.ph.type == PageType.DICTIONARY_PAGE:
+                if seen_dictionary or rows:
+                    raise _Fallback
+                seen_dictionary = True
+                group.append((s, 0))
+                continue
+            if rows + s.rows > total or (s.dictionary_encoded and not seen_dictionary):
                 raise _Fallback
-            seen_dictionary = True
-            yield s, 0
-            continue
-        if rows + s.rows > total or (s.dictionary_encoded and not seen_dictionary):
-            raise _Fallback
-        yield s, rows
-        rows += s.rows
+            group.append((s, rows))
+            rows += s.rows
+        # Not one whole page in the window: a longer one, from the same place.
+        want = _WINDOW_BYTES if pos else max(want * 2, need)
+        base += pos
+        if group:
+            yield group
     if rows != total:
         raise _Fallback
 
@@ -668,9 +744,11 @@ def _matches(
     ids = np.zeros(0, dtype=np.intp)
     dict_size = 0
     found: list[np.ndarray] = []
-    # PLAIN pages are evaluated together, in one call at the end; dictionary pages
-    # are searched together too.
+    # PLAIN pages are evaluated a few at a time, as they are decompressed (then
+    # dropped); dictionary pages are searched together, at the end.
     plain: list[tuple[_Page, np.ndarray]] = []
+    held = 0
+    any_plain = False
     indexed: list[_Page] = []
     for page in items:
         if isinstance(page, _Dictionary):
@@ -680,46 +758,75 @@ def _matches(
         elif page.dictionary:
             indexed.append(page)
         elif dtype is not None:
-            plain.append((page, _plain(page, dtype)))
+            values = _plain(page, dtype)
+            plain.append((page, values))
+            held += values.nbytes
+            any_plain = True
+            if held >= _EVALUATE_BYTES:
+                found += _plain_hits(plain, target, evaluate, null_hit)
+                plain, held = [], 0
         else:
             raise _Fallback
+    if plain:
+        found += _plain_hits(plain, target, evaluate, null_hit)
     if indexed:
         for page, dense in zip(
             indexed, _dictionary_hits(indexed, dict_size, lut, ids), strict=True
         ):
             found.append(_to_rows(page, dense, null_hit))
-    if plain:
-        values = plain[0][1] if len(plain) == 1 else np.concatenate([v for _, v in plain])
-        hits = true_positions(evaluate(
-            pa.Array.from_buffers(target, values.size, [None, pa.py_buffer(values)])))
-        starts = np.cumsum([0] + [v.size for _, v in plain])
-        at = np.searchsorted(starts, hits, side="right") - 1
-        for i, (page, _) in enumerate(plain):
-            lo, hi = np.searchsorted(at, [i, i + 1])
-            if hi > lo or (page.valid is not None and null_hit()):
-                found.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
     found = [f for f in found if f.size]
     if not found:
         return np.zeros(0, dtype=np.int64)
     out = np.concatenate(found).astype(np.int64, copy=False)
-    return np.sort(out) if plain and indexed else out
+    return np.sort(out) if any_plain and indexed else out
+
+
+def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
+                evaluate: Evaluate, null_hit: Callable[[], bool]) -> list[np.ndarray]:
+    """Rows (within the chunk) of PLAIN pages ``(page, its non-null values)`` where
+    ``evaluate`` holds: one call over their values (wrapped without a copy when there
+    is one page), page by page back to rows."""
+    if len(plain) == 1:
+        values = plain[0][1]
+        data = pa.py_buffer(values)
+    else:
+        # Into Arrow's pool, which reuses freed memory at once (no page faults).
+        data = pa.allocate_buffer(sum(v.nbytes for _, v in plain))
+        values = np.frombuffer(data, dtype=plain[0][1].dtype)
+        np.concatenate([v for _, v in plain], out=values)
+    hits = true_positions(evaluate(pa.Array.from_buffers(target, values.size, [None, data])))
+    if not hits.size and not any(p.valid is not None for p, _ in plain):
+        return []
+    starts = np.cumsum([0] + [v.size for _, v in plain])
+    at = np.searchsorted(starts, hits, side="right") - 1
+    out = []
+    for i, (page, _) in enumerate(plain):
+        lo, hi = np.searchsorted(at, [i, i + 1])
+        if hi > lo or (page.valid is not None and null_hit()):
+            out.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
+    return out
 
 
 def matching_rows(
-    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
-    evaluate: Evaluate,
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType,
+    raw: bytes | memoryview | Read, evaluate: Evaluate,
 ) -> np.ndarray | None:
     """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
     holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
 
-    ``evaluate`` is called on the dictionary's values once (then only the indices
-    of matching entries are looked for), on each PLAIN page's values (wrapped
-    without a copy), and on one null, which says whether null rows match. None
-    when this module does not handle the chunk: the caller decodes it with pyarrow.
+    ``raw``: the chunk's bytes (the range :func:`~pqindex.format.file.chunk_range`
+    gives), or ``read(offset, length)`` serving them (offsets within the chunk), which
+    is asked for a window of about a MiB at a time: the pages are decompressed and
+    evaluated a window at a time. ``evaluate`` is called on the dictionary's values
+    once (then only the indices of matching entries are looked for), on the values
+    of PLAIN pages, about a MiB of them at a time, and on one null, which says
+    whether null rows match. None when this module does not handle the chunk: the
+    caller decodes it with pyarrow.
     """
     if not supported(pf, rg, col, target):
         return None
-    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+    if isinstance(raw, (bytes, memoryview)) and len(raw) != chunk_range(
+            pf.column_meta(rg, col))[1]:
         return None
     try:
         return _matches(pf, rg, col, target, _walk(pf, rg, col, raw), evaluate)
