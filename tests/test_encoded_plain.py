@@ -402,3 +402,167 @@ def test_corpus_plain_chunks_are_handled() -> None:
     not all skips)."""
     handled = sum(_check_windowed(CORPUS / n) for n in CORPUS_FILES if (CORPUS / n).exists())
     assert handled > 20
+
+
+# ---------------------------------------------------------------- one chunk, several threads
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7, 1000])
+def test_spans_tile_the_chunk_and_match_like_the_whole(tmp_path: Path, parts: int) -> None:
+    table = _table(30_000, seed=10)
+    path = _write(table, tmp_path / "p.parquet", compression="zstd", row_group_size=30_000,
+                  data_page_size=4096)
+    pf = ParquetFile.open(path)
+    schema = arrow_schema(pf)
+    ref = pq.ParquetFile(path).read_row_group(0)
+    try:
+        for leaf in pf.schema.leaves:
+            start, length = chunk_range(pf.column_meta(0, leaf.index))
+            spans = encoded.spans(pf, 0, leaf.index, parts, min_bytes=1)
+            assert 1 < len(spans) <= parts
+            assert spans[0].begin == 0 and spans[-1].end == length
+            assert spans[0].first == 0 and sum(sp.rows for sp in spans) == len(ref)
+            for a, b in pairwise(spans):
+                assert a.end == b.begin and a.first + a.rows == b.first
+            data = pf.read_bytes(start, length)
+            value = ref.column(leaf.name).drop_null()[5]
+            for pred in (lambda a, v=value: pc.equal(a, v), pc.is_null,
+                         lambda a, v=value: pc.less(a, v)):
+                def evaluate(a: pa.Array, pred: Any = pred) -> Any:
+                    return pc.fill_null(pred(a), False)
+
+                target = schema.field(leaf.name).type
+                got = [encoded.matching_rows(pf, 0, leaf.index, target, data, evaluate, sp)
+                       for sp in spans]
+                assert all(g is not None for g in got)
+                want = np.flatnonzero(evaluate(ref.column(leaf.name))
+                                      .to_numpy(zero_copy_only=False))
+                assert np.concatenate(got).tolist() == want.tolist(), (leaf.name, parts)
+    finally:
+        pf.close()
+
+
+def test_spans_need_a_plain_chunk_and_its_offset_index(tmp_path: Path) -> None:
+    table = _table(30_000, seed=11)
+    for name, kw in [("dictionary", {"use_dictionary": True}),
+                     ("no_page_index", {"write_page_index": False})]:
+        path = _write(table, tmp_path / f"{name}.parquet", row_group_size=30_000,
+                      data_page_size=4096, **kw)
+        pf = ParquetFile.open(path)
+        try:
+            for leaf in pf.schema.leaves:
+                assert len(encoded.spans(pf, 0, leaf.index, 4, min_bytes=1)) == 1, name
+        finally:
+            pf.close()
+
+
+def test_a_lone_row_group_is_split_between_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row group: its predicate chunk's pages are matched in spans, side by side;
+    the rows are pyarrow's."""
+    from pqindex.scan import executor
+
+    table = _table(40_000, seed=12)
+    path = _write(table, tmp_path / "p.parquet", compression="snappy", row_group_size=40_000,
+                  data_page_size=8192)
+    monkeypatch.setattr(executor, "_CORES", 4)
+    monkeypatch.setattr(executor, "_SPAN_MIN_BYTES", 1)
+    spans: list[Any] = []
+    real = encoded.matching_rows
+
+    def spy(*a: Any, **k: Any) -> Any:
+        spans.append(a[6] if len(a) > 6 else k.get("span"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(encoded, "matching_rows", spy)
+    ds = pqindex.dataset(str(path))
+    rng = np.random.default_rng(13)
+    split = 0
+    for col in NUMERIC:
+        for where, pred in _predicates(table, col, rng):
+            spans.clear()
+            want = table.filter(pc.fill_null(pred(table.column(col)), False))
+            got = ds.scan(columns=["row"], where=where).to_table()
+            assert got.column("row").to_pylist() == want.column("row").to_pylist(), where
+            assert len(spans) in (0, 4), where  # pruned, or split in four
+            split += len(spans) == 4 and all(sp is not None for sp in spans)
+    assert split >= 4 * 6
+
+
+# ---------------------------------------------------------------- numpy on the values
+
+
+@pytest.fixture(scope="module")
+def int_schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = tmp_path_factory.mktemp("schema") / "s.parquet"
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32()), "b": pa.array([1], pa.int64()),
+                             "u": pa.array([1], pa.uint32())}), path)
+    pf = ParquetFile.open(path)
+    yield pf.schema
+    pf.close()
+
+
+_INT_TYPES = {"a": pa.int32(), "b": pa.int64(), "u": pa.uint32()}
+
+
+@st.composite
+def _int_where(draw: st.DrawFn, col: str, pool: list[int], depth: int = 0) -> str:
+    lit = st.sampled_from(pool)
+    kind = draw(st.sampled_from(["cmp", "between", "in", "null"] + (
+        ["and", "or", "not"] if depth < 2 else [])))
+    if kind == "cmp":
+        return f"{col} {draw(st.sampled_from(['=', '<>', '<', '<=', '>', '>=']))} {draw(lit)}"
+    if kind == "between":
+        return f"{col} {draw(st.sampled_from(['', 'NOT ']))}BETWEEN {draw(lit)} AND {draw(lit)}"
+    if kind == "in":
+        items = ", ".join(str(v) for v in draw(st.lists(lit, min_size=1, max_size=5)))
+        return f"{col} {draw(st.sampled_from(['', 'NOT ']))}IN ({items})"
+    if kind == "null":
+        return f"{col} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
+    if kind == "not":
+        return f"NOT ({draw(_int_where(col, pool, depth + 1))})"
+    return (f"({draw(_int_where(col, pool, depth + 1))}) {kind.upper()} "
+            f"({draw(_int_where(col, pool, depth + 1))})")
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), col=st.sampled_from(sorted(_INT_TYPES)), seed=st.integers(0, 2**32 - 1))
+def test_numpy_values_mask_answers_as_pyarrow_compute(
+    int_schema: Any, data: st.DataObject, col: str, seed: int
+) -> None:
+    """On non-null integer values, ``numpy_values_mask`` says what ``to_arrow_mask``
+    says, literals at and beyond the type's range included (then it declines)."""
+    from pqindex.expr import bind, parse_where, to_arrow_mask
+    from pqindex.expr.evaluate import numpy_values_mask
+
+    t = _INT_TYPES[col]
+    info = np.iinfo(t.to_pandas_dtype())
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([rng.integers(-3, 4, 50).clip(info.min, info.max),
+                             rng.integers(info.min, info.max, 50, endpoint=True),
+                             [info.min, info.max]]).astype(t.to_pandas_dtype())
+    pool = [int(v) for v in values[:8]] + [int(info.min), int(info.max), int(info.max) + 1,
+                                           int(info.min) - 1, 0, -1]
+    where = data.draw(_int_where(col, pool))
+    expr = bind(parse_where(where), int_schema)
+    fn = numpy_values_mask(expr, values.dtype)
+    want = to_arrow_mask(expr, pa.table({col: pa.array(values, t)})).to_numpy(
+        zero_copy_only=False)
+    if fn is None:
+        return  # left to pyarrow.compute
+    got = fn(values)
+    assert got.dtype == np.bool_ and got.shape == values.shape
+    assert got.tolist() == want.tolist(), (where, str(expr))
+
+
+def test_numpy_values_mask_declines_what_it_does_not_evaluate(int_schema: Any) -> None:
+    from pqindex.expr import bind, parse_where
+    from pqindex.expr.evaluate import numpy_values_mask
+
+    def mask(where: str, dtype: str = "<i8") -> Any:
+        return numpy_values_mask(bind(parse_where(where), int_schema), np.dtype(dtype))
+
+    assert mask("b = 3") is not None and mask("NOT (a IN (1, 2)) OR a < 0", "<i4") is not None
+    assert mask("b = 3", "<f8") is None  # floats: NaN semantics stay with pyarrow
+    assert mask("a = 1 AND b = 2") is None  # two columns

@@ -545,6 +545,17 @@ class ParquetFile:
         self._offset_indexes[key] = oi
         return oi
 
+    def held_offset_index(self, rg: int, col: int) -> OffsetIndex | None:
+        """The chunk's OffsetIndex when it is known without a request (decoded before,
+        or its bytes held, as the tail holds a small file's page index); else None."""
+        key = (rg, col)
+        if key not in self._offset_indexes:
+            cc = self.column_chunk(rg, col)
+            off, n = cc.offset_index_offset, cc.offset_index_length
+            if off is None or n is None or n <= 0 or off < 0 or not self.has_bytes(off, n):
+                return None
+        return self.offset_index(rg, col)
+
     def page_rows(self, rg: int, col: int) -> list[int] | None:
         """Rows per data page, from the OffsetIndex; None without one."""
         oi = self.offset_index(rg, col)

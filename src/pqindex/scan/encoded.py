@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,9 @@ from pqindex.scan.hybrid import (
 
 __all__ = [
     "Evaluate",
+    "Read",
+    "Span",
+    "ValuesMask",
     "decode_chunk",
     "decode_hybrid",
     "decode_hybrid_at",
@@ -68,6 +72,7 @@ __all__ = [
     "find_many",
     "matching_page_rows",
     "matching_rows",
+    "spans",
     "supported",
     "worth_matching",
 ]
@@ -480,14 +485,60 @@ def _decoded_batch(
         yield _decoded(s, d, optional, first)
 
 
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """Consecutive data pages of a chunk: its bytes ``[begin, end)`` (offsets within the
+    chunk), rows ``[first, first + rows)`` of the row group."""
+
+    begin: int
+    end: int
+    first: int
+    rows: int
+
+
+def spans(pf: ParquetFile, rg: int, col: int, parts: int, min_bytes: int) -> list[Span]:
+    """A PLAIN chunk's data pages as at most ``parts`` spans of about equal compressed
+    bytes (at least ``min_bytes`` each), from its offset index, for
+    :func:`matching_rows` to take side by side. One span, the whole chunk, when it is
+    not split: no offset index at hand, a dictionary page (every span would need it),
+    too few pages or bytes."""
+    meta = pf.column_meta(rg, col)
+    start, size = chunk_range(meta)
+    whole = [Span(0, size, 0, meta.num_values or 0)]
+    if parts < 2 or pf.all_plain_encoded(rg, col) is not True:
+        return whole
+    oi = pf.held_offset_index(rg, col)  # not worth a request
+    if oi is None:
+        return whole
+    locs = oi.page_locations or []
+    parts = min(parts, len(locs), size // max(min_bytes, 1))
+    if parts < 2 or (locs[0].offset or 0) != start or pf.leaf(col).max_repetition_level:
+        return whole
+    offsets = [(loc.offset or 0) - start for loc in locs]
+    if offsets != sorted(offsets) or offsets[-1] >= size:
+        return whole
+    cuts = sorted({int(np.searchsorted(offsets, size * k / parts)) for k in range(1, parts)})
+    bounds = [0, *(c for c in cuts if 0 < c < len(locs)), len(locs)]
+    out = []
+    for a, b in pairwise(bounds):
+        first = locs[a].first_row_index or 0
+        last = (locs[b].first_row_index or 0) if b < len(locs) else (meta.num_values or 0)
+        end = offsets[b] if b < len(locs) else size
+        out.append(Span(offsets[a], end, first, last - first))
+    return out if all(sp.rows > 0 for sp in out) else whole
+
+
 def _walk(
-    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read, span: Span | None = None
 ) -> Iterator[_Page | _Dictionary]:
-    """The chunk's dictionary page (first, if any) and data pages, decompressed a
-    window at a time. ``raw``: the chunk's bytes, or a function reading them."""
+    """The chunk's dictionary page (first, if any) and data pages (of ``span`` only,
+    if given), decompressed a window at a time. ``raw``: the chunk's bytes, or a
+    function reading them."""
     meta = pf.column_meta(rg, col)
     optional = pf.leaf(col).max_definition_level == 1
     size = chunk_range(meta)[1]
+    if span is None:
+        span = Span(0, size, 0, meta.num_values or 0)
     read: Read
     if isinstance(raw, (bytes, memoryview)):
         view = memoryview(raw)
@@ -497,19 +548,22 @@ def _walk(
     else:
         read = raw
     codec = meta.codec or 0
-    for group in _chunk_pages(meta.num_values or 0, size, read):
+    for group in _chunk_pages(span, read):
         yield from _decoded_batch(codec, optional, group)
 
 
-def _chunk_pages(total: int, size: int, read: Read) -> Iterator[list[tuple[_Stored, int]]]:
-    """The chunk's pages, undecompressed, and the row each starts at, in the groups
-    read together: windows of about :data:`_WINDOW_BYTES` of the chunk's ``size``
-    bytes (``read(offset, length)``), each up to its last whole page (a longer page
-    gets a window of its own)."""
+def _chunk_pages(span: Span, read: Read) -> Iterator[list[tuple[_Stored, int]]]:
+    """The span's pages, undecompressed, and the row each starts at, in the groups
+    read together: windows of about :data:`_WINDOW_BYTES` of its bytes
+    (``read(offset, length)``, offsets within the chunk), each up to its last whole
+    page (a longer page gets a window of its own)."""
     seen_dictionary = False
-    rows = 0
-    base = 0  # where the window starts in the chunk
+    rows = span.first
+    total = span.first + span.rows
+    size = span.end
+    base = span.begin  # where the window starts in the chunk
     want = _WINDOW_BYTES
+    biggest = 0  # the longest page so far
     while rows < total:
         length = min(want, size - base)
         if length <= 0:
@@ -530,9 +584,10 @@ def _chunk_pages(total: int, size: int, read: Read) -> Iterator[list[tuple[_Stor
             if isinstance(s, int):
                 pos = s  # an index page
                 continue
+            biggest = max(biggest, s.end - pos)
             pos = s.end
             if s.ph.type == PageType.DICTIONARY_PAGE:
-                if seen_dictionary or rows:
+                if seen_dictionary or rows or span.first:
                     raise _Fallback
                 seen_dictionary = True
                 group.append((s, 0))
@@ -541,8 +596,9 @@ def _chunk_pages(total: int, size: int, read: Read) -> Iterator[list[tuple[_Stor
                 raise _Fallback
             group.append((s, rows))
             rows += s.rows
-        # Not one whole page in the window: a longer one, from the same place.
-        want = _WINDOW_BYTES if pos else max(want * 2, need)
+        # Not one whole page in the window: a longer one, from the same place. Else
+        # windows of four pages at least: the page a window cuts is read again.
+        want = max(_WINDOW_BYTES, 4 * biggest) if pos else max(want * 2, need)
         base += pos
         if group:
             yield group
@@ -663,6 +719,9 @@ def decode_chunk(
 # Evaluates a predicate over an array of one column's values: True where it holds
 # (never NULL).
 Evaluate = Callable[[pa.Array], pa.BooleanArray]
+# The same predicate over non-null values as numpy holds them (stored dtype), when it
+# can be evaluated that way (see ``expr.evaluate.numpy_values_mask``): None otherwise.
+ValuesMask = Callable[[np.dtype[Any]], Callable[[np.ndarray], np.ndarray] | None]
 
 
 def _dictionary_hits(
@@ -729,8 +788,12 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: Callable[[], bool]) -> np
 def _matches(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
     items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
+    values_mask: ValuesMask | None = None,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
+    # PLAIN values compared by numpy where it can: each page where it was decompressed,
+    # no Arrow array, no copy (~0.4 ms per million int64 against ~1.2 ms).
+    on_values = values_mask(dtype) if values_mask is not None and dtype is not None else None
     # Whether null rows match: asked once, and only of a chunk that has nulls (an
     # evaluation costs about 0.1 ms, as much as searching a page's indices).
     asked: list[bool] = []
@@ -757,6 +820,11 @@ def _matches(
             ids = np.flatnonzero(lut)
         elif page.dictionary:
             indexed.append(page)
+        elif on_values is not None and dtype is not None:
+            dense = np.flatnonzero(on_values(_plain(page, dtype)))
+            any_plain = True
+            if dense.size or (page.valid is not None and null_hit()):
+                found.append(_to_rows(page, dense, null_hit))
         elif dtype is not None:
             values = _plain(page, dtype)
             plain.append((page, values))
@@ -809,7 +877,8 @@ def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
 
 def matching_rows(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
-    raw: bytes | memoryview | Read, evaluate: Evaluate,
+    raw: bytes | memoryview | Read, evaluate: Evaluate, span: Span | None = None,
+    values_mask: ValuesMask | None = None,
 ) -> np.ndarray | None:
     """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
     holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
@@ -820,8 +889,10 @@ def matching_rows(
     evaluated a window at a time. ``evaluate`` is called on the dictionary's values
     once (then only the indices of matching entries are looked for), on the values
     of PLAIN pages, about a MiB of them at a time, and on one null, which says
-    whether null rows match. None when this module does not handle the chunk: the
-    caller decodes it with pyarrow.
+    whether null rows match. ``span``: the rows of those pages only (see
+    :func:`spans`). ``values_mask``: the predicate on the values of PLAIN pages in
+    numpy, where it has one (``evaluate`` is still asked about nulls). None when this
+    module does not handle the chunk: the caller decodes it with pyarrow.
     """
     if not supported(pf, rg, col, target):
         return None
@@ -829,7 +900,8 @@ def matching_rows(
             pf.column_meta(rg, col))[1]:
         return None
     try:
-        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw), evaluate)
+        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw, span), evaluate,
+                        values_mask)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
 
