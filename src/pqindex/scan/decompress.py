@@ -172,23 +172,10 @@ def decompress_many(codec: int, parts: Sequence[tuple[bytes | memoryview, int]])
     return out
 
 
-def _joined(parts: Sequence[bytes | memoryview]) -> pa.Buffer:
-    """The parts one after another, in a buffer of Arrow's pool (it reuses freed memory
-    at once: a fresh MiB of Python bytes comes as new pages, each a fault)."""
-    out = pa.allocate_buffer(sum(len(p) for p in parts))
-    dst = np.frombuffer(out, dtype=np.uint8)
-    pos = 0
-    for p in parts:
-        n = len(p)
-        dst[pos : pos + n] = np.frombuffer(p, dtype=np.uint8)
-        pos += n
-    return out
-
-
 def _batch(parts: Sequence[tuple[bytes | memoryview, int]], batch: list[int], total: int,
            out: list[Any]) -> None:
     try:
-        buf = pa.decompress(_joined([parts[i][0] for i in batch]), decompressed_size=total,
+        buf = pa.decompress(b"".join(parts[i][0] for i in batch), decompressed_size=total,
                             codec="zstd", asbytes=False)
     except (pa.ArrowException, OSError, ValueError):
         return  # left to one call per part: the failing part raises its own error
