@@ -461,13 +461,13 @@ def test_a_lone_row_group_is_split_between_threads(
 ) -> None:
     """One row group: its predicate chunk's pages are matched in spans, side by side;
     the rows are pyarrow's."""
-    from pqindex.scan import executor
+    from pqindex.scan import chunk_match
 
     table = _table(40_000, seed=12)
     path = _write(table, tmp_path / "p.parquet", compression="snappy", row_group_size=40_000,
                   data_page_size=8192)
-    monkeypatch.setattr(executor, "_CORES", 4)
-    monkeypatch.setattr(executor, "_SPAN_MIN_BYTES", 1)
+    monkeypatch.setattr(chunk_match, "_CORES", 4)
+    monkeypatch.setattr(chunk_match, "_SPAN_MIN_BYTES", 1)
     spans: list[Any] = []
     real = encoded.matching_rows
 

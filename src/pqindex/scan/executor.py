@@ -27,7 +27,6 @@ it goes first and pyarrow decodes the rest.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -38,12 +37,13 @@ import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr, BoundTrue
-from pqindex.expr.evaluate import numpy_values_mask, to_arrow_mask, true_positions
+from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded, page_values
+from pqindex.scan.chunk_match import local_reader, match_chunk
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
@@ -104,11 +104,6 @@ _SPARSE_MAX_ROWS = 4096
 _SPARSE_RATIO = 16
 # Dictionary pages (compressed bytes) worth a thread hand-off (~0.1 ms; 1 MiB: ~1 ms).
 _SIDE_BY_SIDE_BYTES = 256 * 1024
-# Cores the pages of a predicate chunk are split between when fewer row groups are
-# decoded at once; a part holds at least this many compressed bytes (a hand-off costs
-# ~0.1 ms, decompressing a MiB of zstd ~1 ms).
-_CORES = os.cpu_count() or 1
-_SPAN_MIN_BYTES = 1 << 20
 
 
 class _RowGroupReader:
@@ -460,71 +455,26 @@ class _RowGroupReader:
                 self.pf, self.rg, col, target, whole=True):
             return None
         start, length = chunk_range(self.pf.column_meta(self.rg, col))
-        native = self._native_whole(name)
-        raw: bytes | memoryview | None = None
-        if native:
-            self._count_local(start, length)
+        raw: bytes | memoryview | Callable[[], encoded.Read]
+        if self._native_whole(name):
+            # A local file's chunk is read by this task, side by side with the others'
+            # decoding; counted as one request, as pyarrow's own reads are.
+            read_native_ranges(self.pf, [(start, length)], self.buffers.gap, self.stats)
+            if self.buffers.first_native_read():
+                self.pf.source.stats.record_wave()
+            source = self.pf.source
+            assert isinstance(source, LocalFileSource)
+            raw = functools.partial(local_reader, source, start)
         else:
             self.buffers.fetch([(start, length)])
             view = self.buffers.view(start, length)
             raw = self.buffers(start, length) if view is None else view
         t0 = time.perf_counter()
-
-        def evaluate(arr: pa.Array) -> pa.BooleanArray:
-            return to_arrow_mask(expr, pa.table({name: arr}))
-
-        def values_mask(dtype: np.dtype[Any]) -> Callable[[np.ndarray], np.ndarray] | None:
-            # Integer columns only: other types' stored numbers are not their values.
-            return numpy_values_mask(expr, dtype) if pa.types.is_integer(target) else None
-
-        def match(span: encoded.Span) -> np.ndarray | None:
-            # A local chunk's reader per span: each keeps the window it read last.
-            source = self._local_chunk(start) if raw is None else raw
-            return encoded.matching_rows(self.pf, self.rg, col, target, source, evaluate, span,
-                                         values_mask)
-
-        # Fewer row groups than cores: a chunk's pages are split between threads.
-        parts = -(-_CORES // self.siblings) if self.siblings < _CORES else 1
-        found = side_by_side([functools.partial(match, sp) for sp in encoded.spans(
-            self.pf, self.rg, col, parts, _SPAN_MIN_BYTES)])
-        rows = None if any(f is None for f in found) else (
-            found[0] if len(found) == 1 else np.concatenate(found))
+        rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
         if rows is not None:
             self._count(col, range(self.pf.data_page_count(self.rg, col)))
         self.stats.decode_seconds += time.perf_counter() - t0
         return rows
-
-    def _count_local(self, start: int, length: int) -> None:
-        """Count the chunk :meth:`_local_chunk` reads in pieces as one request, as
-        pyarrow's own reads are (:meth:`whole_fields`)."""
-        read_native_ranges(self.pf, [(start, length)], self.buffers.gap, self.stats)
-        if self.buffers.first_native_read():
-            self.pf.source.stats.record_wave()
-
-    def _local_chunk(self, start: int) -> encoded.Read:
-        """Reads of the chunk at ``start`` from the local file, on the calling thread (a
-        row group's task: side by side with the others' decoding), a piece at a time."""
-        source = self.pf.source
-        assert isinstance(source, LocalFileSource)
-        last: list[tuple[int, memoryview]] = []  # the window read before
-
-        def read(offset: int, n: int) -> memoryview:
-            # Into Arrow's pool, which reuses freed memory at once: fresh Python bytes of
-            # a MiB come from new pages, each a fault (~5 ms more on a 24 MiB column).
-            buf = memoryview(pa.allocate_buffer(n))
-            have = 0
-            if last and last[0][0] <= offset < last[0][0] + len(last[0][1]):
-                # The page the last window cut: copied from it, not read again.
-                lo, prev = last[0]
-                have = min(n, lo + len(prev) - offset)
-                np.frombuffer(buf, dtype=np.uint8)[:have] = np.frombuffer(
-                    prev, dtype=np.uint8)[offset - lo : offset - lo + have]
-            if have < n:
-                source.read_into(start + offset + have, buf[have:])
-            last[:] = [(offset, buf)]
-            return buf
-
-        return read
 
     def encoded_page_matches(self, expr: BoundExpr, col: int, rows: RowRanges
                              ) -> np.ndarray | None:
