@@ -26,13 +26,21 @@ from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
 from pqindex.scan.whole import side_by_side
 
-__all__ = ["local_reader", "match_chunk"]
+__all__ = ["local_reader", "match_chunk", "on_values"]
 
 # Cores the pages of a predicate chunk are split between when fewer row groups are
 # decoded at once; a part holds at least this many compressed bytes (a hand-off costs
 # ~0.1 ms, decompressing a MiB of zstd ~1 ms).
 _CORES = os.cpu_count() or 1
 _SPAN_MIN_BYTES = 1 << 20
+
+
+def on_values(expr: BoundExpr, target: pa.DataType) -> bool:
+    """Whether numpy evaluates ``expr`` on the stored values of a column of type
+    ``target`` (integers only: other types' stored numbers are not their values)."""
+    if not pa.types.is_integer(target):
+        return False
+    return numpy_values_mask(expr, np.dtype(target.to_pandas_dtype())) is not None
 
 
 def local_reader(source: LocalFileSource, start: int) -> encoded.Read:

@@ -212,23 +212,25 @@ def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
 
 
 def worth_matching(
-    pf: ParquetFile, rg: int, col: int, target: pa.DataType, *, whole: bool = False
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, *, whole: bool = False,
+    on_values: bool = False,
 ) -> bool:
     """Whether :func:`matching_rows` (``whole``: the whole chunk) or
     :func:`matching_page_rows` beats pyarrow's decode on this chunk, as measured
-    (bench/selective.py, docs/benchmarks.md): on dictionary-encoded chunks, where the
+    (docs/ARCHITECTURE.md, "A scan"): on dictionary-encoded chunks, where the
     predicate runs once per entry and indices are searched for the matching ones
-    only; on whole PLAIN fixed-width chunks, whose values are evaluated where they
-    were decompressed, a window at a time (pyarrow copies them into its arrays, the
-    whole chunk at once: 56-58 against 45-47 ms CPU, 90 against 41 MB at peak, on
-    the issue-shaped zstd file; docs/ARCHITECTURE.md, "A scan"). Chunks that fall
-    back from dictionary to PLAIN stay with pyarrow (6.5 ms CPU per row group either
-    way on the issue's snappy file)."""
+    only; on whole PLAIN fixed-width chunks when the predicate is one numpy
+    evaluates on the values (``on_values``: see ``expr.evaluate.numpy_values_mask``)
+    where they were decompressed, a window at a time (every codec 7-45% less CPU
+    than pyarrow's decode and compare; a float predicate through Arrow measured up
+    to 40% slower when dense, so it stays with pyarrow). Chunks that fall back from
+    dictionary to PLAIN stay with pyarrow (6.5 ms CPU per row group either way on
+    the issue's snappy file)."""
     if not supported(pf, rg, col, target):
         return False
     if pf.all_dictionary_encoded(rg, col) is True:
         return True
-    return whole and _fixed_dtype(pf, col, target) is not None and (
+    return whole and on_values and _fixed_dtype(pf, col, target) is not None and (
         pf.all_plain_encoded(rg, col) is True)
 
 
@@ -872,10 +874,12 @@ def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
     if not hits.size and not any(p.valid is not None for p, _ in plain):
         return []
     starts = np.cumsum([0] + [v.size for _, v in plain])
-    at = np.searchsorted(starts, hits, side="right") - 1
+    # Each page's hits, found by searching the (ascending) hits for the pages' starts:
+    # one search per page, not one per hit (a dense predicate has ~a million).
+    cuts = np.searchsorted(hits, starts).tolist()
     out = []
     for i, (page, _) in enumerate(plain):
-        lo, hi = np.searchsorted(at, [i, i + 1])
+        lo, hi = cuts[i], cuts[i + 1]
         if hi > lo or (page.valid is not None and null_hit()):
             out.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
     return out

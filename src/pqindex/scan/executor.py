@@ -43,7 +43,7 @@ from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded, page_values
-from pqindex.scan.chunk_match import local_reader, match_chunk
+from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
@@ -452,7 +452,7 @@ class _RowGroupReader:
         name = leaf.path[0]
         target = self.schema.field(name).type
         if name in self._whole_cache or not encoded.worth_matching(
-                self.pf, self.rg, col, target, whole=True):
+                self.pf, self.rg, col, target, whole=True, on_values=on_values(expr, target)):
             return None
         start, length = chunk_range(self.pf.column_meta(self.rg, col))
         raw: bytes | memoryview | Callable[[], encoded.Read]
@@ -568,14 +568,18 @@ class _RowGroupReader:
             )
         return self._whole_ranges(field_name)
 
-    def leaf_ranges(self, col: int, rows: RowRanges) -> list[tuple[int, int]]:
-        """What :meth:`leaf_values` fetches for ``rows``."""
+    def leaf_ranges(self, col: int, rows: RowRanges, expr: BoundExpr | None = None
+                    ) -> list[tuple[int, int]]:
+        """What :meth:`leaf_values` (or, given the predicate ``expr``,
+        :meth:`encoded_matches`) fetches for ``rows``."""
         if rows.is_empty:
             return []
         leaf = self.pf.leaf(col)
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            target = self.schema.field(leaf.path[0]).type
             if leaf.path[0] not in self._whole_cache and encoded.worth_matching(
-                    self.pf, self.rg, col, self.schema.field(leaf.path[0]).type, whole=True):
+                    self.pf, self.rg, col, target, whole=True,
+                    on_values=expr is not None and on_values(expr, target)):
                 # Evaluated on the encoded pages: a local file's chunk is read there, by
                 # the row group's task (see encoded_matches).
                 return [] if self._native_whole(leaf.path[0]) else self._chunk_ranges(
@@ -794,7 +798,7 @@ class _Batch:
 
     def _predicate_ranges(self, rd: _RowGroupReader) -> list[tuple[int, int]]:
         rows = _uncertain(rd.plan, self.expr)
-        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows)]
+        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows, self.expr)]
 
     def _field_ranges(self, rd: _RowGroupReader, rows: RowRanges) -> list[tuple[int, int]]:
         return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
