@@ -573,3 +573,5 @@ def test_numpy_values_mask_declines_what_it_does_not_evaluate(int_schema: Any) -
     assert mask("b = 3") is not None and mask("NOT (a IN (1, 2)) OR a < 0", "<i4") is not None
     assert mask("b = 3", "<f8") is None  # floats: NaN semantics stay with pyarrow
     assert mask("a = 1 AND b = 2") is None  # two columns
+    wide = " OR ".join(f"b = {i}" for i in range(100))
+    assert mask(wide) is None  # its functions would nest 100 deep: pyarrow's

@@ -264,7 +264,8 @@ def numpy_values_mask(
             return build(BoundFalse() if op == LeafOp.IS_NULL else BoundTrue())
         raise _NotNumpy
 
-    if len({p.leaf.index for p in _leaves(expr)}) > 1:
+    leaves = _small_leaves(expr)
+    if leaves is None or len({p.leaf.index for p in leaves}) > 1:
         return None
     try:
         return build(expr)
@@ -276,10 +277,27 @@ class _NotNumpy(Exception):
     """The expression is left to pyarrow.compute."""
 
 
-def _leaves(expr: BoundExpr) -> list[BoundPredicate]:
-    if isinstance(expr, (BoundAnd, BoundOr)):
-        return [*_leaves(expr.left), *_leaves(expr.right)]
-    return [expr] if isinstance(expr, BoundPredicate) else []
+# Nodes of an expression numpy_values_mask takes at most (its functions nest as the
+# expression does; a wider one is left to pyarrow.compute).
+_NUMPY_MAX_NODES = 64
+
+
+def _small_leaves(expr: BoundExpr) -> list[BoundPredicate] | None:
+    """The predicates of ``expr``, found without recursion; None past
+    _NUMPY_MAX_NODES nodes."""
+    out: list[BoundPredicate] = []
+    todo = [expr]
+    seen = 0
+    while todo:
+        e = todo.pop()
+        seen += 1
+        if seen > _NUMPY_MAX_NODES:
+            return None
+        if isinstance(e, (BoundAnd, BoundOr)):
+            todo += [e.left, e.right]
+        elif isinstance(e, BoundPredicate):
+            out.append(e)
+    return out
 
 
 def _expr_scalar(value: Value) -> Any:
