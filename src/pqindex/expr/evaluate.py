@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, assert_never
 
@@ -17,11 +18,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.errors import UserInputError
-from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundVisitor, visit_bound
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundExpr,
+    BoundFalse,
+    BoundOr,
+    BoundPredicate,
+    BoundTrue,
+    BoundVisitor,
+    visit_bound,
+)
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 
-__all__ = ["to_arrow_mask", "to_pyarrow_expression"]
+__all__ = ["numpy_values_mask", "to_arrow_mask", "to_pyarrow_expression"]
 
 _COMPARE = {
     LeafOp.EQ: pc.equal, LeafOp.NE: pc.not_equal, LeafOp.LT: pc.less,
@@ -205,6 +215,89 @@ def to_arrow_mask(expr: BoundExpr, table: pa.Table) -> pa.BooleanArray:
         mask = mask.combine_chunks() if mask.num_chunks else pa.array([], pa.bool_())
     assert isinstance(mask, pa.BooleanArray)
     return mask
+
+
+_NUMPY_COMPARE = {
+    LeafOp.EQ: np.equal, LeafOp.NE: np.not_equal, LeafOp.LT: np.less,
+    LeafOp.LE: np.less_equal, LeafOp.GT: np.greater, LeafOp.GE: np.greater_equal,
+}
+
+
+def numpy_values_mask(
+    expr: BoundExpr, dtype: np.dtype[Any]
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``expr`` as a function of a column's non-null values (a numpy array of the
+    integer ``dtype``) giving :func:`to_arrow_mask`'s answer for them, without Arrow
+    arrays: comparisons, IN / NOT IN and NULL tests on one integer column, under AND
+    / OR. None for anything else (floats, NaN tests, other types, a literal the dtype
+    cannot hold), which :func:`to_arrow_mask` evaluates. Null rows are the caller's
+    to ask :func:`to_arrow_mask` about."""
+    if dtype.kind not in "iu":
+        return None
+    info = np.iinfo(dtype)
+
+    def literal(v: Value) -> Any:
+        if type(v) is not int or not info.min <= v <= info.max:
+            raise _NotNumpy
+        return dtype.type(v)
+
+    def build(e: BoundExpr) -> Callable[[np.ndarray], np.ndarray]:
+        if isinstance(e, BoundTrue):
+            return lambda a: np.ones(a.shape, dtype=np.bool_)
+        if isinstance(e, BoundFalse):
+            return lambda a: np.zeros(a.shape, dtype=np.bool_)
+        if isinstance(e, (BoundAnd, BoundOr)):
+            parts = [build(x) for x in (e.left, e.right)]
+            both = np.logical_and if isinstance(e, BoundAnd) else np.logical_or
+            return lambda a: both(parts[0](a), parts[1](a))
+        if not isinstance(e, BoundPredicate):
+            raise _NotNumpy
+        op = e.op
+        if op in _NUMPY_COMPARE:
+            fn, v = _NUMPY_COMPARE[op], literal(e.values[0])
+            return lambda a: fn(a, v)
+        if op in (LeafOp.IN, LeafOp.NOT_IN):
+            vs = np.array([literal(v) for v in e.values], dtype=dtype)
+            invert = op == LeafOp.NOT_IN
+            return lambda a: np.isin(a, vs, invert=invert)
+        if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):  # of non-null values
+            return build(BoundFalse() if op == LeafOp.IS_NULL else BoundTrue())
+        raise _NotNumpy
+
+    leaves = _small_leaves(expr)
+    if leaves is None or len({p.leaf.index for p in leaves}) > 1:
+        return None
+    try:
+        return build(expr)
+    except _NotNumpy:
+        return None
+
+
+class _NotNumpy(Exception):
+    """The expression is left to pyarrow.compute."""
+
+
+# Nodes of an expression numpy_values_mask takes at most (its functions nest as the
+# expression does; a wider one is left to pyarrow.compute).
+_NUMPY_MAX_NODES = 64
+
+
+def _small_leaves(expr: BoundExpr) -> list[BoundPredicate] | None:
+    """The predicates of ``expr``, found without recursion; None past
+    _NUMPY_MAX_NODES nodes."""
+    out: list[BoundPredicate] = []
+    todo = [expr]
+    seen = 0
+    while todo:
+        e = todo.pop()
+        seen += 1
+        if seen > _NUMPY_MAX_NODES:
+            return None
+        if isinstance(e, (BoundAnd, BoundOr)):
+            todo += [e.left, e.right]
+        elif isinstance(e, BoundPredicate):
+            out.append(e)
+    return out
 
 
 def _expr_scalar(value: Value) -> Any:

@@ -545,6 +545,17 @@ class ParquetFile:
         self._offset_indexes[key] = oi
         return oi
 
+    def held_offset_index(self, rg: int, col: int) -> OffsetIndex | None:
+        """The chunk's OffsetIndex when it is known without a request (decoded before,
+        or its bytes held, as the tail holds a small file's page index); else None."""
+        key = (rg, col)
+        if key not in self._offset_indexes:
+            cc = self.column_chunk(rg, col)
+            off, n = cc.offset_index_offset, cc.offset_index_length
+            if off is None or n is None or n <= 0 or off < 0 or not self.has_bytes(off, n):
+                return None
+        return self.offset_index(rg, col)
+
     def page_rows(self, rg: int, col: int) -> list[int] | None:
         """Rows per data page, from the OffsetIndex; None without one."""
         oi = self.offset_index(rg, col)
@@ -869,6 +880,23 @@ class ParquetFile:
             if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
         ]
         return bool(data) and all(s.encoding in _DICTIONARY_ENCODINGS for s in data)
+
+    def all_plain_encoded(self, rg: int, col: int) -> bool | None:
+        """Whether every data page is PLAIN-encoded and there is no dictionary page;
+        None when the footer can't tell. Without encoding stats, from the chunk's list
+        of encodings, whose RLE / BIT_PACKED are levels (only a BOOLEAN leaf, not asked
+        about here, stores values that way)."""
+        cmd = self.column_meta(rg, col)
+        if cmd.encoding_stats is not None:
+            data = [s for s in cmd.encoding_stats
+                    if s.page_type in (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)]
+            return bool(data) and all(
+                s.encoding == Encoding.PLAIN for s in data) and not any(
+                s.page_type == PageType.DICTIONARY_PAGE for s in cmd.encoding_stats)
+        if not cmd.encodings:
+            return None
+        levels_or_plain = {Encoding.PLAIN, Encoding.RLE, Encoding.BIT_PACKED}
+        return set(cmd.encodings) <= levels_or_plain and not cmd.dictionary_page_offset
 
 
 def _gaps(held: tuple[list[int], list[int]], offset: int, length: int

@@ -317,6 +317,31 @@ class LocalFileSource(_BaseSource):
             got += len(b)
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
+    def read_into(self, offset: int, out: Any) -> None:
+        """Fill the writable buffer ``out`` with the bytes at ``offset``, the read not
+        counted: for a caller that counts the range it reads in pieces as one request
+        (as pyarrow's own reads of the file are), into buffers it reuses."""
+        assert self._fd is not None, "source is closed"
+        view = memoryview(out).cast("B")
+        length = len(view)
+        self._check(offset, length)
+        if not hasattr(os, "preadv"):  # Windows
+            view[:] = self._checked(offset, length, self._read(offset, length))
+            return
+        got = 0
+        while got < length:
+            try:
+                n = os.preadv(self._fd, [view[got:]], offset + got)
+            except OSError as e:
+                raise PqIndexError(
+                    f"read failed: {e.strerror}", path=self.path, offset=offset + got
+                ) from None
+            if not n:
+                raise CorruptFileError(
+                    f"short read: wanted {length} bytes, got {got} (file changed?)",
+                    path=self.path, offset=offset)
+            got += n
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """One wave; a large one (:data:`PARALLEL_READ_BYTES`) read by several
         threads, counted as the sequential read counts it."""

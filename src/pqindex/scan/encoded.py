@@ -17,6 +17,11 @@ with a handful of numpy operations per page:
   :mod:`pqindex.expr.evaluate`); a fixed-width chunk is taken through its
   dictionary, which also covers writers falling back to PLAIN mid-chunk.
 
+A whole chunk is walked a window of about a MiB at a time (read, decompressed,
+evaluated, then dropped: no buffer of the chunk's size), from its bytes or from a
+function reading them; PLAIN values are evaluated per window, integer predicates
+by numpy on each page where it was decompressed.
+
 Definition levels of flat optional columns (max level 1) are decoded the same
 way, in data pages v1 (length-prefixed, inside the compressed data) and v2
 (before the compressed values). Anything else — nested leaves, BOOLEAN, INT96,
@@ -31,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -59,6 +65,9 @@ from pqindex.scan.hybrid import (
 
 __all__ = [
     "Evaluate",
+    "Read",
+    "Span",
+    "ValuesMask",
     "decode_chunk",
     "decode_hybrid",
     "decode_hybrid_at",
@@ -68,6 +77,7 @@ __all__ = [
     "find_many",
     "matching_page_rows",
     "matching_rows",
+    "spans",
     "supported",
     "worth_matching",
 ]
@@ -85,6 +95,15 @@ _MAX_BYTE_DICTIONARY = 1 << 16
 
 class _Fallback(Exception):
     """This chunk is left to pyarrow."""
+
+
+class _Short(Exception):
+    """The page runs past the bytes at hand; ``need``: its length from its header on,
+    when the header was read (else 0)."""
+
+    def __init__(self, need: int) -> None:
+        super().__init__(need)
+        self.need = need
 
 
 # ---------------------------------------------------------------- types
@@ -192,12 +211,27 @@ def supported(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
     )
 
 
-def worth_matching(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
-    """Whether :func:`matching_rows` beats pyarrow's decode on this chunk, as measured
-    (bench/selective.py, docs/benchmarks.md): on dictionary-encoded chunks, where the
+def worth_matching(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, *, whole: bool = False,
+    on_values: bool = False,
+) -> bool:
+    """Whether :func:`matching_rows` (``whole``: the whole chunk) or
+    :func:`matching_page_rows` beats pyarrow's decode on this chunk, as measured
+    (docs/ARCHITECTURE.md, "A scan"): on dictionary-encoded chunks, where the
     predicate runs once per entry and indices are searched for the matching ones
-    only. PLAIN chunks cost what pyarrow's decode costs (decompression dominates)."""
-    return supported(pf, rg, col, target) and pf.all_dictionary_encoded(rg, col) is True
+    only; on whole PLAIN fixed-width chunks when the predicate is one numpy
+    evaluates on the values (``on_values``: see ``expr.evaluate.numpy_values_mask``)
+    where they were decompressed, a window at a time (every codec 7-45% less CPU
+    than pyarrow's decode and compare; a float predicate through Arrow measured up
+    to 40% slower when dense, so it stays with pyarrow). Chunks that fall back from
+    dictionary to PLAIN stay with pyarrow (6.5 ms CPU per row group either way on
+    the issue's snappy file)."""
+    if not supported(pf, rg, col, target):
+        return False
+    if pf.all_dictionary_encoded(rg, col) is True:
+        return True
+    return whole and on_values and _fixed_dtype(pf, col, target) is not None and (
+        pf.all_plain_encoded(rg, col) is True)
 
 
 def decodes_pages(pf: ParquetFile, col: int, target: pa.DataType) -> bool:
@@ -219,7 +253,9 @@ def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) 
 # ---------------------------------------------------------------- pages
 
 
-def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
+def _header(raw: bytes | memoryview, pos: int, final: bool = True) -> tuple[PageHeader, int]:
+    """The page header at ``raw[pos:]`` and where it ends. ``final``: ``raw`` ends where
+    the chunk does (else a header cut at its end raises _Short)."""
     # The thrift decoder copies what it is given: hand it a small window first.
     window = 512
     while True:
@@ -228,7 +264,9 @@ def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int]:
             return ph, pos + length
         except ThriftError:
             if pos + window >= len(raw):
-                raise _Fallback from None
+                if final:
+                    raise _Fallback from None
+                raise _Short(0) from None
             window *= 8
 
 
@@ -321,15 +359,20 @@ class _Stored:
         return h is not None and h.encoding in _DICT_ENCODINGS
 
 
-def _stored(raw: bytes | memoryview, pos: int) -> _Stored | int:
+def _stored(raw: bytes | memoryview, pos: int, final: bool = True) -> _Stored | int:
     """The page at ``raw[pos:]``, undecompressed; for an index page, where the next
-    page starts."""
-    ph, start = _header(raw, pos)
+    page starts. ``final``: ``raw`` ends where the chunk does (else a page running
+    past its end raises _Short)."""
+    ph, start = _header(raw, pos, final)
     size = ph.compressed_page_size or 0
     end = start + size
     full = ph.uncompressed_page_size or 0
-    if size < 0 or end > len(raw) or full < 0:
+    if size < 0 or full < 0:
         raise _Fallback
+    if end > len(raw):
+        if final:
+            raise _Fallback
+        raise _Short(end - pos)
     if ph.type == PageType.DICTIONARY_PAGE:
         dh = ph.dictionary_page_header
         if dh is None or dh.encoding not in (Encoding.PLAIN, Encoding.PLAIN_DICTIONARY):
@@ -414,6 +457,18 @@ def _read_page(
     return _decoded(s, data, optional, first), s.end
 
 
+# Compressed bytes of a chunk read, decompressed and evaluated at a time (a longer page:
+# one window of its own). Small buffers, used and freed in turn, are cheap: a fresh
+# multi-MiB one costs its page faults (a 6 MiB chunk read with os.pread in one
+# piece: 3.2 ms; in 1 MiB pieces: 0.6 ms), and no copy of the chunk's values is made.
+_WINDOW_BYTES = 1 << 20
+# PLAIN values evaluated together: a call of the predicate costs ~15 µs.
+_EVALUATE_BYTES = 1 << 20
+
+# Reads ``(offset, length)`` of a column chunk's bytes (offsets within the chunk).
+Read = Callable[[int, int], bytes | memoryview]
+
+
 def _decoded_pages(
     codec: int, optional: bool, stored: Iterable[tuple[_Stored, int]]
 ) -> Iterator[_Page | _Dictionary]:
@@ -438,38 +493,123 @@ def _decoded_batch(
         yield _decoded(s, d, optional, first)
 
 
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """Consecutive data pages of a chunk: its bytes ``[begin, end)`` (offsets within the
+    chunk), rows ``[first, first + rows)`` of the row group."""
+
+    begin: int
+    end: int
+    first: int
+    rows: int
+
+
+def spans(pf: ParquetFile, rg: int, col: int, parts: int, min_bytes: int) -> list[Span]:
+    """A PLAIN chunk's data pages as at most ``parts`` spans of about equal compressed
+    bytes (at least ``min_bytes`` each), from its offset index, for
+    :func:`matching_rows` to take side by side. One span, the whole chunk, when it is
+    not split: no offset index at hand, a dictionary page (every span would need it),
+    too few pages or bytes."""
+    meta = pf.column_meta(rg, col)
+    start, size = chunk_range(meta)
+    whole = [Span(0, size, 0, meta.num_values or 0)]
+    if parts < 2 or pf.all_plain_encoded(rg, col) is not True:
+        return whole
+    oi = pf.held_offset_index(rg, col)  # not worth a request
+    if oi is None:
+        return whole
+    locs = oi.page_locations or []
+    parts = min(parts, len(locs), size // max(min_bytes, 1))
+    if parts < 2 or (locs[0].offset or 0) != start or pf.leaf(col).max_repetition_level:
+        return whole
+    offsets = [(loc.offset or 0) - start for loc in locs]
+    if offsets != sorted(offsets) or offsets[-1] >= size:
+        return whole
+    cuts = sorted({int(np.searchsorted(offsets, size * k / parts)) for k in range(1, parts)})
+    bounds = [0, *(c for c in cuts if 0 < c < len(locs)), len(locs)]
+    out = []
+    for a, b in pairwise(bounds):
+        first = locs[a].first_row_index or 0
+        last = (locs[b].first_row_index or 0) if b < len(locs) else (meta.num_values or 0)
+        end = offsets[b] if b < len(locs) else size
+        out.append(Span(offsets[a], end, first, last - first))
+    return out if all(sp.rows > 0 for sp in out) else whole
+
+
 def _walk(
-    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read, span: Span | None = None
 ) -> Iterator[_Page | _Dictionary]:
-    """The chunk's dictionary page (first, if any) and data pages, decompressed."""
+    """The chunk's dictionary page (first, if any) and data pages (of ``span`` only,
+    if given), decompressed a window at a time. ``raw``: the chunk's bytes, or a
+    function reading them."""
     meta = pf.column_meta(rg, col)
     optional = pf.leaf(col).max_definition_level == 1
-    return _decoded_pages(meta.codec or 0, optional, _chunk_pages(meta.num_values or 0, raw))
+    size = chunk_range(meta)[1]
+    if span is None:
+        span = Span(0, size, 0, meta.num_values or 0)
+    read: Read
+    if isinstance(raw, (bytes, memoryview)):
+        view = memoryview(raw)
+
+        def read(offset: int, length: int) -> bytes | memoryview:
+            return view[offset : offset + length]
+    else:
+        read = raw
+    codec = meta.codec or 0
+    for group in _chunk_pages(span, read):
+        yield from _decoded_batch(codec, optional, group)
 
 
-def _chunk_pages(total: int, raw: bytes | memoryview) -> Iterator[tuple[_Stored, int]]:
-    """The chunk's pages, undecompressed, and the row each starts at."""
+def _chunk_pages(span: Span, read: Read) -> Iterator[list[tuple[_Stored, int]]]:
+    """The span's pages, undecompressed, and the row each starts at, in the groups
+    read together: windows of about :data:`_WINDOW_BYTES` of its bytes
+    (``read(offset, length)``, offsets within the chunk), each up to its last whole
+    page (a longer page gets a window of its own)."""
     seen_dictionary = False
-    rows = 0
-    pos = 0
+    rows = span.first
+    total = span.first + span.rows
+    size = span.end
+    base = span.begin  # where the window starts in the chunk
+    want = _WINDOW_BYTES
+    biggest = 0  # the longest page so far
     while rows < total:
-        if pos >= len(raw):
+        length = min(want, size - base)
+        if length <= 0:
             raise _Fallback
-        s = _stored(raw, pos)
-        if isinstance(s, int):
-            pos = s  # an index page
-            continue
-        pos = s.end
-        if s.ph.type == PageType.DICTIONARY_PAGE:
-            if seen_dictionary or rows:
+        buf = memoryview(read(base, length))
+        if len(buf) != length:
+            raise _Fallback
+        final = base + length >= size
+        group: list[tuple[_Stored, int]] = []
+        pos = 0
+        need = 0
+        while rows < total and pos < length:
+            try:
+                s = _stored(buf, pos, final)
+            except _Short as e:
+                need = e.need
+                break
+            if isinstance(s, int):
+                pos = s  # an index page
+                continue
+            biggest = max(biggest, s.end - pos)
+            pos = s.end
+            if s.ph.type == PageType.DICTIONARY_PAGE:
+                if seen_dictionary or rows or span.first:
+                    raise _Fallback
+                seen_dictionary = True
+                group.append((s, 0))
+                continue
+            if rows + s.rows > total or (s.dictionary_encoded and not seen_dictionary):
                 raise _Fallback
-            seen_dictionary = True
-            yield s, 0
-            continue
-        if rows + s.rows > total or (s.dictionary_encoded and not seen_dictionary):
-            raise _Fallback
-        yield s, rows
-        rows += s.rows
+            group.append((s, rows))
+            rows += s.rows
+        # Not one whole page in the window: a longer one, from the same place. Else
+        # windows of four pages at least: the page a window cuts is read again.
+        want = max(_WINDOW_BYTES, 4 * biggest) if pos else max(want * 2, need)
+        base += pos
+        if group:
+            yield group
     if rows != total:
         raise _Fallback
 
@@ -587,6 +727,9 @@ def decode_chunk(
 # Evaluates a predicate over an array of one column's values: True where it holds
 # (never NULL).
 Evaluate = Callable[[pa.Array], pa.BooleanArray]
+# The same predicate over non-null values as numpy holds them (stored dtype), when it
+# can be evaluated that way (see ``expr.evaluate.numpy_values_mask``): None otherwise.
+ValuesMask = Callable[[np.dtype[Any]], Callable[[np.ndarray], np.ndarray] | None]
 
 
 def _dictionary_hits(
@@ -653,8 +796,12 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: Callable[[], bool]) -> np
 def _matches(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
     items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
+    values_mask: ValuesMask | None = None,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
+    # PLAIN values compared by numpy where it can: each page where it was decompressed,
+    # no Arrow array, no copy (~0.4 ms per million int64 against ~1.2 ms).
+    on_values = values_mask(dtype) if values_mask is not None and dtype is not None else None
     # Whether null rows match: asked once, and only of a chunk that has nulls (an
     # evaluation costs about 0.1 ms, as much as searching a page's indices).
     asked: list[bool] = []
@@ -668,9 +815,11 @@ def _matches(
     ids = np.zeros(0, dtype=np.intp)
     dict_size = 0
     found: list[np.ndarray] = []
-    # PLAIN pages are evaluated together, in one call at the end; dictionary pages
-    # are searched together too.
+    # PLAIN pages are evaluated a few at a time, as they are decompressed (then
+    # dropped); dictionary pages are searched together, at the end.
     plain: list[tuple[_Page, np.ndarray]] = []
+    held = 0
+    any_plain = False
     indexed: list[_Page] = []
     for page in items:
         if isinstance(page, _Dictionary):
@@ -679,50 +828,90 @@ def _matches(
             ids = np.flatnonzero(lut)
         elif page.dictionary:
             indexed.append(page)
+        elif on_values is not None and dtype is not None:
+            dense = np.flatnonzero(on_values(_plain(page, dtype)))
+            any_plain = True
+            if dense.size or (page.valid is not None and null_hit()):
+                found.append(_to_rows(page, dense, null_hit))
         elif dtype is not None:
-            plain.append((page, _plain(page, dtype)))
+            values = _plain(page, dtype)
+            plain.append((page, values))
+            held += values.nbytes
+            any_plain = True
+            if held >= _EVALUATE_BYTES:
+                found += _plain_hits(plain, target, evaluate, null_hit)
+                plain, held = [], 0
         else:
             raise _Fallback
+    if plain:
+        found += _plain_hits(plain, target, evaluate, null_hit)
     if indexed:
         for page, dense in zip(
             indexed, _dictionary_hits(indexed, dict_size, lut, ids), strict=True
         ):
             found.append(_to_rows(page, dense, null_hit))
-    if plain:
-        values = plain[0][1] if len(plain) == 1 else np.concatenate([v for _, v in plain])
-        hits = true_positions(evaluate(
-            pa.Array.from_buffers(target, values.size, [None, pa.py_buffer(values)])))
-        starts = np.cumsum([0] + [v.size for _, v in plain])
-        at = np.searchsorted(starts, hits, side="right") - 1
-        for i, (page, _) in enumerate(plain):
-            lo, hi = np.searchsorted(at, [i, i + 1])
-            if hi > lo or (page.valid is not None and null_hit()):
-                found.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
     found = [f for f in found if f.size]
     if not found:
         return np.zeros(0, dtype=np.int64)
     out = np.concatenate(found).astype(np.int64, copy=False)
-    return np.sort(out) if plain and indexed else out
+    return np.sort(out) if any_plain and indexed else out
+
+
+def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
+                evaluate: Evaluate, null_hit: Callable[[], bool]) -> list[np.ndarray]:
+    """Rows (within the chunk) of PLAIN pages ``(page, its non-null values)`` where
+    ``evaluate`` holds: one call over their values (wrapped without a copy when there
+    is one page), page by page back to rows."""
+    if len(plain) == 1:
+        values = plain[0][1]
+        data = pa.py_buffer(values)
+    else:
+        # Into Arrow's pool, which reuses freed memory at once (no page faults).
+        data = pa.allocate_buffer(sum(v.nbytes for _, v in plain))
+        values = np.frombuffer(data, dtype=plain[0][1].dtype)
+        np.concatenate([v for _, v in plain], out=values)
+    hits = true_positions(evaluate(pa.Array.from_buffers(target, values.size, [None, data])))
+    if not hits.size and not any(p.valid is not None for p, _ in plain):
+        return []
+    starts = np.cumsum([0] + [v.size for _, v in plain])
+    # Each page's hits, found by searching the (ascending) hits for the pages' starts:
+    # one search per page, not one per hit (a dense predicate has ~a million).
+    cuts = np.searchsorted(hits, starts).tolist()
+    out = []
+    for i, (page, _) in enumerate(plain):
+        lo, hi = cuts[i], cuts[i + 1]
+        if hi > lo or (page.valid is not None and null_hit()):
+            out.append(_to_rows(page, hits[lo:hi] - starts[i], null_hit))
+    return out
 
 
 def matching_rows(
-    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview,
-    evaluate: Evaluate,
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType,
+    raw: bytes | memoryview | Read, evaluate: Evaluate, span: Span | None = None,
+    values_mask: ValuesMask | None = None,
 ) -> np.ndarray | None:
     """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
     holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
 
-    ``evaluate`` is called on the dictionary's values once (then only the indices
-    of matching entries are looked for), on each PLAIN page's values (wrapped
-    without a copy), and on one null, which says whether null rows match. None
-    when this module does not handle the chunk: the caller decodes it with pyarrow.
+    ``raw``: the chunk's bytes (the range :func:`~pqindex.format.file.chunk_range`
+    gives), or ``read(offset, length)`` serving them (offsets within the chunk), which
+    is asked for a window of about a MiB at a time: the pages are decompressed and
+    evaluated a window at a time. ``evaluate`` is called on the dictionary's values
+    once (then only the indices of matching entries are looked for), on the values
+    of PLAIN pages, about a MiB of them at a time, and on one null, which says
+    whether null rows match. ``span``: the rows of those pages only (see
+    :func:`spans`). ``values_mask``: the predicate on the values of PLAIN pages in
+    numpy, where it has one (``evaluate`` is still asked about nulls). None when this
+    module does not handle the chunk: the caller decodes it with pyarrow.
     """
     if not supported(pf, rg, col, target):
         return None
-    if len(raw) != chunk_range(pf.column_meta(rg, col))[1]:
+    if isinstance(raw, (bytes, memoryview)) and len(raw) != chunk_range(
+            pf.column_meta(rg, col))[1]:
         return None
     try:
-        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw), evaluate)
+        return _matches(pf, rg, col, target, _walk(pf, rg, col, raw, span), evaluate,
+                        values_mask)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
 

@@ -40,8 +40,10 @@ from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
+from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
 from pqindex.scan import encoded, page_values
+from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
@@ -126,6 +128,7 @@ class _RowGroupReader:
         self._counted: dict[int, set[int]] = {}  # leaf -> data pages counted in pages_read
         self._dictionaries = page_values.Dictionaries.of(pf)
         self._native_checked: tuple[str | None] | None = None
+        self.siblings = 1  # row groups decoded at the same time as this one
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -448,16 +451,26 @@ class _RowGroupReader:
         leaf = self.pf.leaf(col)
         name = leaf.path[0]
         target = self.schema.field(name).type
-        if name in self._whole_cache or not encoded.worth_matching(self.pf, self.rg, col, target):
+        if name in self._whole_cache or not encoded.worth_matching(
+                self.pf, self.rg, col, target, whole=True, on_values=on_values(expr, target)):
             return None
         start, length = chunk_range(self.pf.column_meta(self.rg, col))
-        self.buffers.fetch([(start, length)])
+        raw: bytes | memoryview | Callable[[], encoded.Read]
+        if self._native_whole(name):
+            # A local file's chunk is read by this task, side by side with the others'
+            # decoding; counted as one request, as pyarrow's own reads are.
+            read_native_ranges(self.pf, [(start, length)], self.buffers.gap, self.stats)
+            if self.buffers.first_native_read():
+                self.pf.source.stats.record_wave()
+            source = self.pf.source
+            assert isinstance(source, LocalFileSource)
+            raw = functools.partial(local_reader, source, start)
+        else:
+            self.buffers.fetch([(start, length)])
+            view = self.buffers.view(start, length)
+            raw = self.buffers(start, length) if view is None else view
         t0 = time.perf_counter()
-        raw = self.buffers.view(start, length)
-        rows = encoded.matching_rows(
-            self.pf, self.rg, col, target, self.buffers(start, length) if raw is None else raw,
-            lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
-        )
+        rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
         if rows is not None:
             self._count(col, range(self.pf.data_page_count(self.rg, col)))
         self.stats.decode_seconds += time.perf_counter() - t0
@@ -555,15 +568,22 @@ class _RowGroupReader:
             )
         return self._whole_ranges(field_name)
 
-    def leaf_ranges(self, col: int, rows: RowRanges) -> list[tuple[int, int]]:
-        """What :meth:`leaf_values` fetches for ``rows``."""
+    def leaf_ranges(self, col: int, rows: RowRanges, expr: BoundExpr | None = None
+                    ) -> list[tuple[int, int]]:
+        """What :meth:`leaf_values` (or, given the predicate ``expr``,
+        :meth:`encoded_matches`) fetches for ``rows``."""
         if rows.is_empty:
             return []
         leaf = self.pf.leaf(col)
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+            target = self.schema.field(leaf.path[0]).type
             if leaf.path[0] not in self._whole_cache and encoded.worth_matching(
-                    self.pf, self.rg, col, self.schema.field(leaf.path[0]).type):
-                return self._chunk_ranges(leaf.path[0])  # evaluated on the encoded pages
+                    self.pf, self.rg, col, target, whole=True,
+                    on_values=expr is not None and on_values(expr, target)):
+                # Evaluated on the encoded pages: a local file's chunk is read there, by
+                # the row group's task (see encoded_matches).
+                return [] if self._native_whole(leaf.path[0]) else self._chunk_ranges(
+                    leaf.path[0])
             return self._whole_ranges(leaf.path[0])
         found = self._pages_for(col, rows)
         if found is not None:
@@ -770,13 +790,15 @@ class _Batch:
             _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
             for rgp, st in zip(batch, self.stats, strict=True)
         ]
+        for rd in self.readers:
+            rd.siblings = len(self.readers)
         self.pred_cols = _predicate_leaves(pf, expr)
         self.file_fields = [f for f in fields if f not in partition_types]
         self.exact: list[RowRanges] = []
 
     def _predicate_ranges(self, rd: _RowGroupReader) -> list[tuple[int, int]]:
         rows = _uncertain(rd.plan, self.expr)
-        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows)]
+        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows, self.expr)]
 
     def _field_ranges(self, rd: _RowGroupReader, rows: RowRanges) -> list[tuple[int, int]]:
         return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
