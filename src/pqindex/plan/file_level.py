@@ -57,12 +57,13 @@ def fold_statistics(pf: ParquetFile, leaf: LeafColumn) -> Folded | None:
         if pf.row_group_rows(rg) == 0:
             continue
         st = cmd.statistics
-        if st is None:
+        rg_ev = row_group_statistics(pf, rg, leaf)  # decoded once, for the row-group stage too
+        if st is None or rg_ev is None:
             return None
         nulls = None if nulls is None or st.null_count is None else nulls + st.null_count
         if nans is not None:
             nans = None if st.nan_count is None else nans + st.nan_count
-        b = statistics_bounds(st, leaf, cmd.num_values)
+        b = rg_ev.bounds
         if b.all_null:
             continue
         if not b.usable or b.min_raw is None or b.max_raw is None or (
