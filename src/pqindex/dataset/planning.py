@@ -17,6 +17,7 @@ busiest thread is the critical path (``WaveClock``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 import time
@@ -176,6 +177,25 @@ def _schema_key(pf: ParquetFile) -> tuple[Any, ...]:
 _BATCH_FILES = 16
 
 
+def _fill(done: Future[T], fn: Callable[[DataFile], T], df: DataFile) -> None:
+    """``fn(df)`` into ``done``, unless it was cancelled."""
+    if not done.set_running_or_notify_cancel():
+        return
+    try:
+        done.set_result(fn(df))
+    except BaseException as e:
+        done.set_exception(e)
+
+
+def _submit_or_cancel(pool: ThreadPoolExecutor, task: Callable[[], None],
+                      futures: Sequence[Future[Any]]) -> None:
+    try:
+        pool.submit(task)
+    except RuntimeError:  # the pool shut down (an earlier file failed)
+        for f in futures:
+            f.cancel()
+
+
 def count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
     """Data pages of the involved chunks, as far as the metadata read so far tells."""
     return sum(pf.data_page_count(rg, c) for pf, rg, cols in units for c in cols)
@@ -223,40 +243,17 @@ class Planning:
             def run_batch(batch: list[DataFile] = batch,
                           futures: list[Future[T]] = futures) -> None:
                 for df, done in zip(batch, futures, strict=True):
-                    if not done.set_running_or_notify_cancel():
-                        continue
-                    try:
-                        done.set_result(fn(df))
-                    except BaseException as e:
-                        done.set_exception(e)
+                    _fill(done, fn, df)
 
-            try:
-                pool.submit(run_batch)
-            except RuntimeError:  # the pool shut down (an earlier file failed)
-                for f in futures:
-                    f.cancel()
+            _submit_or_cancel(pool, run_batch, futures)
         for df in files:
             wave = waves[df.path]
             if wave is None:
                 continue
             done: Future[T] = Future()
             out[df.path] = done
-
-            def run(df: DataFile = df, done: Future[T] = done) -> None:
-                if not done.set_running_or_notify_cancel():
-                    return
-                try:
-                    done.set_result(fn(df))
-                except BaseException as e:
-                    done.set_exception(e)
-
-            def submit(run: Callable[[], None] = run, done: Future[T] = done) -> None:
-                try:
-                    pool.submit(run)
-                except RuntimeError:  # the pool shut down (an earlier file failed)
-                    done.cancel()
-
-            wave.when_landed(df.path, submit)
+            wave.when_landed(df.path, functools.partial(
+                _submit_or_cancel, pool, functools.partial(_fill, done, fn, df), [done]))
         return out
 
 
