@@ -268,7 +268,7 @@ def test_fold_bound_short_circuits_like_the_recursive_form(small_file: Path) -> 
     from pqindex.expr.bind import bind
     from pqindex.expr.sql import parse_where
     from pqindex.format.match import Match
-    from pqindex.plan.planner import evaluate
+    from pqindex.plan.tree import evaluate
 
     with ParquetFile.open(small_file) as pf:
         expr = parse_where("id = 1 AND (id = 2 OR id = 3) AND id = 4")

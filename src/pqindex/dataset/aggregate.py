@@ -55,7 +55,8 @@ from pqindex.indexes.base import Scope
 from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
-from pqindex.plan.planner import RowGroupPlan, file_region, leaves
+from pqindex.plan.planner import RowGroupPlan, file_region
+from pqindex.plan.tree import leaves
 
 if TYPE_CHECKING:
     from pqindex.dataset.plan import DatasetPlan, FileEntry

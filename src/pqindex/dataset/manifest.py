@@ -52,7 +52,8 @@ from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
 from pqindex.io.source import BytesSource, IOStats, ObjectInfo
 from pqindex.plan.file_level import fold_statistics
-from pqindex.plan.planner import evaluate, file_region
+from pqindex.plan.planner import file_region
+from pqindex.plan.tree import evaluate
 from pqindex.write.truncate import DEFAULT_CAP, lower_bound, upper_bound
 
 if TYPE_CHECKING:

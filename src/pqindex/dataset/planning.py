@@ -37,14 +37,8 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
-from pqindex.plan.planner import (
-    FilePlan,
-    PlanOptions,
-    evaluate,
-    leaves,
-    plan_file,
-    settled_by_statistics,
-)
+from pqindex.plan.planner import FilePlan, PlanOptions, plan_file, settled_by_statistics
+from pqindex.plan.tree import evaluate, leaves
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pqindex.expr.bind import BoundExpr, BoundPredicate, fold_bound
+from pqindex.expr.bind import BoundExpr, BoundPredicate
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn
 from pqindex.format.structs import Statistics
 from pqindex.format.values import Comparison, bound_order, statistics_bounds
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
+from pqindex.plan.tree import evaluate
 
 __all__ = ["REASON", "Folded", "fold_statistics", "row_group_statistics", "ruled_out"]
 
@@ -135,31 +136,10 @@ def _leaf_match(pf: ParquetFile, n: int, partition: dict[str, Any],
     return Match.NONE if ev.match(pred) == Match.NONE else Match.SOME
 
 
-def _and(a: Match, b: Match) -> Match:
-    return a & b
-
-
-def _or(a: Match, b: Match) -> Match:
-    return a | b
-
-
-def _is_none(m: Match) -> bool:
-    return m == Match.NONE
-
-
-def _is_all(m: Match) -> bool:
-    return m == Match.ALL
-
-
 def ruled_out(pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any]) -> bool:
     """Whether the folded footer statistics (with the file's partition values) show
     that no row of the file can match ``expr``."""
     if pf.num_row_groups == 0 or pf.num_rows == 0:
         return False
     n = len(pf.schema.leaves)
-    if isinstance(expr, BoundPredicate):  # the common one-leaf predicate, without a fold
-        return _leaf_match(pf, n, partition, expr) == Match.NONE
-    return fold_bound(
-        expr, leaf=lambda p: _leaf_match(pf, n, partition, p), true=Match.ALL,
-        false=Match.NONE, and_=_and, or_=_or, and_done=_is_none, or_done=_is_all,
-    ) == Match.NONE
+    return evaluate(expr, lambda p: _leaf_match(pf, n, partition, p)) == Match.NONE

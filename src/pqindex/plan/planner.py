@@ -25,11 +25,8 @@ import numpy as np
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
-    BoundAnd,
     BoundExpr,
-    BoundOr,
     BoundPredicate,
-    fold_bound,
 )
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
@@ -50,6 +47,7 @@ from pqindex.indexes.evidence import (
 )
 from pqindex.indexes.region import Region, read_region
 from pqindex.plan.file_level import REASON, row_group_statistics, ruled_out
+from pqindex.plan.tree import evaluate, leaves, select
 
 __all__ = [
     "ColumnRead",
@@ -124,53 +122,6 @@ class FilePlan:
     @property
     def skipped(self) -> bool:
         return self.skipped_by is not None or all(rg.skipped for rg in self.row_groups)
-
-
-# ---------------------------------------------------------------- tree evaluation
-
-
-def leaves(expr: BoundExpr) -> list[BoundPredicate]:
-    """The predicate leaves of a bound tree, left to right."""
-    out: list[BoundPredicate] = []
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, BoundPredicate):
-            out.append(e)
-        elif isinstance(e, (BoundAnd, BoundOr)):
-            stack += [e.right, e.left]
-    return out
-
-
-def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> Match:
-    """Three-valued evaluation of the tree given an answer per leaf (iterative:
-    a 10,000-term OR does not recurse; AND stops at NONE, OR at ALL)."""
-    return fold_bound(
-        expr,
-        leaf=leaf_match,
-        true=Match.ALL,
-        false=Match.NONE,
-        and_=lambda a, b: a & b,
-        or_=lambda a, b: a | b,
-        and_done=lambda m: m == Match.NONE,
-        or_done=lambda m: m == Match.ALL,
-    )
-
-
-def select(
-    expr: BoundExpr, leaf_select: Callable[[BoundPredicate], Selection], n: int
-) -> Selection:
-    """Row-range evaluation of the tree given a selection per leaf (iterative)."""
-    return fold_bound(
-        expr,
-        leaf=leaf_select,
-        true=Selection.everything(n),
-        false=Selection.none(),
-        and_=lambda a, b: a & b,
-        or_=lambda a, b: a | b,
-        and_done=lambda s: s.maybe.is_empty,
-        or_done=lambda s: False,
-    )
 
 
 def _selection_of(m: Match, n: int) -> Selection:

@@ -41,7 +41,8 @@ from pqindex.expr.evaluate import to_arrow_mask, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import LocalFileSource
-from pqindex.plan.planner import FilePlan, RowGroupPlan, leaves, round_trip_bytes
+from pqindex.plan.planner import FilePlan, RowGroupPlan, round_trip_bytes
+from pqindex.plan.tree import leaves
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
