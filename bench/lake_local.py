@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pqindex  # noqa: E402
+from docsection import replace_section  # noqa: E402
 from objstore import _table, queries  # noqa: E402
 from pqindex.io.cache import metadata_cache  # noqa: E402
 
@@ -199,14 +200,8 @@ def main() -> None:
         res = measure(root, args.rounds, args.files)
     section = render(res, args, time.time() - t0, (load0, os.getloadavg()[0]))
     print(section)
-    if args.no_doc:
-        return
-    text = DOC.read_text()
-    if START in text:
-        text = text[: text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.write_text(text)
+    if not args.no_doc:
+        replace_section(DOC, START, END, section)
 
 
 if __name__ == "__main__":

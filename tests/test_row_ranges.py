@@ -215,3 +215,28 @@ def test_selection_three_valued(ma: list[tuple[int, int]], aa: list[tuple[int, i
     for r in range(N):
         assert truth(x & y, r) == min(truth(x, r), truth(y, r))
         assert truth(x | y, r) == max(truth(x, r), truth(y, r))
+
+
+@given(intervals, st.integers(-5, N), st.integers(0, N + 5))
+def test_span_mask_is_the_mask_of_the_span(a: list[tuple[int, int]], start: int, n: int) -> None:
+    r = RowRanges.from_intervals(a)
+    want = np.array([r.contains(start + i) for i in range(n)], dtype=bool)
+    got = r.span_mask(start, n)
+    assert got.dtype == bool and np.array_equal(got, want)
+    assert np.array_equal(r.span_mask(start, n), want)  # the kept one, asked again
+    assert not got.flags.writeable
+
+
+@given(st.lists(st.booleans(), max_size=N), st.integers(-N, N), st.integers(-5, N))
+def test_a_mask_kept_from_from_mask_survives_shift(mask: list[bool], k: int, start: int
+                                                   ) -> None:
+    """from_mask keeps its mask for span_mask; shift moves it; a span that differs from
+    the kept one is computed afresh."""
+    m = np.array(mask, dtype=bool)
+    r = RowRanges.from_mask(m)
+    m[:] = False  # the caller's array changing afterwards changes nothing
+    moved = r.shift(k)
+    assert moved == RowRanges.from_intervals((s + k, e + k) for s, e in r.intervals())
+    for span in [(k, len(mask)), (start, len(mask)), (start, 3)]:
+        want = np.array([moved.contains(span[0] + i) for i in range(span[1])], dtype=bool)
+        assert np.array_equal(moved.span_mask(*span), want), span

@@ -54,11 +54,12 @@ def _normalize(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
 class RowRanges:
     """Immutable, sorted, disjoint, non-adjacent half-open row intervals."""
 
-    __slots__ = ("_count", "_ends", "_starts")
+    __slots__ = ("_count", "_ends", "_mask", "_starts")
 
     _starts: IntArray
     _ends: IntArray
     _count: int  # set on the first count(): the scanner asks many times per row group
+    _mask: tuple[int, int, Any]  # the last span_mask: every returned column asks for it
 
     def __init__(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> None:
         """Wrap intervals that are already normalized; use ``from_intervals`` otherwise."""
@@ -105,7 +106,12 @@ class RowRanges:
         """The rows where a boolean mask is true."""
         m = np.asarray(mask, dtype=bool).reshape(-1)
         edges = np.diff(np.concatenate(([False], m, [False])).astype(np.int8))
-        return cls._trusted(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))
+        out = cls._trusted(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))
+        if m.flags.writeable:
+            m = m.copy()
+            m.flags.writeable = False
+        object.__setattr__(out, "_mask", (0, m.size, m))  # span_mask(0, n) is the mask
+        return out
 
     @classmethod
     def from_pages(
@@ -232,7 +238,13 @@ class RowRanges:
 
     def shift(self, offset: int) -> RowRanges:
         """Every row moved by ``offset`` (row-group rows to file rows, for instance)."""
-        return RowRanges._trusted(self._starts + offset, self._ends + offset)
+        out = RowRanges._trusted(self._starts + offset, self._ends + offset)
+        try:
+            start, n, mask = self._mask
+        except AttributeError:
+            return out
+        object.__setattr__(out, "_mask", (start + offset, n, mask))
+        return out
 
     # ------------------------------------------------------------ lookups
 
@@ -273,6 +285,28 @@ class RowRanges:
         delta[self._starts] = 1
         delta[self._ends] = -1
         return np.cumsum(delta[:n], dtype=np.int8).astype(bool)
+
+    def span_mask(self, start: int, n: int) -> npt.NDArray[np.bool_]:
+        """A boolean mask of rows ``[start, start + n)`` (rows outside ignored),
+        for ``filter``: on many short ranges far cheaper than row numbers and ``take``.
+        The last one is kept: each returned column cuts the same rows."""
+        try:
+            known = self._mask
+        except AttributeError:
+            pass
+        else:
+            if known[0] == start and known[1] == n:
+                return known[2]  # type: ignore[no-any-return]
+        lo = int(np.searchsorted(self._ends, start, side="right"))
+        hi = int(np.searchsorted(self._starts, start + n, side="left"))
+        delta = np.zeros(n + 1, dtype=np.int8)
+        # Disjoint, non-adjacent ranges: no start shares a slot with another mark.
+        delta[np.clip(self._starts[lo:hi] - start, 0, n)] = 1
+        delta[np.clip(self._ends[lo:hi] - start, 0, n)] = -1
+        mask = np.cumsum(delta[:n], dtype=np.int8).astype(bool)
+        mask.flags.writeable = False
+        object.__setattr__(self, "_mask", (start, n, mask))
+        return mask
 
     def to_indices(self) -> IntArray:
         """Every row number, ascending."""

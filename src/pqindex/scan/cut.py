@@ -8,11 +8,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from pqindex.expr.evaluate import true_positions
 from pqindex.format.row_ranges import RowRanges
 
 # Up to this many row intervals are cut with zero-copy slices; more use one take.
 _MAX_SLICES = 256
+# Wanted rows at least 1/_DENSE of the decoded ones: cut with a mask, not row numbers.
+_DENSE = 32
 
 
 def positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -38,6 +42,13 @@ def cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -
         return pa.concat_arrays(pieces) if isinstance(arr, pa.Array) else pa.chunked_array(
             [c for piece in pieces for c in piece.chunks], type=arr.type
         )
+    span = int(counts.sum())
+    if rows.count() * _DENSE >= span and span == len(arr) and (
+        counts.size == 1 or bool(np.all(first_rows[1:] == first_rows[:-1] + counts[:-1]))
+    ):
+        # Many rows of pages that follow each other: one mask and filter, instead of
+        # every row number worked out and taken.
+        return arr.filter(pa.array(rows.span_mask(int(first_rows[0]), span)))
     return arr.take(pa.array(positions(first_rows, counts, rows.to_indices())))
 
 
@@ -77,10 +88,35 @@ def within(ranges: RowRanges, idx: np.ndarray) -> np.ndarray:
     return idx[inside]
 
 
-def ranges_from_indices(idx: np.ndarray) -> RowRanges:
+def ranges_from_indices(idx: np.ndarray, n: int | None = None) -> RowRanges:
+    """Ranges of the sorted row numbers ``idx``; given ``n``, the rows' span
+    ``[0, n)``, many of them are turned into a mask first (kept for ``cut``)."""
     if idx.size == 0:
         return RowRanges.empty()
+    if n is not None and idx.size * _DENSE >= n:
+        mask = np.zeros(n, dtype=bool)
+        mask[idx] = True
+        mask.flags.writeable = False  # ours alone: from_mask keeps it without a copy
+        return RowRanges.from_mask(mask)
     breaks = np.flatnonzero(np.diff(idx) != 1) + 1
     starts = idx[np.concatenate(([0], breaks))]
     ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
     return RowRanges(starts, ends)
+
+
+def matched_ranges(rows: RowRanges, mask: pa.BooleanArray) -> RowRanges:
+    """The rows of ``rows`` where ``mask`` (one entry per row of ``rows``, in order) is
+    true; NULL counts as false."""
+    if mask.null_count:
+        mask = pc.fill_null(mask, False)
+    count = mask.true_count
+    if count == 0:
+        return RowRanges.empty()
+    if count * _DENSE >= len(mask) and len(rows) == 1:
+        # Many matches in one run of rows: ranges straight from the mask.
+        first = rows.first()
+        assert first is not None
+        m = mask.to_numpy(zero_copy_only=False)
+        m.flags.writeable = False  # a fresh array: from_mask keeps it without a copy
+        return RowRanges.from_mask(m).shift(first)
+    return ranges_from_indices(rows_at(rows, true_positions(mask)))

@@ -1,0 +1,193 @@
+"""Less selective predicates on a column no index narrows, the column returned:
+pqindex against pyarrow.dataset, DuckDB, DataFusion and polars.
+
+    .venv/bin/python bench/dense.py [--rows 4000000] [--rounds 7] [--no-doc]
+
+bench/selective.py's queries match a handful of rows and return other columns. Here
+``category IN (k values)`` matches from 10 rows to about half of them, with
+``category`` among the returned columns, on the issue-shaped file of
+bench/selective.py (``--shape issue``: pyarrow's defaults, every column
+dictionary-encoded until the dictionary fills, snappy, 8 row groups, 20k-row
+pages). Each query runs cold (a fresh dataset / connection / context /
+LazyFrame per run; the OS page cache warm) and warm (the same one again); readers
+interleaved round by round, medians. Every reader's row count and sum of ``id``
+must agree. Results replace the section between ``<!-- dense:start -->`` and
+``<!-- dense:end -->`` of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import selective  # noqa: E402
+from docsection import replace_section  # noqa: E402
+
+DOC = ROOT / "docs" / "benchmarks.md"
+START, END = "<!-- dense:start -->", "<!-- dense:end -->"
+COLUMNS = ["id", "category", "amount"]
+READERS = ["pqindex", "pyarrow.dataset", "duckdb", "datafusion", "polars"]
+
+
+def queries() -> list[tuple[str, list[str]]]:
+    """(title, values of ``category IN``): the rare value, then 1, 5 and 25 common ones
+    (the common ones are about 2% of the rows each)."""
+    common = sorted(selective.CATEGORIES)
+    return [("rare value (10 rows)", ["rare"])] + [
+        (f"{k} common value{'s' if k > 1 else ''}", common[:k]) for k in (1, 5, 25)]
+
+
+def _sql(values: list[str]) -> str:
+    listed = ", ".join(f"'{v}'" for v in values)
+    return f"SELECT {', '.join(COLUMNS)} FROM t WHERE category IN ({listed})"
+
+
+def _result(t: Any) -> tuple[int, int]:
+    import pyarrow.compute as pc
+
+    return t.num_rows, int(pc.sum(t.column("id")).as_py() or 0)
+
+
+def readers(path: Path) -> dict[str, Any]:
+    """name -> (open() -> state, run(state, values) -> (rows, sum of id))."""
+    import datafusion
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    import pqindex
+
+    def pq_run(ds: Any, values: list[str]) -> tuple[int, int]:
+        listed = ", ".join(f"'{v}'" for v in values)
+        return _result(ds.scan(columns=COLUMNS, where=f"category IN ({listed})").to_table())
+
+    def pa_run(ds: Any, values: list[str]) -> tuple[int, int]:
+        flt = pc.field("category").isin(pa.array(values))
+        return _result(ds.to_table(columns=COLUMNS, filter=flt))
+
+    def duck_open() -> Any:
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+        return con
+
+    def df_open() -> Any:
+        cfg = (datafusion.SessionConfig()
+               .set("datafusion.execution.parquet.pushdown_filters", "true")
+               .set("datafusion.execution.parquet.enable_page_index", "true"))
+        ctx = datafusion.SessionContext(cfg)
+        ctx.register_parquet("t", str(path))
+        return ctx
+
+    def pl_run(lf: Any, values: list[str]) -> tuple[int, int]:
+        df = lf.filter(pl.col("category").is_in(values)).select(COLUMNS).collect()
+        return df.height, int(df["id"].sum() or 0)
+
+    return {
+        "pqindex": (lambda: pqindex.dataset(str(path)), pq_run),
+        "pyarrow.dataset": (lambda: pads.dataset(str(path), format="parquet"), pa_run),
+        "duckdb": (duck_open, lambda con, v: _result(con.sql(_sql(v)).to_arrow_table())),
+        "datafusion": (df_open, lambda ctx, v: _result(ctx.sql(_sql(v)).to_arrow_table())),
+        "polars": (lambda: pl.scan_parquet(str(path)), pl_run),
+    }
+
+
+def measure(path: Path, rounds: int) -> tuple[dict[tuple[str, str, str], float],
+                                               dict[str, int]]:
+    """(query, mode, reader) -> median ms; query -> rows matched."""
+    made = readers(path)
+    warm = {name: opener() for name, (opener, _) in made.items()}
+    times: dict[tuple[str, str, str], list[float]] = {}
+    rows: dict[str, int] = {}
+    for title, values in queries():
+        expected = {name: run(warm[name], values) for name, (_, run) in made.items()}
+        if len(set(expected.values())) != 1:
+            raise AssertionError(f"{title}: readers disagree {expected}")
+        rows[title] = next(iter(expected.values()))[0]
+        for r in range(rounds):
+            order = READERS if r % 2 == 0 else READERS[::-1]
+            for name in order:
+                opener, run = made[name]
+                t0 = time.perf_counter()
+                got_cold = run(opener(), values)
+                t1 = time.perf_counter()
+                got_warm = run(warm[name], values)
+                t2 = time.perf_counter()
+                if got_cold != expected[name] or got_warm != expected[name]:
+                    raise AssertionError(f"{name} {title}: result changed")
+                times.setdefault((title, "cold", name), []).append(t1 - t0)
+                times.setdefault((title, "warm", name), []).append(t2 - t1)
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}, rows
+
+
+def render(res: dict[tuple[str, str, str], float], rows: dict[str, int],
+           args: argparse.Namespace, path: Path, seconds: float,
+           load: tuple[float, float]) -> str:
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+    lines = [
+        START,
+        "## Less selective predicates, the predicate column returned (bench/dense.py)",
+        "",
+        f"Produced by `bench/dense.py --rows {args.rows} --rounds {args.rounds}` on "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC in {seconds / 60:.1f} min; "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, pyarrow {pa.__version__}, "
+        f"DuckDB {duckdb.__version__}, polars {pl.__version__}. 1-minute load average "
+        f"{load[0]:.2f} at the start, {load[1]:.2f} at the end (the machine is shared).",
+        "",
+        f"Data: `{path.name}`, bench/selective.py's issue-shaped file (pyarrow's defaults: "
+        "dictionary-encoded columns, snappy, 8 row groups, 20k-row pages). Query: "
+        f"`SELECT {', '.join(COLUMNS)} WHERE category IN (…)`. Cold: a fresh dataset / "
+        "connection / context / LazyFrame per run (the OS page cache warm); warm: the same "
+        f"one again. Readers interleaved round by round, medians of {args.rounds}; ms, "
+        "(×N) = reader / pqindex.",
+        "",
+        "| query | rows | mode | " + " | ".join(READERS) + " | pqindex / fastest peer |",
+        "| --- | ---: | --- | " + " | ".join("---:" for _ in READERS) + " | ---: |",
+    ]
+    for title, _ in queries():
+        for mode in ("cold", "warm"):
+            ours = res[(title, mode, "pqindex")]
+            cells = [f"**{ours:,.1f}**"] + [
+                f"{res[(title, mode, n)]:,.1f} (×{res[(title, mode, n)] / ours:.2f})"
+                for n in READERS[1:]]
+            best = min(READERS[1:], key=lambda n: res[(title, mode, n)])
+            lines.append(f"| {title} | {rows[title]:,} | {mode} | " + " | ".join(cells)
+                         + f" | {ours / res[(title, mode, best)]:.2f}× ({best}) |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
+    args = ap.parse_args()
+    t0 = time.time()
+    load0 = os.getloadavg()[0]
+    selective.configure("issue", "plain", args.rows)
+    path = selective.generate(args.rows)
+    res, rows = measure(path, args.rounds)
+    section = render(res, rows, args, path, time.time() - t0, (load0, os.getloadavg()[0]))
+    print(section)
+    if not args.no_doc:
+        replace_section(DOC, START, END, section)
+
+
+if __name__ == "__main__":
+    main()
