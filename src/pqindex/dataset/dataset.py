@@ -391,7 +391,9 @@ class Dataset(Planning):
         with self._lock:
             waves0 = {p: of.stats.round_trips for p, of in self._open.items()}
             waves0.update({p: st.round_trips for p, st in self._ahead.items()})
-        pool = ThreadPoolExecutor(self.max_workers) if len(disc.files) > 1 else None
+        # The process's planning threads: a dataset's own would be started for every
+        # plan (~1-2 ms each when the interpreter is busy; Spark's driver plans per query).
+        pool = shared_pool("plan", self.max_workers) if len(disc.files) > 1 else None
         try:
             # Many footers planned (a tail wave, or local files opened one after another).
             with (gc_paused() if len(disc.files) >= GC_PAUSE_FILES
@@ -399,8 +401,6 @@ class Dataset(Planning):
                 plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
                                          on_planned)
         finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)  # after an error: plan no more files
             if tails is not None:
                 tails.join()  # every request of the wave is over before the counts
         ahead = 0 if tails is None else 1

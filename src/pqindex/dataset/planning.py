@@ -3,7 +3,7 @@
 ``Planning._plan_files`` is the body of ``Dataset._plan``: the first file (or the
 manifest's stand-in for it) binds the predicate and gives the output fields;
 partition values and the manifest rule files out without a request; every other
-file is opened and planned by ``plan_file`` on the dataset's pool. Remote tails
+file is opened and planned by ``plan_file`` on the process's planning pool. Remote tails
 travel in one wave (``io.objstore.start_tails``) and each file is planned as soon
 as its own tail lands, while the others are still in flight: with a hook
 (``on_planned``) a scan starts reading a kept file's data right away, so when the
@@ -22,7 +22,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -401,6 +401,11 @@ class Planning:
                                              self.row_groups.get(df.path))
             return None if plan is None else ((df, of, plan, bound), [])
 
+        def _ruled_out(df: DataFile) -> tuple[Planned, list[str]] | None:
+            if prune_by_partition(df) or manifest_skips.get(df.path) is not None:
+                return plan_one(df)
+            return footer_settled(df)
+
         tails = None
         if not every:
             # Tails of the files still in play, in one wave (counted here, not per file);
@@ -428,13 +433,21 @@ class Planning:
                         waves = self._file(df).stats.round_trips
                         (open_clock if every else plan_clock).add(waves - before)
                         waves_start[df.path] = waves
-                # Open files their footer statistics rule out are settled here: no task
-                # (planning needs no request then; a task costs more than the plan).
+                # Files their partition values or the manifest rule out, and open files
+                # their footer statistics rule out, are settled here: no task (planning
+                # needs no request then; a task, and a fresh pool's thread, cost more).
                 settled = {df.path: r for df in disc.files
-                           if (r := footer_settled(df)) is not None}
+                           if (r := _ruled_out(df)) is not None}
                 tasks = self._as_landed(pool, plan_one,
                                    [df for df in disc.files if df.path not in settled])
-                results = [settled.get(df.path) or tasks[df.path].result() for df in disc.files]
+                try:
+                    results = [settled.get(df.path) or tasks[df.path].result()
+                               for df in disc.files]
+                except BaseException:
+                    for f in tasks.values():
+                        f.cancel()  # the pool is shared: its queued plans skip their files
+                    wait(tasks.values())  # and none still runs once the error is raised
+                    raise
         finally:
             if tails is not None:
                 tails.join()
