@@ -124,6 +124,6 @@ def test_a_planning_error_leaves_nothing_running(
         return plan_file(pf, *a, **kw)
 
     monkeypatch.setattr(planning, "plan_file", failing)
-    with pytest.raises(pqindex.PqIndexError, match="part-003.parquet"):
+    with pytest.raises(pqindex.PqIndexError, match=r"part-003\.parquet"):
         pqindex.dataset(root, max_workers=2).scan(where="c = 'a'").to_table()
     assert spy.running == 0
