@@ -13,9 +13,8 @@ import functools
 import inspect
 import struct
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -175,7 +174,28 @@ def translate(
     return cls(f"{prefix}{detail}", **where)
 
 
-@contextmanager
+class _Located:
+    __slots__ = ("column", "default", "offset", "path", "row_group", "what")
+
+    def __init__(self, default: type[PqIndexError], what: str, path: str | None,
+                 row_group: int | None, column: str | None, offset: int | None) -> None:
+        self.default, self.what, self.path = default, what, path
+        self.row_group, self.column, self.offset = row_group, column, offset
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, tp: type[BaseException] | None, e: BaseException | None,
+                 tb: Any) -> Literal[False]:
+        if e is None or isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            return False
+        new = translate(e, default=self.default, what=self.what, path=self.path,
+                        row_group=self.row_group, column=self.column, offset=self.offset)
+        if new is e:
+            return False
+        raise new from (e.__cause__ if isinstance(e, PqIndexError) else e)
+
+
 def located(
     *,
     default: type[PqIndexError] = InternalError,
@@ -184,18 +204,10 @@ def located(
     row_group: int | None = None,
     column: str | None = None,
     offset: int | None = None,
-) -> Iterator[None]:
-    """Inside: any exception leaves as a located ``PqIndexError`` (see ``translate``)."""
-    try:
-        yield
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
-        raise
-    except BaseException as e:
-        new = translate(e, default=default, what=what, path=path, row_group=row_group,
-                        column=column, offset=offset)
-        if new is e:
-            raise
-        raise new from (e.__cause__ if isinstance(e, PqIndexError) else e)
+) -> _Located:
+    """Inside: any exception leaves as a located ``PqIndexError`` (see ``translate``).
+    A plain context manager, not a generator's: entered a few times per file."""
+    return _Located(default, what, path, row_group, column, offset)
 
 
 def public_api(fn: F) -> F:
