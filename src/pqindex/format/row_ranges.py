@@ -54,12 +54,13 @@ def _normalize(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
 class RowRanges:
     """Immutable, sorted, disjoint, non-adjacent half-open row intervals."""
 
-    __slots__ = ("_count", "_ends", "_mask", "_starts")
+    __slots__ = ("_count", "_ends", "_indices", "_mask", "_starts")
 
     _starts: IntArray
     _ends: IntArray
     _count: int  # set on the first count(): the scanner asks many times per row group
     _mask: tuple[int, int, Any]  # the last span_mask: every returned column asks for it
+    _indices: IntArray  # set on the first to_indices(): asked once per returned column
 
     def __init__(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> None:
         """Wrap intervals that are already normalized; use ``from_intervals`` otherwise."""
@@ -309,13 +310,21 @@ class RowRanges:
         return mask
 
     def to_indices(self) -> IntArray:
-        """Every row number, ascending."""
+        """Every row number, ascending (read-only: kept for the next call)."""
+        try:
+            return self._indices
+        except AttributeError:
+            pass
         lengths = self._ends - self._starts
         total = int(lengths.sum())
         if total == 0:
-            return np.empty(0, dtype=np.int64)
-        base = np.repeat(self._starts - (np.cumsum(lengths) - lengths), lengths)
-        return base + np.arange(total, dtype=np.int64)
+            out = np.empty(0, dtype=np.int64)
+        else:
+            base = np.repeat(self._starts - (np.cumsum(lengths) - lengths), lengths)
+            out = base + np.arange(total, dtype=np.int64)
+        out.flags.writeable = False
+        object.__setattr__(self, "_indices", out)
+        return out
 
     # ------------------------------------------------------------ identity
 

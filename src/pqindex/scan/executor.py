@@ -671,7 +671,7 @@ def _exact_rows(
         if found is not None:
             found = within(uncertain, found)
     if found is not None:
-        exact = exact | ranges_from_indices(found, reader.n)
+        exact = exact | ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
         for p in preds:
