@@ -470,3 +470,83 @@ def test_malformed_blocks_are_declined() -> None:
                              8) is None  # not ascending
     bad_offset = _varint(8) + _literal(b"abcd") + bytes([(4 - 1) << 2 | 2]) + (9).to_bytes(2, "little")
     assert dm._snappy.gather(bad_offset, 8, np.array([0], dtype=np.int64), 8) is None
+
+
+# ---------------------------------------------------------------- snappy through cramjam
+
+
+@settings(max_examples=200, deadline=None)
+@given(_snappy_case(), st.booleans())
+def test_snappy_parts_decompress_as_pyarrow_does(case: tuple[bytes, np.ndarray, int],
+                                                 through_cramjam: bool) -> None:
+    """``decompress`` of a snappy part gives pyarrow's bytes, with cramjam's decoder
+    (the default where it is installed) and without it."""
+    data, _, _ = case
+    part = pa.compress(data, codec="snappy", asbytes=True)
+    with pytest.MonkeyPatch.context() as mp:
+        if not through_cramjam:
+            mp.setattr(dm, "_snappy_into", None)
+        got = dm.decompress(memoryview(part), Codec.SNAPPY, len(data))
+    assert bytes(got) == data
+
+
+def test_snappy_goes_through_cramjam_where_installed() -> None:
+    """cramjam is a dependency: the fast decoder is the one in use."""
+    pytest.importorskip("cramjam")
+    assert dm._snappy_into is not None
+    part = pa.compress(b"abc" * 1000, codec="snappy", asbytes=True)
+    assert isinstance(dm.decompress(part, Codec.SNAPPY, 3000), memoryview)
+
+
+@pytest.mark.parametrize("damage", ["bytes", "short", "size"])
+def test_damaged_snappy_raises_pyarrows_error(damage: str) -> None:
+    """A part cramjam cannot decode, or that decodes to another size than the page
+    header states, is left to pyarrow, whose error the callers translate as before."""
+    data = np.arange(20_000, dtype=np.int64).tobytes()
+    part = bytearray(pa.compress(data, codec="snappy", asbytes=True))
+    size = len(data)
+    if damage == "bytes":
+        part[5:40] = b"\xff" * 35
+    elif damage == "short":
+        part = part[: len(part) // 2]
+    else:
+        size += 8
+    try:
+        want: Any = pa.decompress(bytes(part), decompressed_size=size, codec="snappy")
+    except (OSError, pa.ArrowException) as e:
+        want = e
+    if isinstance(want, BaseException):
+        with pytest.raises(type(want)):
+            dm.decompress(bytes(part), Codec.SNAPPY, size)
+    else:  # pyarrow's answer, whatever the callers then make of its length
+        assert bytes(dm.decompress(bytes(part), Codec.SNAPPY, size)) == want.to_pybytes()
+    assert damage == "size" or isinstance(want, BaseException)
+
+
+def test_damaged_snappy_pages_are_corrupt_file_errors(tmp_path: Path) -> None:
+    """Through a scan: the damaged page of a snappy file names file and row group."""
+    path = tmp_path / "s.parquet"
+    pq.write_table(_table(40_000, 3, periodic=True), path, compression="snappy",
+                   write_page_index=True, row_group_size=20_000, data_page_size=4096,
+                   use_dictionary=["category", "small"])
+    with ParquetFile.open(path) as pf:
+        leaf = next(c for c in pf.schema.leaves if c.path[0] == "small")
+        oi = pf.offset_index(1, leaf.index)
+        assert oi is not None and oi.page_locations
+        loc = oi.page_locations[0]
+        raw = pf.read_bytes(loc.offset or 0, loc.compressed_page_size or 0)
+    s = encoded._stored(raw, 0)
+    assert not isinstance(s, int) and s.compressed
+    part = bytearray(s.part)
+    part[3:] = b"\xff" * (len(part) - 3)  # copies reaching far before the output
+    with pytest.raises(OSError):
+        pa.decompress(bytes(part), decompressed_size=s.size, codec="snappy")
+    data = bytearray(path.read_bytes())
+    at = (loc.offset or 0) + len(raw) - len(part)
+    data[at : at + len(part)] = part
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(PqIndexError) as e:
+        pqindex.dataset(str(bad)).scan(columns=["id", "small"], where="small = 2").to_table()
+    assert isinstance(e.value, CorruptFileError), e.value
+    assert e.value.path == str(bad) and e.value.row_group == 1, e.value

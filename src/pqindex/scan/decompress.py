@@ -66,10 +66,33 @@ def _load_snappy() -> ModuleType | None:
 _snappy = _load_snappy()
 
 
+def _load_snappy_into() -> Any:
+    try:
+        import cramjam
+    except ImportError:  # a dependency, but only an accelerator: pyarrow decompresses
+        return None
+    into = getattr(getattr(cramjam, "snappy", None), "decompress_raw_into", None)
+    return into
+
+
+# cramjam's snappy (Rust's snap) decompresses 1.5x as fast as the snappy pyarrow's
+# wheels bundle (pages of int64 and float64 values, 1 MiB dictionary pages: 112-883
+# µs against 170-1,321 µs here), and releases the GIL as pyarrow does.
+_snappy_into = _load_snappy_into()
+
+
 def decompress(data: bytes | memoryview, codec: int, size: int) -> Any:
     """One page's compressed part, decompressed to ``size`` bytes (a buffer)."""
     if codec == Codec.UNCOMPRESSED:
         return data
+    if codec == Codec.SNAPPY and _snappy_into is not None and size >= 0:
+        out = np.empty(size, dtype=np.uint8)
+        try:
+            done = _snappy_into(data, out)
+        except Exception:  # cramjam.DecompressionError: pyarrow's decoder reports it
+            done = -1
+        if done == size:
+            return out.data
     return pa.decompress(data, decompressed_size=size, codec=CODECS[Codec(codec)],
                          asbytes=False)
 

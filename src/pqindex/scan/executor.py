@@ -321,6 +321,7 @@ class _RowGroupReader:
         cache = self._decoded.setdefault(col, {})
         missing = [p for p in pages if p not in cache]
         t0 = time.perf_counter()
+        arr = None
         if missing:
             self.buffers.fetch(page_byte_ranges(self.pf, self.rg, col, missing,
                                                 prefix_needed=self._prefix_needed(col, missing)))
@@ -335,8 +336,11 @@ class _RowGroupReader:
             for p in missing:
                 cache[p] = arr.slice(start, int(counts[p]))
                 start += int(counts[p])
-        pieces = [cache[p] for p in pages]
-        arr = pieces[0] if len(pieces) == 1 else concat_pieces(pieces, target)
+        if arr is None or len(missing) != len(pages):
+            # Some pages decoded before: the pieces joined (a copy); else the one
+            # decode of them all is cut as it is.
+            pieces = [cache[p] for p in pages]
+            arr = pieces[0] if len(pieces) == 1 else concat_pieces(pieces, target)
         out = cut(arr, firsts[pages], counts[pages], rows)
         if not as_dictionary and out.type != target:
             out = out.cast(target)

@@ -86,21 +86,26 @@ class Dictionaries:
         return found
 
 
-def _page_values(
-    page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """A fixed-width page's values, one per row (null slots zero), and its validity."""
+def _fill_page(page: _Page, dtype: np.dtype[Any], dictionary: np.ndarray | None,
+               out: np.ndarray) -> np.ndarray | None:
+    """A fixed-width page's values written to ``out`` (one per row, null slots zero);
+    returns its validity. Written in place: no per-page array concatenated after."""
     if page.dictionary:
         if dictionary is None:
             raise _Fallback
-        values = dictionary.take(_indices(page, dictionary.size))
+        idx = _indices(page, dictionary.size)
+        if page.valid is None:
+            np.take(dictionary, idx, out=out)
+            return None
+        values = dictionary.take(idx)
     else:
         values = _plain(page, dtype)
-    if page.valid is None:
-        return values, None
-    full = np.zeros(page.rows, dtype=dtype)
-    full[page.valid] = values
-    return full, page.valid
+        if page.valid is None:
+            out[:] = values
+            return None
+    out[:] = 0
+    out[page.valid] = values
+    return page.valid
 
 
 def _positions(page: _Page, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -258,6 +263,11 @@ def decode_pages(
         values: list[Any] = [None] * len(stored)
         valid: list[np.ndarray | None] = [None] * len(stored)
         todo = list(range(len(stored)))
+        whole: Any = None  # every row of the pages: written into one buffer
+        if at is None:
+            whole = pa.allocate_buffer(sum(s.rows for s, _ in stored) * dtype.itemsize)
+            flat = np.frombuffer(whole, dtype=dtype)
+            starts = np.cumsum([0] + [s.rows for s, _ in stored])
         if at is not None:
             # PLAIN pages without nulls: the wanted values without the whole page.
             for i, (s, _) in enumerate(stored):
@@ -269,7 +279,11 @@ def decode_pages(
             assert isinstance(item, _Page)
             if at is None:
                 d = dictionary() if item.dictionary else None
-                values[i], valid[i] = _page_values(item, dtype, d)
+                seg = flat[starts[i] : starts[i + 1]]
+                if item.rows != len(seg):
+                    raise _Fallback
+                valid[i] = _fill_page(item, dtype, d, seg)
+                values[i] = seg
                 continue
             pos, valid[i] = _positions(item, at[i])
             if item.dictionary:
@@ -288,7 +302,10 @@ def decode_pages(
     except (_Fallback, pa.ArrowException, ValueError):
         return None
     n = sum(len(v) for v in values)
-    data = values[0] if len(values) == 1 else np.concatenate(values)
+    if whole is not None:
+        data = whole
+    else:
+        data = pa.py_buffer(values[0] if len(values) == 1 else np.concatenate(values))
     bitmap = None
     nulls = 0
     if any(m is not None for m in valid):
@@ -296,4 +313,4 @@ def decode_pages(
                                 for v, m in zip(values, valid, strict=True)])
         nulls = n - int(np.count_nonzero(flags))
         bitmap = pa.py_buffer(np.packbits(flags, bitorder="little"))
-    return pa.Array.from_buffers(target, n, [bitmap, pa.py_buffer(data)], nulls)
+    return pa.Array.from_buffers(target, n, [bitmap, data], nulls)
