@@ -518,8 +518,10 @@ def test_damaged_snappy_raises_pyarrows_error(damage: str) -> None:
     if isinstance(want, BaseException):
         with pytest.raises(type(want)):
             dm.decompress(bytes(part), Codec.SNAPPY, size)
-    else:  # pyarrow's answer, whatever the callers then make of its length
-        assert bytes(dm.decompress(bytes(part), Codec.SNAPPY, size)) == want.to_pybytes()
+    else:  # pyarrow's answer, whatever the callers then make of its length (bytes
+        # past what the block holds are left unwritten by pyarrow: not compared)
+        got = bytes(dm.decompress(bytes(part), Codec.SNAPPY, size))
+        assert len(got) == want.size and got[: len(data)] == want.to_pybytes()[: len(data)]
     assert damage == "size" or isinstance(want, BaseException)
 
 
