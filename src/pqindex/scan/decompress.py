@@ -93,6 +93,11 @@ def decompress(data: bytes | memoryview, codec: int, size: int) -> Any:
             done = -1
         if done == size:
             return out.data
+        if done >= 0:
+            # pyarrow would hand back its buffer of ``size`` bytes, the rest of it never
+            # written: a page whose header and block disagree is damaged.
+            raise pa.ArrowInvalid(
+                f"snappy part decompresses to {done} bytes, the page header says {size}")
     return pa.decompress(data, decompressed_size=size, codec=CODECS[Codec(codec)],
                          asbytes=False)
 
