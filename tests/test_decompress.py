@@ -571,3 +571,38 @@ def test_damaged_snappy_pages_are_corrupt_file_errors(tmp_path: Path) -> None:
         pqindex.dataset(str(bad)).scan(columns=["id", "small"], where="small = 2").to_table()
     assert isinstance(e.value, CorruptFileError), e.value
     assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+
+
+@pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4_raw"])
+def test_a_page_header_overstating_its_size_is_a_corrupt_file_error(tmp_path: Path,
+                                                                    codec: str) -> None:
+    """Through a scan: a data page whose header states 8 bytes more than its part
+    holds is reported (file, row group), not read past its data."""
+    from pqindex.format.structs import PageHeader
+    from pqindex.format.thrift import decode, encode
+
+    path = tmp_path / "p.parquet"
+    n = 40_000
+    table = pa.table({"id": np.arange(n, dtype=np.int64),
+                      "v": np.arange(n, dtype=np.int64) % 1000})
+    pq.write_table(table, path, compression=codec, write_page_index=True,
+                   row_group_size=20_000, data_page_size=8192, use_dictionary=False)
+    with ParquetFile.open(path) as pf:
+        oi = pf.offset_index(1, 1)
+        assert oi is not None and oi.page_locations
+        loc = oi.page_locations[0]
+        raw = pf.read_bytes(loc.offset or 0, loc.compressed_page_size or 0)
+    ph, hlen = decode(PageHeader, raw)
+    assert ph.uncompressed_page_size is not None
+    ph.uncompressed_page_size += 8
+    header = encode(ph)
+    assert len(header) == hlen  # the same length: every offset stays right
+    data = bytearray(path.read_bytes())
+    at = loc.offset or 0
+    data[at : at + hlen] = header
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(PqIndexError) as e:
+        pqindex.dataset(str(bad)).scan(columns=["id", "v"], where="v = 7").to_table()
+    assert isinstance(e.value, CorruptFileError), e.value
+    assert e.value.path == str(bad) and e.value.row_group == 1, e.value
