@@ -58,6 +58,11 @@ class WaveLog(LocalFileSource):
             self.waves.append(list(ranges))
         return super().read_ranges(ranges)
 
+    def read_views(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        if ranges:
+            self.waves.append(list(ranges))
+        return super().read_views(ranges)
+
 
 def run_file(path: Path, where: str, columns: Sequence[str]
              ) -> tuple[pa.Table, WaveLog, ParquetFile, list[str]]:

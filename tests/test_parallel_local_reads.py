@@ -91,3 +91,27 @@ def test_file_shortened_after_open(tmp_path: Path) -> None:
         with pytest.raises(CorruptFileError, match="short read") as e:
             s.read_ranges([(0, 3 << 20), (4 << 20, 3 << 20)])
     assert e.value.path == os.fspath(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, SIZE - 1), st.integers(0, 3 << 20)),
+                min_size=1, max_size=12))
+def test_views_into_the_pool_are_the_same_bytes_and_counts(
+        data_file: tuple[Path, bytes], ranges: list[tuple[int, int]]) -> None:
+    """``iter_ranges(views=True)`` (read into Arrow's pool): the bytes, requests and the
+    one round trip of ``read_ranges``; unsigned bytes, whatever the pool's format."""
+    path, data = data_file
+    ranges = [(o, min(n, SIZE - o)) for o, n in ranges]
+    with LocalFileSource(path) as a:
+        got = dict(a.iter_ranges(ranges, views=True))
+    assert [bytes(got[i]) for i in range(len(ranges))] == [data[o : o + n] for o, n in ranges]
+    assert all(isinstance(v, memoryview) and v.format == "B" for v in got.values())
+    assert (a.stats.requests, a.stats.bytes_read, a.stats.round_trips) == (
+        len(ranges), sum(n for _, n in ranges), 1)
+
+
+def test_views_fail_before_reading_outside_the_file(data_file: tuple[Path, bytes]) -> None:
+    path, _ = data_file
+    with LocalFileSource(path) as s, pytest.raises(CorruptFileError, match="outside"):
+        list(s.iter_ranges([(0, 10), (SIZE - 5, 10)], views=True))
+    assert s.stats.requests == 0

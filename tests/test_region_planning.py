@@ -283,6 +283,10 @@ def test_exact_value_sets_spare_the_dictionary_reads(indexed: tuple[pa.Table, Pa
             self.ranges += list(ranges)
             return super().read_ranges(ranges)
 
+        def read_views(self, ranges: Any) -> list[memoryview]:
+            self.ranges += list(ranges)
+            return super().read_views(ranges)
+
         def read(self, offset: int, length: int) -> bytes:
             self.ranges.append((offset, length))
             return super().read(offset, length)

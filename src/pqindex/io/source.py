@@ -321,10 +321,13 @@ class LocalFileSource(_BaseSource):
         """Fill the writable buffer ``out`` with the bytes at ``offset``, the read not
         counted: for a caller that counts the range it reads in pieces as one request
         (as pyarrow's own reads of the file are), into buffers it reuses."""
-        assert self._fd is not None, "source is closed"
         view = memoryview(out).cast("B")
+        self._check(offset, len(view))
+        self._fill(offset, view)
+
+    def _fill(self, offset: int, view: memoryview) -> None:
+        assert self._fd is not None, "source is closed"
         length = len(view)
-        self._check(offset, length)
         if not hasattr(os, "preadv"):  # Windows
             view[:] = self._checked(offset, length, self._read(offset, length))
             return
@@ -341,6 +344,39 @@ class LocalFileSource(_BaseSource):
                     f"short read: wanted {length} bytes, got {got} (file changed?)",
                     path=self.path, offset=offset)
             got += n
+
+    def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
+                    ) -> Iterator[tuple[int, bytes | memoryview]]:
+        """One wave as ``(index, data)`` pairs. ``views``: each range read into a
+        buffer of Arrow's pool, which reuses freed memory at once, and handed over as a
+        memoryview: fresh Python bytes are fresh pages, each a fault (40 MiB in 1 MiB
+        reads: 25 ms as bytes, 9 ms into the pool)."""
+        if not views:
+            return enumerate(self.read_ranges(ranges))
+        return enumerate(self.read_views(ranges))
+
+    def read_views(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """One wave, each range in a buffer of Arrow's pool (see :meth:`iter_ranges`)."""
+        if not ranges:
+            return []
+        import pyarrow as pa
+
+        for o, n in ranges:
+            self._check(o, n)
+
+        def one(rng: tuple[int, int]) -> memoryview:
+            view = memoryview(pa.allocate_buffer(rng[1])).cast("B")
+            self._fill(rng[0], view)
+            return view
+
+        if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
+            out = [one(r) for r in ranges]
+        else:
+            out = list(shared_pool("read", _READ_THREADS).map(one, ranges))
+        for o, n in ranges:
+            self.stats.record(o, n)
+        self.stats.record_wave()
+        return out
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """One wave; a large one (:data:`PARALLEL_READ_BYTES`) read by several
