@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import pqindex
 from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.format import codec as fc
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import Codec
 from pqindex.scan import decompress as dm
@@ -317,6 +318,22 @@ def test_zstd_scans_return_what_pyarrow_read_and_filter_return(
     assert batched_calls and max(batched_calls) > 1  # the batched path ran
 
 
+def _scan_fails_at_row_group_1(bad: Path, columns: list[str], where: str) -> None:
+    """The scan of a damaged copy: a CorruptFileError naming the file and row group 1."""
+    with pytest.raises(PqIndexError) as e:
+        pqindex.dataset(str(bad)).scan(columns=columns, where=where).to_table()
+    assert isinstance(e.value, CorruptFileError), e.value
+    assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+
+
+def _patched_copy(path: Path, at: int, new: bytes, bad: Path) -> Path:
+    """A copy of ``path`` with ``new`` written at offset ``at``."""
+    data = bytearray(path.read_bytes())
+    data[at : at + len(new)] = new
+    bad.write_bytes(bytes(data))
+    return bad
+
+
 def _damage_page(path: Path, rg: int, col: str, how: str) -> Path:
     """A copy of the file with the first compressed data page of ``col`` in row group
     ``rg`` damaged so that zstd refuses it (v2 pages may be stored uncompressed)."""
@@ -337,12 +354,8 @@ def _damage_page(path: Path, rg: int, col: str, how: str) -> Path:
     bad = part[:1] + b"\0" + part[2:] if how == "magic" else _damaged_block(part)
     with pytest.raises(OSError):
         pa.decompress(bad, decompressed_size=s.size, codec="zstd")
-    data = bytearray(path.read_bytes())
-    at = (loc.offset or 0) + len(raw) - len(part)
-    data[at : at + len(part)] = bad
-    out = path.with_name(f"{path.stem}-{col}-{how}.parquet")
-    out.write_bytes(bytes(data))
-    return out
+    return _patched_copy(path, (loc.offset or 0) + len(raw) - len(part), bad,
+                         path.with_name(f"{path.stem}-{col}-{how}.parquet"))
 
 
 @pytest.mark.parametrize("version", ["1.0", "2.0"])
@@ -361,11 +374,7 @@ def test_damaged_zstd_pages_are_corrupt_file_errors_naming_file_and_row_group(
     pq.write_table(_table(40_000, 3, periodic=True), path, compression="zstd", data_page_version=version,
                    write_page_index=True, row_group_size=20_000, data_page_size=4096,
                    use_dictionary=["category", "small"])
-    bad = _damage_page(path, 1, col, how)
-    with pytest.raises(PqIndexError) as e:
-        pqindex.dataset(str(bad)).scan(columns=["id", col], where=where).to_table()
-    assert isinstance(e.value, CorruptFileError), e.value
-    assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+    _scan_fails_at_row_group_1(_damage_page(path, 1, col, how), ["id", col], where)
 
 
 # ---------------------------------------------------------------- snappy gather
@@ -487,7 +496,7 @@ def test_parts_decompress_as_pyarrow_does(case: tuple[bytes, np.ndarray, int], c
     part = pa.compress(data, codec=dm.CODECS[Codec(codec)], asbytes=True)
     with pytest.MonkeyPatch.context() as mp:
         if not through_cramjam:
-            mp.setattr(dm, "_into", {})
+            mp.setattr(fc, "_into", {})
         got = dm.decompress(memoryview(part), codec, len(data))
     assert bytes(got) == data
 
@@ -495,7 +504,7 @@ def test_parts_decompress_as_pyarrow_does(case: tuple[bytes, np.ndarray, int], c
 def test_cramjam_decoders_are_in_use_where_installed() -> None:
     """cramjam is a dependency: the counting decoders are the ones in use."""
     pytest.importorskip("cramjam")
-    assert set(COUNTED) <= set(dm._into)
+    assert set(COUNTED) <= set(fc._into)
     part = pa.compress(b"abc" * 1000, codec="snappy", asbytes=True)
     assert isinstance(dm.decompress(part, Codec.SNAPPY, 3000), memoryview)
 
@@ -562,15 +571,9 @@ def test_damaged_snappy_pages_are_corrupt_file_errors(tmp_path: Path) -> None:
     part[3:] = b"\xff" * (len(part) - 3)  # copies reaching far before the output
     with pytest.raises(OSError):
         pa.decompress(bytes(part), decompressed_size=s.size, codec="snappy")
-    data = bytearray(path.read_bytes())
-    at = (loc.offset or 0) + len(raw) - len(part)
-    data[at : at + len(part)] = part
-    bad = tmp_path / "bad.parquet"
-    bad.write_bytes(bytes(data))
-    with pytest.raises(PqIndexError) as e:
-        pqindex.dataset(str(bad)).scan(columns=["id", "small"], where="small = 2").to_table()
-    assert isinstance(e.value, CorruptFileError), e.value
-    assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+    bad = _patched_copy(path, (loc.offset or 0) + len(raw) - len(part), bytes(part),
+                        tmp_path / "bad.parquet")
+    _scan_fails_at_row_group_1(bad, ["id", "small"], "small = 2")
 
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip", "lz4_raw"])
@@ -597,12 +600,5 @@ def test_a_page_header_overstating_its_size_is_a_corrupt_file_error(tmp_path: Pa
     ph.uncompressed_page_size += 8
     header = encode(ph)
     assert len(header) == hlen  # the same length: every offset stays right
-    data = bytearray(path.read_bytes())
-    at = loc.offset or 0
-    data[at : at + hlen] = header
-    bad = tmp_path / "bad.parquet"
-    bad.write_bytes(bytes(data))
-    with pytest.raises(PqIndexError) as e:
-        pqindex.dataset(str(bad)).scan(columns=["id", "v"], where="v = 7").to_table()
-    assert isinstance(e.value, CorruptFileError), e.value
-    assert e.value.path == str(bad) and e.value.row_group == 1, e.value
+    bad = _patched_copy(path, loc.offset or 0, header, tmp_path / "bad.parquet")
+    _scan_fails_at_row_group_1(bad, ["id", "v"], "v = 7")

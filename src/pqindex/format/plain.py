@@ -11,9 +11,9 @@ import struct
 import uuid
 from decimal import Decimal
 
-import pyarrow as pa
-
 from pqindex.errors import CorruptFileError
+from pqindex.format.codec import CODECS
+from pqindex.format.codec import decompress as decompress_part
 from pqindex.format.schema import Codec, PhysicalType
 from pqindex.format.values import Kind, NanoTimestamp, Value, ValueType
 
@@ -26,28 +26,19 @@ _FIXED = {
     PhysicalType.FLOAT: 4,
     PhysicalType.DOUBLE: 8,
 }
-_CODECS = {
-    Codec.SNAPPY: "snappy",
-    Codec.GZIP: "gzip",
-    Codec.BROTLI: "brotli",
-    Codec.ZSTD: "zstd",
-    Codec.LZ4_RAW: "lz4_raw",
-}
 _UNIT_NANOS = {"millis": 10**6, "micros": 10**3, "nanos": 1}
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def decompress(data: bytes, codec: int, uncompressed_size: int) -> bytes | None:
-    """A page's data decompressed, or None for a codec pyarrow can't do alone."""
+    """A page's data decompressed (size checked: ``codec.decompress``), or None for a
+    codec pyarrow can't do alone."""
     if codec == Codec.UNCOMPRESSED:
         return data
-    name = _CODECS.get(Codec(codec)) if codec in Codec._value2member_map_ else None
-    if name is None or uncompressed_size < 0:
+    if codec not in CODECS or uncompressed_size < 0:
         return None
-    out = pa.decompress(data, decompressed_size=uncompressed_size, codec=name, asbytes=True)
-    assert isinstance(out, bytes)
-    return out
+    return bytes(decompress_part(data, codec, uncompressed_size))
 
 
 def split_plain(physical: int, type_length: int | None, data: bytes, count: int) -> list[bytes]:
