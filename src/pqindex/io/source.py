@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.pools import shared_pool
@@ -78,6 +78,7 @@ DEFAULT_MAX_IN_FLIGHT = 64
 # rare-value query that reads 10 MB).
 PARALLEL_READ_BYTES = 2 << 20
 _READ_THREADS = 4
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -361,35 +362,32 @@ class LocalFileSource(_BaseSource):
             return []
         import pyarrow as pa
 
-        for o, n in ranges:
-            self._check(o, n)
-
         def one(rng: tuple[int, int]) -> memoryview:
             view = memoryview(pa.allocate_buffer(rng[1])).cast("B")
             self._fill(rng[0], view)
             return view
 
-        if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
-            out = [one(r) for r in ranges]
-        else:
-            out = list(shared_pool("read", _READ_THREADS).map(one, ranges))
-        for o, n in ranges:
-            self.stats.record(o, n)
-        self.stats.record_wave()
-        return out
+        return self._wave(ranges, one)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """One wave; a large one (:data:`PARALLEL_READ_BYTES`) read by several
         threads, counted as the sequential read counts it."""
         if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
             return super().read_ranges(ranges)
+        return self._wave(ranges, lambda r: self._checked(r[0], r[1], self._read(*r)))
+
+    def _wave(self, ranges: Sequence[tuple[int, int]], one: Callable[[tuple[int, int]], _T]
+              ) -> list[_T]:
+        """``one(range)`` for each range, all checked against the file first; a large
+        wave on the read threads; counted as one request each and one round trip."""
         for o, n in ranges:
             self._check(o, n)
-        datas = list(shared_pool("read", _READ_THREADS).map(lambda r: self._read(*r), ranges))
-        out = []
-        for (o, n), data in zip(ranges, datas, strict=True):
+        if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
+            out = [one(r) for r in ranges]
+        else:
+            out = list(shared_pool("read", _READ_THREADS).map(one, ranges))
+        for o, n in ranges:
             self.stats.record(o, n)
-            out.append(self._checked(o, n, data))
         self.stats.record_wave()
         return out
 
