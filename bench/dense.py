@@ -18,9 +18,7 @@ must agree. Results replace the section between ``<!-- dense:start -->`` and
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import statistics
 import sys
 import time
@@ -32,7 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import selective  # noqa: E402
-from docsection import replace_section  # noqa: E402
+from docsection import peer_cells, provenance, replace_section  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- dense:start -->", "<!-- dense:end -->"
@@ -149,19 +147,11 @@ def measure(path: Path, rounds: int) -> tuple[dict[tuple[str, str, str], float],
 def render(res: dict[tuple[str, str, str], float], rows: dict[str, int], floor: float,
            args: argparse.Namespace, path: Path, seconds: float,
            load: tuple[float, float]) -> str:
-    import duckdb
-    import polars as pl
-    import pyarrow as pa
-
     lines = [
         START,
         "## Less selective predicates, the predicate column returned (bench/dense.py)",
         "",
-        f"Produced by `bench/dense.py --rows {args.rows} --rounds {args.rounds}` on "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC in {seconds / 60:.1f} min; "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, pyarrow {pa.__version__}, "
-        f"DuckDB {duckdb.__version__}, polars {pl.__version__}. 1-minute load average "
-        f"{load[0]:.2f} at the start, {load[1]:.2f} at the end (the machine is shared).",
+        provenance(f"bench/dense.py --rows {args.rows} --rounds {args.rounds}", seconds, load),
         "",
         f"Data: `{path.name}`, bench/selective.py's issue-shaped file (pyarrow's defaults: "
         "dictionary-encoded columns, snappy, 8 row groups, 20k-row pages). Query: "
@@ -175,13 +165,9 @@ def render(res: dict[tuple[str, str, str], float], rows: dict[str, int], floor: 
     ]
     for title, _ in queries():
         for mode in ("cold", "warm"):
-            ours = res[(title, mode, "pqindex")]
-            cells = [f"**{ours:,.1f}**"] + [
-                f"{res[(title, mode, n)]:,.1f} (×{res[(title, mode, n)] / ours:.2f})"
-                for n in READERS[1:]]
-            best = min(READERS[1:], key=lambda n: res[(title, mode, n)])
-            lines.append(f"| {title} | {rows[title]:,} | {mode} | " + " | ".join(cells)
-                         + f" | {ours / res[(title, mode, best)]:.2f}× ({best}) |")
+            ms = {n: res[(title, mode, n)] for n in READERS}
+            lines.append(f"| {title} | {rows[title]:,} | {mode} | "
+                         f"{peer_cells(ms, READERS[1:])} |")
     lines += [
         "",
         f"Decode floor: pyarrow decodes the three returned columns whole in {floor:,.1f} ms "

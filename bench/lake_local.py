@@ -17,9 +17,7 @@ medians. Results replace the section between ``<!-- lake-local:start -->`` and
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pqindex  # noqa: E402
-from docsection import replace_section  # noqa: E402
+from docsection import peer_cells, provenance, replace_section  # noqa: E402
 from objstore import _table, queries  # noqa: E402
 from pqindex.io.cache import metadata_cache  # noqa: E402
 
@@ -149,20 +147,13 @@ def measure(root: Path, rounds: int, files: int) -> dict[tuple[str, str, str], f
 
 def render(res: dict[tuple[str, str, str], float], args: argparse.Namespace,
            seconds: float, load: tuple[float, float]) -> str:
-    import duckdb
-    import polars as pl
-    import pyarrow as pa
-
     names = ["pqindex", "pyarrow.dataset", "duckdb", "datafusion", "polars"]
     lines = [
         START,
         "## A local lake of many files (bench/lake_local.py)",
         "",
-        f"Produced by `bench/lake_local.py --files {args.files} --rounds {args.rounds}` on "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC in {seconds / 60:.1f} min; "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, pyarrow {pa.__version__}, "
-        f"DuckDB {duckdb.__version__}, polars {pl.__version__}. 1-minute load average "
-        f"{load[0]:.2f} at the start, {load[1]:.2f} at the end (the machine is shared).",
+        provenance(f"bench/lake_local.py --files {args.files} --rounds {args.rounds}",
+                   seconds, load),
         "",
         f"Data: {args.files:,} files × {ROWS_PER_FILE:,} rows written by `pqindex.write_table` "
         "(defaults), sorted by `id` across files; the rows of bench/objstore.py's \"many\" "
@@ -175,12 +166,8 @@ def render(res: dict[tuple[str, str, str], float], args: argparse.Namespace,
     ]
     for q in ("point", "range 1,000", "absent"):
         for mode in ("cold", "warm"):
-            ours = res[(q, mode, "pqindex")]
-            cells = [f"**{ours:,.1f}**"] + [
-                f"{res[(q, mode, n)]:,.1f} (×{res[(q, mode, n)] / ours:.2f})" for n in names[1:]]
-            best = min(names[1:], key=lambda n: res[(q, mode, n)])
-            lines.append(f"| {q} | {mode} | " + " | ".join(cells)
-                         + f" | {ours / res[(q, mode, best)]:.2f}× ({best}) |")
+            ms = {n: res[(q, mode, n)] for n in names}
+            lines.append(f"| {q} | {mode} | {peer_cells(ms, names[1:])} |")
     lines += ["", END]
     return "\n".join(lines)
 
