@@ -1,9 +1,11 @@
 """One file's row groups decode on a process-wide pool: scans share its threads
-instead of starting their own, and concurrent scans on it stay correct."""
+instead of starting their own, and concurrent scans on it stay correct. Row groups
+cheaper than the hand-off stay on the calling thread (``pools.spread``)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,8 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import pqindex
+from pqindex import pools
 
 PREFIX = "pqindex-rowgroups"
+
+
+@pytest.fixture(autouse=True)
+def _hand_off_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These row groups take well under the hand-off time: force them onto the pool."""
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 0.0)
 
 
 def _pool_threads() -> list[threading.Thread]:
@@ -85,3 +94,59 @@ def test_pool_threads_do_not_grow_with_scans(table_path: tuple[Path, pa.Table]) 
     for _ in range(10):
         pqindex.dataset(path, max_workers=4).scan(where="v > 0", columns=["id"]).to_table()
     assert len(_pool_threads()) == before
+
+
+def test_cheap_row_groups_stay_on_the_calling_thread(
+        table_path: tuple[Path, pa.Table], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, table = table_path
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    before = {t.ident for t in _pool_threads()}
+    # A pool size no other test uses: any thread of it would be this scan's.
+    got = pqindex.dataset(path, max_workers=5).scan(where="cat = 'rare'",
+                                                    columns=["id", "v"]).to_table()
+    assert sorted(got.column("id").to_pylist()) == _expected(
+        table, pc.equal(table["cat"], "rare"))
+    assert got.num_rows > 0
+    assert {t.ident for t in _pool_threads()} == before
+
+
+def test_spread_keeps_order_and_hands_off_slow_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[int]] = []
+
+    def recording_map(fn: Callable[[int], int], items: Iterable[int]) -> list[int]:
+        got = list(items)
+        calls.append(got)
+        return [fn(x) for x in got]
+
+    def square(x: int) -> int:
+        return x * x
+
+    items = list(range(7))
+    # Builtin map: every item here, in order.
+    assert pools.spread(square, items, map) == [x * x for x in items]
+    # Cheap items: never handed off.
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    assert pools.spread(square, items, recording_map) == [x * x for x in items]
+    assert calls == []
+    # Slow items: the first runs here, the rest go to the map in one call.
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 0.0)
+    assert pools.spread(square, items, recording_map) == [x * x for x in items]
+    assert calls == [items[1:]]
+    # Nothing left after the last item: no hand-off.
+    calls.clear()
+    assert pools.spread(square, [3], recording_map) == [9]
+    assert calls == []
+
+
+def test_spread_raises_the_items_error() -> None:
+    def boom(x: int) -> int:
+        if x == 4:
+            raise ValueError("item 4")
+        return x
+
+    pool = ThreadPoolExecutor(2)
+    try:
+        with pytest.raises(ValueError, match="item 4"):
+            pools.spread(boom, list(range(8)), pool.map)
+    finally:
+        pool.shutdown()

@@ -41,10 +41,21 @@ import pytest
 import pqindex
 import scan_fixtures
 import writers
+from pqindex import pools
 from pqindex.format.file import ParquetFile
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 CASES = int(os.environ.get("PQINDEX_DIFF_CASES", "16"))
+
+
+@pytest.fixture(autouse=True)
+def _row_groups_on_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """to_table hands row groups to the pool once they cost more than the hand-off;
+    these files' row groups cost less. Forced here, so the pool path meets every
+    case (to_batches and the other modules cover the calling-thread one)."""
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 0.0)
+
+
 CORPUS_FILES = (
     "alltypes_tiny_pages.parquet",
     "alltypes_tiny_pages_plain.parquet",

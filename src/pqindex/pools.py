@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
-__all__ = ["shared_pool"]
+__all__ = ["HAND_OFF_SECONDS", "shared_pool", "spread"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+# Below this much work per item, running the items on the calling thread beats
+# handing them to threads: with pqindex's per-item Python, threads contend for the
+# GIL (a 10-row rare value: 0.8 ms per row group, 25-40% slower on the pool;
+# 9 ms per row group of PLAIN int64: 1.8x faster on it).
+HAND_OFF_SECONDS = 0.002
 
 _pools: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _pid = os.getpid()
@@ -31,3 +43,21 @@ def shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
             pool = _pools[(name, workers)] = ThreadPoolExecutor(
                 workers, thread_name_prefix=f"pqindex-{name}")
         return pool
+
+
+def spread(fn: Callable[[_T], _R], items: Sequence[_T],
+           map_fn: Callable[..., Iterable[_R]]) -> list[_R]:
+    """``[fn(x) for x in items]``, in order. Items run on the calling thread while each
+    takes under ``HAND_OFF_SECONDS`` on average; once they take longer, the rest go
+    to ``map_fn`` (a pool's ``map``). The work per item is only known by doing it:
+    a few matching rows cost little, a column decoded whole costs much."""
+    out: list[_R] = []
+    if map_fn is map:
+        return [fn(x) for x in items]
+    t0 = time.perf_counter()
+    for i, x in enumerate(items):
+        out.append(fn(x))
+        if i + 1 < len(items) and time.perf_counter() - t0 >= HAND_OFF_SECONDS * (i + 1):
+            out.extend(map_fn(fn, items[i + 1:]))
+            break
+    return out

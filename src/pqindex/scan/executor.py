@@ -43,6 +43,7 @@ from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, round_trip_bytes
 from pqindex.plan.tree import leaves
+from pqindex.pools import spread
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
@@ -890,13 +891,11 @@ def scan_file(
     for rows in _batches(rgps, options.read_ahead_bytes):
         batch = _Batch(pf, plan, rows, expr, fields, schema, partition_types, options, stats)
         batch.predicate_wave()
-        each = map_fn if len(rows) > 1 else map  # one row group: no thread hand-off
-        batch.exact = list(each(batch.exact_rows, range(len(rows))))
+        each = range(len(rows))
+        batch.exact = spread(batch.exact_rows, each, map_fn)
         batch.projection_wave()
         tables: Iterable[pa.Table | None] = (
-            map(batch.project, range(len(rows))) if stream
-            else list(each(batch.project, range(len(rows))))
-        )
+            map(batch.project, each) if stream else spread(batch.project, each, map_fn))
         for t in tables:
             if t is not None:
                 yield t
