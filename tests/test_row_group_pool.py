@@ -136,6 +136,10 @@ def test_spread_keeps_order_and_hands_off_slow_items(monkeypatch: pytest.MonkeyP
     calls.clear()
     assert pools.spread(square, [3], recording_map) == [9]
     assert calls == []
+    # Known costly: every item to the map, none here first.
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    assert pools.spread(square, items, recording_map, costly=True) == [x * x for x in items]
+    assert calls == [items]
 
 
 def test_spread_raises_the_items_error() -> None:
@@ -150,3 +154,23 @@ def test_spread_raises_the_items_error() -> None:
             pools.spread(boom, list(range(8)), pool.map)
     finally:
         pool.shutdown()
+
+
+def test_costly_predicates_go_to_the_pool_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row groups whose predicate column averages over 1 MiB are handed off without
+    a first one timed on the calling thread (which would leave a core idle)."""
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    rng = np.random.default_rng(11)
+    n = 600_000
+    uid = rng.integers(0, 10**12, n)
+    table = pa.table({"id": np.arange(n, dtype=np.int64), "uid": uid})
+    path = tmp_path / "uid.parquet"
+    pq.write_table(table, path, row_group_size=200_000, use_dictionary=False,
+                   compression="none", write_page_index=True)
+    before = {t.ident for t in _pool_threads()}
+    target = int(uid[123_456])
+    got = pqindex.dataset(path, max_workers=6).scan(where=f"uid = {target}",
+                                                    columns=["id"]).to_table()
+    assert got.column("id").to_pylist() == np.flatnonzero(uid == target).tolist()
+    assert {t.ident for t in _pool_threads()} - before
