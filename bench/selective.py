@@ -970,7 +970,7 @@ STAGES = [
     ("page-index prefetch", "pqindex/format/file.py", "prefetch_page_index"),
     ("PageIndex.load", "pqindex/format/column_index.py", "load"),
     ("dictionary check", "pqindex/plan/planner.py", "dictionary"),
-    ("execute row groups", "pqindex/scan/executor.py", "scan_row_group"),
+    ("execute row groups", "pqindex/scan/batch.py", "scan_file"),
     ("byte fetch", "pqindex/scan/fetch.py", "fetch"),
     ("whole-chunk read via pyarrow", "pqindex/scan/executor.py", "whole_fields"),
     ("whole row groups via pyarrow", "pqindex/scan/whole.py", "iter_whole_row_groups"),

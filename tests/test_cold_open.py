@@ -37,7 +37,8 @@ from pqindex.indexes.encoding import RegionError
 from pqindex.indexes.region import PROBE_MIN_BYTES, BlobEntry, Region, read_region
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import plan_file
-from pqindex.scan.executor import ScanOptions, ScanStats, scan_file
+from pqindex.scan.batch import scan_file
+from pqindex.scan.executor import ScanOptions, ScanStats
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.write.add_indexes import add_indexes
 

@@ -33,7 +33,8 @@ from pqindex.format.thrift import decode
 from pqindex.io.cache import metadata_cache
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import plan_file
-from pqindex.scan.executor import ScanOptions, ScanStats, scan_file
+from pqindex.scan.batch import scan_file
+from pqindex.scan.executor import ScanOptions, ScanStats
 from pqindex.scan.page_decode import arrow_schema
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 

@@ -1,5 +1,5 @@
 """Whole row groups and whole chunks read by pyarrow itself from a local file
-(pqindex.scan.whole, ``_RowGroupReader.whole_fields``).
+(pqindex.scan.whole, ``RowGroupReader.whole_fields``).
 
 The reference is ``pyarrow.parquet.read_table`` (plus a filter) on the same file;
 the I/O trace must still say exactly what was read: every projected chunk once,

@@ -49,12 +49,12 @@ from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import PlanOptions, RowGroupPlan
 from pqindex.pools import shared_pool
+from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
     ScanOptions,
     ScanStats,
     iter_whole_row_groups,
     pyarrow_opens_free,
-    scan_file,
 )
 from pqindex.scan.report import ScanReport
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan, plan_file
-from pqindex.scan.executor import planned_data_waves
+from pqindex.scan.batch import planned_data_waves
 from pqindex.scan.report import ScanReport
 
 __all__ = ["PAGE_MAP_LEGEND", "explain_json", "explain_text", "page_maps"]

@@ -14,12 +14,8 @@ index), then coalesced by the source's policy and read — one counted request p
 coalesced range. A column without an offset index is read as a whole chunk
 through pyarrow.
 
-:func:`scan_file` runs the row groups of one file in *waves*: the predicate
-columns' pages of every row group are fetched in one ``read_ranges`` call, then
-the other columns' pages of the matching rows of every row group in one more,
-as far as ``ScanOptions.read_ahead_bytes`` allows (beyond it, the row groups are
-taken in batches). On object stores a wave costs one round trip however many
-ranges it holds.
+:mod:`pqindex.scan.batch` runs the row groups of one file in *waves*, its steps
+being :func:`exact_rows` and :func:`project` here.
 Where :mod:`pqindex.scan.encoded` handles a chunk (numpy on the encoded pages),
 it goes first and pyarrow decodes the rest.
 """
@@ -28,8 +24,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,9 +37,8 @@ from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.row_ranges import RowRanges
 from pqindex.io.source import LocalFileSource
-from pqindex.plan.planner import FilePlan, RowGroupPlan, round_trip_bytes
+from pqindex.plan.planner import FilePlan, RowGroupPlan
 from pqindex.plan.tree import leaves
-from pqindex.pools import spread
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
@@ -60,7 +55,6 @@ from pqindex.scan.fetch import (
     ScanStats,
     SourceFile,
     arrow_metadata,
-    merge_stats,
 )
 from pqindex.scan.page_decode import (
     decode_columns,
@@ -79,25 +73,19 @@ from pqindex.scan.whole import (
 )
 
 __all__ = [
+    "RowGroupReader",
     "ScanOptions",
     "ScanStats",
+    "exact_rows",
     "iter_whole_row_groups",
-    "planned_data_waves",
+    "predicate_leaves",
+    "project",
     "pyarrow_opens_free",
     "read_row_group",
     "read_whole_row_groups",
-    "scan_file",
     "scan_row_group",
+    "uncertain_rows",
 ]
-
-
-_T = TypeVar("_T")
-
-
-def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
-    if options.speculative_bytes is not None:
-        return options.speculative_bytes
-    return round_trip_bytes(pf)
 
 
 # Rows of a projected column gathered one by one from its pages (see sparse_fields):
@@ -109,7 +97,7 @@ _SPARSE_RATIO = 4
 _SIDE_BY_SIDE_BYTES = 256 * 1024
 
 
-class _RowGroupReader:
+class RowGroupReader:
     def __init__(
         self,
         pf: ParquetFile,
@@ -622,20 +610,20 @@ class _RowGroupReader:
             self.pf, self.rg, col, pages)
 
 
-def _predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
+def predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
     """File leaf columns the exact predicate check reads."""
     n_leaves = len(pf.schema.leaves)
     return sorted({p.leaf.index for p in leaves(expr) if p.leaf.index < n_leaves})
 
 
-def _uncertain(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
+def uncertain_rows(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
     """Rows whose predicate must be evaluated (none for a predicate-free scan)."""
     if plan.maybe.is_empty or isinstance(expr, BoundTrue):
         return RowRanges.empty()
     return plan.maybe - plan.all
 
 
-def _match_encoded(reader: _RowGroupReader, col: int, fields: Sequence[str]) -> bool:
+def _match_encoded(reader: RowGroupReader, col: int, fields: Sequence[str]) -> bool:
     """Whether the predicate on leaf ``col`` may run on its encoded pages: always when
     the column is not returned; when it is, only on an all-dictionary chunk, where the
     match costs one comparison per entry and a scan of the indices, and the returned
@@ -645,8 +633,8 @@ def _match_encoded(reader: _RowGroupReader, col: int, fields: Sequence[str]) -> 
         reader.rg, col) is True
 
 
-def _exact_rows(
-    reader: _RowGroupReader,
+def exact_rows(
+    reader: RowGroupReader,
     expr: BoundExpr,
     fields: Sequence[str],
     partition: dict[str, Any],
@@ -698,8 +686,8 @@ def _exact_rows(
     return exact
 
 
-def _project(
-    reader: _RowGroupReader,
+def project(
+    reader: RowGroupReader,
     exact: RowRanges,
     fields: Sequence[str],
     partition: dict[str, Any],
@@ -740,186 +728,9 @@ def scan_row_group(
     """The matching rows of one row group, projected to ``fields``; None if none match."""
     if plan.maybe.is_empty:
         return None
-    reader = _RowGroupReader(pf, plan, schema, stats, options)
-    exact = _exact_rows(reader, expr, fields, partition, partition_types, stats)
-    return _project(reader, exact, fields, partition, partition_types, stats)
-
-
-def planned_data_waves(plan: FilePlan, expr: BoundExpr) -> int:
-    """Waves of data requests :func:`scan_file` plans for a file on a local store (within
-    one read-ahead), at most: one for the predicate columns when some rows need the
-    exact check, one for the projected columns (none when the check finds no row). An
-    object store may merge the two."""
-    kept = [rg for rg in plan.row_groups if not rg.skipped]
-    if not kept:
-        return 0
-    return 2 if any(not _uncertain(rg, expr).is_empty for rg in kept) else 1
-
-
-# Row groups averaging this much predicate-column data, or this many matching rows,
-# go to the pool at once (pools.spread): a 4 MiB PLAIN int64 chunk takes ~9 ms to
-# evaluate, 10k of 500k rows ~10 ms to cut; a 10-row rare value ~1 ms a row group.
-_COSTLY_BYTES = 1 << 20
-_COSTLY_ROWS = 4096
-
-
-def _planned_bytes(rgp: RowGroupPlan) -> int:
-    return sum(r.bytes for r in rgp.reads)
-
-
-def _batches(rgps: Sequence[RowGroupPlan], limit: int) -> Iterator[list[RowGroupPlan]]:
-    """Consecutive row groups whose planned reads fit in ``limit`` bytes (at least one)."""
-    batch: list[RowGroupPlan] = []
-    size = 0
-    for rgp in rgps:
-        n = _planned_bytes(rgp)
-        if batch and size + n > limit:
-            yield batch
-            batch, size = [], 0
-        batch.append(rgp)
-        size += n
-    if batch:
-        yield batch
-
-
-def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` with errors naming file and row group."""
-    try:
-        return fn(*args)
-    except PqIndexError as e:
-        raise e.located(path=pf.path, row_group=rg) from None
-    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
-        raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
-                        row_group=rg) from e
-
-
-class _Batch:
-    """Row groups of one file read together: one wave per step, not one per row group."""
-
-    def __init__(
-        self,
-        pf: ParquetFile,
-        plan: FilePlan,
-        batch: Sequence[RowGroupPlan],
-        expr: BoundExpr,
-        fields: Sequence[str],
-        schema: pa.Schema,
-        partition_types: dict[str, pa.DataType],
-        options: ScanOptions,
-        stats: ScanStats,
-    ) -> None:
-        self.pf = pf
-        self.expr = expr
-        self.fields = fields
-        self.partition = plan.partition
-        self.partition_types = partition_types
-        self.options = options
-        self.buffers = Buffers(pf, stats, options.coalesce_gap)
-        self.stats = [ScanStats() for _ in batch]  # one per row group: decoded in parallel
-        self.readers = [
-            _RowGroupReader(pf, rgp, schema, st, options, self.buffers)
-            for rgp, st in zip(batch, self.stats, strict=True)
-        ]
-        for rd in self.readers:
-            rd.siblings = len(self.readers)
-        self.pred_cols = _predicate_leaves(pf, expr)
-        self.file_fields = [f for f in fields if f not in partition_types]
-        self.exact: list[RowRanges] = []
-
-    def _predicate_ranges(self, rd: _RowGroupReader) -> list[tuple[int, int]]:
-        rows = _uncertain(rd.plan, self.expr)
-        return [r for c in self.pred_cols for r in rd.leaf_ranges(c, rows, self.expr)]
-
-    def _field_ranges(self, rd: _RowGroupReader, rows: RowRanges) -> list[tuple[int, int]]:
-        return [r for f in self.file_fields for r in rd.field_ranges(f, rows)]
-
-    def _fetch(self, wave: list[tuple[int, int]]) -> None:
-        self.buffers.native_waved = False  # a new step
-        _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
-
-    def predicate_wave(self) -> None:
-        """The predicate columns' pages of every row group (and, when cheap enough, the
-        other columns' pages of every row that may match)."""
-        pf = self.pf
-        wave = [r for rd in self.readers
-                for r in _at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
-        budget = _speculation_budget(pf, self.options) if wave else 0
-        if budget:
-            maybe = [r for rd in self.readers
-                     for r in _at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
-            if sum(n for _, n in maybe) <= budget:
-                wave += maybe
-        self._fetch(wave)
-
-    def costly_predicate(self) -> bool:
-        """Whether the predicate columns' planned pages average ``_COSTLY_BYTES`` or
-        more per row group: each row group's evaluation is then worth a thread."""
-        cols = set(self.pred_cols)
-        planned = sum(r.bytes for rd in self.readers for r in rd.plan.reads if r.column in cols)
-        return planned >= _COSTLY_BYTES * len(self.readers)
-
-    def costly_projection(self) -> bool:
-        """Whether the row groups average ``_COSTLY_ROWS`` or more matching rows."""
-        return sum(r.count() for r in self.exact) >= _COSTLY_ROWS * len(self.readers)
-
-    def exact_rows(self, i: int) -> RowRanges:
-        rd = self.readers[i]
-        return _at_row_group(self.pf, rd.rg, _exact_rows, rd, self.expr, self.fields,
-                             self.partition, self.partition_types, self.stats[i])
-
-    def projection_wave(self) -> None:
-        """The projected columns' pages holding the matching rows of every row group."""
-        self._fetch([
-            r for rd, rows in zip(self.readers, self.exact, strict=True)
-            for r in _at_row_group(self.pf, rd.rg, self._field_ranges, rd, rows)
-        ])
-
-    def project(self, i: int) -> pa.Table | None:
-        rd = self.readers[i]
-        try:
-            return _at_row_group(self.pf, rd.rg, _project, rd, self.exact[i], self.fields,
-                                 self.partition, self.partition_types, self.stats[i])
-        finally:
-            rd.release()  # its decoded pages are in the table now (or no longer needed)
-
-
-def scan_file(
-    pf: ParquetFile,
-    plan: FilePlan,
-    row_groups: Sequence[RowGroupPlan],
-    expr: BoundExpr,
-    fields: Sequence[str],
-    schema: pa.Schema,
-    partition_types: dict[str, pa.DataType],
-    options: ScanOptions,
-    stats: ScanStats,
-    map_fn: Callable[..., Iterable[Any]] = map,
-    stream: bool = False,
-) -> Iterator[pa.Table]:
-    """The matching rows of planned row groups of one file, in row-group order.
-
-    Per batch of row groups (bounded by ``options.read_ahead_bytes``): one wave for
-    the predicate columns' pages of all of them, one for the projected columns' pages
-    of their matching rows. ``map_fn`` runs the per-row-group decoding (a thread
-    pool's ``map`` decodes row groups in parallel). ``stream``: the projected tables
-    are decoded one at a time as they are consumed, so memory holds the batch's
-    fetched bytes (at most the read-ahead) and one decoded row group.
-    """
-    rgps = [r for r in row_groups if not r.maybe.is_empty]
-    for rows in _batches(rgps, options.read_ahead_bytes):
-        batch = _Batch(pf, plan, rows, expr, fields, schema, partition_types, options, stats)
-        batch.predicate_wave()
-        each = range(len(rows))
-        batch.exact = spread(batch.exact_rows, each, map_fn, batch.costly_predicate())
-        batch.projection_wave()
-        tables: Iterable[pa.Table | None] = (
-            map(batch.project, each) if stream
-            else spread(batch.project, each, map_fn, batch.costly_projection()))
-        for t in tables:
-            if t is not None:
-                yield t
-        for st in batch.stats:
-            merge_stats(stats, st)
+    reader = RowGroupReader(pf, plan, schema, stats, options)
+    exact = exact_rows(reader, expr, fields, partition, partition_types, stats)
+    return project(reader, exact, fields, partition, partition_types, stats)
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
