@@ -334,3 +334,68 @@ def test_decode_uses_accel_and_env_var_forces_pure() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "True"
+
+
+def _containers(obj: Any, seen: set[int] | None = None) -> list[Any]:
+    """Every struct and list of a decoded tree (depth first)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, list):
+        out: list[Any] = [obj]
+        for x in obj:
+            out += _containers(x, seen)
+        return out
+    if isinstance(obj, thrift.ThriftStruct):
+        out = [obj]
+        for f in dataclasses.fields(obj):
+            out += _containers(getattr(obj, f.name), seen)
+        return out
+    return []
+
+
+@pytest.mark.skipif(not FILES, reason="parquet-testing corpus not found")
+def test_untracked_trees_equal_tracked_ones_and_are_freed() -> None:
+    """track=False: the same objects, none of them walked by the cyclic collector,
+    all freed by reference counting when dropped."""
+    import tracemalloc
+
+    buf = footer((CORPUS / "alltypes_tiny_pages.parquet").read_bytes())
+    tracked, _ = thrift.decode(FileMetaData, buf)
+    untracked, end = thrift.decode(FileMetaData, buf, track=False)
+    assert same(tracked, untracked) and end == len(buf)
+    inner = _containers(untracked)
+    assert len(inner) > 50
+    assert not any(gc.is_tracked(x) for x in inner)
+    assert all(gc.is_tracked(x) for x in _containers(tracked))
+    del tracked, untracked, inner
+    for _ in range(50):  # warm-up: free lists, caches
+        thrift.decode(FileMetaData, buf, track=False)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(500):
+            thrift.decode(FileMetaData, buf, track=False)
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    # 500 trees of ~60 KB each would be ~30 MB if kept.
+    assert grown < 1_000_000, grown
+
+
+def test_parquet_file_metadata_is_left_to_reference_counting(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pqindex.format.file import ParquetFile
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": list(range(100)), "b": ["x"] * 100}), path,
+                   row_group_size=30, write_page_index=True)
+    pf = ParquetFile.open(str(path))
+    assert not gc.is_tracked(pf.metadata)
+    assert not gc.is_tracked(pf.metadata.row_groups)
+    oi = pf.offset_index(0, 0)
+    assert oi is not None and not gc.is_tracked(oi)
+    assert not gc.is_tracked(oi.page_locations)

@@ -101,8 +101,11 @@ typedef struct {
 
 /* Collections triggered by our own allocations would traverse the growing
  * tree again and again; it is acyclic and only we can reach it, so untrack
- * it and track it once at the end. pend owns a reference to each entry, so
- * nothing in it is freed before retrack(). */
+ * it and track it once at the end (or never: decode(..., track=False) for
+ * trees kept read-only, e.g. cached footers, which no collection then walks;
+ * the tree holds no cycle, so reference counting still frees all of it).
+ * pend owns a reference to each entry, so nothing in it is freed before
+ * retrack(). */
 static void
 defer_gc(Reader *r, PyObject *obj)
 {
@@ -121,10 +124,11 @@ defer_gc(Reader *r, PyObject *obj)
 }
 
 static void
-retrack(Reader *r)
+retrack(Reader *r, int track)
 {
     for (Py_ssize_t i = 0; i < r->npend; i++) {
-        PyObject_GC_Track(r->pend[i]);
+        if (track)
+            PyObject_GC_Track(r->pend[i]);
         Py_DECREF(r->pend[i]);
     }
     PyMem_Free(r->pend);
@@ -879,9 +883,10 @@ mod_decode(PyObject *self, PyObject *args)
     PyObject *spec, *bytes, *obj = NULL;
     Py_ssize_t pos;
     Reader r;
-    int rc;
+    int rc, track = 1;
 
-    if (!PyArg_ParseTuple(args, "O!O!n:decode", &Spec_Type, &spec, &PyBytes_Type, &bytes, &pos))
+    if (!PyArg_ParseTuple(args, "O!O!n|p:decode", &Spec_Type, &spec, &PyBytes_Type, &bytes,
+                          &pos, &track))
         return NULL;
     if (ThriftError == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_compact.setup() was not called");
@@ -895,7 +900,7 @@ mod_decode(PyObject *self, PyObject *args)
     if (pos < 0 || pos > r.len)
         Py_RETURN_NONE; /* Python indexing semantics; not worth copying */
     rc = decode_struct(&r, (SpecObject *)spec, &pos, 0, &obj);
-    retrack(&r);
+    retrack(&r, track || rc);
     if (rc)
         return NULL;
     return Py_BuildValue("Nn", obj, pos);
@@ -905,7 +910,8 @@ static PyMethodDef methods[] = {
     {"setup", mod_setup, METH_VARARGS,
      "setup(ThriftError, RawField, field_order, max_depth): the Python pieces the decoder uses."},
     {"decode", mod_decode, METH_VARARGS,
-     "decode(spec, buf, pos) -> (obj, end), or None when the pure-Python decoder must run."},
+     "decode(spec, buf, pos, track=True) -> (obj, end), or None when the pure-Python decoder "
+     "must run. track=False: the tree is left untracked by the cyclic collector."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -199,7 +199,9 @@ class ParquetFile:
         footer = bytes(tail[footer_start - tail_start : footer_start - tail_start + footer_len])
         self.footer_bytes = footer
         try:
-            md, _ = decode(FileMetaData, footer)
+            # Kept as long as the file is open (and in the metadata cache), never
+            # made cyclic: left out of the cyclic collector's walks.
+            md, _ = decode(FileMetaData, footer, track=False)
         except ThriftError as e:
             raise CorruptFileError(
                 f"corrupt footer: {e.reason}", path=self.path, offset=footer_start + e.offset
@@ -333,7 +335,7 @@ class ParquetFile:
         self, cls: type[ThriftStruct], raw: bytes, offset: int, what: str, rg: int, col: int
     ) -> ThriftStruct:
         try:
-            obj, _ = decode(cls, raw)
+            obj, _ = decode(cls, raw, track=False)  # page-index entries: kept, read-only
         except ThriftError as e:
             raise CorruptFileError(
                 f"corrupt {what}: {e.reason}",
