@@ -264,30 +264,112 @@ def test_all_plain_encoded_reads_the_footer(tmp_path: Path, use_dictionary: bool
         pf.close()
 
 
-def test_dictionary_fallback_chunks_stay_with_pyarrow(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("codec", CODECS)
+def test_dictionary_fallback_chunks_match_equalities_on_their_pages(
+    tmp_path: Path, codec: str, version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A chunk that falls back from dictionary to PLAIN part way is not matched on its
-    pages (measured no faster there); the rows are still pyarrow's."""
+    """A chunk that falls back from dictionary to PLAIN part way is matched on its
+    pages for equalities and IN lists (few rows: the dictionary's entries compared
+    once, its pages' indices searched, the PLAIN pages compared by numpy), with values
+    from the dictionary part, the PLAIN part, absent and NULL; other predicates stay
+    with pyarrow (a mask beats row numbers when many rows match). Rows are pyarrow's."""
     table = _table(20_000, seed=8)
-    path = _write(table, tmp_path / "p.parquet", use_dictionary=True, compression="snappy",
-                  dictionary_pagesize_limit=2048, row_group_size=20_000, data_page_size=4096)
+    path = _write(table, tmp_path / "p.parquet", use_dictionary=True, compression=codec,
+                  data_page_version=version, dictionary_pagesize_limit=2048,
+                  row_group_size=10_000, data_page_size=4096)
     pf = ParquetFile.open(path)
     schema = arrow_schema(pf)
-    col = next(leaf.index for leaf in pf.schema.leaves if leaf.name == "i64")
-    assert pf.all_dictionary_encoded(0, col) is False and pf.all_plain_encoded(0, col) is False
-    assert not encoded.worth_matching(pf, 0, col, schema.field("i64").type, whole=True,
-                                      on_values=True)
+    mixed = 0
+    for leaf in pf.schema.leaves:
+        if leaf.name not in ("i32", "i64", "req"):
+            continue
+        for rg in range(pf.num_row_groups):
+            if pf.all_dictionary_encoded(rg, leaf.index) is False and (
+                    pf.all_plain_encoded(rg, leaf.index) is False):
+                mixed += 1
+                target = schema.field(leaf.name).type
+                assert not encoded.worth_matching(pf, rg, leaf.index, target, whole=True,
+                                                  on_values=True)
+                assert encoded.worth_matching(pf, rg, leaf.index, target, whole=True,
+                                              on_values=True, few=True)
     pf.close()
-    spy = _Spy(monkeypatch)
-    v = table.column("i64").drop_null()[4321].as_py()
-    got = pqindex.dataset(str(path)).scan(columns=["row"], where=f"i64 = {v}").to_table()
-    want = table.filter(pc.fill_null(pc.equal(table.column("i64"), v), False))
-    assert got.column("row").to_pylist() == want.column("row").to_pylist()
-    assert spy.handled == spy.declined == 0
+    assert mixed >= 4  # the fallback happened, in each column tried
+    ds = pqindex.dataset(str(path))
+    for col in ("i32", "i64", "req"):
+        arr = table.column(col)
+        valid = arr.drop_null()
+        # Early rows: stored in the dictionary-encoded pages; late: in the PLAIN ones.
+        early, late = valid[3].as_py(), valid[len(valid) - 5].as_py()
+        # (where, pyarrow's mask, whether the chunks' pages must have answered it)
+        cases: list[tuple[str, Any, bool]] = [
+            (f"{col} = {early}", pc.equal(arr, early), True),
+            (f"{col} = {late}", pc.equal(arr, late), True),
+            (f"{col} IN ({early}, {late}, 7)",
+             pc.is_in(arr, pa.array([early, late, 7], arr.type)), True),
+            (f"{col} = 1234567", pc.equal(arr, 1234567), False),  # statistics may rule out
+            (f"({col} = {late} OR {col} IS NULL)",
+             pc.or_kleene(pc.equal(arr, late), pc.is_null(arr)), False),
+        ]
+        for where, mask, on_pages in cases:
+            spy = _Spy(monkeypatch)
+            want = table.filter(pc.fill_null(mask, False))
+            got = ds.scan(columns=["row", "f64"], where=where).to_table()
+            assert got.column("row").to_pylist() == want.column("row").to_pylist(), where
+            if on_pages:
+                assert spy.handled >= 1 and spy.declined == 0, where
+        spy = _Spy(monkeypatch)
+        dense = table.filter(pc.fill_null(pc.less(arr, late), False))
+        got = ds.scan(columns=["row"], where=f"{col} < {late}").to_table()
+        assert got.column("row").to_pylist() == dense.column("row").to_pylist()
+        assert spy.handled == spy.declined == 0
 
 
 # ---------------------------------------------------------------- random files
+
+
+@st.composite
+def _fallback_file(draw: st.DrawFn) -> tuple[bytes, pa.Table]:
+    n = draw(st.integers(1, 6000))
+    table = _table(n, seed=draw(st.integers(0, 2**32 - 1)),
+                   null_rate=draw(st.sampled_from([0.0, 0.2, 0.95])))
+    sink = io.BytesIO()
+    pq.write_table(
+        table, sink, use_dictionary=True, write_page_index=draw(st.booleans()),
+        dictionary_pagesize_limit=draw(st.sampled_from([64, 1024, 8192])),
+        compression=draw(st.sampled_from(CODECS)),
+        data_page_version=draw(st.sampled_from(["1.0", "2.0"])),
+        data_page_size=draw(st.sampled_from([256, 4096])),
+        row_group_size=draw(st.sampled_from([700, 2500, 6000])),
+    )
+    return sink.getvalue(), table
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=_fallback_file(), seed=st.integers(0, 2**32 - 1))
+def test_random_fallback_files_answer_equalities_like_pyarrow(
+    case: tuple[bytes, pa.Table], seed: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Equalities and IN lists on chunks that fall back from dictionary to PLAIN (and on
+    the all-dictionary and all-PLAIN ones around them): pyarrow's rows."""
+    data, table = case
+    path = tmp_path_factory.mktemp("fallback") / "f.parquet"
+    path.write_bytes(data)
+    rng = np.random.default_rng(seed)
+    ds = pqindex.dataset(str(path))
+    for col in ("i32", "i64", "req"):
+        arr = table.column(col)
+        valid = arr.drop_null().to_pylist()
+        picks = [valid[int(i)] for i in rng.integers(0, len(valid), 3)] if valid else []
+        picks.append(int(rng.integers(-5, 5)))
+        for where, mask in [(f"{col} = {picks[0]}", pc.equal(arr, picks[0])),
+                            (f"{col} IN ({', '.join(map(str, picks))})",
+                             pc.is_in(arr, pa.array(picks, arr.type)))]:
+            want = table.filter(pc.fill_null(mask, False))
+            got = ds.scan(columns=["row"], where=where).to_table()
+            assert got.column("row").to_pylist() == want.column("row").to_pylist(), where
+
+
 
 
 @st.composite

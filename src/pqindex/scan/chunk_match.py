@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pqindex.expr.bind import BoundExpr
+from pqindex.expr.bind import BoundAnd, BoundExpr, BoundOr, BoundPredicate
 from pqindex.expr.evaluate import numpy_values_mask, to_arrow_mask
 from pqindex.format.file import ParquetFile
+from pqindex.format.match import LeafOp
 from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
 from pqindex.scan.whole import side_by_side
@@ -41,6 +42,19 @@ def on_values(expr: BoundExpr, target: pa.DataType) -> bool:
     if not pa.types.is_integer(target):
         return False
     return numpy_values_mask(expr, np.dtype(target.to_pandas_dtype())) is not None
+
+
+def few_matches(expr: BoundExpr) -> bool:
+    """Whether ``expr`` can only hold for a few listed values of its column: an
+    equality or IN (OR of such; AND with one). On a high-cardinality column those
+    are a handful of rows, worth row numbers rather than a mask."""
+    if isinstance(expr, BoundPredicate):
+        return expr.op in (LeafOp.EQ, LeafOp.IN)
+    if isinstance(expr, BoundOr):
+        return few_matches(expr.left) and few_matches(expr.right)
+    if isinstance(expr, BoundAnd):
+        return few_matches(expr.left) or few_matches(expr.right)
+    return False
 
 
 def local_reader(source: LocalFileSource, start: int) -> encoded.Read:

@@ -40,7 +40,7 @@ from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan
 from pqindex.plan.tree import leaves
 from pqindex.scan import encoded, page_values
-from pqindex.scan.chunk_match import local_reader, match_chunk, on_values
+from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
@@ -447,6 +447,12 @@ class RowGroupReader:
                 out[name] = cut(arr, firsts[pages], counts[pages], rows)
         return out
 
+    def _whole_on_pages(self, col: int, target: pa.DataType, expr: BoundExpr | None) -> bool:
+        """Whether :meth:`encoded_matches` evaluates ``expr`` on the chunk's pages."""
+        return encoded.worth_matching(self.pf, self.rg, col, target, whole=True,
+                                      on_values=expr is not None and on_values(expr, target),
+                                      few=expr is not None and few_matches(expr))
+
     def encoded_matches(self, expr: BoundExpr, col: int) -> np.ndarray | None:
         """Rows of the whole row group where ``expr``, a predicate on the flat leaf
         ``col`` alone, holds: evaluated on the encoded pages (see
@@ -454,8 +460,7 @@ class RowGroupReader:
         leaf = self.pf.leaf(col)
         name = leaf.path[0]
         target = self.schema.field(name).type
-        if name in self._whole_cache or not encoded.worth_matching(
-                self.pf, self.rg, col, target, whole=True, on_values=on_values(expr, target)):
+        if name in self._whole_cache or not self._whole_on_pages(col, target, expr):
             return None
         start, length = chunk_range(self.pf.column_meta(self.rg, col))
         raw: bytes | memoryview | Callable[[], encoded.Read]
@@ -580,9 +585,8 @@ class RowGroupReader:
         leaf = self.pf.leaf(col)
         if rows.count() == self.n or leaf.path[0] in self._whole_cache:
             target = self.schema.field(leaf.path[0]).type
-            if leaf.path[0] not in self._whole_cache and encoded.worth_matching(
-                    self.pf, self.rg, col, target, whole=True,
-                    on_values=expr is not None and on_values(expr, target)):
+            if leaf.path[0] not in self._whole_cache and self._whole_on_pages(
+                    col, target, expr):
                 # Evaluated on the encoded pages: a local file's chunk is read there, by
                 # the row group's task (see encoded_matches).
                 return [] if self._native_whole(leaf.path[0]) else self._chunk_ranges(
