@@ -120,6 +120,10 @@ class RowGroupReader:
         self._dictionaries = page_values.Dictionaries.of(pf)
         self._native_checked: tuple[str | None] | None = None
         self.siblings = 1  # row groups decoded at the same time as this one
+        # (id(rows), the pages' first rows) -> (rows, the pages holding them): columns
+        # with the same page boundaries, and each column's ranges then its decode, ask
+        # alike (the rows are held: their id is not reused meanwhile).
+        self._page_memo: dict[tuple[int, bytes], tuple[RowRanges, list[int]]] = {}
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -133,6 +137,7 @@ class RowGroupReader:
         """Drop the decoded pages kept for reuse (the row group is done)."""
         self._decoded.clear()
         self._whole_cache.clear()
+        self._page_memo.clear()
 
     def _view(self, offset: int, length: int) -> bytes | memoryview:
         view = self.buffers.view(offset, length)
@@ -155,9 +160,15 @@ class RowGroupReader:
                 return None
             locs = oi.page_locations or []
             firsts = np.array([loc.first_row_index or 0 for loc in locs], dtype=np.int64)
-            known = self.pf.derived[key] = (firsts, np.diff(np.append(firsts, self.n)))
-        firsts, counts = known
-        pages = [int(p) for p in rows.overlapping_pages(firsts, self.n)]
+            known = self.pf.derived[key] = (firsts, np.diff(np.append(firsts, self.n)),
+                                            firsts.tobytes())
+        firsts, counts, layout = known
+        memo_key = (id(rows), layout)
+        hit = self._page_memo.get(memo_key)
+        if hit is not None and hit[0] is rows:
+            return hit[1], firsts, counts
+        pages = rows.overlapping_pages(firsts, self.n).tolist()
+        self._page_memo[memo_key] = (rows, pages)
         return pages, firsts, counts
 
     def _sparse_pages(
