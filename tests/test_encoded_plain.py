@@ -657,3 +657,23 @@ def test_numpy_values_mask_declines_what_it_does_not_evaluate(int_schema: Any) -
     assert mask("a = 1 AND b = 2") is None  # two columns
     wide = " OR ".join(f"b = {i}" for i in range(100))
     assert mask(wide) is None  # its functions would nest 100 deep: pyarrow's
+
+
+def test_few_matches_reads_equalities_and_in_lists(tmp_path: Path) -> None:
+    from pqindex.expr import bind
+    from pqindex.expr.sql import parse_where
+    from pqindex.scan.chunk_match import few_matches
+
+    path = _write(_table(10, seed=1), tmp_path / "s.parquet")
+    schema = ParquetFile.open(path).schema
+
+    def few(where: str) -> bool:
+        return few_matches(bind(parse_where(where), schema))
+
+    assert few("i64 = 3") and few("i64 IN (1, 2)") and few("i64 = 3 OR i32 IN (4, 5)")
+    assert few("i64 = 3 AND i32 < 7") and few("i32 < 7 AND i64 = 3")
+    assert not few("i64 < 3") and not few("i64 = 3 OR i32 < 7") and not few("i64 <> 3")
+    assert not few("i64 IS NULL") and not few("i64 NOT IN (1, 2)")
+    # Thousands of terms (an OR chain that deep) are walked without recursion.
+    assert few(" OR ".join(f"i64 = {k}" for k in range(3000)))
+    assert not few(" OR ".join(f"i64 = {k}" for k in range(3000)) + " OR i32 > 1")

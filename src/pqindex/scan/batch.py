@@ -21,6 +21,7 @@ from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, transl
 from pqindex.expr.bind import BoundExpr
 from pqindex.format.file import ParquetFile
 from pqindex.format.row_ranges import RowRanges
+from pqindex.io.source import BytesSource, LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, round_trip_bytes
 from pqindex.pools import spread
 from pqindex.scan import executor
@@ -117,6 +118,9 @@ class _Batch:
         self.pred_cols = executor.predicate_leaves(pf, expr)
         self.file_fields = [f for f in fields if f not in partition_types]
         self.exact: list[RowRanges] = []
+        # A remote row group may still wait on a request (what the waves missed): all
+        # of them go to the pool at once, their waits side by side.
+        self.remote = not isinstance(pf.source, (LocalFileSource, BytesSource))
 
     def _predicate_ranges(self, rd: executor.RowGroupReader) -> list[tuple[int, int]]:
         rows = executor.uncertain_rows(rd.plan, self.expr)
@@ -146,13 +150,16 @@ class _Batch:
     def costly_predicate(self) -> bool:
         """Whether the predicate columns' planned pages average ``_COSTLY_BYTES`` or
         more per row group: each row group's evaluation is then worth a thread."""
+        if self.remote:
+            return True
         cols = set(self.pred_cols)
         planned = sum(r.bytes for rd in self.readers for r in rd.plan.reads if r.column in cols)
         return planned >= _COSTLY_BYTES * len(self.readers)
 
     def costly_projection(self) -> bool:
         """Whether the row groups average ``_COSTLY_ROWS`` or more matching rows."""
-        return sum(r.count() for r in self.exact) >= _COSTLY_ROWS * len(self.readers)
+        return self.remote or sum(r.count() for r in self.exact) >= (
+            _COSTLY_ROWS * len(self.readers))
 
     def exact_rows(self, i: int) -> RowRanges:
         rd = self.readers[i]

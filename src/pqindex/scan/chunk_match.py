@@ -47,14 +47,20 @@ def on_values(expr: BoundExpr, target: pa.DataType) -> bool:
 def few_matches(expr: BoundExpr) -> bool:
     """Whether ``expr`` can only hold for a few listed values of its column: an
     equality or IN (OR of such; AND with one). On a high-cardinality column those
-    are a handful of rows, worth row numbers rather than a mask."""
-    if isinstance(expr, BoundPredicate):
-        return expr.op in (LeafOp.EQ, LeafOp.IN)
-    if isinstance(expr, BoundOr):
-        return few_matches(expr.left) and few_matches(expr.right)
-    if isinstance(expr, BoundAnd):
-        return few_matches(expr.left) or few_matches(expr.right)
-    return False
+    are a handful of rows, worth row numbers rather than a mask. Walked without
+    recursion: an OR of thousands of terms is a tree that deep."""
+    todo: list[tuple[BoundExpr, bool]] = [(expr, False)]
+    got: list[bool] = []  # answers of the subtrees done, left before right
+    while todo:
+        node, expanded = todo.pop()
+        if not isinstance(node, (BoundAnd, BoundOr)):
+            got.append(isinstance(node, BoundPredicate) and node.op in (LeafOp.EQ, LeafOp.IN))
+        elif expanded:
+            right, left = got.pop(), got.pop()
+            got.append(left and right if isinstance(node, BoundOr) else left or right)
+        else:
+            todo += [(node, True), (node.right, False), (node.left, False)]
+    return got[0]
 
 
 def local_reader(source: LocalFileSource, start: int) -> encoded.Read:
