@@ -47,17 +47,17 @@ def shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
 
 def spread(fn: Callable[[_T], _R], items: Sequence[_T],
            map_fn: Callable[..., Iterable[_R]], costly: bool = False) -> list[_R]:
-    """``[fn(x) for x in items]``, in order. Items run on the calling thread while each
-    takes under ``HAND_OFF_SECONDS`` on average; once they take longer, the rest go
-    to ``map_fn`` (a pool's ``map``). The work per item is often only known by doing
+    """``[fn(x) for x in items]``, in order. Items run on the calling thread while they
+    average under ``HAND_OFF_SECONDS`` each; once they take longer, the rest go to
+    ``map_fn`` (a pool's ``map``). The work per item is often only known by doing
     it: a few matching rows cost little, a column decoded whole costs much.
     ``costly``: the caller knows each item is worth a thread: all go to ``map_fn``
     (the first one alone here would leave the other cores idle meanwhile)."""
-    out: list[_R] = []
     if map_fn is map or len(items) < 2:
         return [fn(x) for x in items]
     if costly:
         return list(map_fn(fn, items))
+    out: list[_R] = []
     t0 = time.perf_counter()
     for i, x in enumerate(items):
         out.append(fn(x))
