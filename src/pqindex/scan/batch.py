@@ -13,11 +13,10 @@ where they cost more than the hand-off (:func:`pqindex.pools.spread`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
-from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr
 from pqindex.format.file import ParquetFile
 from pqindex.format.row_ranges import RowRanges
@@ -28,9 +27,6 @@ from pqindex.scan import executor
 from pqindex.scan.fetch import Buffers, ScanOptions, ScanStats, merge_stats
 
 __all__ = ["planned_data_waves", "scan_file"]
-
-_T = TypeVar("_T")
-
 
 def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     if options.speculative_bytes is not None:
@@ -73,17 +69,6 @@ def _batches(rgps: Sequence[RowGroupPlan], limit: int) -> Iterator[list[RowGroup
         size += n
     if batch:
         yield batch
-
-
-def _at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` with errors naming file and row group."""
-    try:
-        return fn(*args)
-    except PqIndexError as e:
-        raise e.located(path=pf.path, row_group=rg) from None
-    except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
-        raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
-                        row_group=rg) from e
 
 
 class _Batch:
@@ -131,18 +116,18 @@ class _Batch:
 
     def _fetch(self, wave: list[tuple[int, int]]) -> None:
         self.buffers.native_waved = False  # a new step
-        _at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
+        executor.at_row_group(self.pf, self.readers[0].rg, self.buffers.fetch, wave)
 
     def predicate_wave(self) -> None:
         """The predicate columns' pages of every row group (and, when cheap enough, the
         other columns' pages of every row that may match)."""
         pf = self.pf
         wave = [r for rd in self.readers
-                for r in _at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
+                for r in executor.at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
         budget = _speculation_budget(pf, self.options) if wave else 0
         if budget:
             maybe = [r for rd in self.readers
-                     for r in _at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
+                     for r in executor.at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
             if sum(n for _, n in maybe) <= budget:
                 wave += maybe
         self._fetch(wave)
@@ -163,20 +148,20 @@ class _Batch:
 
     def exact_rows(self, i: int) -> RowRanges:
         rd = self.readers[i]
-        return _at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr, self.fields,
+        return executor.at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr, self.fields,
                              self.partition, self.partition_types, self.stats[i])
 
     def projection_wave(self) -> None:
         """The projected columns' pages holding the matching rows of every row group."""
         self._fetch([
             r for rd, rows in zip(self.readers, self.exact, strict=True)
-            for r in _at_row_group(self.pf, rd.rg, self._field_ranges, rd, rows)
+            for r in executor.at_row_group(self.pf, rd.rg, self._field_ranges, rd, rows)
         ])
 
     def project(self, i: int) -> pa.Table | None:
         rd = self.readers[i]
         try:
-            return _at_row_group(self.pf, rd.rg, executor.project, rd, self.exact[i], self.fields,
+            return executor.at_row_group(self.pf, rd.rg, executor.project, rd, self.exact[i], self.fields,
                                  self.partition, self.partition_types, self.stats[i])
         finally:
             rd.release()  # its decoded pages are in the table now (or no longer needed)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -76,6 +76,7 @@ __all__ = [
     "RowGroupReader",
     "ScanOptions",
     "ScanStats",
+    "at_row_group",
     "exact_rows",
     "iter_whole_row_groups",
     "predicate_leaves",
@@ -86,6 +87,8 @@ __all__ = [
     "scan_row_group",
     "uncertain_rows",
 ]
+
+_T = TypeVar("_T")
 
 
 # Rows of a projected column gathered one by one from its pages (see sparse_fields):
@@ -765,12 +768,16 @@ def read_row_group(
     stats: ScanStats,
 ) -> pa.Table | None:
     """The matching rows of one planned row group; errors name file and row group."""
+    return at_row_group(pf, rgp.index, scan_row_group, pf, rgp, expr, fields, schema,
+                        plan.partition, partition_types, stats, options)
+
+
+def at_row_group(pf: ParquetFile, rg: int, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` with errors naming file and row group."""
     try:
-        return scan_row_group(
-            pf, rgp, expr, fields, schema, plan.partition, partition_types, stats, options
-        )
+        return fn(*args)
     except PqIndexError as e:
-        raise e.located(path=pf.path, row_group=rgp.index) from None
+        raise e.located(path=pf.path, row_group=rg) from None
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         raise translate(e, default=CorruptFileError, what="cannot decode", path=pf.path,
-                        row_group=rgp.index) from e
+                        row_group=rg) from e
