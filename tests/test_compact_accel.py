@@ -355,7 +355,6 @@ def _containers(obj: Any, seen: set[int] | None = None) -> list[Any]:
     return []
 
 
-@pytest.mark.skipif(not FILES, reason="parquet-testing corpus not found")
 def test_untracked_trees_equal_tracked_ones_and_are_freed() -> None:
     """track=False: the same objects, none of them walked by the cyclic collector,
     all freed by reference counting when dropped."""
