@@ -101,7 +101,10 @@ class _Batch:
         for rd in self.readers:
             rd.siblings = len(self.readers)
         self.pred_cols = executor.predicate_leaves(pf, expr)
-        self.file_fields = [f for f in fields if f not in partition_types]
+        # Fields the predicate fixes are repeated, not read (executor.implied_values).
+        self.implied = executor.implied_values(expr, fields, schema)
+        self.kept = [f for f in fields if f not in self.implied]
+        self.file_fields = [f for f in self.kept if f not in partition_types]
         self.exact: list[RowRanges] = []
         # A remote row group may still wait on a request (what the waves missed): all
         # of them go to the pool at once, their waits side by side.
@@ -148,7 +151,7 @@ class _Batch:
 
     def exact_rows(self, i: int) -> RowRanges:
         rd = self.readers[i]
-        return executor.at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr, self.fields,
+        return executor.at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr, self.kept,
                              self.partition, self.partition_types, self.stats[i])
 
     def projection_wave(self) -> None:
@@ -162,7 +165,8 @@ class _Batch:
         rd = self.readers[i]
         try:
             return executor.at_row_group(self.pf, rd.rg, executor.project, rd, self.exact[i], self.fields,
-                                 self.partition, self.partition_types, self.stats[i])
+                                 self.partition, self.partition_types, self.stats[i],
+                                 self.implied)
         finally:
             rd.release()  # its decoded pages are in the table now (or no longer needed)
 

@@ -32,10 +32,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundAnd, BoundExpr, BoundPredicate, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
+from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan
 from pqindex.plan.tree import leaves
@@ -78,6 +80,7 @@ __all__ = [
     "ScanStats",
     "at_row_group",
     "exact_rows",
+    "implied_values",
     "iter_whole_row_groups",
     "predicate_leaves",
     "project",
@@ -704,6 +707,42 @@ def exact_rows(
     return exact
 
 
+def implied_values(expr: BoundExpr, fields: Sequence[str], schema: pa.Schema
+                   ) -> dict[str, pa.Array]:
+    """Returned ``fields`` whose value on every matching row the predicate fixes, as
+    one-value arrays of their output type: a top-level conjunct ``col = v`` (or ``col
+    IN (v)``) on a flat string or binary column, whose matching bytes are ``v``'s. Their
+    pages are then not read again to return them. Not numbers: ``x = 0.0`` also holds
+    for -0.0, and a decimal or time has several spellings of one value."""
+    out: dict[str, pa.Array] = {}
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, BoundAnd):
+            todo += [e.left, e.right]
+            continue
+        if (not isinstance(e, BoundPredicate) or len(e.values) != 1
+                or e.op not in (LeafOp.EQ, LeafOp.IN) or len(e.leaf.path) != 1
+                or e.value_type.kind not in (Kind.STRING, Kind.BINARY)):
+            continue
+        name = e.leaf.path[0]
+        if name not in fields or name not in schema.names:
+            continue
+        target = schema.field(name).type
+        if not _string_or_binary(target):
+            continue
+        try:
+            out[name] = pa.array(list(e.values), type=target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            continue  # not representable as that type (e.g. a fixed size): decoded
+    return out
+
+
+def _string_or_binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
 def project(
     reader: RowGroupReader,
     exact: RowRanges,
@@ -711,18 +750,24 @@ def project(
     partition: dict[str, Any],
     partition_types: dict[str, pa.DataType],
     stats: ScanStats,
+    implied: dict[str, pa.Array] | None = None,
 ) -> pa.Table | None:
-    """The projected ``fields`` at the rows ``exact``; None when there are none."""
+    """The projected ``fields`` at the rows ``exact``; None when there are none.
+    ``implied`` (see :func:`implied_values`): fields repeated, not read."""
     stats.row_groups_read += 1
     if exact.is_empty:
         return None
     out: dict[str, Any] = {}
     count = exact.count()
-    out.update(reader.flat_fields([f for f in fields if f not in partition_types], exact))
+    implied = implied or {}
+    out.update(reader.flat_fields(
+        [f for f in fields if f not in partition_types and f not in implied], exact))
     for name in fields:
         if name in out:
             continue
-        if name in partition_types:
+        if name in implied:
+            out[name] = implied[name].take(np.zeros(count, dtype=np.int32))
+        elif name in partition_types:
             out[name] = pa.array([partition.get(name)] * count, type=partition_types[name])
         else:
             out[name] = reader.field(name, exact)
@@ -747,8 +792,10 @@ def scan_row_group(
     if plan.maybe.is_empty:
         return None
     reader = RowGroupReader(pf, plan, schema, stats, options)
-    exact = exact_rows(reader, expr, fields, partition, partition_types, stats)
-    return project(reader, exact, fields, partition, partition_types, stats)
+    implied = implied_values(expr, fields, schema)
+    kept = [f for f in fields if f not in implied]
+    exact = exact_rows(reader, expr, kept, partition, partition_types, stats)
+    return project(reader, exact, fields, partition, partition_types, stats, implied)
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
