@@ -711,9 +711,9 @@ def implied_values(expr: BoundExpr, fields: Sequence[str], schema: pa.Schema
                    ) -> dict[str, pa.Array]:
     """Returned ``fields`` whose value on every matching row the predicate fixes, as
     one-value arrays of their output type: a top-level conjunct ``col = v`` (or ``col
-    IN (v)``) on a flat string or binary column, whose matching bytes are ``v``'s. Their
-    pages are then not read again to return them. Not numbers: ``x = 0.0`` also holds
-    for -0.0, and a decimal or time has several spellings of one value."""
+    IN (v)``) on a flat string, binary, integer or boolean column, whose matching values
+    are ``v`` itself. Their pages are then not read again to return them. Not floats,
+    decimals or times: ``x = 0.0`` also holds for -0.0, ``d = 1.5`` for a stored 1.50."""
     out: dict[str, pa.Array] = {}
     todo = [expr]
     while todo:
@@ -723,13 +723,13 @@ def implied_values(expr: BoundExpr, fields: Sequence[str], schema: pa.Schema
             continue
         if (not isinstance(e, BoundPredicate) or len(e.values) != 1
                 or e.op not in (LeafOp.EQ, LeafOp.IN) or len(e.leaf.path) != 1
-                or e.value_type.kind not in (Kind.STRING, Kind.BINARY)):
+                or e.value_type.kind not in _EXACT_KINDS):
             continue
         name = e.leaf.path[0]
         if name not in fields or name not in schema.names:
             continue
         target = schema.field(name).type
-        if not _string_or_binary(target):
+        if not _EXACT_KINDS[e.value_type.kind](target):
             continue
         try:
             out[name] = pa.array(list(e.values), type=target)
@@ -743,6 +743,16 @@ def _string_or_binary(t: pa.DataType) -> bool:
                 or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+# Value kinds where equal means the same value, with the output types that hold it as is.
+_EXACT_KINDS: dict[Kind, Callable[[pa.DataType], bool]] = {
+    Kind.STRING: _string_or_binary,
+    Kind.BINARY: _string_or_binary,
+    Kind.INT: pa.types.is_integer,
+    Kind.UINT: pa.types.is_integer,
+    Kind.BOOL: pa.types.is_boolean,
+}
+
+
 def project(
     reader: RowGroupReader,
     exact: RowRanges,
@@ -753,7 +763,8 @@ def project(
     implied: dict[str, pa.Array] | None = None,
 ) -> pa.Table | None:
     """The projected ``fields`` at the rows ``exact``; None when there are none.
-    ``implied`` (see :func:`implied_values`): fields repeated, not read."""
+    ``implied`` (see :func:`implied_values`): fields repeated, not read; only for
+    rows ``exact`` that hold the predicate."""
     stats.row_groups_read += 1
     if exact.is_empty:
         return None
@@ -792,10 +803,10 @@ def scan_row_group(
     if plan.maybe.is_empty:
         return None
     reader = RowGroupReader(pf, plan, schema, stats, options)
-    implied = implied_values(expr, fields, schema)
-    kept = [f for f in fields if f not in implied]
-    exact = exact_rows(reader, expr, kept, partition, partition_types, stats)
-    return project(reader, exact, fields, partition, partition_types, stats, implied)
+    # No implied_values here: callers may hand rows the predicate never checked
+    # (aggregates read the predicate's columns at "maybe" rows this way).
+    exact = exact_rows(reader, expr, fields, partition, partition_types, stats)
+    return project(reader, exact, fields, partition, partition_types, stats)
 
 
 def _empty_columns_table(rows: int) -> pa.Table:
