@@ -115,35 +115,3 @@ def test_views_fail_before_reading_outside_the_file(data_file: tuple[Path, bytes
     with LocalFileSource(path) as s, pytest.raises(CorruptFileError, match="outside"):
         list(s.iter_ranges([(0, 10), (SIZE - 5, 10)], views=True))
     assert s.stats.requests == 0
-
-
-@given(st.lists(st.integers(0, 5 << 20), min_size=1, max_size=60), st.integers(1, 8))
-def test_a_wave_is_cut_into_ordered_runs_one_per_thread(sizes: list[int], parts: int) -> None:
-    ranges = [(i, n) for i, n in enumerate(sizes)]
-    total = sum(sizes)
-    runs = src._runs_of_equal_bytes(ranges, total, parts)
-    assert [r for run in runs for r in run] == ranges  # every range once, in order
-    assert 1 <= len(runs) <= parts and all(runs)
-    if total and len(ranges) >= parts:
-        # No run much over its share: at most the share plus one range more.
-        assert all(sum(n for _, n in run) <= total / parts + max(sizes) for run in runs)
-
-
-def test_many_ranges_go_out_as_one_task_per_thread(data_file: tuple[Path, bytes],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    path, data = data_file
-    tasks: list[int] = []
-    pool = src.shared_pool("read", src._READ_THREADS)
-    real_map = type(pool).map
-
-    def counted(self: object, fn: object, items: object, *a: object, **k: object) -> object:
-        items = list(items)  # type: ignore[call-overload]
-        tasks.append(len(items))
-        return real_map(self, fn, items, *a, **k)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(type(pool), "map", counted)
-    ranges = [(i * 60_000, 50_000) for i in range(50)]  # 50 pages, 2.4 MB
-    with LocalFileSource(path) as s:
-        assert s.read_ranges(ranges) == [data[o : o + n] for o, n in ranges]
-        assert (s.stats.requests, s.stats.round_trips) == (50, 1)
-    assert tasks == [src._READ_THREADS]

@@ -382,18 +382,10 @@ class LocalFileSource(_BaseSource):
         wave on the read threads; counted as one request each and one round trip."""
         for o, n in ranges:
             self._check(o, n)
-        total = sum(n for _, n in ranges)
-        if len(ranges) < 2 or total < PARALLEL_READ_BYTES:
+        if len(ranges) < 2 or sum(n for _, n in ranges) < PARALLEL_READ_BYTES:
             out = [one(r) for r in ranges]
         else:
-            # One task per thread, each a run of neighbouring ranges of about equal
-            # bytes: a task per range (50 pages) cost more in hand-offs than it saved.
-            def run(part: Sequence[tuple[int, int]]) -> list[_T]:
-                return [one(r) for r in part]
-
-            parts = _runs_of_equal_bytes(ranges, total, _READ_THREADS)
-            out = [x for got in shared_pool("read", _READ_THREADS).map(run, parts)
-                   for x in got]
+            out = list(shared_pool("read", _READ_THREADS).map(one, ranges))
         for o, n in ranges:
             self.stats.record(o, n)
         self.stats.record_wave()
@@ -406,22 +398,6 @@ class LocalFileSource(_BaseSource):
 
     def __del__(self) -> None:
         self.close()
-
-
-def _runs_of_equal_bytes(ranges: Sequence[tuple[int, int]], total: int, parts: int
-                         ) -> list[Sequence[tuple[int, int]]]:
-    """``ranges`` cut, in order, into at most ``parts`` runs of about ``total / parts``
-    bytes each (none empty)."""
-    out: list[Sequence[tuple[int, int]]] = []
-    start = acc = 0
-    for i, (_, n) in enumerate(ranges):
-        acc += n
-        if acc * parts >= total * (len(out) + 1) and len(out) < parts - 1:
-            out.append(ranges[start : i + 1])
-            start = i + 1
-    if start < len(ranges):
-        out.append(ranges[start:])
-    return out
 
 
 class BytesSource(_BaseSource):
