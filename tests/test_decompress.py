@@ -386,13 +386,20 @@ needs_gather = pytest.mark.skipif(dm._snappy is None, reason="pqindex.scan._snap
 def _snappy_case(draw: st.DrawFn) -> tuple[bytes, np.ndarray, int]:
     """Data of several shapes (incompressible, sorted integers, a few repeated values,
     short periodic runs), up to ~5 fragments, and some value positions in it."""
-    kind = draw(st.sampled_from(["random", "sorted", "few", "period"]))
+    kind = draw(st.sampled_from(["random", "sorted", "steps", "mixed", "few", "period"]))
     n = draw(st.integers(1, 40_000))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if kind == "random":
         data = rng.bytes(n * 8)
     elif kind == "sorted":
         data = (np.arange(n, dtype=np.int64) * int(rng.integers(1, 2000))).tobytes()
+    elif kind == "steps":  # timestamps: sorted, random gaps (pairs of elements repeat, broken)
+        data = np.cumsum(rng.integers(1, int(rng.integers(2, 5000)), n)).astype(np.int64).tobytes()
+    elif kind == "mixed":  # sorted runs between random stretches
+        parts = [np.arange(int(rng.integers(1, 3000)), dtype=np.int64) + int(rng.integers(0, 2**40))
+                 if j % 2 == 0 else rng.integers(0, 2**62, int(rng.integers(1, 500)))
+                 for j in range(int(rng.integers(1, 8)))]
+        data = np.concatenate(parts).astype(np.int64).tobytes()
     elif kind == "few":
         data = rng.choice(rng.random(int(rng.integers(1, 60))), n).tobytes()
     else:
@@ -415,6 +422,20 @@ def test_gathered_values_are_the_decompressed_bytes(case: tuple[bytes, np.ndarra
     got = dm._snappy.gather(part, len(data), offsets, width)
     # snappy compresses 64 KiB fragments on their own: never a copy across them.
     assert got == b"".join(data[o : o + width] for o in offsets)
+
+
+@needs_gather
+@settings(max_examples=200, deadline=None)
+@given(_snappy_case(), st.floats(0.0, 1.0))
+def test_a_cut_block_gives_none_or_the_right_bytes(case: tuple[bytes, np.ndarray, int],
+                                                   keep: float) -> None:
+    """Cut anywhere (the stated size kept): the skipping, run by run or one element at
+    a time, never reads past the end; values before the cut may still be served."""
+    data, offsets, width = case
+    part = pa.compress(data, codec="snappy", asbytes=True)
+    assert dm._snappy is not None
+    got = dm._snappy.gather(part[: int(len(part) * keep)], len(data), offsets, width)
+    assert got is None or got == b"".join(data[o : o + width] for o in offsets)
 
 
 @needs_gather

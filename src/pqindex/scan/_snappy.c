@@ -12,6 +12,8 @@
  * (from the fragment start) and gives up (None) if a copy reaches outside what
  * it wrote. It also gives up on anything malformed: the caller then
  * decompresses the block whole, and that decoder reports the error.
+ * Skipping to a window passes runs of a repeated pair of elements by their
+ * stride (skip_to): sorted integers and timestamps compress to such runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +22,8 @@
 #include <string.h>
 
 #define FRAGMENT ((int64_t)1 << 16)
+/* Elements measured one by one between two looks for a repeated pair. */
+#define PROBE_EVERY 16
 
 typedef struct {
     int64_t start, end; /* output bytes [start, end) written */
@@ -83,6 +87,79 @@ literal(const uint8_t *src, int64_t n, int64_t ip, int64_t *data)
     return len;
 }
 
+/* One element at *ip measured (not written) if it ends by ws: 1 when it was, *ip
+ * and *op past it and *tag its tag (256 for a long literal, whose tag does not
+ * give its length); 0 when it reaches into the window or past the block (the
+ * writer handles it); -1 when malformed. Skipping is a chain of dependent loads
+ * (tag, then the next tag): lengths by arithmetic, not a table, keep one load
+ * off it (~10% faster). */
+static inline int
+measure(const uint8_t *src, int64_t n, int64_t ws, int64_t *ip, int64_t *op,
+        uint32_t *tag_out)
+{
+    if (*ip >= n) /* at the block's end: fine only when ws is reached */
+        return *op >= ws ? 0 : -1;
+    uint32_t tag = src[*ip], e = tag & 3;
+    int64_t len = e == 1 ? 4 + ((tag >> 2) & 7) : (tag >> 2) + 1;
+    int64_t next = *ip + (e ? 1 + e + ((e >> 1) & e) : 1 + len);
+    if (tag >= 240 && !e) {
+        int64_t data;
+        len = literal(src, n, *ip, &data);
+        if (len < 0)
+            return -1;
+        next = data + len;
+        tag = 256;
+    }
+    if (*op + len > ws || next > n)
+        return 0;
+    *op += len;
+    *ip = next;
+    *tag_out = tag;
+    return 1;
+}
+
+/* Elements measured from *ip / *op up to output ws (see measure). Compressible
+ * runs repeat one pair of elements (sorted int64: a 1-byte literal and a 7-byte
+ * copy per value): every few elements two pairs are compared, and while the
+ * next pair has the same two tags, whose lengths the tags fix, it is passed by
+ * its stride without the dependent loads (7x faster on such a dictionary
+ * page; random values, which never repeat, pay the comparison only). */
+static int
+skip_to(const uint8_t *src, int64_t n, int64_t ws, int64_t *ip_io, int64_t *op_io)
+{
+    int64_t ip = *ip_io, op = *op_io; /* locals: kept in registers */
+    uint32_t t[4];
+    int r = 0;
+    while (op < ws) {
+        for (int k = 0; k < PROBE_EVERY; k++)
+            if ((r = measure(src, n, ws, &ip, &op, &t[0])) != 1)
+                goto done;
+        int64_t p0 = ip, o0 = op, p1 = 0, p2 = 0, o2 = 0;
+        for (int k = 0; k < 4; k++) {
+            if ((r = measure(src, n, ws, &ip, &op, &t[k])) != 1)
+                goto done;
+            if (k == 0)
+                p1 = ip;
+            else if (k == 1) {
+                p2 = ip;
+                o2 = op;
+            }
+        }
+        if (t[0] == t[2] && t[1] == t[3] && t[0] < 256 && t[1] < 256) {
+            int64_t a = p2 - p0, o = o2 - o0, d = p1 - p0;
+            uint8_t t0 = (uint8_t)t[0], t1 = (uint8_t)t[1];
+            while (op + o <= ws && ip + a <= n && src[ip] == t0 && src[ip + d] == t1) {
+                ip += a;
+                op += o;
+            }
+        }
+    }
+done:
+    *ip_io = ip;
+    *op_io = op;
+    return r < 0 ? -1 : 0;
+}
+
 /* Writes the windows' bytes of the block into out (size bytes). 0 when done,
  * -1 when the block is malformed or a copy needs bytes no window holds.
  * Elements wholly before a window are only measured, not checked further: the
@@ -94,26 +171,8 @@ fill_windows(const uint8_t *src, int64_t n, int64_t ip, int64_t size,
     int64_t op = 0;
     for (int64_t w = 0; w < nwin; w++) {
         int64_t ws = win[w].start;
-        while (op < ws) { /* skip */
-            if (ip >= n)
-                return -1;
-            uint32_t tag = src[ip], e = tag & 3;
-            /* Skipping is a chain of dependent loads (tag, then the next tag): lengths
-             * by arithmetic, not a table, keep one load off it (~10% faster). */
-            int64_t len = e == 1 ? 4 + ((tag >> 2) & 7) : (tag >> 2) + 1;
-            int64_t next = ip + (e ? 1 + e + ((e >> 1) & e) : 1 + len);
-            if (tag >= 240 && !e) {
-                int64_t data;
-                len = literal(src, n, ip, &data);
-                if (len < 0)
-                    return -1;
-                next = data + len;
-            }
-            if (op + len > ws || next > n)
-                break; /* reaches into the window (or past the block): below */
-            op += len;
-            ip = next;
-        }
+        if (skip_to(src, n, ws, &ip, &op) < 0)
+            return -1;
         int64_t k0 = w;
         while (op < win[w].end) { /* write */
             if (ip >= n)
