@@ -30,7 +30,13 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import selective  # noqa: E402
-from docsection import peer_cells, provenance, replace_section  # noqa: E402
+from docsection import (  # noqa: E402
+    cold_and_warm,
+    peer_cells,
+    provenance,
+    replace_section,
+    rows_rounds_args,
+)
 
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- dense:start -->", "<!-- dense:end -->"
@@ -59,8 +65,6 @@ def _result(t: Any) -> tuple[int, int]:
 
 def readers(path: Path) -> dict[str, Any]:
     """name -> (open() -> state, run(state, values) -> (rows, sum of id))."""
-    import datafusion
-    import duckdb
     import polars as pl
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -76,19 +80,6 @@ def readers(path: Path) -> dict[str, Any]:
         flt = pc.field("category").isin(pa.array(values))
         return _result(ds.to_table(columns=COLUMNS, filter=flt))
 
-    def duck_open() -> Any:
-        con = duckdb.connect()
-        con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
-        return con
-
-    def df_open() -> Any:
-        cfg = (datafusion.SessionConfig()
-               .set("datafusion.execution.parquet.pushdown_filters", "true")
-               .set("datafusion.execution.parquet.enable_page_index", "true"))
-        ctx = datafusion.SessionContext(cfg)
-        ctx.register_parquet("t", str(path))
-        return ctx
-
     def pl_run(lf: Any, values: list[str]) -> tuple[int, int]:
         df = lf.filter(pl.col("category").is_in(values)).select(COLUMNS).collect()
         return df.height, int(df["id"].sum() or 0)
@@ -96,8 +87,10 @@ def readers(path: Path) -> dict[str, Any]:
     return {
         "pqindex": (lambda: pqindex.dataset(str(path)), pq_run),
         "pyarrow.dataset": (lambda: pads.dataset(str(path), format="parquet"), pa_run),
-        "duckdb": (duck_open, lambda con, v: _result(con.sql(_sql(v)).to_arrow_table())),
-        "datafusion": (df_open, lambda ctx, v: _result(ctx.sql(_sql(v)).to_arrow_table())),
+        "duckdb": (lambda: selective.DuckdbReader().open(path),
+                   lambda con, v: _result(con.sql(_sql(v)).to_arrow_table())),
+        "datafusion": (lambda: selective.DatafusionReader().open(path),
+                       lambda ctx, v: _result(ctx.sql(_sql(v)).to_arrow_table())),
         "polars": (lambda: pl.scan_parquet(str(path)), pl_run),
     }
 
@@ -119,29 +112,7 @@ def decode_floor(path: Path, rounds: int) -> float:
 def measure(path: Path, rounds: int) -> tuple[dict[tuple[str, str, str], float],
                                                dict[str, int]]:
     """(query, mode, reader) -> median ms; query -> rows matched."""
-    made = readers(path)
-    warm = {name: opener() for name, (opener, _) in made.items()}
-    times: dict[tuple[str, str, str], list[float]] = {}
-    rows: dict[str, int] = {}
-    for title, values in queries():
-        expected = {name: run(warm[name], values) for name, (_, run) in made.items()}
-        if len(set(expected.values())) != 1:
-            raise AssertionError(f"{title}: readers disagree {expected}")
-        rows[title] = next(iter(expected.values()))[0]
-        for r in range(rounds):
-            order = READERS if r % 2 == 0 else READERS[::-1]
-            for name in order:
-                opener, run = made[name]
-                t0 = time.perf_counter()
-                got_cold = run(opener(), values)
-                t1 = time.perf_counter()
-                got_warm = run(warm[name], values)
-                t2 = time.perf_counter()
-                if got_cold != expected[name] or got_warm != expected[name]:
-                    raise AssertionError(f"{name} {title}: result changed")
-                times.setdefault((title, "cold", name), []).append(t1 - t0)
-                times.setdefault((title, "warm", name), []).append(t2 - t1)
-    return {k: statistics.median(v) * 1000 for k, v in times.items()}, rows
+    return cold_and_warm(readers(path), READERS, queries(), rounds)
 
 
 def render(res: dict[tuple[str, str, str], float], rows: dict[str, int], floor: float,
@@ -181,11 +152,7 @@ def render(res: dict[tuple[str, str, str], float], rows: dict[str, int], floor: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=4_000_000)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
-    args = ap.parse_args()
+    args = rows_rounds_args(__doc__)
     t0 = time.time()
     load0 = os.getloadavg()[0]
     selective.configure("issue", "plain", args.rows)

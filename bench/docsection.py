@@ -1,13 +1,18 @@
 """The bench scripts' sections of docs/benchmarks.md: how one was produced, a row of
-pqindex against its peers, and replacing a marked section."""
+pqindex against its peers, and replacing a marked section; and the interleaved
+cold / warm rounds the smaller scripts time their readers with."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import platform
-from collections.abc import Mapping, Sequence
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def provenance(command: str, seconds: float, load: tuple[float, float]) -> str:
@@ -43,3 +48,46 @@ def replace_section(doc: Path, start: str, end: str, section: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     doc.write_text(text)
+
+
+Opener = Callable[[], Any]
+Runner = Callable[[Any, Any], Any]
+
+
+def cold_and_warm(made: Mapping[str, tuple[Opener, Runner]], order: Sequence[str],
+                  queries: Sequence[tuple[str, Any]], rounds: int
+                  ) -> tuple[dict[tuple[str, str, str], float], dict[str, int]]:
+    """(query, mode, reader) -> median ms, and query -> rows matched. ``made``: reader
+    -> (open() -> state, run(state, query) -> (rows, a checksum)); every reader must
+    give the same result. Per round, readers in ``order`` (reversed every other
+    round), each cold (a fresh state) then warm (one kept state)."""
+    warm = {name: opener() for name, (opener, _) in made.items()}
+    times: dict[tuple[str, str, str], list[float]] = {}
+    rows: dict[str, int] = {}
+    for title, query in queries:
+        expected = {name: run(warm[name], query) for name, (_, run) in made.items()}
+        if len(set(expected.values())) != 1:
+            raise AssertionError(f"{title}: readers disagree {expected}")
+        rows[title] = next(iter(expected.values()))[0]
+        for r in range(rounds):
+            for name in order if r % 2 == 0 else order[::-1]:
+                opener, run = made[name]
+                t0 = time.perf_counter()
+                got_cold = run(opener(), query)
+                t1 = time.perf_counter()
+                got_warm = run(warm[name], query)
+                t2 = time.perf_counter()
+                if got_cold != expected[name] or got_warm != expected[name]:
+                    raise AssertionError(f"{name} {title}: result changed")
+                times.setdefault((title, "cold", name), []).append(t1 - t0)
+                times.setdefault((title, "warm", name), []).append(t2 - t1)
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}, rows
+
+
+def rows_rounds_args(doc: str | None) -> argparse.Namespace:
+    """``--rows``, ``--rounds`` and ``--no-doc``, the options of the smaller scripts."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-doc", action="store_true", help="print, don't edit docs/")
+    return ap.parse_args()
