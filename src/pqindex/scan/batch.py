@@ -28,6 +28,7 @@ from pqindex.scan.fetch import Buffers, ScanOptions, ScanStats, merge_stats
 
 __all__ = ["planned_data_waves", "scan_file"]
 
+
 def _speculation_budget(pf: ParquetFile, options: ScanOptions) -> int:
     if options.speculative_bytes is not None:
         return options.speculative_bytes
@@ -129,8 +130,8 @@ class _Batch:
                 for r in executor.at_row_group(pf, rd.rg, self._predicate_ranges, rd)]
         budget = _speculation_budget(pf, self.options) if wave else 0
         if budget:
-            maybe = [r for rd in self.readers
-                     for r in executor.at_row_group(pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
+            maybe = [r for rd in self.readers for r in executor.at_row_group(
+                pf, rd.rg, self._field_ranges, rd, rd.plan.maybe)]
             if sum(n for _, n in maybe) <= budget:
                 wave += maybe
         self._fetch(wave)
@@ -151,8 +152,9 @@ class _Batch:
 
     def exact_rows(self, i: int) -> RowRanges:
         rd = self.readers[i]
-        return executor.at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr, self.kept,
-                             self.partition, self.partition_types, self.stats[i])
+        return executor.at_row_group(self.pf, rd.rg, executor.exact_rows, rd, self.expr,
+                                     self.kept, self.partition, self.partition_types,
+                                     self.stats[i])
 
     def projection_wave(self) -> None:
         """The projected columns' pages holding the matching rows of every row group."""
@@ -164,9 +166,9 @@ class _Batch:
     def project(self, i: int) -> pa.Table | None:
         rd = self.readers[i]
         try:
-            return executor.at_row_group(self.pf, rd.rg, executor.project, rd, self.exact[i], self.fields,
-                                 self.partition, self.partition_types, self.stats[i],
-                                 self.implied)
+            return executor.at_row_group(self.pf, rd.rg, executor.project, rd, self.exact[i],
+                                         self.fields, self.partition, self.partition_types,
+                                         self.stats[i], self.implied)
         finally:
             rd.release()  # its decoded pages are in the table now (or no longer needed)
 

@@ -707,6 +707,21 @@ def exact_rows(
     return exact
 
 
+def _string_or_binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+# Value kinds where equal means the same value, with the output types that hold it as is.
+_EXACT_KINDS: dict[Kind, Callable[[pa.DataType], bool]] = {
+    Kind.STRING: _string_or_binary,
+    Kind.BINARY: _string_or_binary,
+    Kind.INT: pa.types.is_integer,
+    Kind.UINT: pa.types.is_integer,
+    Kind.BOOL: pa.types.is_boolean,
+}
+
+
 def implied_values(expr: BoundExpr, fields: Sequence[str], schema: pa.Schema
                    ) -> dict[str, pa.Array]:
     """Returned ``fields`` whose value on every matching row the predicate fixes, as
@@ -736,21 +751,6 @@ def implied_values(expr: BoundExpr, fields: Sequence[str], schema: pa.Schema
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
             continue  # not representable as that type (e.g. a fixed size): decoded
     return out
-
-
-def _string_or_binary(t: pa.DataType) -> bool:
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
-                or pa.types.is_binary(t) or pa.types.is_large_binary(t))
-
-
-# Value kinds where equal means the same value, with the output types that hold it as is.
-_EXACT_KINDS: dict[Kind, Callable[[pa.DataType], bool]] = {
-    Kind.STRING: _string_or_binary,
-    Kind.BINARY: _string_or_binary,
-    Kind.INT: pa.types.is_integer,
-    Kind.UINT: pa.types.is_integer,
-    Kind.BOOL: pa.types.is_boolean,
-}
 
 
 def project(
