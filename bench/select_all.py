@@ -87,9 +87,12 @@ def readers(path: Path, rows: int
         with _values_decoded():
             return pq_run(ds, where)
 
+    # pyarrow's filter for each WHERE text, made once (make_queries reads the file).
+    filters = {q.where: q.arrow_filter() for q in selective.make_queries(path, rows)
+               if q.where is not None}
+
     def pa_run(ds: Any, where: str) -> tuple[int, int]:
-        q = next(q for q in selective.make_queries(path, rows) if q.where == where)
-        return _result(ds.to_table(filter=q.arrow_filter()))
+        return _result(ds.to_table(filter=filters[where]))
 
     def pl_run(lf: Any, where: str) -> tuple[int, int]:
         df = lf.filter(pl.sql_expr(where)).collect()
