@@ -4,10 +4,12 @@ cheaper than the hand-off stay on the calling thread (``pools.spread``)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -174,3 +176,61 @@ def test_costly_predicates_go_to_the_pool_at_once(
                                                     columns=["id"]).to_table()
     assert got.column("id").to_pylist() == np.flatnonzero(uid == target).tolist()
     assert {t.ident for t in _pool_threads()} - before
+
+
+def test_local_row_groups_get_one_thread_per_core(table_path: tuple[Path, pa.Table]) -> None:
+    """A local file's row groups are CPU work: by default one pool thread per core
+    decodes them (more contend for the cores and the GIL); files in flight and an
+    explicit ``max_workers`` are unchanged."""
+    path, _ = table_path
+    cores = os.cpu_count() or 2
+    ds = pqindex.dataset(path)
+    assert ds.rowgroup_workers == min(8, cores)
+    assert ds.max_workers == min(8, 2 * cores)
+    assert pqindex.dataset(path, max_workers=3).rowgroup_workers == 3
+
+
+def _zstd_rare(tmp_path: Path, codec: str) -> tuple[Path, pa.Table]:
+    rng = np.random.default_rng(5)
+    n, per = 400_000, 100_000
+    cat = np.full(n, "common", dtype=object)
+    rare = np.sort(rng.choice(n, 12, replace=False))
+    cat[rare] = "rare"
+    table = pa.table({"id": np.arange(n, dtype=np.int64), "cat": pa.array(cat),
+                      "v": rng.normal(size=n)})
+    path = tmp_path / f"rare-{codec}.parquet"
+    pq.write_table(table, path, row_group_size=per, use_dictionary=["cat"],
+                   compression=codec, data_page_size=160_000, write_page_index=True)
+    return path, table
+
+
+@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+def test_zstd_projection_goes_to_the_pool_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
+    """A few rows of zstd pages are decompressed whole (~1 ms a MiB, the GIL released):
+    the row groups' projections go to the pool at once, each keeping its columns on
+    its thread. Snappy's few values are gathered cheaply: they stay here."""
+    from pqindex.scan import batch, executor
+    from pqindex.scan.whole import side_by_side as real
+
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    aside: list[int] = []
+
+    def recording(jobs: Any) -> Any:
+        aside.append(len(jobs))
+        return real(jobs)
+
+    monkeypatch.setattr(executor, "side_by_side", recording)
+    monkeypatch.setattr(executor, "_SIDE_BY_SIDE_BYTES", 1)  # any column worth a thread
+    monkeypatch.setattr(batch, "_CORES", 2)  # 4 row groups fill them, on any machine
+    path, table = _zstd_rare(tmp_path, codec)
+    before = {t.ident for t in _pool_threads()}
+    got = pqindex.dataset(path, max_workers=7).scan(where="cat = 'rare'",
+                                                    columns=["id", "v"]).to_table()
+    want = table.filter(pc.equal(table["cat"], "rare")).select(["id", "v"])
+    assert got.equals(want)
+    handed_off = bool({t.ident for t in _pool_threads()} - before)
+    if codec == "zstd":
+        assert handed_off and not aside
+    else:
+        assert not handed_off

@@ -37,6 +37,7 @@ from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
+from pqindex.format.schema import Codec
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan
@@ -126,6 +127,9 @@ class RowGroupReader:
         self._dictionaries = page_values.Dictionaries.of(pf)
         self._native_checked: tuple[str | None] | None = None
         self.siblings = 1  # row groups decoded at the same time as this one
+        # Whether sparse_fields may hand columns to other threads: not when row groups
+        # fill the cores already (a thread started for a column waits for the GIL).
+        self.columns_aside = True
         # (id(rows), the pages' first rows) -> (rows, the pages holding them): columns
         # with the same page boundaries, and each column's ranges then its decode, ask
         # alike (the rows are held: their id is not reused meanwhile).
@@ -220,11 +224,12 @@ class RowGroupReader:
         jobs = [functools.partial(page_values.decode_pages, self.pf, self.rg, col, pages,
                                   self._view, target, self._dictionaries, at=at)
                 for _n, col, target, pages, at in todo]
-        # A large dictionary page still to decompress (one value needs all of it) is
-        # decoded on another thread, beside the other columns (small ones here).
-        big = [self._dictionary_bytes(col, pages) >= _SIDE_BY_SIDE_BYTES
-               for _n, col, _t, pages, _a in todo]
-        if any(big) and len(jobs) > 1:
+        # A large dictionary page still to decompress (one value needs all of it), or
+        # pages decompressed whole (zstd: ~1 ms a MiB of output), are decoded on
+        # another thread, beside the other columns (small ones here).
+        big = [max(self._dictionary_bytes(col, pages), self._inflated_bytes(col, pages))
+               >= _SIDE_BY_SIDE_BYTES for _n, col, _t, pages, _a in todo]
+        if any(big) and len(jobs) > 1 and self.columns_aside:
             order = sorted(range(len(jobs)), key=lambda k: big[k])
             done = side_by_side([jobs[k] for k in order])
             arrays: list[Any] = [None] * len(jobs)
@@ -238,6 +243,30 @@ class RowGroupReader:
                 out[name] = arr
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
+
+    def _inflated_bytes(self, col: int, pages: Sequence[int]) -> int:
+        """About the bytes decompressing data ``pages`` of leaf ``col`` whole writes (the
+        chunk's ratio applied to their stored sizes); 0 for uncompressed and snappy
+        pages, whose few wanted values are gathered without decompressing them whole."""
+        meta = self.pf.column_meta(self.rg, col)
+        oi = self.pf.held_offset_index(self.rg, col)
+        if (meta.codec or 0) in (Codec.UNCOMPRESSED, Codec.SNAPPY) or oi is None:
+            return 0
+        locs = oi.page_locations or []
+        stored = sum(locs[p].compressed_page_size or 0 for p in pages if p < len(locs))
+        ratio = (meta.total_uncompressed_size or 0) / max(meta.total_compressed_size or 0, 1)
+        return int(stored * max(ratio, 1.0))
+
+    def projection_cost(self, names: Sequence[str], rows: RowRanges) -> int:
+        """About the bytes projecting ``rows`` of top-level fields ``names`` decompresses
+        whole (:meth:`_inflated_bytes` of the pages holding them)."""
+        total = 0
+        for name in names:
+            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            found = self._pages_for(leaves[0].index, rows) if len(leaves) == 1 else None
+            if found is not None:
+                total += self._inflated_bytes(leaves[0].index, found[0])
+        return total
 
     def _dictionary_bytes(self, col: int, pages: Sequence[int]) -> int:
         """Compressed bytes of the dictionary page decoding ``pages`` decompresses, or 0."""
