@@ -156,6 +156,24 @@ def test_dataset_of_none_and_write_into_a_missing_directory(tmp_path: Path) -> N
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"max_workers": 0}, {"max_workers": -1}, {"max_workers": 2.5}, {"max_workers": "4"},
+    {"max_workers": True}, {"tail_bytes": -5}, {"tail_bytes": 1.5},
+])
+def test_bad_dataset_options_are_user_input_errors(small_file: Path, kwargs: Any) -> None:
+    # Not a ValueError from the thread pool at the first scan, nor an "internal error".
+    with pytest.raises(UserInputError, match=next(iter(kwargs))):
+        pqindex.dataset(small_file, **kwargs)
+
+
+def test_dataset_options_take_numpy_integers(small_file: Path) -> None:
+    import numpy as np
+
+    ds = pqindex.dataset(small_file, max_workers=np.int64(3), tail_bytes=np.int32(0))
+    assert ds.max_workers == 3 and type(ds.max_workers) is int
+    assert ds.scan(columns=["id"]).to_table().num_rows == 3_000
+
+
 def test_add_indexes_on_a_damaged_file_is_a_corrupt_file_error(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"id": list(range(5000))}), path, write_page_index=False,

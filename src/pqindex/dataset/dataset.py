@@ -8,6 +8,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import threading
 import time
@@ -141,6 +142,13 @@ class Dataset(Planning):
                 "a dataset is a path, a URL or a list of them, "
                 f"not {type(source).__name__}"
             )
+        for name, value, least in (("max_workers", max_workers, 1), ("tail_bytes", tail_bytes, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, numbers.Integral) or value < least):
+                raise UserInputError(f"{name} must be an integer of at least {least} (or None "
+                                     f"for the default), not {value!r}")
+        max_workers = None if max_workers is None else int(max_workers)
+        tail_bytes = None if tail_bytes is None else int(tail_bytes)
         # tail_bytes None: the store's default (64 KiB local, 512 KiB remote).
         # storage_options: credentials, endpoint, ... of the store (see pqindex.io.objstore).
         self._source = source
