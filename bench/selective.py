@@ -1335,9 +1335,9 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     w("")
     import pqindex
 
-    workers = getattr(pqindex.dataset(str(path)), "max_workers", "?")
+    workers = getattr(pqindex.dataset(str(path)), "rowgroup_workers", "?")
     w(f"Notes: every reader runs with its default threading on the {os.cpu_count()} cores "
-      f"(pqindex's `to_table()` here: a pool of `max_workers` = {workers} threads when "
+      f"(pqindex's `to_table()` here: a pool of `rowgroup_workers` = {workers} threads when "
       f"several row groups are read and each costs more than the hand-off, "
       "`pools.spread`). `pyarrow.read_table` is run for the full scan only and has no state to keep, "
       "so its warm and cold runs are the same call. DuckDB, DataFusion and polars compute "

@@ -174,6 +174,21 @@ def test_dataset_options_take_numpy_integers(small_file: Path) -> None:
     assert ds.scan(columns=["id"]).to_table().num_rows == 3_000
 
 
+def test_one_column_or_aggregate_given_as_a_string(small_file: Path) -> None:
+    # A string is one name, as polars takes it: never its letters.
+    ds = pqindex.dataset(small_file)
+    want = pq.read_table(small_file, columns=["id"]).filter(pc.less(pc.field("id"), 10))
+    assert ds.scan("id", "id < 10").to_table().equals(want)
+    assert ds.to_table("id", "id < 10").equals(want)
+    assert ds.plan("id", "id < 10").fields == ("id",)
+    assert ds.to_pyarrow_dataset(where="id < 10", columns="id").to_table().equals(want)
+    assert ds.aggregate("count(*)", where="id < 10") == {"count(*)": want.num_rows}
+    with pytest.raises(UserInputError, match="names"):
+        ds.scan([1]).to_table()  # type: ignore[list-item]
+    with pytest.raises(UserInputError, match="aggregate"):
+        ds.aggregate([3])  # type: ignore[list-item]
+
+
 def test_add_indexes_on_a_damaged_file_is_a_corrupt_file_error(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"id": list(range(5000))}), path, write_page_index=False,

@@ -179,6 +179,17 @@ def test_driver_read_of_no_rows_with_a_nested_column(spark: Any, tmp_path: Path)
         _check(spark, str(path), where, ["tags", "ts", "id"], "pqindex")
 
 
+@pytest.mark.parametrize("engine", ["native", "pqindex"])
+def test_one_column_given_as_a_string(spark: Any, tmp_path: Path, engine: str) -> None:
+    # A string is that one column, as in spark's own select("id"): not its letters.
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(100), pa.int64()),
+                             "v": pa.array([float(i) for i in range(100)])}), path)
+    got = ps.read(spark, str(path), "id < 5", "v", engine=engine)
+    assert got.columns == ["v"] and _rows(got) == _rows(
+        spark.read.parquet(str(path)).where("id < 5").select("v"))
+
+
 def test_pqindex_reader_reads_only_kept_row_groups(spark: Any, written_files: Any) -> None:
     """A point lookup: one task per kept file share, the other row groups never planned
     by a task (the units are what the driver's plan kept)."""

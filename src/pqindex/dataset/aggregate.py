@@ -107,9 +107,11 @@ class AggregateReport:
         }
 
 
-def parse_aggregations(specs: Sequence[str]) -> list[Aggregation]:
+def parse_aggregations(specs: str | Sequence[str]) -> list[Aggregation]:
     out = []
-    for text in specs:
+    for text in [specs] if isinstance(specs, str) else specs:  # one alone: not its letters
+        if not isinstance(text, str):
+            raise UserInputError(f"an aggregate is text such as 'sum(col)', not {text!r}")
         m = _SPEC.match(text)
         if not m:
             raise UserInputError(

@@ -393,6 +393,7 @@ class Dataset(Planning):
               on_planned: OnPlanned | None = None) -> Plans:
         """Every file planned (``dataset/planning.py``); ``on_planned`` is called with
         each kept file as soon as it is planned, on a pool thread."""
+        columns = column_list(columns)
         t0 = time.perf_counter()
         before = self._io_counts()
         disc = self.discovery
@@ -621,7 +622,7 @@ class Scan:
         self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
     ) -> None:
         self._ds = ds
-        self._columns = columns
+        self._columns = column_list(columns)
         self._expr = expr
         self.batch_size = batch_size
         self.report = ScanReport()
@@ -812,6 +813,18 @@ class Scan:
         from pqindex.dataset.interop import to_polars
 
         return to_polars(self)
+
+
+def column_list(columns: str | Sequence[str] | None) -> list[str] | None:
+    """``columns`` as a list of names: one name alone is that column (as polars takes
+    it; iterated, a string would be its letters)."""
+    if columns is None:
+        return None
+    names = [columns] if isinstance(columns, str) else list(columns)
+    for name in names:
+        if not isinstance(name, str):
+            raise UserInputError(f"columns must be names (strings), not {type(name).__name__}")
+    return names
 
 
 def dataset(

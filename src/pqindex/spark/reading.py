@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pqindex.dataset.dataset import column_list
 from pqindex.errors import PqIndexError
 
 __all__ = ["SparkPlan", "explain", "plan", "read"]
@@ -627,6 +628,7 @@ def read(
     Spark's string redaction hides (:mod:`pqindex.spark.secrets`: the session's
     ``spark.sql.redaction.string.regex`` is extended to match it).
     """
+    columns = column_list(columns)  # one name alone is that column
     p, df = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
                     threshold_bytes, driver_read_bytes)
     if where is not None and where.strip():
@@ -653,7 +655,7 @@ def explain(
     """What ``read`` would do for ``where``: the engine and why, files pruned and why
     (printed too with ``show``). The default engine, ``"native"``, plans file pruning
     only, as before."""
-    p, _ = _decide(spark, os.fspath(path), where, columns, engine, storage_options,
+    p, _ = _decide(spark, os.fspath(path), where, column_list(columns), engine, storage_options,
                    threshold_bytes, driver_read_bytes)
     if show:
         print(p)
