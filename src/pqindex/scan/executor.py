@@ -269,9 +269,14 @@ class RowGroupReader:
         return total
 
     def _dictionary_bytes(self, col: int, pages: Sequence[int]) -> int:
-        """Compressed bytes of the dictionary page decoding ``pages`` decompresses, or 0."""
-        if self._dictionaries.has((self.rg, col)) or not encoded.dictionary_needed(
-                self.pf, self.rg, col, pages):
+        """Compressed bytes of the dictionary page decoding ``pages`` decompresses, or 0.
+        0 for snappy too: the few entries wanted are gathered (``decompress.gather``),
+        which costs less than handing the column to another thread (cold, a 1 MiB
+        page's entries: 29.1 ms side by side against 28.5 here for the issue file's
+        rare value, 6.9 against 6.7 for an indexed lookup, 100 runs)."""
+        if (self._dictionaries.has((self.rg, col))
+                or (self.pf.column_meta(self.rg, col).codec or 0) == Codec.SNAPPY
+                or not encoded.dictionary_needed(self.pf, self.rg, col, pages)):
             return 0
         ext = self.pf.dictionary_extent(self.rg, col)
         return ext[1] if ext is not None else 0
