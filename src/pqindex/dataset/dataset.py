@@ -120,7 +120,22 @@ class _Made:
 
 
 class Dataset(Planning):
-    """One or many Parquet files read as one table."""
+    """One or many Parquet files read as one table.
+
+    Options (all keyword-only, None for the default):
+
+    * ``storage_options``: credentials, endpoint, region... of an object store
+      (``pqindex.io.objstore``); without them the standard environment variables
+      configure it.
+    * ``max_workers``: files planned and read at once, and a file's row groups decoded
+      at once. Default: 32 on object stores (a request waits, it does not compute);
+      locally 2 per core (up to 8) for files and one per core (up to 8) for one file's
+      row groups, whose work is CPU.
+    * ``tail_bytes``: bytes read at each file's end in its first request (footer, page
+      index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
+    * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
+      (``PlanOptions``, ``ScanOptions``).
+    """
 
     def __init__(
         self,
@@ -830,5 +845,6 @@ def column_list(columns: str | Sequence[str] | None) -> list[str] | None:
 def dataset(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], **kwargs: Any
 ) -> Dataset:
-    """A lazy dataset over a file, a directory (hive ``key=value/`` partitions), or a list."""
+    """A lazy dataset over a file, a directory (hive ``key=value/`` partitions), or a list
+    of them, local or on an object store; ``kwargs`` are :class:`Dataset`'s options."""
     return Dataset(source, **kwargs)
