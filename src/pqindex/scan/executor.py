@@ -261,9 +261,14 @@ class RowGroupReader:
         """About the bytes projecting ``rows`` of top-level fields ``names`` decompresses
         whole (:meth:`_inflated_bytes` of the pages holding them)."""
         total = 0
+        if rows.is_empty or rows.count() == self.n:
+            return 0  # nothing, or whole chunks (read by pyarrow itself)
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
-            found = self._pages_for(leaves[0].index, rows) if len(leaves) == 1 else None
+            # Offset indexes already held only: an estimate is not worth a read.
+            if len(leaves) != 1 or self.pf.held_offset_index(self.rg, leaves[0].index) is None:
+                continue
+            found = self._pages_for(leaves[0].index, rows)
             if found is not None:
                 total += self._inflated_bytes(leaves[0].index, found[0])
         return total
