@@ -625,7 +625,7 @@ class Dataset(Planning):
         from pqindex.dataset.interop import to_pyarrow_dataset
 
         return to_pyarrow_dataset(
-            self, _where(where, filters), columns, filesystem=filesystem,
+            self, _where(where, filters), column_list(columns), filesystem=filesystem,
             attach_filter=attach_filter, exact=exact,
         )
 

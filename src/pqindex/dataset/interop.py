@@ -187,7 +187,7 @@ def to_pyarrow_dataset(
         )
     schema = full
     if columns is not None:
-        names = [columns] if isinstance(columns, str) else list(columns)
+        names = list(columns)
         for c in names:
             if c not in full.names:
                 raise UserInputError(f"no column named {c!r} (columns: {', '.join(full.names)})")

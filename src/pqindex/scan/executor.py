@@ -244,13 +244,18 @@ class RowGroupReader:
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
+    def _inflates(self, col: int) -> bool:
+        """Whether leaf ``col``'s pages are decompressed whole to take a few values: not
+        uncompressed nor snappy ones (their wanted values are gathered)."""
+        codec = self.pf.column_meta(self.rg, col).codec or 0
+        return codec not in (Codec.UNCOMPRESSED, Codec.SNAPPY)
+
     def _inflated_bytes(self, col: int, pages: Sequence[int]) -> int:
         """About the bytes decompressing data ``pages`` of leaf ``col`` whole writes (the
-        chunk's ratio applied to their stored sizes); 0 for uncompressed and snappy
-        pages, whose few wanted values are gathered without decompressing them whole."""
+        chunk's ratio applied to their stored sizes); 0 where :meth:`_inflates` is not."""
         meta = self.pf.column_meta(self.rg, col)
         oi = self.pf.held_offset_index(self.rg, col)
-        if (meta.codec or 0) in (Codec.UNCOMPRESSED, Codec.SNAPPY) or oi is None:
+        if not self._inflates(col) or oi is None:
             return 0
         locs = oi.page_locations or []
         stored = sum(locs[p].compressed_page_size or 0 for p in pages if p < len(locs))
@@ -266,7 +271,8 @@ class RowGroupReader:
         for name in names:
             leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
             # Offset indexes already held only: an estimate is not worth a read.
-            if len(leaves) != 1 or self.pf.held_offset_index(self.rg, leaves[0].index) is None:
+            if (len(leaves) != 1 or not self._inflates(leaves[0].index)
+                    or self.pf.held_offset_index(self.rg, leaves[0].index) is None):
                 continue
             found = self._pages_for(leaves[0].index, rows)
             if found is not None:
