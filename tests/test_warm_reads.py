@@ -151,6 +151,104 @@ def test_a_long_lived_file_keeps_a_bounded_number_of_buffers(tmp_path: Path) -> 
     pf.close()
 
 
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["prefetch", "exact", "read", "keep", "iter"]),
+                              st.integers(0, 60_000), st.integers(0, 3_000)),
+                    min_size=1, max_size=60),
+       limit=st.sampled_from([4, 16, 4096]))
+def test_held_buffers_serve_the_files_bytes_whatever_was_read_or_dropped(
+    tmp_path_factory: Any, ops: list[tuple[str, int, int]], limit: int
+) -> None:
+    """Random waves, kept reads and lookups on one open file, with the held list at
+    various bounds (buffers dropped midway): every read returns the file's bytes, and,
+    while nothing was dropped, a range read right after its wave costs no request."""
+    from pqindex.format import file as file_mod
+
+    path = tmp_path_factory.mktemp("held") / "t.parquet"
+    if not path.exists():
+        pq.write_table(pa.table({"x": np.arange(10_000, dtype=np.int64)}), path,
+                       compression="none")
+    data = path.read_bytes()
+    size = len(data) - 64  # before the footer's tail (always held)
+    old = file_mod.MAX_HELD_BUFFERS
+    file_mod.MAX_HELD_BUFFERS = limit
+    try:
+        pf = ParquetFile.open(path)
+        for op, off, n in ops:
+            off = 4 + off % size
+            n = min(n, len(data) - off)
+            if op in ("prefetch", "exact"):
+                rng = [(off, n), (off + 2 * n + 7, n // 2)]
+                rng = [(o, k) for o, k in rng if o + k <= len(data)]
+                if op == "prefetch":
+                    pf.prefetch(rng)
+                else:
+                    pf.prefetch([], exact=rng)
+                before = pf.source.stats.requests
+                kept = limit > len(ops) * 8  # nothing dropped: the wave is held whole
+                for o, k in rng:
+                    assert not kept or pf.has_bytes(o, k)
+                    assert pf.read_bytes(o, k) == data[o : o + k]
+                assert not kept or pf.source.stats.requests == before
+            elif op == "iter":
+                got = pf.read_ranges([(off, n), (max(off - 500, 4), n)])
+                assert got[0] == data[off : off + n]
+                o2 = max(off - 500, 4)
+                assert bytes(got[1]) == data[o2 : o2 + n]
+            else:
+                assert pf.read_bytes(off, n, keep=op == "keep") == data[off : off + n]
+            held = [(s, len(b)) for s, b in pf._buffers if len(b)]
+            assert pf.holds_any(off, n) == (n > 0 and any(s < off + n and off < s + k
+                                                          for s, k in held))
+            assert pf.has_bytes(off, n) == (not file_mod._gaps(pf._held(), off, n))
+        pf.close()
+    finally:
+        file_mod.MAX_HELD_BUFFERS = old
+
+
+def test_held_buffers_are_read_and_dropped_from_several_threads_at_once(
+    tmp_path: Path,
+) -> None:
+    """Threads prefetching overlapping ranges and reading them while others drop old
+    buffers (a small bound): every byte returned is the file's."""
+    import threading
+
+    from pqindex.format import file as file_mod
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(50_000, dtype=np.int64)}), path,
+                   compression="none")
+    data = path.read_bytes()
+    old = file_mod.MAX_HELD_BUFFERS
+    file_mod.MAX_HELD_BUFFERS = 8
+    errors: list[str] = []
+    pf = ParquetFile.open(path)
+
+    def work(seed: int) -> None:
+        r = np.random.default_rng(seed)
+        for _ in range(300):
+            off = int(r.integers(4, len(data) - 200))
+            n = int(r.integers(1, 200))
+            pf.prefetch([], exact=[(off, n), (off + 1000, 32)] if off + 1032 < len(data)
+                        else [(off, n)])
+            if pf.read_bytes(off, n) != data[off : off + n]:
+                errors.append(f"read_bytes({off}, {n})")
+            lo = max(off - 100, 4)
+            if pf.read_bytes(lo, 300, keep=True) != data[lo : lo + 300]:
+                errors.append(f"keep({lo}, 300)")
+
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        file_mod.MAX_HELD_BUFFERS = old
+        pf.close()
+    assert errors == []
+
+
 def test_warm_scans_of_many_files_settle_pruned_files_from_their_footers(
     tmp_path: Path,
 ) -> None:
