@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
@@ -276,46 +278,150 @@ class _BaseSource:
         self.close()
 
 
+class _Descriptors:
+    """The open descriptors of local files, shared by the process: at most ``limit``
+    idle ones. A dataset of thousands of files would otherwise hold one per file for
+    its life, past the usual limit of 1,024 (macOS: 256) open files. A source whose
+    descriptor was closed opens its file again, checked to be the same file."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # Sources holding a descriptor no read uses, least recently used first.
+        self._idle: OrderedDict[int, weakref.ref[LocalFileSource]] = OrderedDict()
+        self.limit = _descriptor_limit()
+
+    def acquire(self, src: LocalFileSource) -> int:
+        """The source's descriptor, opened again if the pool closed it; in use (never
+        closed) until :meth:`release`."""
+        with self._lock:
+            if src._closed:
+                raise PqIndexError("read after the file was closed", path=src.path)
+            src._users += 1
+            self._idle.pop(id(src), None)
+            if src._fd is None:
+                try:
+                    src._fd = src._reopen()
+                except BaseException:
+                    src._users -= 1
+                    raise
+            return src._fd
+
+    def release(self, src: LocalFileSource) -> None:
+        with self._lock:
+            src._users -= 1
+            if src._users or src._fd is None:
+                return
+            if src._closed:  # closed during the read
+                fd, src._fd = src._fd, None
+                os.close(fd)
+                return
+            self._idle[id(src)] = weakref.ref(src)
+            while len(self._idle) > self.limit:
+                _, ref = self._idle.popitem(last=False)
+                old = ref()
+                if old is not None and old._fd is not None and not old._users:
+                    fd, old._fd = old._fd, None
+                    os.close(fd)
+
+    def close(self, src: LocalFileSource) -> None:
+        """No more reads of ``src``: its descriptor closed now, or by the read in
+        flight when it ends. Entries never outlive their source (``__del__`` closes),
+        so the id names this one."""
+        with self._lock:
+            src._closed = True
+            self._idle.pop(id(src), None)
+            if src._fd is not None and not src._users:
+                fd, src._fd = src._fd, None
+                os.close(fd)
+
+
+def _descriptor_limit() -> int:
+    """Idle descriptors kept: a quarter of the soft limit on open files, 16 to 1,024."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # Windows: no resource module
+        return 256
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 1024
+    return max(16, min(1024, soft // 4))
+
+
+_descriptors = _Descriptors()
+
+
 class LocalFileSource(_BaseSource):
     """A local file read with ``os.pread`` (thread-safe, releases the GIL).
 
     Local tails are not put in the metadata cache: the OS page cache already
-    serves them, and a request here costs microseconds.
+    serves them, and a request here costs microseconds. The descriptor is leased
+    per read from a process-wide pool (:class:`_Descriptors`), so many open files
+    hold few descriptors.
     """
 
     def __init__(self, path: str | os.PathLike[str], stats: IOStats | None = None) -> None:
         self._fd: int | None = None
+        self._users = 0
+        self._closed = False
         self.path = os.fspath(path)
         self.stats = stats if stats is not None else IOStats()
         if os.path.isdir(self.path):
             raise PqIndexError("is a directory, not a file", path=self.path)
+        fd = self._open()
+        st = os.fstat(fd)
+        self._identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        self._size = st.st_size
+        self.mtime_ns = st.st_mtime_ns
+        self._fd = fd
+        _descriptors.acquire(self)
+        _descriptors.release(self)  # idle from now on: the pool may close it
+
+    def _open(self) -> int:
         try:
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            return os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except FileNotFoundError:
             raise PqIndexError("no such file", path=self.path) from None
         except IsADirectoryError:
             raise PqIndexError("is a directory, not a file", path=self.path) from None
         except OSError as e:
             raise PqIndexError(f"cannot open: {e.strerror}", path=self.path) from None
-        st = os.fstat(self._fd)
-        self._size = st.st_size
-        self.mtime_ns = st.st_mtime_ns
+
+    def _reopen(self) -> int:
+        """The file opened again (its descriptor was closed while idle), if it is still
+        the file first opened: same device, inode, size and mtime."""
+        from pqindex.io.errors import ObjectChangedError
+
+        try:
+            fd = self._open()
+        except PqIndexError as e:
+            raise ObjectChangedError(f"the file is gone or unreadable ({e.reason})",
+                                     path=self.path, operation="reopen") from None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self._identity:
+            os.close(fd)
+            raise ObjectChangedError("the file was replaced or modified since it was opened",
+                                     path=self.path, operation="reopen")
+        return fd
 
     def _read(self, offset: int, length: int) -> bytes:
-        assert self._fd is not None, "source is closed"
-        chunks = []
-        got = 0
-        while got < length:
-            try:
-                b = os.pread(self._fd, length - got, offset + got)
-            except OSError as e:
-                raise PqIndexError(
-                    f"read failed: {e.strerror}", path=self.path, offset=offset + got
-                ) from None
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
+        fd = _descriptors.acquire(self)
+        try:
+            chunks = []
+            got = 0
+            while got < length:
+                try:
+                    b = os.pread(fd, length - got, offset + got)
+                except OSError as e:
+                    raise PqIndexError(
+                        f"read failed: {e.strerror}", path=self.path, offset=offset + got
+                    ) from None
+                if not b:
+                    break
+                chunks.append(b)
+                got += len(b)
+        finally:
+            _descriptors.release(self)
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
     def read_into(self, offset: int, out: Any) -> None:
@@ -327,24 +433,27 @@ class LocalFileSource(_BaseSource):
         self._fill(offset, view)
 
     def _fill(self, offset: int, view: memoryview) -> None:
-        assert self._fd is not None, "source is closed"
         length = len(view)
         if not hasattr(os, "preadv"):  # Windows
             view[:] = self._checked(offset, length, self._read(offset, length))
             return
-        got = 0
-        while got < length:
-            try:
-                n = os.preadv(self._fd, [view[got:]], offset + got)
-            except OSError as e:
-                raise PqIndexError(
-                    f"read failed: {e.strerror}", path=self.path, offset=offset + got
-                ) from None
-            if not n:
-                raise CorruptFileError(
-                    f"short read: wanted {length} bytes, got {got} (file changed?)",
-                    path=self.path, offset=offset)
-            got += n
+        fd = _descriptors.acquire(self)
+        try:
+            got = 0
+            while got < length:
+                try:
+                    n = os.preadv(fd, [view[got:]], offset + got)
+                except OSError as e:
+                    raise PqIndexError(
+                        f"read failed: {e.strerror}", path=self.path, offset=offset + got
+                    ) from None
+                if not n:
+                    raise CorruptFileError(
+                        f"short read: wanted {length} bytes, got {got} (file changed?)",
+                        path=self.path, offset=offset)
+                got += n
+        finally:
+            _descriptors.release(self)
 
     def iter_ranges(self, ranges: Sequence[tuple[int, int]], *, views: bool = False
                     ) -> Iterator[tuple[int, bytes | memoryview]]:
@@ -392,12 +501,11 @@ class LocalFileSource(_BaseSource):
         return out
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        _descriptors.close(self)
 
     def __del__(self) -> None:
-        self.close()
+        if getattr(self, "_fd", None) is not None:
+            _descriptors.close(self)
 
 
 class BytesSource(_BaseSource):

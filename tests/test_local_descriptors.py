@@ -1,0 +1,169 @@
+"""Local files hold few descriptors: a process-wide pool keeps at most ``limit`` idle
+ones open, and a file whose descriptor was closed is opened again only if it is still
+the file first opened."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import pqindex
+from pqindex.format.file import ParquetFile
+from pqindex.io import source as source_mod
+from pqindex.io.errors import ObjectChangedError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def small_pool() -> Iterator[None]:
+    pool = source_mod._descriptors
+    old = pool.limit
+    pool.limit = 2
+    try:
+        yield
+    finally:
+        pool.limit = old
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _files(d: Path, n: int, rows: int = 100) -> None:
+    d.mkdir()
+    for k in range(n):
+        pq.write_table(pa.table({"x": np.arange(k * rows, (k + 1) * rows, dtype=np.int64),
+                                 "s": [f"v{i % 7}" for i in range(rows)]}),
+                       d / f"part-{k:04d}.parquet", row_group_size=25)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_dataset_of_many_files_holds_a_bounded_number_of_descriptors(
+    tmp_path: Path, small_pool: None
+) -> None:
+    d = tmp_path / "d"
+    _files(d, 60)
+    before = _open_fds()
+    ds = pqindex.dataset(d)
+    got = ds.scan(where="x >= 0 AND s != 'v3'").to_table()
+    want = pq.read_table(d).filter((pc.field("x") >= 0) & (pc.field("s") != "v3"))
+    assert got.sort_by("x").equals(want.sort_by("x").cast(got.schema))
+    assert _open_fds() <= before + source_mod._descriptors.limit
+    # Every file again (their descriptors closed meanwhile): opened again, same rows.
+    again = ds.scan(where="x >= 0 AND s != 'v3'").to_table()
+    assert again.sort_by("x").equals(got.sort_by("x"))
+    assert _open_fds() <= before + source_mod._descriptors.limit
+    ds.close()
+    assert _open_fds() <= before
+
+
+def test_more_files_than_the_open_file_limit(tmp_path: Path) -> None:
+    """With the soft limit on open files at 128, a dataset of 300 files is read whole
+    and looked up (before the pool: 'Too many open files')."""
+    resource = pytest.importorskip("resource")
+    d = tmp_path / "d"
+    _files(d, 300, rows=10)
+    code = f"""
+import resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard))
+import pqindex
+ds = pqindex.dataset({str(d)!r})
+t = ds.scan(where="x >= 0").to_table()
+one = ds.scan(where="x = 2995").to_table()
+print(t.num_rows, one.num_rows, int(one.column("x")[0].as_py()))
+"""
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[1] >= 128 or \
+        resource.getrlimit(resource.RLIMIT_NOFILE)[1] == resource.RLIM_INFINITY
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["3000", "1", "2995"]
+
+
+def test_a_file_replaced_after_its_descriptor_was_closed_is_not_mixed(
+    tmp_path: Path, small_pool: None
+) -> None:
+    """The pool closed the descriptor of an idle file; the file was then replaced by
+    another of the same name: the next read raises ObjectChangedError naming it, never
+    bytes of the new file under the old footer."""
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(200_000, dtype=np.int64)}), a,
+                   compression="none")  # larger than the tail read at open
+    pf = ParquetFile.open(a)
+    others = [tmp_path / f"o{k}.parquet" for k in range(4)]
+    for o in others:
+        pq.write_table(pa.table({"x": np.arange(10, dtype=np.int64)}), o)
+    opened = [ParquetFile.open(o) for o in others]  # a's descriptor is closed now
+    assert pf.source._fd is None
+    tmp = tmp_path / "a.tmp"
+    pq.write_table(pa.table({"x": np.arange(1, 200_001, dtype=np.int64)}), tmp,
+                   compression="none")  # the same size
+    os.replace(tmp, a)
+    with pytest.raises(ObjectChangedError) as e:
+        pf.read_bytes(4, 16)
+    assert str(a) in str(e.value) and "replaced" in str(e.value)
+    for p in [pf, *opened]:
+        p.close()
+
+
+def test_an_untouched_file_is_opened_again_and_reads_its_bytes(
+    tmp_path: Path, small_pool: None
+) -> None:
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(200_000, dtype=np.int64)}), a,
+                   compression="none")  # larger than the tail read at open
+    data = a.read_bytes()
+    pf = ParquetFile.open(a)
+    others = [ParquetFile.open(a) for _ in range(4)]
+    assert pf.source._fd is None
+    before = pf.source.stats.requests
+    assert pf.read_bytes(4, 100) == data[4:104]
+    assert pf.source.stats.requests == before + 1
+    for p in [pf, *others]:
+        p.close()
+    with pytest.raises(pqindex.PqIndexError, match="closed"):
+        pf.source.read(4, 10)
+
+
+def test_threads_reading_many_files_through_a_small_pool(
+    tmp_path: Path, small_pool: None
+) -> None:
+    """Four threads read eight files at once while the pool keeps two idle descriptors:
+    a descriptor in use is never closed under its reader (every byte is the file's)."""
+    paths = [tmp_path / f"f{k}.parquet" for k in range(8)]
+    for k, p in enumerate(paths):
+        pq.write_table(pa.table({"x": np.arange(k, k + 20_000, dtype=np.int64)}), p,
+                       compression="none")
+    data = [p.read_bytes() for p in paths]
+    files = [ParquetFile.open(p) for p in paths]
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        r = np.random.default_rng(seed)
+        for _ in range(400):
+            k = int(r.integers(0, len(files)))
+            off = int(r.integers(4, len(data[k]) - 3000))
+            n = int(r.integers(1, 3000))
+            if files[k].source.read(off, n) != data[k][off : off + n]:
+                errors.append(f"file {k} [{off}, {off + n})")
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for f in files:
+        f.close()
+    assert errors == []
