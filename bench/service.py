@@ -99,7 +99,7 @@ def measure(path: Path, n: int) -> dict[tuple[str, str, str], list[float]]:
     """(reader, kind, "first" | "last") -> seconds of each lookup in that quarter."""
     made = readers(path)
     work = workload(path, n)
-    for name, (state, run) in made.items():  # each reader's first query: not timed
+    for state, run in made.values():  # each reader's first query: not timed
         run(state, "id", 0)
     times: dict[tuple[str, str, str], list[float]] = {}
     quarter = n // 4

@@ -7,9 +7,14 @@ PLAIN-encoded, so both lookups compare literals in this form.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
+import os
 import struct
 import uuid
 from decimal import Decimal
+from types import ModuleType
+
+import pyarrow as pa
 
 from pqindex.errors import CorruptFileError
 from pqindex.format.codec import CODECS
@@ -17,7 +22,19 @@ from pqindex.format.codec import decompress as decompress_part
 from pqindex.format.schema import Codec, PhysicalType
 from pqindex.format.values import Kind, NanoTimestamp, Value, ValueType
 
-__all__ = ["decompress", "encode_plain", "split_plain"]
+__all__ = ["decompress", "encode_plain", "plain_entries", "split_byte_array", "split_plain"]
+
+
+def _load_c() -> ModuleType | None:
+    if os.environ.get("PQINDEX_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("pqindex.format._plain")
+    except ImportError:  # built without a compiler: the Python walk below
+        return None
+
+
+_c = _load_c()
 
 _FIXED = {
     PhysicalType.INT32: 4,
@@ -76,6 +93,55 @@ def split_plain(physical: int, type_length: int | None, data: bytes, count: int)
             f"the page has {len(data)}"
         )
     return [data[i * width : (i + 1) * width] for i in range(count)]
+
+
+def split_byte_array(data: bytes | memoryview, count: int) -> tuple[bytes, bytes]:
+    """The first ``count`` PLAIN BYTE_ARRAY values of ``data`` in Arrow's layout:
+    ``count + 1`` native int32 offsets and the values' bytes (the optional C module
+    ``_plain``, else a Python walk). Raises CorruptFileError when ``data`` is too
+    short for them."""
+    if _c is not None and count >= 0:
+        got = _c.split(data, count)
+        if got is not None:
+            offsets, body = got
+            return offsets, body
+    values = split_plain(PhysicalType.BYTE_ARRAY, None, bytes(data), count)
+    import numpy as np
+
+    ends = np.cumsum([len(v) for v in values], dtype=np.int64)
+    if len(ends) and ends[-1] > 2**31 - 1:
+        raise CorruptFileError(f"{count} values of {int(ends[-1])} bytes: over 2 GiB")
+    offsets_arr = np.zeros(count + 1, dtype=np.int32)
+    offsets_arr[1:] = ends
+    return offsets_arr.tobytes(), b"".join(values)
+
+
+def plain_entries(physical: int, type_length: int | None, data: bytes | memoryview,
+                  count: int) -> pa.Array:
+    """``count`` PLAIN values as an Arrow array of their PLAIN bytes (BYTE_ARRAY
+    without the length prefix): ``binary`` for BYTE_ARRAY, ``fixed_size_binary``
+    (a view of ``data``, no copy) for the fixed-width types. Raises CorruptFileError
+    like :func:`split_plain`."""
+    if count < 0:
+        raise CorruptFileError(f"dictionary claims {count} values")
+    if physical == PhysicalType.BYTE_ARRAY:
+        offsets, body = split_byte_array(data, count)
+        return pa.Array.from_buffers(pa.binary(), count,
+                                     [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    width = (
+        type_length
+        if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY
+        else _FIXED.get(PhysicalType(physical))
+    )
+    if not width or width <= 0:
+        raise CorruptFileError(f"cannot split PLAIN values of physical type {physical}")
+    if width * count > len(data):
+        raise CorruptFileError(
+            f"dictionary of {count} values of {width} bytes needs {width * count} bytes, "
+            f"the page has {len(data)}"
+        )
+    return pa.Array.from_buffers(pa.binary(width), count,
+                                 [None, pa.py_buffer(data)[: width * count]])
 
 
 def _ticks(vt: ValueType, value: Value) -> int | None:

@@ -31,7 +31,7 @@ from pqindex.expr.bind import (
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
-from pqindex.format.plain import decompress, split_plain
+from pqindex.format.plain import decompress, plain_entries
 from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
@@ -244,10 +244,10 @@ class _RowGroupEvidence:
         if data is None:
             return None
         el = pred.leaf.element
-        values = split_plain(el.type or 0, el.type_length, data, dh.num_values)
+        entries = plain_entries(el.type or 0, el.type_length, data, dh.num_values)
         stats = cmd.statistics
         nulls = stats.null_count if stats is not None else None
-        return DictionaryEvidence(pred.value_type, values, nulls, num_values)
+        return DictionaryEvidence(pred.value_type, entries, nulls, num_values)
 
     def dictionary_for_equality(self, pred: BoundPredicate) -> Evidence | None:
         if pred.op not in (LeafOp.EQ, LeafOp.IN):
@@ -274,8 +274,7 @@ def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None)
     """Keep a chunk's dictionary evidence with the file while the budget allows."""
     size = 0
     if isinstance(ev, DictionaryEvidence):
-        # Entries are kept as Python bytes in a set: ~100 bytes of overhead each.
-        size = sum(len(v) + 100 for v in ev.raw)
+        size = ev.nbytes
     used = pf.derived.get("dictionary_evidence_bytes", 0)
     if used + size <= DICTIONARY_EVIDENCE_BUDGET:
         pf.derived[key] = ev

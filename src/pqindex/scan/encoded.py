@@ -42,8 +42,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pqindex.errors import CorruptFileError
 from pqindex.expr.evaluate import true_positions
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.plain import split_byte_array
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import PageHeader
 from pqindex.format.thrift import ThriftError, decode
@@ -274,29 +276,11 @@ def _header(raw: bytes | memoryview, pos: int, final: bool = True) -> tuple[Page
             window *= 8
 
 
-def _byte_dictionary(data: bytes, count: int, arrow: pa.DataType) -> pa.Array:
-    offsets = np.empty(count + 1, dtype=np.int32)
-    starts = []
-    pos = 0
-    n = len(data)
-    for i in range(count):
-        if pos + 4 > n:
-            raise _Fallback
-        (ln,) = struct.unpack_from("<I", data, pos)
-        pos += 4
-        if ln > n - pos:
-            raise _Fallback
-        starts.append(pos)
-        offsets[i] = ln
-        pos += ln
-    lens = offsets[:count].astype(np.int64)
-    begin = np.asarray(starts, dtype=np.int64)
-    raw = np.frombuffer(data, dtype=np.uint8)
-    # Gather the value bytes without their length prefixes.
-    take = np.repeat(begin - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-    body = raw[take + np.arange(int(lens.sum()), dtype=np.int64)] if count else raw[:0]
-    offsets[0] = 0
-    offsets[1:] = np.cumsum(lens)
+def _byte_dictionary(data: bytes | memoryview, count: int, arrow: pa.DataType) -> pa.Array:
+    try:
+        offsets, body = split_byte_array(data, count)
+    except CorruptFileError:
+        raise _Fallback from None
     arr = pa.Array.from_buffers(arrow, count, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
     if arrow == pa.string():
         arr.validate(full=True)  # invalid UTF-8: leave the error to pyarrow
@@ -647,7 +631,7 @@ def _dictionary_array(
         return pa.Array.from_buffers(arrow, entry.count, [None, pa.py_buffer(values)])
     if entry.count > _MAX_BYTE_DICTIONARY:
         raise _Fallback
-    return _byte_dictionary(bytes(entry.data), entry.count, arrow)
+    return _byte_dictionary(entry.data, entry.count, arrow)
 
 
 def _types(
