@@ -175,3 +175,38 @@ def test_an_absent_value_is_ruled_out_by_dictionaries_of_many_entries(
                    "'user-079999@example.org', 'nobody')").to_table().column(
                        "id").to_pylist() == [1, 79_999]
     ds.close()
+
+
+def test_open_files_share_one_bounded_budget_for_what_they_keep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten files of large dictionaries, budgets of 1 MiB for the whole process: the
+    bytes kept stay within them, the rows are pyarrow's, and the files' shares come
+    back when the dataset is gone."""
+    import gc
+
+    from pqindex.io import cache
+
+    for b in (cache.KEPT_PAGES, cache.DICTIONARY_EVIDENCE):
+        monkeypatch.setattr(b, "max_bytes", 1 << 20)
+    d = tmp_path / "d"
+    d.mkdir()
+    words = np.array([f"w{i:07d}-{'x' * 20}" for i in range(30_000)])
+    rng = np.random.default_rng(3)
+    for k in range(10):
+        pq.write_table(pa.table({"s": words[rng.integers(0, len(words), 30_000)],
+                                 "id": np.arange(k * 30_000, (k + 1) * 30_000)}),
+                       d / f"p{k}.parquet", row_group_size=15_000)
+    kept0, ev0 = cache.KEPT_PAGES.used, cache.DICTIONARY_EVIDENCE.used
+    ds = pqindex.dataset(d)
+    for w in ("w0000007-" + "x" * 20, "w0012345-" + "x" * 20):
+        got = ds.scan(columns=["id"], where=f"s = '{w}'").to_table()
+        want = pq.read_table(d).filter(pc.field("s") == w).select(["id"])
+        assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+        assert cache.KEPT_PAGES.used - kept0 <= 1 << 20
+        assert cache.DICTIONARY_EVIDENCE.used - ev0 <= 1 << 20
+    assert cache.DICTIONARY_EVIDENCE.used > ev0  # some dictionaries were kept
+    ds.close()
+    del ds
+    gc.collect()
+    assert (cache.KEPT_PAGES.used, cache.DICTIONARY_EVIDENCE.used) == (kept0, ev0)

@@ -14,6 +14,7 @@ import bisect
 import os
 import struct
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ from pqindex.format.structs import (
     XxHash,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
-from pqindex.io.cache import metadata_cache
+from pqindex.io.cache import DICTIONARY_EVIDENCE, KEPT_PAGES, budget_owner, metadata_cache
 from pqindex.io.source import (
     ByteSource,
     IOStats,
@@ -112,6 +113,10 @@ class ParquetFile:
         self._spans: dict[int, tuple[int, bytes | memoryview]] = {}
         self._starts: list[int] = []
         self._kept = 0
+        # This file's share of the process-wide budgets (kept pages, dictionaries),
+        # given back when it is collected.
+        self.budget_owner = budget_owner()
+        weakref.finalize(self, _give_back, self.budget_owner)
         self._dictionary_pages: dict[tuple[int, int], DictionaryPage | None] = {}
         # Things derived from this file by upper layers (the embedded index region),
         # kept as long as the file is.
@@ -303,7 +308,8 @@ class ParquetFile:
             else:
                 nxt = starts[i + 1] if i + 1 < len(starts) and starts[i + 1] < end else end
                 piece = self.source.read(pos, nxt - pos)
-                if keep and self._kept + len(piece) <= KEEP_LIMIT:
+                if (keep and self._kept + len(piece) <= KEEP_LIMIT
+                        and KEPT_PAGES.take(self.budget_owner, len(piece))):
                     with self._lock:
                         self._hold([(pos, piece)])
                         self._kept += len(piece)
@@ -918,6 +924,11 @@ class ParquetFile:
             return None
         levels_or_plain = {Encoding.PLAIN, Encoding.RLE, Encoding.BIT_PACKED}
         return set(cmd.encodings) <= levels_or_plain and not cmd.dictionary_page_offset
+
+
+def _give_back(owner: int) -> None:
+    KEPT_PAGES.give_back(owner)
+    DICTIONARY_EVIDENCE.give_back(owner)
 
 
 _Held = tuple[list[int], dict[int, tuple[int, "bytes | memoryview"]]]

@@ -46,6 +46,7 @@ from pqindex.indexes.evidence import (
     bloom_hashes,
 )
 from pqindex.indexes.region import Region, read_region
+from pqindex.io.cache import DICTIONARY_EVIDENCE
 from pqindex.plan.file_level import REASON, row_group_statistics, ruled_out
 from pqindex.plan.tree import evaluate, leaves, select
 
@@ -62,7 +63,8 @@ __all__ = [
 # A dictionary larger than this is not worth reading to prune one row group.
 MAX_DICTIONARY_BYTES = 1 << 20
 MAX_DICTIONARY_VALUES = 100_000
-# Decoded dictionaries kept per open file for later queries (estimated bytes).
+# Decoded dictionaries kept per open file for later queries (bytes; all open files
+# together: io.cache.DICTIONARY_EVIDENCE).
 DICTIONARY_EVIDENCE_BUDGET = 128 << 20
 # Bytes worth reading on an object store to save a round trip (10-100 ms each).
 ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
@@ -276,7 +278,8 @@ def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None)
     if isinstance(ev, DictionaryEvidence):
         size = ev.nbytes
     used = pf.derived.get("dictionary_evidence_bytes", 0)
-    if used + size <= DICTIONARY_EVIDENCE_BUDGET:
+    if used + size <= DICTIONARY_EVIDENCE_BUDGET and DICTIONARY_EVIDENCE.take(
+            pf.budget_owner, size):
         pf.derived[key] = ev
         pf.derived["dictionary_evidence_bytes"] = used + size
 
