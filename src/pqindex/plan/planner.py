@@ -282,6 +282,9 @@ def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None)
             pf.budget_owner, size):
         pf.derived[key] = ev
         pf.derived["dictionary_evidence_bytes"] = used + size
+        if isinstance(ev, DictionaryEvidence):
+            # The scan takes the same entries (no second decompression or split).
+            pf.derived[("dictionary_entries", key[1], key[2])] = ev.entries
 
 
 class _AllOf:

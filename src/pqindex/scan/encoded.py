@@ -301,8 +301,20 @@ class _Page:
 
 @dataclasses.dataclass
 class _Dictionary:
-    data: Any  # the decompressed PLAIN values
+    """A dictionary page: its PLAIN values (``data``) decompressed on first use, so a
+    scan that takes the planner's entries (:func:`_planned_dictionary`) never
+    decompresses it."""
+
+    part: Any  # the page's stored part (decompressed when ``codec`` is None)
     count: int
+    codec: int | None = None
+    size: int = 0  # the part's decompressed size
+
+    @property
+    def data(self) -> Any:
+        if self.codec is not None:
+            self.part, self.codec = _decompress(self.part, self.codec, self.size), None
+        return self.part
 
 
 def _stream(body: memoryview) -> Buffer:
@@ -427,10 +439,15 @@ def _decoded(s: _Stored, data: Any, optional: bool, first: int) -> _Page | _Dict
 
 
 def _decompressed(codec: int, stored: Sequence[_Stored]) -> list[Any]:
-    """The pages' parts decompressed (several zstd pages in one call)."""
-    parts = [(s.part, s.size) for s in stored if s.compressed]
+    """The pages' parts decompressed (several zstd pages in one call); None for a
+    compressed dictionary page (left to :class:`_Dictionary`)."""
+
+    def later(s: _Stored) -> bool:
+        return s.compressed and s.ph.type == PageType.DICTIONARY_PAGE
+
+    parts = [(s.part, s.size) for s in stored if s.compressed and not later(s)]
     it = iter(decompress_many(codec, parts))
-    return [next(it) if s.compressed else s.part for s in stored]
+    return [None if later(s) else next(it) if s.compressed else s.part for s in stored]
 
 
 def _read_page(
@@ -478,7 +495,10 @@ def _decoded_batch(
 ) -> Iterator[_Page | _Dictionary]:
     data = _decompressed(codec, [s for s, _ in batch])
     for (s, first), d in zip(batch, data, strict=True):
-        yield _decoded(s, d, optional, first)
+        if d is None:  # a compressed dictionary page: decompressed when used
+            yield _Dictionary(s.part, s.rows, codec, s.size)
+        else:
+            yield _decoded(s, d, optional, first)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -632,6 +652,37 @@ def _dictionary_array(
     if entry.count > _MAX_BYTE_DICTIONARY:
         raise _Fallback
     return _byte_dictionary(entry.data, entry.count, arrow)
+
+
+def _planned_dictionary(
+    pf: ParquetFile, rg: int, col: int, count: int, dtype: np.dtype[Any] | None,
+    arrow: pa.DataType
+) -> pa.Array | None:
+    """The chunk's dictionary as :func:`_dictionary_array` makes it, from the entries
+    the planner split (``plain.plain_entries``, kept with the file), or None."""
+    key = ("dictionary_array", rg, col, str(arrow))
+    known = pf.derived.get(key)
+    if known is not None:
+        return known if len(known) == count else None
+    entries = pf.derived.get(("dictionary_entries", rg, col))
+    if entries is None or len(entries) != count:
+        return None
+    if dtype is not None:
+        if entries.type != pa.binary(dtype.itemsize) or entries.offset:
+            return None
+        values = np.frombuffer(entries.buffers()[1], dtype=dtype, count=count)
+        arr = pa.Array.from_buffers(arrow, count, [None, pa.py_buffer(values)])
+    else:
+        if entries.type != pa.binary() or arrow not in (pa.string(), pa.binary()):
+            return None
+        arr = entries.view(arrow)
+        if arrow == pa.string():
+            try:
+                arr.validate(full=True)
+            except pa.ArrowInvalid:
+                return None  # invalid UTF-8: the page's own path reports it
+    pf.derived[key] = arr  # shares the entries' buffers: no more memory
+    return arr
 
 
 def _types(
@@ -812,7 +863,10 @@ def _matches(
     for page in items:
         if isinstance(page, _Dictionary):
             dict_size = page.count
-            lut = evaluate(_dictionary_array(page, dtype, arrow)).to_numpy(zero_copy_only=False)
+            entries = _planned_dictionary(pf, rg, col, page.count, dtype, arrow)
+            if entries is None:
+                entries = _dictionary_array(page, dtype, arrow)
+            lut = evaluate(entries).to_numpy(zero_copy_only=False)
             ids = np.flatnonzero(lut)
         elif page.dictionary:
             indexed.append(page)
