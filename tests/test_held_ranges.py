@@ -17,7 +17,9 @@ import pyarrow.parquet as pq
 from pqindex.format.file import ParquetFile, _gaps
 
 
-def _held(bufs: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+def _held(bufs: list[tuple[int, int]]) -> tuple[list[int], dict[int, tuple[int, bytes]]]:
+    """The buffers as ``ParquetFile._held`` gives them: disjoint spans (reads fill only
+    gaps), their sorted starts and start -> (stop, bytes)."""
     starts: list[int] = []
     stops: list[int] = []
     for a, b in sorted(bufs):
@@ -28,7 +30,7 @@ def _held(bufs: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
         else:
             starts.append(a)
             stops.append(b)
-    return starts, stops
+    return starts, {a: (b, b"") for a, b in zip(starts, stops, strict=True)}
 
 
 def test_gaps_are_exactly_the_bytes_not_held() -> None:
