@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import selective  # noqa: E402
 from docsection import (  # noqa: E402
     cold_and_warm,
-    peer_cells,
+    cold_warm_table,
     provenance,
     replace_section,
     rows_rounds_args,
@@ -131,14 +131,8 @@ def render(res: dict[tuple[str, str, str], float], rows: dict[str, int], floor: 
         f"one again. Readers interleaved round by round, medians of {args.rounds}; ms, "
         "(×N) = reader / pqindex.",
         "",
-        "| query | rows | mode | " + " | ".join(READERS) + " | pqindex / fastest peer |",
-        "| --- | ---: | --- | " + " | ".join("---:" for _ in READERS) + " | ---: |",
+        *cold_warm_table(res, rows, [t for t, _ in queries()], READERS),
     ]
-    for title, _ in queries():
-        for mode in ("cold", "warm"):
-            ms = {n: res[(title, mode, n)] for n in READERS}
-            lines.append(f"| {title} | {rows[title]:,} | {mode} | "
-                         f"{peer_cells(ms, READERS[1:])} |")
     lines += [
         "",
         f"Decode floor: pyarrow decodes the three returned columns whole in {floor:,.1f} ms "

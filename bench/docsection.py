@@ -39,6 +39,20 @@ def peer_cells(ms: Mapping[str, float], peers: Sequence[str]) -> str:
     return " | ".join(cells) + f" | {ours / ms[best]:.2f}× ({best})"
 
 
+def cold_warm_table(res: Mapping[tuple[str, str, str], float], rows: Mapping[str, int],
+                    titles: Sequence[str], readers: Sequence[str]) -> list[str]:
+    """The lines of a table of :func:`cold_and_warm`'s medians: per query, a cold and
+    a warm row, pqindex (``readers[0]``) against the others."""
+    lines = ["| query | rows | mode | " + " | ".join(readers) + " | pqindex / fastest peer |",
+             "| --- | ---: | --- | " + " | ".join("---:" for _ in readers) + " | ---: |"]
+    for title in titles:
+        for mode in ("cold", "warm"):
+            ms = {n: res[(title, mode, n)] for n in readers}
+            lines.append(f"| {title} | {rows[title]:,} | {mode} | "
+                         f"{peer_cells(ms, readers[1:])} |")
+    return lines
+
+
 def replace_section(doc: Path, start: str, end: str, section: str) -> None:
     """Put ``section`` (which begins with ``start`` and ends with ``end``) where the
     marked section was, or at the end of ``doc`` the first time."""

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import selective  # noqa: E402
-from docsection import cold_and_warm, peer_cells, provenance, replace_section  # noqa: E402
+from docsection import cold_and_warm, cold_warm_table, provenance, replace_section  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- high-cardinality:start -->", "<!-- high-cardinality:end -->"
@@ -133,14 +133,8 @@ def render(res: dict[tuple[str, str, str], float], rows: dict[str, int],
         f"one again. Readers interleaved round by round, medians of {args.rounds}; ms, "
         "(×N) = reader / pqindex.",
         "",
-        "| query | rows | mode | " + " | ".join(READERS) + " | pqindex / fastest peer |",
-        "| --- | ---: | --- | " + " | ".join("---:" for _ in READERS) + " | ---: |",
+        *cold_warm_table(res, rows, [t for t, _ in queries()], READERS),
     ]
-    for title, _ in queries():
-        for mode in ("cold", "warm"):
-            ms = {n: res[(title, mode, n)] for n in READERS}
-            lines.append(f"| {title} | {rows[title]:,} | {mode} | "
-                         f"{peer_cells(ms, READERS[1:])} |")
     lines += ["", END]
     return "\n".join(lines)
 

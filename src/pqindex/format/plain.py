@@ -80,6 +80,13 @@ def split_plain(physical: int, type_length: int | None, data: bytes, count: int)
             out.append(data[pos : pos + ln])
             pos += ln
         return out
+    width = _fixed_width(physical, type_length, len(data), count)
+    return [data[i * width : (i + 1) * width] for i in range(count)]
+
+
+def _fixed_width(physical: int, type_length: int | None, size: int, count: int) -> int:
+    """The width of a fixed-width physical type's PLAIN values, checked: ``count`` of
+    them fit in ``size`` bytes (else CorruptFileError)."""
     width = (
         type_length
         if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY
@@ -87,12 +94,12 @@ def split_plain(physical: int, type_length: int | None, data: bytes, count: int)
     )
     if not width or width <= 0:
         raise CorruptFileError(f"cannot split PLAIN values of physical type {physical}")
-    if width * count > len(data):
+    if width * count > size:
         raise CorruptFileError(
             f"dictionary of {count} values of {width} bytes needs {width * count} bytes, "
-            f"the page has {len(data)}"
+            f"the page has {size}"
         )
-    return [data[i * width : (i + 1) * width] for i in range(count)]
+    return width
 
 
 def split_byte_array(data: bytes | memoryview, count: int) -> tuple[bytes, bytes]:
@@ -128,18 +135,7 @@ def plain_entries(physical: int, type_length: int | None, data: bytes | memoryvi
         offsets, body = split_byte_array(data, count)
         return pa.Array.from_buffers(pa.binary(), count,
                                      [None, pa.py_buffer(offsets), pa.py_buffer(body)])
-    width = (
-        type_length
-        if physical == PhysicalType.FIXED_LEN_BYTE_ARRAY
-        else _FIXED.get(PhysicalType(physical))
-    )
-    if not width or width <= 0:
-        raise CorruptFileError(f"cannot split PLAIN values of physical type {physical}")
-    if width * count > len(data):
-        raise CorruptFileError(
-            f"dictionary of {count} values of {width} bytes needs {width * count} bytes, "
-            f"the page has {len(data)}"
-        )
+    width = _fixed_width(physical, type_length, len(data), count)
     return pa.Array.from_buffers(pa.binary(width), count,
                                  [None, pa.py_buffer(data)[: width * count]])
 
