@@ -167,3 +167,36 @@ def test_threads_reading_many_files_through_a_small_pool(
     for f in files:
         f.close()
     assert errors == []
+
+
+def test_files_collected_while_the_pools_are_busy_do_not_deadlock(tmp_path: Path) -> None:
+    """A garbage collection can start at any allocation, also while this thread holds
+    the descriptor pool's or a budget's lock; a source or file it frees gives its
+    descriptor and budget back through the same locks (reentrant)."""
+    import gc
+
+    from pqindex.io import cache
+    from pqindex.io.source import LocalFileSource
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": np.arange(10, dtype=np.int64)}), path)
+
+    def collected_under(lock: object) -> bool:
+        src: object = LocalFileSource(path)
+        pf: object = ParquetFile.open(path)
+        src.me = src  # type: ignore[attr-defined]  # cycles: only the collector frees them
+        pf.me = pf  # type: ignore[attr-defined]
+        del src, pf
+        done = threading.Event()
+
+        def work() -> None:
+            with lock:  # type: ignore[attr-defined]
+                gc.collect()
+            done.set()
+
+        threading.Thread(target=work, daemon=True).start()
+        return done.wait(20)
+
+    assert collected_under(source_mod._descriptors._lock)
+    assert collected_under(cache.DICTIONARY_EVIDENCE._lock)
+    assert collected_under(cache.KEPT_PAGES._lock)

@@ -134,7 +134,9 @@ class ByteBudget:
         self.max_bytes = max_bytes
         self._held: dict[int, int] = {}
         self._total = 0
-        self._lock = threading.Lock()
+        # Reentrant: a file's share comes back from a finalizer, which a garbage
+        # collection may run while this thread is inside take().
+        self._lock = threading.RLock()
 
     @property
     def used(self) -> int:

@@ -285,7 +285,9 @@ class _Descriptors:
     descriptor was closed opens its file again, checked to be the same file."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a source collected by a garbage collection that runs while this
+        # thread holds the lock (any allocation may start one) closes through it.
+        self._lock = threading.RLock()
         # Sources holding a descriptor no read uses, least recently used first.
         self._idle: OrderedDict[int, weakref.ref[LocalFileSource]] = OrderedDict()
         self.limit = _descriptor_limit()
