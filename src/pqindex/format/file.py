@@ -67,7 +67,6 @@ from pqindex.io.source import (
 __all__ = ["DEFAULT_TAIL_BYTES", "DictionaryPage", "ParquetFile", "chunk_range"]
 
 DEFAULT_TAIL_BYTES = 64 * 1024
-KEEP_LIMIT = 64 * 1024 * 1024
 # Earlier waves' buffers a file keeps besides its tail: a long-lived dataset's Bloom
 # probes (32 bytes per value) would otherwise grow the list, and every lookup in it.
 MAX_HELD_BUFFERS = 4096
@@ -112,7 +111,6 @@ class ParquetFile:
         # per read made a service's warm Bloom lookups 4x slower after 500 queries.
         self._spans: dict[int, tuple[int, bytes | memoryview]] = {}
         self._starts: list[int] = []
-        self._kept = 0
         # This file's share of the process-wide budgets (kept pages, dictionaries),
         # given back when it is collected.
         self.budget_owner = budget_owner()
@@ -286,7 +284,7 @@ class ParquetFile:
         """Bytes of the file, from an earlier read when it covers them, else one request.
 
         ``keep`` holds on to what was read (dictionary pages read while planning are
-        read again by the scan), up to ``KEEP_LIMIT`` bytes per file.
+        read again by the scan), within ``io.cache.KEPT_PAGES``.
         """
         end = offset + length
         starts, spans = self._held()
@@ -308,11 +306,9 @@ class ParquetFile:
             else:
                 nxt = starts[i + 1] if i + 1 < len(starts) and starts[i + 1] < end else end
                 piece = self.source.read(pos, nxt - pos)
-                if (keep and self._kept + len(piece) <= KEEP_LIMIT
-                        and KEPT_PAGES.take(self.budget_owner, len(piece))):
+                if keep and KEPT_PAGES.take(self.budget_owner, len(piece)):
                     with self._lock:
                         self._hold([(pos, piece)])
-                        self._kept += len(piece)
             pieces.append(piece)
             pos += len(piece)
             if not piece:  # a short read: let the caller see it

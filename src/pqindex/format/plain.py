@@ -14,6 +14,7 @@ import uuid
 from decimal import Decimal
 from types import ModuleType
 
+import numpy as np
 import pyarrow as pa
 
 from pqindex.errors import CorruptFileError
@@ -114,8 +115,6 @@ def split_byte_array(data: bytes | memoryview, count: int) -> tuple[bytes, bytes
             offsets, body = got
             return offsets, body
     values = split_plain(PhysicalType.BYTE_ARRAY, None, bytes(data), count)
-    import numpy as np
-
     ends = np.cumsum([len(v) for v in values], dtype=np.int64)
     if len(ends) and ends[-1] > 2**31 - 1:
         raise CorruptFileError(f"{count} values of {int(ends[-1])} bytes: over 2 GiB")

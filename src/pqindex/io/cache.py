@@ -128,10 +128,11 @@ class ByteBudget:
     every file it opened for its life, so per-file bounds alone grew with the files
     (a 216 MB lake of large dictionaries held 1.6 GB after two lookups). A file takes
     bytes as it keeps them, or is refused (it then reads again when needed), and gives
-    its share back when it is closed or collected."""
+    its share back when it is collected. ``per_owner`` bounds one file's share."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, per_owner: int) -> None:
         self.max_bytes = max_bytes
+        self.per_owner = per_owner
         self._held: dict[int, int] = {}
         self._total = 0
         # Reentrant: a file's share comes back from a finalizer, which a garbage
@@ -146,9 +147,10 @@ class ByteBudget:
         """Whether ``owner`` (a token from :func:`budget_owner`) may keep ``n`` more bytes;
         if so they are counted against it."""
         with self._lock:
-            if self._total + n > self.max_bytes:
+            mine = self._held.get(owner, 0) + n
+            if self._total + n > self.max_bytes or mine > self.per_owner:
                 return False
-            self._held[owner] = self._held.get(owner, 0) + n
+            self._held[owner] = mine
             self._total += n
             return True
 
@@ -169,9 +171,9 @@ def budget_owner() -> int:
 
 
 # Dictionary pages kept by open files between planning and the scan (and for later
-# queries), and the dictionaries the planner decoded, for every open file together
-# (``.max_bytes = n`` resizes either). Measured on a warm lookup over 100 files of
+# queries), and the dictionaries the planner decoded: for every open file together,
+# and for one (``.max_bytes = n`` / ``.per_owner = n`` resize them). Measured on a warm lookup over 100 files of
 # 29k-entry string dictionaries (360 MB of entries): decoded dictionaries 128 / 256 /
 # 512 MiB -> 955 / 750 / 584 ms; kept pages 64 MiB or none, 584 / 618 ms.
-KEPT_PAGES = ByteBudget(64 * 1024 * 1024)
-DICTIONARY_EVIDENCE = ByteBudget(256 * 1024 * 1024)
+KEPT_PAGES = ByteBudget(64 << 20, per_owner=64 << 20)
+DICTIONARY_EVIDENCE = ByteBudget(256 << 20, per_owner=128 << 20)

@@ -63,9 +63,6 @@ __all__ = [
 # A dictionary larger than this is not worth reading to prune one row group.
 MAX_DICTIONARY_BYTES = 1 << 20
 MAX_DICTIONARY_VALUES = 100_000
-# Decoded dictionaries kept per open file for later queries (bytes; all open files
-# together: io.cache.DICTIONARY_EVIDENCE).
-DICTIONARY_EVIDENCE_BUDGET = 128 << 20
 # Bytes worth reading on an object store to save a round trip (10-100 ms each).
 ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
 
@@ -277,11 +274,9 @@ def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None)
     size = 0
     if isinstance(ev, DictionaryEvidence):
         size = ev.nbytes
-    used = pf.derived.get("dictionary_evidence_bytes", 0)
-    if used + size <= DICTIONARY_EVIDENCE_BUDGET and DICTIONARY_EVIDENCE.take(
-            pf.budget_owner, size):
+    # Within io.cache.DICTIONARY_EVIDENCE: per file and for all open files.
+    if DICTIONARY_EVIDENCE.take(pf.budget_owner, size):
         pf.derived[key] = ev
-        pf.derived["dictionary_evidence_bytes"] = used + size
         if isinstance(ev, DictionaryEvidence):
             # The scan takes the same entries (no second decompression or split).
             pf.derived[("dictionary_entries", key[1], key[2])] = ev.entries
