@@ -568,6 +568,13 @@ class ParquetFile:
         self._offset_indexes[key] = oi
         return oi
 
+    def adopt_offset_index(self, rg: int, col: int, oi: OffsetIndex) -> None:
+        """Use ``oi`` (built from the page headers, checked) for a chunk the file gives
+        no offset index: later reads of the chunk can then take single pages."""
+        cc = self.column_chunk(rg, col)
+        if cc.offset_index_offset is None or cc.offset_index_length is None:
+            self._offset_indexes[(rg, col)] = oi
+
     def held_offset_index(self, rg: int, col: int) -> OffsetIndex | None:
         """The chunk's OffsetIndex when it is known without a request (decoded before,
         or its bytes held, as the tail holds a small file's page index); else None."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,6 +38,7 @@ __all__ = [
     "value_key",
 ]
 
+_MASKS_KEPT = 4  # literal sets whose masks a dictionary keeps
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 _BYTES = frozenset({Kind.STRING, Kind.BINARY})
 _COMPARISONS = frozenset(
@@ -278,6 +280,9 @@ class DictionaryEvidence:
         self.num_values = num_values
         self._raw: frozenset[bytes] | None = None
         self._keys: tuple[frozenset[Any], bool] | None = None
+        # The masks of the last few literal sets: a plan asks the same one at two
+        # levels, and the scan takes the matching entries from it (``hits``).
+        self._masks: dict[tuple[bytes, ...], pa.BooleanArray] = {}
 
     @property
     def raw(self) -> frozenset[bytes]:
@@ -307,18 +312,46 @@ class DictionaryEvidence:
             out.add(raw)
         return out
 
-    def _among(self, wanted: set[bytes]) -> tuple[bool, bool]:
-        """Whether some entry, and whether every entry, is one of ``wanted``."""
+    def _mask(self, wanted: set[bytes]) -> pa.BooleanArray | None:
+        """Which entries are one of ``wanted``; None when none can be (no literal of
+        the entries' width)."""
         t = self.entries.type
         width = t.byte_width if pa.types.is_fixed_size_binary(t) else None
-        kept = sorted(w for w in wanted if width is None or len(w) == width)
+        kept = tuple(sorted(w for w in wanted if width is None or len(w) == width))
         if not kept:
+            return None
+        mask = self._masks.get(kept)
+        if mask is None:
+            if len(kept) == 1:  # a comparison each, no hashing (is_in hashes every entry)
+                mask = pc.equal(self.entries, pa.scalar(kept[0], t))
+            else:
+                mask = pc.is_in(self.entries, value_set=pa.array(kept, t))
+            if len(self._masks) >= _MASKS_KEPT:
+                self._masks.clear()
+            self._masks[kept] = mask
+        return mask
+
+    def _among(self, wanted: set[bytes]) -> tuple[bool, bool]:
+        """Whether some entry, and whether every entry, is one of ``wanted``."""
+        mask = self._mask(wanted)
+        if mask is None:
             return False, len(self.entries) == 0
-        if len(kept) == 1:  # a comparison each, no hashing (is_in hashes every entry)
-            mask = pc.equal(self.entries, pa.scalar(kept[0], self.entries.type))
-        else:
-            mask = pc.is_in(self.entries, value_set=pa.array(kept, self.entries.type))
-        return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
+        hits = mask.true_count  # no kernel call: two would give up the GIL twice
+        return hits > 0, hits == len(self.entries)
+
+    def hits(self, pred: BoundPredicate) -> np.ndarray | None:
+        """Positions of the entries ``pred`` (``=`` or ``IN``) holds for, where bytes
+        equality is value equality; else None."""
+        if pred.op not in (LeafOp.EQ, LeafOp.IN) or pred.leaf.max_repetition_level > 0:
+            return None
+        wanted = self._wanted_raw(pred)
+        if wanted is None:
+            return None
+        mask = self._mask(wanted)
+        if mask is None:
+            return np.zeros(0, dtype=np.intp)
+        # From the bitmap (to_numpy would widen it to bytes through pandas: ~1 ms).
+        return np.asarray(pc.indices_nonzero(mask).to_numpy(), dtype=np.intp)
 
     def _prefixed(self, prefix: bytes) -> tuple[bool, bool]:
         """Whether some entry, and whether every entry, starts with ``prefix``."""

@@ -248,6 +248,20 @@ class _RowGroupEvidence:
         nulls = stats.null_count if stats is not None else None
         return DictionaryEvidence(pred.value_type, entries, nulls, num_values)
 
+    def leave_hits(self, preds: Sequence[BoundPredicate]) -> None:
+        """Leave with the file the dictionary entries each ``=`` / ``IN`` of ``preds``
+        matched in this row group (consulted dictionaries only), by ``(rg, column)``:
+        the scan then searches the indices for them without the dictionary page (a
+        lake's large string dictionaries cost the scan a second decompression and
+        comparison otherwise). The latest predicate per chunk; the scan checks it."""
+        for p in preds:
+            d = self._dicts.get(p.leaf.index)
+            if isinstance(d, DictionaryEvidence):
+                ids = d.hits(p)
+                if ids is not None:
+                    self.pf.derived[("dictionary_hits", self.rg, p.leaf.index)] = (
+                        p, ids, len(d.entries))
+
     def dictionary_for_equality(self, pred: BoundPredicate) -> Evidence | None:
         if pred.op not in (LeafOp.EQ, LeafOp.IN):
             return None
@@ -581,6 +595,8 @@ def plan_file(
             if sel.maybe.is_empty
             else (Match.ALL if sel.all.count() == n else Match.SOME)
         )
+        if final == Match.SOME:
+            ev.leave_hits(file_preds)
         reads = _reads(pf, rg, read_cols, sel, options) if not sel.maybe.is_empty else ()
         plans.append(RowGroupPlan(rg, n, final, by, why, sel.maybe, sel.all, reads))
     if warnings is not None and region is not None:

@@ -104,9 +104,12 @@ def match_chunk(
         # Integer columns only: other types' stored numbers are not their values.
         return numpy_values_mask(expr, dtype) if pa.types.is_integer(target) else None
 
+    hits = encoded.planned_hits(pf, rg, col, expr)
+
     def match(span: encoded.Span) -> np.ndarray | None:
         source = raw if isinstance(raw, (bytes, memoryview)) else raw()
-        return encoded.matching_rows(pf, rg, col, target, source, evaluate, span, values_mask)
+        return encoded.matching_rows(pf, rg, col, target, source, evaluate, span, values_mask,
+                                     hits)
 
     # Fewer row groups than cores: the chunk's pages are split between threads.
     parts = -(-_CORES // siblings) if siblings < _CORES else 1

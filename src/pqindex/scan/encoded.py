@@ -45,9 +45,10 @@ import pyarrow as pa
 from pqindex.errors import CorruptFileError
 from pqindex.expr.evaluate import true_positions
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.layout import check_offset_index
 from pqindex.format.plain import split_byte_array
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
-from pqindex.format.structs import PageHeader
+from pqindex.format.structs import OffsetIndex, PageHeader, PageLocation
 from pqindex.format.thrift import ThriftError, decode
 from pqindex.scan.decompress import BATCH_BYTES, decompress_many
 from pqindex.scan.decompress import CODECS as _CODECS
@@ -246,6 +247,45 @@ def decodes_pages(pf: ParquetFile, col: int, target: pa.DataType) -> bool:
     leaf = pf.leaf(col)
     return (len(leaf.path) == 1 and not leaf.max_repetition_level
             and leaf.max_definition_level <= 1 and _fixed_dtype(pf, col, target) is not None)
+
+
+def header_offset_index(pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview
+                        ) -> OffsetIndex | None:
+    """The offset index of a flat leaf's chunk, built from its page headers (``raw``:
+    the chunk's bytes), for a chunk written without one; None where the headers do
+    not make a sound one (nested leaves, an unknown page, counts that don't add up)."""
+    if pf.leaf(col).max_repetition_level:
+        return None  # a page's values are not its rows
+    meta = pf.column_meta(rg, col)
+    start, length = chunk_range(meta)
+    if len(raw) != length:
+        return None
+    locs: list[PageLocation] = []
+    rows = pos = 0
+    try:
+        while pos < length:
+            s = _stored(raw, pos)
+            if isinstance(s, int):
+                pos = s  # an index page
+                continue
+            if s.ph.type != PageType.DICTIONARY_PAGE:
+                locs.append(PageLocation(offset=start + pos, compressed_page_size=s.end - pos,
+                                         first_row_index=rows))
+                rows += s.rows
+            elif locs:
+                return None  # a dictionary page after data pages
+            pos = s.end
+    except (_Fallback, _Short):
+        return None
+    if rows != pf.row_group_rows(rg) or not locs:
+        return None
+    oi = OffsetIndex(page_locations=locs)
+    try:
+        check_offset_index(oi, meta, rows, path=pf.path, row_group=rg,
+                           column=pf.leaf(col).name)
+    except CorruptFileError:
+        return None  # e.g. a page of no rows: no index, the chunk is decoded whole
+    return oi
 
 
 def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) -> bool:
@@ -832,10 +872,21 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: Callable[[], bool]) -> np
     return np.asarray(rows + page.first, dtype=np.intp)
 
 
+def planned_hits(pf: ParquetFile, rg: int, col: int, expr: object
+                 ) -> tuple[np.ndarray, int] | None:
+    """The dictionary entries the planner found ``expr`` (one ``=`` / ``IN``) holds
+    for in this chunk, and the dictionary's size; None when it left none for
+    ``expr`` (``planner._RowGroupEvidence.leave_hits``)."""
+    got = pf.derived.get(("dictionary_hits", rg, col))
+    if got is None or got[0] != expr:
+        return None
+    return got[1], got[2]
+
+
 def _matches(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
     items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
-    values_mask: ValuesMask | None = None,
+    values_mask: ValuesMask | None = None, hits: tuple[np.ndarray, int] | None = None,
 ) -> np.ndarray:
     dtype, arrow = _types(pf, rg, col, target)
     # PLAIN values compared by numpy where it can: each page where it was decompressed,
@@ -863,6 +914,12 @@ def _matches(
     for page in items:
         if isinstance(page, _Dictionary):
             dict_size = page.count
+            if hits is not None and hits[1] == dict_size:
+                # The planner's comparison: the page is not even decompressed.
+                ids = hits[0]
+                lut = np.zeros(dict_size, dtype=np.bool_)
+                lut[ids] = True
+                continue
             entries = _planned_dictionary(pf, rg, col, page.count, dtype, arrow)
             if entries is None:
                 entries = _dictionary_array(page, dtype, arrow)
@@ -933,7 +990,7 @@ def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
 def matching_rows(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
     raw: bytes | memoryview | Read, evaluate: Evaluate, span: Span | None = None,
-    values_mask: ValuesMask | None = None,
+    values_mask: ValuesMask | None = None, hits: tuple[np.ndarray, int] | None = None,
 ) -> np.ndarray | None:
     """Rows (ascending, within the row group) of flat leaf ``col`` where ``evaluate``
     holds, read from the chunk's bytes ``raw`` without decoding it to Arrow.
@@ -956,7 +1013,7 @@ def matching_rows(
         return None
     try:
         return _matches(pf, rg, col, target, _walk(pf, rg, col, raw, span), evaluate,
-                        values_mask)
+                        values_mask, hits)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
 
@@ -997,13 +1054,16 @@ def _selected(
 def matching_page_rows(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType, pages: Sequence[int],
     fetch: Callable[[int, int], bytes | memoryview], evaluate: Evaluate,
+    hits: tuple[np.ndarray, int] | None = None,
 ) -> np.ndarray | None:
     """:func:`matching_rows` over the data pages ``pages`` (ascending) only: rows
     within the row group, from those pages. ``fetch(offset, length)`` serves the
-    pages and the bytes before the first data page (the dictionary page)."""
+    pages and the bytes before the first data page (the dictionary page).
+    ``hits``: the planner's matching entries (:func:`planned_hits`)."""
     if not supported(pf, rg, col, target):
         return None
     try:
-        return _matches(pf, rg, col, target, _selected(pf, rg, col, pages, fetch), evaluate)
+        return _matches(pf, rg, col, target, _selected(pf, rg, col, pages, fetch), evaluate,
+                        hits=hits)
     except (_Fallback, pa.ArrowException, ValueError):
         return None

@@ -200,6 +200,35 @@ class RowGroupReader:
         at = [idx[cuts[i] : cuts[i + 1]] - firsts[p] for i, p in enumerate(pages)]
         return pages, at
 
+    def locate_pages(self, names: Sequence[str], rows: RowRanges) -> None:
+        """Page locations from the page headers for flat fields whose chunks have no
+        offset index (pyarrow's default), when few of the rows are wanted: those rows
+        are then taken from the pages holding them, not by decoding the chunks whole
+        (the chunks are fetched as that would; the headers are read in memory)."""
+        if rows.count() * _SPARSE_RATIO > self.n:
+            return
+        todo = []
+        for name in names:
+            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            if len(leaves) != 1 or len(leaves[0].path) != 1 or name in self._whole_cache:
+                continue
+            col = leaves[0].index
+            cc = self.pf.column_chunk(self.rg, col)
+            if (cc.offset_index_offset is None and col not in self._decoded
+                    and (self.rg, col) not in self.pf.derived.get("headers_walked", ())):
+                todo.append((col, chunk_range(self.pf.column_meta(self.rg, col))))
+        if not todo:
+            return
+        self.buffers.fetch([r for _c, r in todo])
+        walked = self.pf.derived.setdefault("headers_walked", set())
+        for col, (start, length) in todo:
+            view = self.buffers.view(start, length)
+            oi = encoded.header_offset_index(
+                self.pf, self.rg, col, self.buffers(start, length) if view is None else view)
+            if oi is not None:
+                self.pf.adopt_offset_index(self.rg, col, oi)
+            walked.add((self.rg, col))  # tried once per chunk: a failed walk is not redone
+
     def sparse_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat fixed-width fields of which only a few rows per page are wanted: just
         those rows gathered from the pages (page_values.decode_pages with positions), the
@@ -499,6 +528,7 @@ class RowGroupReader:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
         if rows.count() == self.n:
             return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
+        self.locate_pages(names, rows)
         out: dict[str, Any] = self.sparse_fields(names, rows)
         names = [n for n in names if n not in out]
         for members in self._flat_groups(names, rows).values():
@@ -566,6 +596,7 @@ class RowGroupReader:
         out = encoded.matching_page_rows(
             self.pf, self.rg, col, target, pages, self._view,
             lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
+            encoded.planned_hits(self.pf, self.rg, col, expr),
         )
         if out is not None:
             self._count(col, pages)
