@@ -163,3 +163,17 @@ def test_a_returned_dictionary_predicate_column_at_every_density(
         assert masks
     elif k <= 1:
         assert not masks
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.booleans(), st.none()), max_size=300),
+       start=st.integers(0, 20), length=st.integers(0, 300))
+def test_mask_bools_is_the_mask_with_nulls_false(values: list[bool | None], start: int,
+                                                 length: int) -> None:
+    """Unpacked from the bitmap, at any offset of a slice: pyarrow's own values."""
+    from pqindex.expr.evaluate import mask_bools
+
+    mask = pa.array(values, pa.bool_()).slice(start, length)
+    want = np.array([bool(v) for v in mask.to_pylist()], dtype=bool)
+    got = mask_bools(mask)
+    assert got.dtype == np.bool_ and np.array_equal(got, want)

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.expr.bind import BoundTrue
-from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.expr.evaluate import mask_bools, to_arrow_mask
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.row_ranges import RowRanges
@@ -521,7 +521,7 @@ def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan
         did_read = True
         n = 0 if t is None else t.num_rows
         mask = (np.ones(n, dtype=bool) if t is None or isinstance(bound, BoundTrue) else
-                np.asarray(to_arrow_mask(bound, t).to_numpy(zero_copy_only=False), dtype=bool))
+                mask_bools(to_arrow_mask(bound, t)))
         at = uncertain.to_indices()[np.flatnonzero(mask)]
         hit_mask = np.zeros(rgp.num_rows, dtype=bool)
         hit_mask[at] = True

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pqindex.expr.evaluate import true_positions
+from pqindex.expr.evaluate import mask_bools, true_positions
 from pqindex.format.row_ranges import RowRanges
 
 # Up to this many row intervals are cut with zero-copy slices; more use one take.
@@ -111,7 +111,7 @@ def matched_ranges(rows: RowRanges, mask: pa.BooleanArray) -> RowRanges:
         # Many matches in one run of rows: ranges straight from the mask.
         first = rows.first()
         assert first is not None
-        m = mask.to_numpy(zero_copy_only=False)
+        m = mask_bools(mask)
         m.flags.writeable = False  # a fresh array: from_mask keeps it without a copy
         return RowRanges.from_mask(m).shift(first)
     return ranges_from_indices(rows_at(rows, true_positions(mask)))

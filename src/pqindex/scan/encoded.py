@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from pqindex.errors import CorruptFileError
-from pqindex.expr.evaluate import true_positions
+from pqindex.expr.evaluate import mask_bools, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.layout import check_offset_index
 from pqindex.format.plain import split_byte_array
@@ -923,7 +923,7 @@ def _matches(
             entries = _planned_dictionary(pf, rg, col, page.count, dtype, arrow)
             if entries is None:
                 entries = _dictionary_array(page, dtype, arrow)
-            lut = evaluate(entries).to_numpy(zero_copy_only=False)
+            lut = mask_bools(evaluate(entries))
             ids = np.flatnonzero(lut)
         elif page.dictionary:
             indexed.append(page)
