@@ -52,7 +52,13 @@ from pqindex.format.structs import (
     XxHash,
 )
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
-from pqindex.io.cache import DICTIONARY_EVIDENCE, KEPT_PAGES, budget_owner, metadata_cache
+from pqindex.io.cache import (
+    DECODED_DICTIONARIES,
+    DICTIONARY_EVIDENCE,
+    KEPT_PAGES,
+    budget_owner,
+    metadata_cache,
+)
 from pqindex.io.source import (
     ByteSource,
     IOStats,
@@ -932,6 +938,7 @@ class ParquetFile:
 def _give_back(owner: int) -> None:
     KEPT_PAGES.give_back(owner)
     DICTIONARY_EVIDENCE.give_back(owner)
+    DECODED_DICTIONARIES.give_back(owner)
 
 
 _Held = tuple[list[int], dict[int, tuple[int, "bytes | memoryview"]]]

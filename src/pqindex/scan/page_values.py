@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import Codec, Encoding, PageType
+from pqindex.io.cache import DECODED_DICTIONARIES
 from pqindex.scan.decompress import CODECS as _CODECS
 from pqindex.scan.decompress import gather
 from pqindex.scan.encoded import (
@@ -45,13 +46,15 @@ class Dictionaries:
 
     Decompressing a large dictionary page (up to pyarrow's 1 MiB limit) costs more
     than the data page that needs it; queries reading the same chunks again (warm)
-    reuse them, up to ``budget`` bytes in all. Thread-safe under the GIL (one
-    insert per key; a race decodes a dictionary twice, harmlessly).
+    reuse them, within ``io.cache.DECODED_DICTIONARIES`` (per file and for all open
+    files: a long-lived dataset of thousands of files grew by 64 MiB a file).
+    ``owner``: the file's budget token (None: a cache of its own, unbounded, for
+    tests). Thread-safe under the GIL (one insert per key; a race decodes a
+    dictionary twice, harmlessly).
     """
 
-    def __init__(self, budget: int = 64 << 20) -> None:
-        self.budget = budget
-        self.used = 0
+    def __init__(self, owner: int | None = None) -> None:
+        self.owner = owner
         self._items: dict[tuple[int, int], np.ndarray | None] = {}
         self._entries_taken: set[tuple[int, int]] = set()
 
@@ -72,16 +75,15 @@ class Dictionaries:
 
     def put(self, key: tuple[int, int], value: np.ndarray | None) -> None:
         size = 0 if value is None else value.nbytes
-        if self.used + size <= self.budget:
+        if self.owner is None or DECODED_DICTIONARIES.take(self.owner, size):
             self._items[key] = value
-            self.used += size
 
     @classmethod
     def of(cls, pf: ParquetFile) -> Dictionaries:
         """The file's cache (kept with its footer)."""
         found = pf.derived.get("encoded_dictionaries")
         if found is None:
-            found = pf.derived.setdefault("encoded_dictionaries", cls())
+            found = pf.derived.setdefault("encoded_dictionaries", cls(pf.budget_owner))
         assert isinstance(found, Dictionaries)
         return found
 
