@@ -23,6 +23,7 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import walk_pages
 from pqindex.format.schema import PageType
 from pqindex.scan import encoded
+from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
 CODECS = ["NONE", "SNAPPY", "ZSTD", "GZIP"]
 
@@ -199,3 +200,48 @@ def _no_new_hits(plan: Any, pf: ParquetFile) -> Any:
         return out
 
     return wrapped
+
+
+def test_on_s3_the_next_lookup_fetches_only_its_pages(
+    s3: S3Endpoint, tmp_path: Path  # noqa: F811
+) -> None:
+    """The same on an object store: the first lookup fetches the projected chunks
+    whole, as before; the next fetches only their pages holding its rows, in fewer
+    bytes and no more waves (7.2 MB in 4 waves, then 5.3 MB in 2: the predicate
+    column is still read whole)."""
+    path = tmp_path / "t.parquet"
+    words = _lake(path, rows=400_000)  # 7 MB: more than one wave's coalesced reads
+    bucket = s3.new_bucket("hdr")
+    s3.put(bucket, "t.parquet", path.read_bytes())
+    ds = pqindex.dataset(f"s3://{bucket}/t.parquet", storage_options=s3.storage_options())
+    reports = []
+    for w in (words[17], words[4321]):
+        s = ds.scan(columns=["id", "x"], where=f"email = '{w}'")
+        got = s.to_table()
+        want = pq.read_table(path).filter(pc.field("email") == w).select(["id", "x"])
+        assert got.sort_by("id").equals(want.sort_by("id"))
+        reports.append(s.report)
+    first, second = reports
+    assert second.bytes_read < first.bytes_read
+    assert second.round_trips <= first.round_trips
+    ds.close()
+
+
+def test_damaged_headers_make_no_index(tmp_path: Path) -> None:
+    """Flipped bytes anywhere in a chunk: no offset index, or one that tiles the chunk
+    in rows; never an exception out of the walk."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": np.arange(5000)}), path, data_page_size=2048,
+                   compression="NONE")
+    raw = bytearray(path.read_bytes())
+    with ParquetFile.open(path) as pf:
+        start, length = chunk_range(pf.column_meta(0, 0))
+        rng = np.random.default_rng(1)
+        for _ in range(300):
+            bad = bytearray(raw[start:start + length])
+            at = int(rng.integers(0, length))
+            bad[at] ^= 1 << int(rng.integers(0, 8))
+            oi = encoded.header_offset_index(pf, 0, 0, bytes(bad))
+            if oi is not None:
+                firsts = [p.first_row_index for p in oi.page_locations or []]
+                assert firsts[0] == 0 and firsts == sorted(set(firsts))

@@ -275,8 +275,8 @@ def header_offset_index(pf: ParquetFile, rg: int, col: int, raw: bytes | memoryv
             elif locs:
                 return None  # a dictionary page after data pages
             pos = s.end
-    except (_Fallback, _Short):
-        return None
+    except (_Fallback, _Short, CorruptFileError):
+        return None  # the chunk is decoded whole, and pyarrow names any damage
     if rows != pf.row_group_rows(rg) or not locs:
         return None
     oi = OffsetIndex(page_locations=locs)
