@@ -244,3 +244,42 @@ def test_damaged_headers_make_no_index(tmp_path: Path) -> None:
             if oi is not None:
                 firsts = [p.first_row_index for p in oi.page_locations or []]
                 assert firsts[0] == 0 and firsts == sorted(set(firsts))
+
+
+def test_a_plan_of_the_same_predicate_reads_no_dictionary_it_could_not_keep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No budget for decoded dictionaries: the second plan of a predicate takes the
+    first's answers (row groups ruled out alike, no dictionary read); another
+    predicate reads them again. Rows are pyarrow's every time."""
+    from pqindex.io import cache
+    from pqindex.plan import planner
+
+    monkeypatch.setattr(cache.DICTIONARY_EVIDENCE, "max_bytes", 0)
+    reads: list[int] = []
+    real = planner._RowGroupEvidence._read_dictionary
+
+    def counting(self: Any, *a: Any, **k: Any) -> Any:
+        reads.append(self.rg)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(planner._RowGroupEvidence, "_read_dictionary", counting)
+    path = tmp_path / "t.parquet"
+    words = _lake(path, groups=8)
+    table = pq.read_table(path)
+    ds = pqindex.dataset(path)
+    plans = []
+    for w in (words[17], words[17], words[9], words[17]):
+        reads.clear()
+        plan = ds.plan(["id"], f"email IN ('{w}', 'nobody')")
+        (entry,) = plan.files
+        plans.append((entry.row_groups_kept, len(reads)))
+        got = ds.scan(plan=plan).to_table()
+        want = table.filter(pc.field("email").isin([w, "nobody"]))
+        assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    (kept1, reads1), (kept2, reads2), (_k3, reads3), (kept4, reads4) = plans
+    assert reads1 == 8 and reads2 == 0 and kept2 == kept1
+    assert reads3 == 8  # another value: its own answers
+    assert kept4 == kept1 and reads4 == 8  # the entries left are the latest value's
+    assert len(kept1) < 8  # some row group was ruled out by its dictionary
+    ds.close()

@@ -200,8 +200,15 @@ class _RowGroupEvidence:
             # Decoded once per file and kept (within a budget): splitting a large
             # dictionary into its entries costs more than the query it prunes.
             key = ("dictionary_evidence", rg, col, pred.value_type)
+            known = dictionary_hits(pf, rg, col, pred)
             if key in pf.derived:
                 ev = pf.derived[key]
+            elif known is not None:
+                # Not kept: this predicate's answer, left by an earlier plan, for this
+                # predicate only (another on the column reads the dictionary).
+                stats = cmd.statistics
+                return _KnownHits(pred, len(known[0]), known[1],
+                                  stats.null_count if stats is not None else None)
             else:
                 try:
                     ev = self._read_dictionary(pred, cmd.num_values)
@@ -253,7 +260,9 @@ class _RowGroupEvidence:
         matched in this row group (consulted dictionaries only), by ``(rg, column)``:
         the scan then searches the indices for them without the dictionary page (a
         lake's large string dictionaries cost the scan a second decompression and
-        comparison otherwise). The latest predicate per chunk; the scan checks it."""
+        comparison otherwise), and a later plan of the same predicate reads no
+        dictionary the budget could not keep. The latest predicate per chunk: both
+        check it (:func:`dictionary_hits`)."""
         for p in preds:
             d = self._dicts.get(p.leaf.index)
             if isinstance(d, DictionaryEvidence):
@@ -294,6 +303,36 @@ def _keep_dictionary(pf: ParquetFile, key: tuple[Any, ...], ev: Evidence | None)
         if isinstance(ev, DictionaryEvidence):
             # The scan takes the same entries (no second decompression or split).
             pf.derived[("dictionary_entries", key[1], key[2])] = ev.entries
+
+
+def dictionary_hits(pf: ParquetFile, rg: int, col: int, expr: object
+                    ) -> tuple[np.ndarray, int] | None:
+    """The dictionary entries a plan found ``expr`` (one ``=`` / ``IN``) holds for in
+    this chunk, and the dictionary's size; None when it left none for ``expr``
+    (``_RowGroupEvidence.leave_hits``). Compared by value: a predicate bound again
+    for the next query finds them."""
+    got = pf.derived.get(("dictionary_hits", rg, col))
+    if got is None or got[0] != expr:
+        return None
+    return got[1], got[2]
+
+
+@dataclass(frozen=True)
+class _KnownHits:
+    """What a dictionary said about ``pred`` in an earlier plan: how many of its
+    ``count`` entries match (DictionaryEvidence's answer for ``=`` / ``IN``)."""
+
+    pred: BoundPredicate
+    hits: int
+    count: int
+    null_count: int | None
+
+    def match(self, pred: BoundPredicate) -> Match:
+        if pred != self.pred:
+            return Match.SOME
+        if not self.hits:
+            return Match.NONE
+        return Match.ALL if self.hits == self.count and self.null_count == 0 else Match.SOME
 
 
 class _AllOf:
@@ -595,7 +634,7 @@ def plan_file(
             if sel.maybe.is_empty
             else (Match.ALL if sel.all.count() == n else Match.SOME)
         )
-        if final == Match.SOME:
+        if final != Match.ALL:
             ev.leave_hits(file_preds)
         reads = _reads(pf, rg, read_cols, sel, options) if not sel.maybe.is_empty else ()
         plans.append(RowGroupPlan(rg, n, final, by, why, sel.maybe, sel.all, reads))
@@ -690,11 +729,14 @@ def _dictionary_ranges(
     group will read, where their place is known without reading (the footer or a
     loaded offset index)."""
     out = []
-    for col in sorted({p.leaf.index for p in preds
-                       if not equality_only or p.op in (LeafOp.EQ, LeafOp.IN)}):
+    wanted = [p for p in preds if not equality_only or p.op in (LeafOp.EQ, LeafOp.IN)]
+    for col in sorted({p.leaf.index for p in wanted}):
         leaf = pf.leaf(col)
         if leaf.max_repetition_level or not pf.all_dictionary_encoded(rg, col):
             continue
+        if all(dictionary_hits(pf, rg, col, p) is not None
+               for p in wanted if p.leaf.index == col):
+            continue  # answered by an earlier plan's entries: nothing to read
         ext = pf.dictionary_extent(rg, col)
         if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
             out.append((col, ext))

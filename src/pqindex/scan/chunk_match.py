@@ -24,6 +24,7 @@ from pqindex.expr.evaluate import numpy_values_mask, to_arrow_mask
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp
 from pqindex.io.source import LocalFileSource
+from pqindex.plan.planner import dictionary_hits
 from pqindex.scan import encoded
 from pqindex.scan.whole import side_by_side
 
@@ -104,7 +105,7 @@ def match_chunk(
         # Integer columns only: other types' stored numbers are not their values.
         return numpy_values_mask(expr, dtype) if pa.types.is_integer(target) else None
 
-    hits = encoded.planned_hits(pf, rg, col, expr)
+    hits = dictionary_hits(pf, rg, col, expr)
 
     def match(span: encoded.Span) -> np.ndarray | None:
         source = raw if isinstance(raw, (bytes, memoryview)) else raw()

@@ -872,17 +872,6 @@ def _to_rows(page: _Page, dense: np.ndarray, null_hit: Callable[[], bool]) -> np
     return np.asarray(rows + page.first, dtype=np.intp)
 
 
-def planned_hits(pf: ParquetFile, rg: int, col: int, expr: object
-                 ) -> tuple[np.ndarray, int] | None:
-    """The dictionary entries the planner found ``expr`` (one ``=`` / ``IN``) holds
-    for in this chunk, and the dictionary's size; None when it left none for
-    ``expr`` (``planner._RowGroupEvidence.leave_hits``)."""
-    got = pf.derived.get(("dictionary_hits", rg, col))
-    if got is None or got[0] != expr:
-        return None
-    return got[1], got[2]
-
-
 def _matches(
     pf: ParquetFile, rg: int, col: int, target: pa.DataType,
     items: Iterable[_Page | _Dictionary], evaluate: Evaluate,
@@ -1059,7 +1048,7 @@ def matching_page_rows(
     """:func:`matching_rows` over the data pages ``pages`` (ascending) only: rows
     within the row group, from those pages. ``fetch(offset, length)`` serves the
     pages and the bytes before the first data page (the dictionary page).
-    ``hits``: the planner's matching entries (:func:`planned_hits`)."""
+    ``hits``: the planner's matching entries (``planner.dictionary_hits``)."""
     if not supported(pf, rg, col, target):
         return None
     try:

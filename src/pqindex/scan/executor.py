@@ -40,7 +40,7 @@ from pqindex.format.row_ranges import RowRanges
 from pqindex.format.schema import Codec
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
-from pqindex.plan.planner import FilePlan, RowGroupPlan
+from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
 from pqindex.plan.tree import leaves
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
@@ -596,7 +596,7 @@ class RowGroupReader:
         out = encoded.matching_page_rows(
             self.pf, self.rg, col, target, pages, self._view,
             lambda arr: to_arrow_mask(expr, pa.table({name: arr})),
-            encoded.planned_hits(self.pf, self.rg, col, expr),
+            dictionary_hits(self.pf, self.rg, col, expr),
         )
         if out is not None:
             self._count(col, pages)
