@@ -200,10 +200,9 @@ class _RowGroupEvidence:
             # Decoded once per file and kept (within a budget): splitting a large
             # dictionary into its entries costs more than the query it prunes.
             key = ("dictionary_evidence", rg, col, pred.value_type)
-            known = dictionary_hits(pf, rg, col, pred)
             if key in pf.derived:
                 ev = pf.derived[key]
-            elif known is not None:
+            elif (known := dictionary_hits(pf, rg, col, pred)) is not None:
                 # Not kept: this predicate's answer, left by an earlier plan, for this
                 # predicate only (another on the column reads the dictionary).
                 stats = cmd.statistics
