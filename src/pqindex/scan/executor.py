@@ -37,7 +37,7 @@ from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
-from pqindex.format.schema import Codec
+from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
@@ -209,10 +209,10 @@ class RowGroupReader:
             return
         todo = []
         for name in names:
-            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
-            if len(leaves) != 1 or len(leaves[0].path) != 1 or name in self._whole_cache:
+            leaf = self._flat_leaf(name)
+            if leaf is None or name in self._whole_cache:
                 continue
-            col = leaves[0].index
+            col = leaf.index
             cc = self.pf.column_chunk(self.rg, col)
             if (cc.offset_index_offset is None and col not in self._decoded
                     and (self.rg, col) not in self.pf.derived.get("headers_walked", ())):
@@ -235,15 +235,15 @@ class RowGroupReader:
         pages' byte ranges fetched together. Fields it does not decode are left out."""
         todo = []
         for name in names:
-            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
-            if len(leaves) != 1 or len(leaves[0].path) != 1 or name in self._whole_cache:
+            leaf = self._flat_leaf(name)
+            if leaf is None or name in self._whole_cache:
                 continue
             target = self.schema.field(name).type
-            if not encoded.decodes_pages(self.pf, leaves[0].index, target):
+            if not encoded.decodes_pages(self.pf, leaf.index, target):
                 continue
-            found = self._sparse_pages(leaves[0].index, rows)
+            found = self._sparse_pages(leaf.index, rows)
             if found is not None:
-                todo.append((name, leaves[0].index, target, *found))
+                todo.append((name, leaf.index, target, *found))
         if not todo:
             return {}
         self.buffers.fetch([r for _n, col, _t, pages, _a in todo for r in page_byte_ranges(
@@ -370,13 +370,18 @@ class RowGroupReader:
             self.stats.decode_seconds += time.perf_counter() - t0
         return {n: self._whole_cache[n] for n in names}
 
-    def _dictionary_string(self, name: str) -> bool:
+    def _flat_leaf(self, name: str) -> LeafColumn | None:
+        """The one leaf of top-level field ``name`` when the field is flat (not a
+        struct or list), else None."""
         leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+        return leaves[0] if len(leaves) == 1 and len(leaves[0].path) == 1 else None
+
+    def _dictionary_string(self, name: str) -> bool:
+        leaf = self._flat_leaf(name)
         return (
-            len(leaves) == 1
-            and len(leaves[0].path) == 1
-            and leaves[0].element.type == 6  # BYTE_ARRAY
-            and self.pf.all_dictionary_encoded(self.rg, leaves[0].index) is True
+            leaf is not None
+            and leaf.element.type == 6  # BYTE_ARRAY
+            and self.pf.all_dictionary_encoded(self.rg, leaf.index) is True
         )
 
     def _whole(self, field_name: str, *, as_dictionary: bool = False) -> pa.Array:
@@ -477,25 +482,24 @@ class RowGroupReader:
         pages overlapping ``rows`` (a group's pages line up)."""
         groups: dict[tuple[tuple[int, int], ...], list[tuple[str, int, list[int], Any, Any]]] = {}
         for name in names:
-            leaves = [c for c in self.pf.schema.leaves if c.path[0] == name]
+            leaf = self._flat_leaf(name)
             if (
-                len(leaves) != 1
-                or len(leaves[0].path) != 1
-                or leaves[0].index in self._decoded
+                leaf is None
+                or leaf.index in self._decoded
                 or name in self._whole_cache
                 or self._dictionary_string(name)
             ):
                 # Nested, or already decoded by the predicate pass; dictionary strings
                 # are cut as indices first (field).
                 continue
-            found = self._pages_for(leaves[0].index, rows)
+            found = self._pages_for(leaf.index, rows)
             if found is None or not found[0]:
                 continue
             pages, firsts, counts = found
             key = tuple(
                 (int(firsts[p]), int(firsts[p] + counts[p])) for p in pages
             )
-            groups.setdefault(key, []).append((name, leaves[0].index, pages, firsts, counts))
+            groups.setdefault(key, []).append((name, leaf.index, pages, firsts, counts))
         return groups
 
     def _decode_group(self, members: list[tuple[str, int, list[int], Any, Any]]) -> list[Any]:
