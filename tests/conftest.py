@@ -73,3 +73,14 @@ def written_files(tmp_path_factory: pytest.TempPathFactory) -> writers.FileCache
     run's SparkSession on first use: mark such tests ``@pytest.mark.spark``.
     """
     return writers.FileCache(tmp_path_factory.mktemp("writers"), spark=_spark_session)
+
+
+@pytest.fixture
+def page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small row groups no index narrows go through the page-by-page flow, as on large
+    files, instead of being read whole and filtered (dataset.SIFT_ROW_GROUP_BYTES):
+    for tests of that flow's machinery on small files."""
+    import importlib
+
+    module = importlib.import_module("pqindex.dataset.dataset")
+    monkeypatch.setattr(module, "SIFT_ROW_GROUP_BYTES", 0)

@@ -21,6 +21,10 @@ from pqindex.scan import cut as cut_mod
 from pqindex.scan import encoded
 from pqindex.scan.cut import cut, matched_ranges, ranges_from_indices
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 
 @st.composite
 def _pages_and_rows(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:

@@ -22,6 +22,10 @@ from pqindex.errors import CorruptFileError
 from pqindex.format import plain
 from pqindex.format.schema import PhysicalType
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 
 def _encoded(values: list[bytes]) -> bytes:
     return b"".join(struct.pack("<I", len(v)) + v for v in values)

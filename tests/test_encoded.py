@@ -28,6 +28,10 @@ from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.scan import decompress, encoded, page_values
 from pqindex.scan.page_decode import arrow_schema
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 CODECS = ["none", "snappy", "gzip", "brotli", "zstd", "lz4"]
 

@@ -32,6 +32,10 @@ from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
 from pqindex.scan.page_decode import arrow_schema
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
 CODECS = ["none", "snappy", "gzip", "brotli", "zstd", "lz4"]
 NUMERIC = {"i32": pa.int32(), "i64": pa.int64(), "f32": pa.float32(), "f64": pa.float64()}

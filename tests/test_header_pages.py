@@ -25,6 +25,10 @@ from pqindex.format.schema import PageType
 from pqindex.scan import encoded
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 CODECS = ["NONE", "SNAPPY", "ZSTD", "GZIP"]
 
 

@@ -20,6 +20,10 @@ import pytest
 import pqindex
 from pqindex import pools
 
+# The page-by-page flow's machinery, on small files: none of their row groups is
+# read whole and filtered instead (conftest.page_by_page).
+pytestmark = pytest.mark.usefixtures("page_by_page")
+
 PREFIX = "pqindex-rowgroups"
 
 

@@ -21,6 +21,7 @@ import functools
 import gc
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
         _lock: threading.Lock
         _shapes: list[tuple[Any, ...]]  # distinct footer schemas
         _landing: dict[str, TailWave]  # files whose tail is in flight
-        _open: dict[str, OpenFile]
+        _open: OrderedDict[str, OpenFile]  # open now, least recently used first
+        _stats: dict[str, IOStats]  # every file opened so far, dropped or not
         _ahead: dict[str, IOStats]  # files whose tail was read ahead
         _stand_in: OpenFile | None
         row_groups: dict[str, frozenset[int]]
@@ -280,7 +282,7 @@ class Planning:
             first_waves = 0 if first is self._stand_in else (
                 first.stats.round_trips - waves0.get(first.df.path, 0))
         with self._lock:
-            waves_start = {p: of.stats.round_trips for p, of in self._open.items()}
+            waves_start = {p: st.round_trips for p, st in self._stats.items()}
             waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
         schema = self._first_schema()
         names = [f.name for f in schema]

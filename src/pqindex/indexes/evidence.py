@@ -41,6 +41,11 @@ __all__ = [
 
 _MASKS_KEPT = 4  # literal sets whose masks a dictionary keeps
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
+# Dictionary entries compared in numpy: (kind, physical type) -> their PLAIN dtype.
+_NUMERIC_DTYPES: dict[tuple[Kind, int | None], np.dtype[Any]] = {
+    (Kind.INT, 1): np.dtype("<i4"), (Kind.INT, 2): np.dtype("<i8"),
+    (Kind.FLOAT, 4): np.dtype("<f4"), (Kind.DOUBLE, 5): np.dtype("<f8"),
+}
 _BYTES = frozenset({Kind.STRING, Kind.BINARY})
 _COMPARISONS = frozenset(
     {
@@ -281,6 +286,8 @@ class DictionaryEvidence:
         self.num_values = num_values
         self._raw: frozenset[bytes] | None = None
         self._keys: tuple[frozenset[Any], bool] | None = None
+        self._numbers: tuple[np.ndarray, bool] | None = None
+        self._numbers_built = False
         # The masks of the last few literal sets: a plan asks the same one at two
         # levels, and the scan takes the matching entries from it (``hits``).
         self._masks: dict[tuple[bytes, ...], pa.BooleanArray] = {}
@@ -300,6 +307,54 @@ class DictionaryEvidence:
         if self._keys is None:
             self._keys = dictionary_keys(self.vt, list(self.raw))
         return self._keys
+
+    def _numeric(self) -> tuple[np.ndarray, bool] | None:
+        """Signed integer or IEEE float entries as numpy values without their NaNs, and
+        whether one was NaN: compared in numpy, where decoding each entry to a Python
+        key costs ~0.5 us (a 500-entry dictionary's range check took 0.3 ms). None
+        for other types, or entries not all of their width."""
+        if not self._numbers_built:
+            self._numbers_built = True
+            dtype: np.dtype[Any] | None = _NUMERIC_DTYPES.get((self.vt.kind, self.vt.physical))
+            values = _plain_values(self.entries, dtype) if dtype is not None else None
+            if values is not None:
+                nan = np.isnan(values) if values.dtype.kind == "f" else None
+                if nan is not None and nan.any():
+                    self._numbers = (values[~nan], True)
+                else:
+                    self._numbers = (values, False)
+        return self._numbers
+
+    def _numeric_match(self, op: LeafOp, pred: BoundPredicate) -> tuple[bool, bool] | None:
+        """(some entry satisfies, every entry does) for a comparison or an (in)equality
+        on numeric entries, NaN entries counted as satisfying none; else None."""
+        nums = self._numeric()
+        if nums is None:
+            return None
+        values, _ = nums
+        keys = [value_key(self.vt, v) for v in pred.values]
+        if not values.size:
+            return False, True
+        if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
+            # Python compares, not numpy: a literal need not fit the entries' dtype.
+            found = set(np.unique(values).tolist()) & set(keys)
+            inside = np.isin(values, np.array(sorted(found), dtype=values.dtype))
+            return bool(inside.any()), bool(inside.all())
+        (k,) = keys
+        lo, hi = values.min().item(), values.max().item()
+        if op == LeafOp.LT:
+            return lo < k, hi < k
+        if op == LeafOp.LE:
+            return lo <= k, hi <= k
+        if op == LeafOp.GT:
+            return hi > k, lo > k
+        if op == LeafOp.GE:
+            return hi >= k, lo >= k
+        return None
+
+    def _has_nan(self) -> bool:
+        nums = self._numeric()
+        return nums[1] if nums is not None else self._decoded()[1]
 
     def _wanted_raw(self, pred: BoundPredicate) -> set[bytes] | None:
         """The literals' PLAIN bytes, when bytes equality is value equality."""
@@ -379,9 +434,12 @@ class DictionaryEvidence:
         # "every entry matches" is ALL when there are no nulls.
         if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
             wanted_raw = self._wanted_raw(pred)
+            numeric = None if wanted_raw is not None else self._numeric_match(op, pred)
             if wanted_raw is not None:
                 some, all_in = self._among(wanted_raw)
                 has_nan = False
+            elif numeric is not None:
+                (some, all_in), has_nan = numeric, self._has_nan()
             else:
                 values, has_nan = self._decoded()
                 wanted = {value_key(vt, v) for v in pred.values}
@@ -400,6 +458,8 @@ class DictionaryEvidence:
                 hit, every = some, all_in
             else:
                 hit, every = not all_in, not some
+        elif (numeric := self._numeric_match(op, pred)) is not None:
+            hit, every = numeric[0], numeric[1] and not self._has_nan()
         else:
             values, has_nan = self._decoded()
             (k,) = [value_key(vt, v) for v in pred.values]
@@ -477,6 +537,29 @@ def _bloom_hashes(vt: ValueType, values: Sequence[Any]) -> list[int] | None:
             return None  # -0.0 and +0.0 hash differently but compare equal
         out.append(xxhash64(raw))
     return out
+
+
+def _plain_values(entries: pa.Array, dtype: np.dtype[Any]) -> np.ndarray | None:
+    """Binary or fixed-size binary entries of ``dtype.itemsize`` bytes each, read as
+    ``dtype`` (no copy); None when an entry is null or of another width."""
+    n, width = len(entries), dtype.itemsize
+    if not n or entries.null_count:
+        return None
+    if pa.types.is_fixed_size_binary(entries.type):
+        if entries.type.byte_width != width:
+            return None
+        data, start = entries.buffers()[1], entries.offset * width
+    elif pa.types.is_binary(entries.type):
+        offsets = np.frombuffer(entries.buffers()[1], dtype=np.int32, count=n + 1,
+                                offset=entries.offset * 4)
+        if not bool(np.all(np.diff(offsets) == width)):
+            return None
+        data, start = entries.buffers()[2], int(offsets[0])
+    else:
+        return None
+    if data is None or start + n * width > data.size:
+        return None
+    return np.frombuffer(data, dtype=dtype, count=n, offset=start)
 
 
 def dictionary_keys(vt: ValueType, raw_values: Sequence[bytes]) -> tuple[frozenset[Any], bool]:

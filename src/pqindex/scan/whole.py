@@ -31,6 +31,8 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
+from pqindex.expr.bind import BoundExpr
+from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.io.source import LocalFileSource, coalesce
 from pqindex.pools import shared_pool
@@ -44,6 +46,7 @@ from pqindex.scan.fetch import (
 )
 
 __all__ = [
+    "iter_sifted_row_groups",
     "iter_whole_row_groups",
     "native_path",
     "pyarrow_opens_free",
@@ -377,6 +380,61 @@ def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., None], *args
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
     except DECODE_ERRORS as e:
+        raise _decode_error(pf, rgs, e) from e
+
+
+def iter_sifted_row_groups(
+    pf: ParquetFile,
+    row_groups: Sequence[int],
+    fields: Sequence[str],
+    expr: BoundExpr,
+    predicate_fields: Sequence[str],
+    partition: dict[str, Any],
+    partition_types: dict[str, pa.DataType],
+    options: ScanOptions | None = None,
+    *,
+    stream: bool = False,
+) -> Iterator[tuple[pa.Table, ScanStats]]:
+    """Small row groups no index narrowed, decoded whole by pyarrow (with
+    ``predicate_fields``, the top-level fields ``expr`` reads) and filtered by
+    ``expr``: the rows it holds for, projected to ``fields``, with what each part
+    cost. ``stream``: one row group at a time."""
+    options = options or ScanOptions()
+    names = [*fields, *(f for f in predicate_fields if f not in fields)]
+    file_fields = [f for f in names if f not in partition_types]
+    leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
+    for batch in ([[rg] for rg in row_groups] if stream else [list(row_groups)]):
+        stats = ScanStats()
+        # Through the file, not read by pyarrow from the disk: planning may hold some
+        # of these bytes already (dictionary pages), and none is read twice.
+        buffers = Buffers(pf, stats, options.coalesce_gap)
+        _located(pf, batch, buffers.fetch,
+                 [chunk_range(pf.column_meta(rg, c)) for rg in batch for c in leaves])
+        t0 = time.perf_counter()
+        t = _read_sifted(pf, buffers, batch, file_fields)
+        for name in names:
+            if name in partition_types:
+                t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
+                                                   partition_types[name]))
+        kept = t.filter(to_arrow_mask(expr, t))
+        stats.decode_seconds += time.perf_counter() - t0
+        stats.rows_out += kept.num_rows
+        stats.row_groups_read += len(batch)
+        stats.pages_read += sum(pf.data_page_count(rg, c) for rg in batch for c in leaves)
+        yield kept.select(list(fields)), stats
+
+
+def _read_sifted(pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
+                 ) -> pa.Table:
+    try:
+        reader = pq.ParquetFile(SourceFile(pf, buffers), metadata=arrow_metadata(pf))
+        return reader.read_row_groups(rgs, columns=file_fields, use_threads=False)
+    except PqIndexError as e:
+        raise e.located(path=pf.path) from None
+    except DECODE_ERRORS as e:
+        if len(rgs) > 1:
+            for rg in rgs:  # name the row group that fails alone
+                _read_sifted(pf, buffers, [rg], file_fields)
         raise _decode_error(pf, rgs, e) from e
 
 
