@@ -400,7 +400,7 @@ def iter_sifted_row_groups(
     ``expr``: the rows it holds for, projected to ``fields``, with what each part
     cost. ``stream``: one row group at a time."""
     options = options or ScanOptions()
-    names = [*fields, *(f for f in predicate_fields if f not in fields)]
+    names = list(dict.fromkeys([*fields, *predicate_fields]))  # a field asked twice: read once
     file_fields = [f for f in names if f not in partition_types]
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
     for batch in ([[rg] for rg in row_groups] if stream else [list(row_groups)]):
