@@ -136,7 +136,7 @@ def readers(root: Path) -> dict[str, tuple[Any, Any]]:
         "pqindex": (pq_open, lambda ds, q: result(ds.scan(q[1], where=q[0]).to_table())),
         "pyarrow.dataset": (pa_open, lambda ds, q: result(
             ds.to_table(columns=q[1], filter=_arrow_filter(q[0])))),
-        "duckdb": (duck_open, lambda con, q: result(con.execute(sql(q)).to_arrow_table())),
+        "duckdb": (duck_open, lambda con, q: result(con.sql(sql(q)).to_arrow_table())),
         "datafusion": (df_open, lambda ctx, q: result(ctx.sql(sql(q)).to_arrow_table())),
         "polars": (lambda: pl.scan_parquet(f"{root}/*.parquet"), lambda lf, q: result(
             lf.filter(_polars_filter(q[0])).select(q[1]).collect().to_arrow())),

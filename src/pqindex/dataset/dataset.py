@@ -287,21 +287,17 @@ class Dataset(Planning):
         return of
 
     def _trim(self) -> None:
-        """Once the open files hold more than ``max_open_bytes`` (estimated again now:
-        ``ParquetFile.retained_bytes``; what they read since opening counts), drop the
-        least recently used ones down to three quarters of it, so that trimming is
-        rare; the last one used stays. A scan still reading a dropped file keeps it
-        until the scan ends."""
+        """Once the open files hold more than ``max_open_bytes`` (``_held``: each file's
+        ``ParquetFile.retained_bytes`` when opened, and after each plan that used it),
+        drop the least recently used ones down to three quarters of it, so that
+        trimming is rare; the last one used stays. A scan still reading a dropped file
+        keeps it until the scan ends."""
         with self._lock:
-            if self._planning:
+            if self._planning or self._held_total <= self.max_open_bytes:
                 return
-            self._held = {p: of.pf.retained_bytes() for p, of in self._open.items()}
-            total = sum(self._held.values())
-            if total > self.max_open_bytes:
-                while total > self.max_open_bytes * 3 // 4 and len(self._open) > 1:
-                    path, _ = self._open.popitem(last=False)
-                    total -= self._held.pop(path)
-            self._held_total = total
+            while self._held_total > self.max_open_bytes * 3 // 4 and len(self._open) > 1:
+                path, _ = self._open.popitem(last=False)
+                self._held_total -= self._held.pop(path, 0)
 
     def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None:
         """Start reading the remote tails of the files not open yet, in one concurrent
@@ -490,11 +486,21 @@ class Dataset(Planning):
         each kept file as soon as it is planned, on a pool thread."""
         with self._lock:
             self._planning += 1  # the files this plan opens stay until it is made
+        plans = None
         try:
-            return self._plan_held(columns, expr, on_planned)
+            plans = self._plan_held(columns, expr, on_planned)
+            return plans
         finally:
+            # What the plan read into its files (page-index entries...) counts from now.
+            held = {of.df.path: (of, of.pf.retained_bytes())
+                    for _df, of, _plan, _bound in (plans.files if plans else ())
+                    if of is not None}
             with self._lock:
                 self._planning -= 1
+                for path, (of, n) in held.items():
+                    if self._open.get(path) is of:
+                        self._held_total += n - self._held.get(path, 0)
+                        self._held[path] = n
             self._trim()
 
     def _plan_held(self, columns: Sequence[str] | None, expr: Expr,
