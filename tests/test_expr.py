@@ -804,7 +804,8 @@ def test_other_kinds_evaluate() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(0, 3000).flatmap(
+    # Both sides of evaluate._SMALL_MASK (numpy alone up to 4,096 values).
+    st.integers(0, 9000).flatmap(
         lambda n: st.tuples(
             st.just(n),
             st.sets(st.integers(0, max(n - 1, 0)), max_size=40 if n else 0),
