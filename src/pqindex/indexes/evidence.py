@@ -272,7 +272,9 @@ class DictionaryEvidence:
     Entries stay PLAIN bytes, in an Arrow array (``plain.plain_entries``: no Python
     object per entry, so a 30,000-entry dictionary costs its bytes, not ~3 MiB of
     objects): ``=``, ``IN`` and prefixes compare the literal's PLAIN encoding with
-    them in one pyarrow kernel; ranges and floats decode the entries (once).
+    them in one pyarrow kernel; INT32/INT64/FLOAT/DOUBLE entries are compared as one
+    numpy array (ranges by its min and max, floats' equalities by ``isin``); other
+    ranges decode the entries to Python keys (once).
     """
 
     def __init__(
