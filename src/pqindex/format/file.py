@@ -162,9 +162,9 @@ class ParquetFile:
 
     def retained_bytes(self) -> int:
         """About the memory this open file holds outside the process-wide budgets: the
-        buffers it keeps (its tail first), the decoded footer (13-14 bytes of objects
-        a footer byte, measured on three writers' files) and the decoded page-index
-        entries (~400 bytes a page)."""
+        buffers it keeps (its tail first), the decoded footer (12-14 bytes of objects
+        a footer byte, measured on three files, and its own copy) and the decoded
+        page-index entries (~400 bytes a page)."""
         pages = sum(len(oi.page_locations or ()) for oi in list(self._offset_indexes.values())
                     if oi is not None)
         held = sum(len(b) for _, b in list(self._buffers))

@@ -15,6 +15,11 @@ Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would:
   pyarrow decodes them from memory through :class:`~pqindex.scan.fetch.SourceFile`.
 
 Either way no index bytes are read.
+
+:func:`iter_sifted_row_groups` reads small row groups no index narrowed the same
+fetched way (bytes planning holds are not read again), decoded in one call per
+file and filtered by the predicate: the page-by-page flow's Python per row group
+and column costs more there (see ``dataset._segments``).
 """
 
 from __future__ import annotations
