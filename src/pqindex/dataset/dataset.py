@@ -1,7 +1,8 @@
 """``pqindex.dataset(path)``: many files, hive partitions, parallel planning, a metadata cache.
 
-A dataset is lazy: nothing is read until a scan or an explain needs it. Footers
-are read once per file and cached for the dataset's lifetime. Files are planned
+A dataset is lazy: nothing is read until a scan or an explain needs it. The files
+it opens (footers decoded, tails, page-index entries) are kept for later scans up to
+``Dataset.max_open_bytes``, least recently used dropped first. Files are planned
 and read concurrently on threads (file I/O and pyarrow release the GIL).
 """
 
@@ -178,6 +179,10 @@ class Dataset(Planning):
       index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
+
+    ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
+    between scans, estimated; past it the least recently used are dropped and opened
+    again when a scan needs them.
     """
 
     def __init__(
