@@ -25,6 +25,7 @@ from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import encode_plain
+from pqindex.format.schema import PhysicalType
 from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import Bounds, Comparison, bound_order
 
@@ -43,8 +44,10 @@ _MASKS_KEPT = 4  # literal sets whose masks a dictionary keeps
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 # Dictionary entries compared in numpy: (kind, physical type) -> their PLAIN dtype.
 _NUMERIC_DTYPES: dict[tuple[Kind, int | None], np.dtype[Any]] = {
-    (Kind.INT, 1): np.dtype("<i4"), (Kind.INT, 2): np.dtype("<i8"),
-    (Kind.FLOAT, 4): np.dtype("<f4"), (Kind.DOUBLE, 5): np.dtype("<f8"),
+    (Kind.INT, PhysicalType.INT32): np.dtype("<i4"),
+    (Kind.INT, PhysicalType.INT64): np.dtype("<i8"),
+    (Kind.FLOAT, PhysicalType.FLOAT): np.dtype("<f4"),
+    (Kind.DOUBLE, PhysicalType.DOUBLE): np.dtype("<f8"),
 }
 _BYTES = frozenset({Kind.STRING, Kind.BINARY})
 _COMPARISONS = frozenset(
@@ -314,7 +317,7 @@ class DictionaryEvidence:
         """Signed integer or IEEE float entries as numpy values without their NaNs, and
         whether one was NaN: compared in numpy, where decoding each entry to a Python
         key costs ~0.5 us (a 500-entry dictionary's range check took 0.3 ms). None
-        for other types, or entries not all of their width."""
+        for other types."""
         if not self._numbers_built:
             self._numbers_built = True
             dtype: np.dtype[Any] | None = _NUMERIC_DTYPES.get((self.vt.kind, self.vt.physical))
@@ -542,26 +545,15 @@ def _bloom_hashes(vt: ValueType, values: Sequence[Any]) -> list[int] | None:
 
 
 def _plain_values(entries: pa.Array, dtype: np.dtype[Any]) -> np.ndarray | None:
-    """Binary or fixed-size binary entries of ``dtype.itemsize`` bytes each, read as
-    ``dtype`` (no copy); None when an entry is null or of another width."""
-    n, width = len(entries), dtype.itemsize
-    if not n or entries.null_count:
+    """Fixed-width entries (``plain.plain_entries``: a view of the page) read as
+    ``dtype``, no copy; None for entries of another width or type."""
+    t = entries.type
+    if not pa.types.is_fixed_size_binary(t) or t.byte_width != dtype.itemsize:
         return None
-    if pa.types.is_fixed_size_binary(entries.type):
-        if entries.type.byte_width != width:
-            return None
-        data, start = entries.buffers()[1], entries.offset * width
-    elif pa.types.is_binary(entries.type):
-        offsets = np.frombuffer(entries.buffers()[1], dtype=np.int32, count=n + 1,
-                                offset=entries.offset * 4)
-        if not bool(np.all(np.diff(offsets) == width)):
-            return None
-        data, start = entries.buffers()[2], int(offsets[0])
-    else:
+    if not len(entries) or entries.null_count:
         return None
-    if data is None or start + n * width > data.size:
-        return None
-    return np.frombuffer(data, dtype=dtype, count=n, offset=start)
+    return np.frombuffer(entries.buffers()[1], dtype=dtype, count=len(entries),
+                         offset=entries.offset * dtype.itemsize)
 
 
 def dictionary_keys(vt: ValueType, raw_values: Sequence[bytes]) -> tuple[frozenset[Any], bool]:
