@@ -51,7 +51,7 @@ from pqindex.format.structs import (
 )
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
-from pqindex.plan.planner import PlanOptions, RowGroupPlan
+from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
 from pqindex.plan.tree import leaves
 from pqindex.pools import shared_pool
 from pqindex.scan.batch import scan_file
@@ -124,6 +124,12 @@ def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
            for p in preds):
         return None
     return sorted({p.leaf.path[0] for p in preds})
+
+
+def _footer_settled(plan: FilePlan | None) -> bool:
+    """Whether the file's footer statistics decided every row group of ``plan`` (no
+    index bytes read for it)."""
+    return plan is not None and all(rg.decided_by == "statistics" for rg in plan.row_groups)
 
 
 def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
@@ -496,10 +502,11 @@ class Dataset(Planning):
             plans = self._plan_held(columns, expr, on_planned)
             return plans
         finally:
-            # What the plan read into its files (page-index entries...) counts from now.
+            # What the plan read into its files (page-index entries...) counts from now;
+            # files their footer alone settled read nothing more (most of a lookup's).
             held = {of.df.path: (of, of.pf.retained_bytes())
-                    for _df, of, _plan, _bound in (plans.files if plans else ())
-                    if of is not None}
+                    for _df, of, plan, _bound in (plans.files if plans else ())
+                    if of is not None and not _footer_settled(plan)}
             with self._lock:
                 self._planning -= 1
                 for path, (of, n) in held.items():
