@@ -75,3 +75,48 @@ def test_prefetch_reads_only_what_is_not_held(tmp_path: Path) -> None:
         with open(path, "rb") as f:
             data = f.read()
         assert pf.read_bytes(90, 4_100) == data[90:4_190]
+
+
+def test_read_into_copies_held_bytes_and_reads_only_the_rest(tmp_path: Path) -> None:
+    """``read_into`` fills each range with the file's bytes: what a prefetch holds is
+    copied (never read again), the rest read straight into the buffer, one request
+    per merged gap and one wave; bytes outside the merged ranges stay untouched."""
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"x": list(range(60_000)), "y": [str(i) for i in range(60_000)]}),
+                   path, row_group_size=7_000)
+    data = path.read_bytes()
+    rng = random.Random(3)
+    for case in range(60):
+        with ParquetFile.open(str(path)) as pf:
+            end = pf.footer_offset
+            held = []
+            for _ in range(rng.randint(0, 4)):
+                a = rng.randint(4, end - 200)
+                held.append((a, rng.randint(1, 3_000)))
+            held = [(a, min(n, end - a)) for a, n in held]
+            if held:
+                pf.prefetch([], exact=held)
+            ranges = []
+            for _ in range(rng.randint(1, 6)):
+                a = rng.randint(4, end - 2)
+                ranges.append((a, rng.randint(0, min(20_000, end - a))))
+            ranges.sort()
+            gap = rng.choice([0, 100, 10_000, None])
+            before = (pf.source.stats.requests, pf.source.stats.round_trips,
+                      len(pf.source.stats.trace))
+            out = bytearray(b"\xee" * len(data))
+            reqs = pf.read_into(ranges, memoryview(out), gap)
+            stats = pf.source.stats
+            for o, n in ranges:
+                assert out[o:o + n] == data[o:o + n], (case, o, n)
+            new = stats.trace[before[2]:]
+            assert new == reqs
+            assert stats.requests - before[0] == len(reqs)
+            assert stats.round_trips - before[1] == (1 if reqs else 0)
+            held_bytes = {i for a, n in held for i in range(a, a + n)}
+            for o, n in reqs:
+                assert not held_bytes & set(range(o, o + n)), (case, "held byte read again")
+            if gap == 0:  # nothing merged: only bytes of the ranges are written
+                wanted = {i for o, n in ranges for i in range(o, o + n)}
+                assert all(out[i] == 0xEE for i in rng.sample(range(len(data)), 2_000)
+                           if i not in wanted)

@@ -28,6 +28,7 @@ from pqindex.format.file import ParquetFile, chunk_range
 
 # The module (``pqindex.dataset.dataset`` names the function).
 dataset_mod = importlib.import_module("pqindex.dataset.dataset")
+whole_mod = importlib.import_module("pqindex.scan.whole")
 FILES = 12
 ROWS = 900
 
@@ -212,11 +213,20 @@ def test_segments_choose_by_size_and_narrowing(tmp_path: Path) -> None:
         dataset_mod.SIFT_ROW_GROUP_BYTES = old
 
 
-def test_sifted_row_groups_are_read_once_per_file(tmp_path: Path,
+@pytest.mark.parametrize("source", ["image", "file object"])
+def test_sifted_row_groups_are_read_once_per_file(tmp_path: Path, source: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A file's sifted row groups are fetched and decoded together: every byte of the
     columns read once (the dictionary pages planning read are not read again), and
-    the report counts every page of them."""
+    the report counts every page of them. pyarrow reads them from an image of the
+    file, or (span too large, a writer whose chunks it reads past their end) through
+    a file object over the fetched bytes."""
+    if source == "file object":
+        monkeypatch.setattr(whole_mod, "SIFT_IMAGE_BYTES", -1)
+    images: list[Any] = []
+    real_image = whole_mod._file_image
+    monkeypatch.setattr(whole_mod, "_file_image",
+                        lambda *a: images.append(real_image(*a)) or images[-1])
     for i in range(4):
         pq.write_table(_table(i), tmp_path / f"p{i}.parquet", row_group_size=300,
                        write_page_index=True)
@@ -235,6 +245,8 @@ def test_sifted_row_groups_are_read_once_per_file(tmp_path: Path,
         pc.field("s") == "v3")
     assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
     assert sorted(len(c) for c in calls) == [3, 3, 3, 3]  # 3 row groups a file, one read
+    assert len(images) == 4
+    assert all((img is not None) == (source == "image") for img in images)
     rep = scan.report
     files = {str(p): ParquetFile.open(p) for p in sorted(tmp_path.glob("*.parquet"))}
     leaves = [c.index for c in next(iter(files.values())).schema.leaves
@@ -290,3 +302,16 @@ def test_open_files_are_bounded_between_scans(tmp_path: Path) -> None:
     rest = list(batches)
     n = sum(b.num_rows for b in [first, *rest])
     assert n == ref.filter(pc.field("k") == 4).num_rows
+
+
+def test_old_parquet_mr_chunks_are_not_read_from_an_image() -> None:
+    """pyarrow reads chunks of parquet-mr before 1.2.9 up to 100 bytes past their
+    declared end (their dictionary page header was left out of the size): those
+    files are not given an image holding only the declared bytes."""
+    pads = whole_mod._pads_chunks
+    assert pads("parquet-mr version 1.2.8 (build abc)")
+    assert pads("parquet-mr version 1.0.0")
+    assert not pads("parquet-mr version 1.2.9 (build abc)")
+    assert not pads("parquet-mr version 1.10.0 (build 031a66)")
+    assert not pads("parquet-cpp-arrow version 26.0.1")
+    assert not pads(None)

@@ -336,6 +336,33 @@ class ParquetFile:
                 break
         return bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
 
+    def read_into(self, ranges: Sequence[tuple[int, int]], out: memoryview,
+                  gap: int | None = None) -> list[tuple[int, int]]:
+        """Fill ``out[o : o + n]`` for each ``(o, n)`` of ``ranges`` (``out`` spans
+        the file from offset 0): bytes earlier reads hold are copied, the rest read
+        straight into ``out`` in one wave of requests, merged across gaps of at most
+        ``gap`` bytes (the source's own rule if None) but never across held bytes, as
+        :meth:`iter_ranges` does. Returns the requests made. Local files only."""
+        fill = getattr(self.source, "read_into", None)
+        if fill is None:
+            raise UnsupportedError("read_into needs a local file", path=self.path)
+        wanted = [(o, n) for o, n in ranges if n > 0]
+        merged = self.source.coalesce(wanted) if gap is None else coalesce(wanted, gap)
+        held = self._held()
+        requests = []
+        for off, n in merged:
+            for o, k, data in _pieces(held, off, n):
+                if data is None:
+                    requests.append((o, k))
+                else:
+                    out[o : o + k] = data
+        for o, k in requests:
+            fill(o, out[o : o + k])
+            self.source.stats.record(o, k)
+        if requests:
+            self.source.stats.record_wave()
+        return requests
+
     def has_bytes(self, offset: int, length: int) -> bool:
         """Whether ``read_bytes(offset, length)`` would be served without a request."""
         return not _gaps(self._held(), offset, length)
@@ -962,21 +989,33 @@ _Held = tuple[list[int], dict[int, tuple[int, "bytes | memoryview"]]]
 def _gaps(held: _Held, offset: int, length: int) -> list[tuple[int, int]]:
     """The parts of ``[offset, offset + length)`` outside the bytes ``held``
     (``ParquetFile._held``), in order."""
+    return [(o, n) for o, n, data in _pieces(held, offset, length) if data is None]
+
+
+def _pieces(held: _Held, offset: int, length: int
+            ) -> list[tuple[int, int, bytes | memoryview | None]]:
+    """``[offset, offset + length)`` cut at the edges of the bytes ``held``, in
+    order: ``(offset, length, bytes)`` for a held part, ``(offset, length, None)``
+    for a gap."""
     starts, spans = held
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, bytes | memoryview | None]] = []
     pos, end = offset, offset + length
     i = max(bisect.bisect_right(starts, pos) - 1, 0)
     while i < len(starts) and starts[i] < end:
-        span = spans.get(starts[i])
+        s = starts[i]
+        span = spans.get(s)  # one lookup: another thread may drop it meanwhile
         if span is not None and span[0] > pos:
-            if starts[i] > pos:
-                out.append((pos, starts[i] - pos))
-            pos = span[0]
+            if s > pos:
+                out.append((pos, s - pos, None))
+                pos = s
+            stop = min(end, span[0])
+            out.append((pos, stop - pos, memoryview(span[1])[pos - s : stop - s]))
+            pos = stop
             if pos >= end:
                 return out
         i += 1
     if pos < end:
-        out.append((pos, end - pos))
+        out.append((pos, end - pos, None))
     return out
 
 

@@ -25,11 +25,12 @@ and column costs more there (see ``dataset._segments``).
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -70,6 +71,14 @@ _MAX_TASKS = 8
 # Threads of the process-wide pool the native reads run on: they only wait on pyarrow
 # (which releases the GIL), as a scan's own pool would.
 _NATIVE_WORKERS = min(8, (os.cpu_count() or 2) * 2)
+# A sifted read hands pyarrow the file's bytes up to its last chunk as one buffer
+# (most of it never touched) while that span is at most this.
+SIFT_IMAGE_BYTES = 256 << 20
+# Zeros after each chunk of that buffer: pyarrow reads up to 100 bytes past a chunk
+# of some writers.
+_IMAGE_PAD = 128
+_T = TypeVar("_T")
+_PARQUET_MR = re.compile(r"parquet-mr version (\d+)\.(\d+)\.(\d+)")
 
 
 def _native_pool() -> ThreadPoolExecutor:
@@ -379,9 +388,9 @@ def _landing(pf: ParquetFile, units: list[list[int]], buffers: Buffers,
         raise _decode_error(pf, rgs, e) from e
 
 
-def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., None], *args: Any) -> None:
+def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., _T], *args: Any) -> _T:
     try:
-        fn(*args)
+        return fn(*args)
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
     except DECODE_ERRORS as e:
@@ -410,13 +419,16 @@ def iter_sifted_row_groups(
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
     for batch in ([[rg] for rg in row_groups] if stream else [list(row_groups)]):
         stats = ScanStats()
+        ranges = sorted(chunk_range(pf.column_meta(rg, c)) for rg in batch for c in leaves)
         # Through the file, not read by pyarrow from the disk: planning may hold some
         # of these bytes already (dictionary pages), and none is read twice.
-        buffers = Buffers(pf, stats, options.coalesce_gap)
-        _located(pf, batch, buffers.fetch,
-                 [chunk_range(pf.column_meta(rg, c)) for rg in batch for c in leaves])
+        image = _located(pf, batch, _file_image, pf, ranges, stats, options.coalesce_gap)
+        buffers = None
+        if image is None:
+            buffers = Buffers(pf, stats, options.coalesce_gap)
+            _located(pf, batch, buffers.fetch, ranges)
         t0 = time.perf_counter()
-        t = _read_sifted(pf, buffers, batch, file_fields)
+        t = _read_sifted(pf, image, buffers, batch, file_fields)
         for name in names:
             if name in partition_types:
                 t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
@@ -429,18 +441,49 @@ def iter_sifted_row_groups(
         yield kept.select(list(fields)), stats
 
 
-def _read_sifted(pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
-                 ) -> pa.Table:
+def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
+                 rgs: list[int], file_fields: list[str]) -> pa.Table:
     try:
-        reader = pq.ParquetFile(SourceFile(pf, buffers), metadata=arrow_metadata(pf))
+        source = pa.BufferReader(image) if image is not None else SourceFile(pf, buffers)
+        reader = pq.ParquetFile(source, metadata=arrow_metadata(pf))
         return reader.read_row_groups(rgs, columns=file_fields, use_threads=False)
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
     except DECODE_ERRORS as e:
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_sifted(pf, buffers, [rg], file_fields)
+                _read_sifted(pf, image, buffers, [rg], file_fields)
         raise _decode_error(pf, rgs, e) from e
+
+
+def _file_image(pf: ParquetFile, ranges: Sequence[tuple[int, int]], stats: ScanStats,
+                gap: int | None) -> pa.Buffer | None:
+    """A local file up to the end of the last of ``ranges`` as one buffer, ``ranges``
+    read into it at their offsets in one wave (the rest is never read: pyarrow reads
+    the chunks its footer names, and these are all of them). pyarrow reads it
+    natively: a small file's four row groups cost 0.25 ms against 0.7 through
+    :class:`SourceFile`, which calls Python for every read. None for other stores,
+    where the span would reserve too much memory, and for parquet-mr <= 1.2.8 files,
+    whose chunks pyarrow reads past their declared end (their dictionary page header
+    was not counted)."""
+    hi = max((o + n for o, n in ranges), default=0)
+    if (not isinstance(pf.source, LocalFileSource) or hi > SIFT_IMAGE_BYTES
+            or _pads_chunks(pf.created_by)):
+        return None
+    t0 = time.perf_counter()
+    image = pa.allocate_buffer(hi + _IMAGE_PAD)  # not zeroed: only ``ranges`` are read
+    view = memoryview(image).cast("B")
+    for o, n in ranges:  # a chunk read past its end finds zeros, not stale bytes
+        view[o + n : o + n + _IMAGE_PAD] = bytes(min(_IMAGE_PAD, hi + _IMAGE_PAD - o - n))
+    stats.data_bytes += sum(n for _, n in pf.read_into(ranges, view, gap))
+    stats.fetch_seconds += time.perf_counter() - t0
+    return image
+
+
+def _pads_chunks(created_by: str | None) -> bool:
+    """Whether pyarrow reads this writer's chunks past their declared length."""
+    m = _PARQUET_MR.match(created_by or "")
+    return m is not None and tuple(int(v) for v in m.groups()) < (1, 2, 9)
 
 
 def read_whole_row_groups(
