@@ -589,7 +589,7 @@ def plan_file(
     for rg, ev, m, by, why in pending:
         n = pf.row_group_rows(rg)
         sel = _selection_of(m, n)
-        if m == Match.SOME and options.page_index and preds:
+        if m == Match.SOME and options.page_index and _has_column_index(pf, rg, pred_cols):
             sel, by, why = _page_level(pf, rg, expr, ev, n, by, why)
         sels.append((sel, by, why))
         if _wants_late(m, sel, n, options):
@@ -648,9 +648,11 @@ def _bloom_block_ranges(
     """Blocks of the filters whose layout could not be predicted (header read already)."""
     out = []
     for p in preds:
-        hs = bloom_hashes(p)
         col = p.leaf.index
-        if hs is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+        if pf.column_meta(rg, col).bloom_filter_offset is None:
+            continue
+        hs = bloom_hashes(p)
+        if hs is None:
             continue
         try:
             if pf.bloom_header_length(rg, col) is not None:
@@ -711,7 +713,7 @@ def _predictable_blooms(
     out = set()
     for p in preds:
         col = p.leaf.index
-        if bloom_hashes(p) is None or pf.column_meta(rg, col).bloom_filter_offset is None:
+        if pf.column_meta(rg, col).bloom_filter_offset is None or bloom_hashes(p) is None:
             continue
         try:
             if pf.bloom_header_length(rg, col) is not None:
@@ -748,6 +750,9 @@ def _bloom_ranges(
     """Header and blocks the Bloom level of this row group reads for its = / IN leaves."""
     hashes: dict[int, list[int]] = {}
     for p in preds:
+        if (p.leaf.index >= len(pf.schema.leaves)
+                or pf.column_meta(rg, p.leaf.index).bloom_filter_offset is None):
+            continue
         hs = bloom_hashes(p)
         if hs is not None:
             hashes.setdefault(p.leaf.index, []).extend(hs)
@@ -820,6 +825,12 @@ def _page_level(
             return sel, "page index", "no page can match"
         return sel, "page index", f"{sel.maybe.count():,} of {n:,} rows in pages that may match"
     return sel, by, why
+
+
+def _has_column_index(pf: ParquetFile, rg: int, cols: Sequence[int]) -> bool:
+    """Whether the page level can narrow this row group: without a ColumnIndex a
+    leaf's pages are all unknown, and the footer's answer (SOME) stands."""
+    return any(pf.column_chunk(rg, c).column_index_offset is not None for c in cols)
 
 
 def _page_index(pf: ParquetFile, rg: int, col: int, warnings: list[str]) -> PageIndex | None:
