@@ -127,3 +127,65 @@ def test_a_planning_error_leaves_nothing_running(
     with pytest.raises(pqindex.PqIndexError, match=r"part-003\.parquet"):
         pqindex.dataset(root, max_workers=2).scan(where="c = 'a'").to_table()
     assert spy.running == 0
+
+
+def test_local_python_work_takes_turns_in_slots(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening and planning a local file and a sifted read hold one of the process's
+    Python slots: with one slot, never two of them at once, however many files are
+    in flight; the rows are pyarrow's. Work that waits on a store takes no slot."""
+    import importlib
+    import time
+
+    from pqindex import pools
+
+    dataset_mod = importlib.import_module("pqindex.dataset.dataset")
+    for k in range(10):
+        pq.write_table(pa.table({"id": np.arange(k * 300, (k + 1) * 300),
+                                 "s": pa.array([f"v{i % 7}" for i in range(300)])}),
+                       tmp_path / f"p{k}.parquet", row_group_size=100)
+    monkeypatch.setattr(pools, "PYTHON_SLOTS", 1)
+    monkeypatch.setattr(pools, "_slots", None)
+    lock = threading.Lock()
+    busy = [0, 0]  # now, most at once
+    seen = {"plan": 0, "sift": 0}
+
+    def tracked(fn: Any, kind: str, *a: Any, **k: Any) -> Any:
+        with lock:
+            busy[0] += 1
+            busy[1] = max(busy[1], busy[0])
+            seen[kind] += 1
+        try:
+            time.sleep(0.003)  # long enough for another thread to come in
+            return fn(*a, **k)
+        finally:
+            with lock:
+                busy[0] -= 1
+
+    plan_file, sift = planning.plan_file, dataset_mod.iter_sifted_row_groups
+
+    def sifted(*a: Any, **k: Any) -> Any:  # a generator: tracked while it runs
+        yield from tracked(lambda: list(sift(*a, **k)), "sift")
+
+    monkeypatch.setattr(planning, "plan_file",
+                        lambda *a, **k: tracked(plan_file, "plan", *a, **k))
+    monkeypatch.setattr(dataset_mod, "iter_sifted_row_groups", sifted)
+    got = pqindex.dataset(str(tmp_path), max_workers=4).scan(
+        ["id"], where="s = 'v3'").to_table()
+    want = pq.read_table(tmp_path).filter(pc.field("s") == "v3")
+    assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    assert seen == {"plan": 10, "sift": 10}
+    assert busy[1] == 1
+
+    # A block that waits on a store holds no slot: it runs while another holds them all.
+    with pools.python_slot():
+        done = threading.Event()
+
+        def remote_work() -> None:
+            with pools.python_slot(False):
+                done.set()
+
+        t = threading.Thread(target=remote_work)
+        t.start()
+        assert done.wait(5)
+        t.join()

@@ -53,7 +53,7 @@ from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
 from pqindex.plan.tree import leaves
-from pqindex.pools import shared_pool
+from pqindex.pools import python_slot, shared_pool
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
     ScanOptions,
@@ -805,10 +805,14 @@ class Scan:
                         yield [t], stats, of.pf.path
                     continue
                 if kind == "sift":
-                    for t, stats in iter_sifted_row_groups(
-                            of.pf, [r.index for r in group], fields, bound,
-                            _sift_fields(of, bound) or [], plan.partition, pt, opts,
-                            stream=not parallel):
+                    sifted = iter_sifted_row_groups(
+                        of.pf, [r.index for r in group], fields, bound,
+                        _sift_fields(of, bound) or [], plan.partition, pt, opts,
+                        stream=not parallel)
+                    if parallel:  # read at once: the slot is not held across a yield
+                        with python_slot():
+                            sifted = iter(list(sifted))
+                    for t, stats in sifted:
                         yield [t], stats, of.pf.path
                     continue
                 tables = scan_file(of.pf, plan, group, bound, fields, of.arrow, pt,

@@ -40,6 +40,7 @@ from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, plan_file, settled_by_statistics
 from pqindex.plan.tree import evaluate, leaves
+from pqindex.pools import python_slot
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
 
@@ -352,14 +353,17 @@ class Planning:
                 part = disc.partition_values(df)
                 return (df, None, FilePlan(df.path, 0, (), "manifest", why, part), None), []
             before = waves_start.get(df.path, 0)
-            of = self._file(df)  # waits for its tail when that is still in flight
-            # Opening all files is a phase of its own; otherwise opening counts as planning.
-            (open_clock if every else plan_clock).add(of.stats.round_trips - before)
-            before = of.stats.round_trips
-            try:
-                done, warnings = plan_opened(df, of)
-            finally:
-                plan_clock.add(of.stats.round_trips - before)
+            # A local file is opened and planned in Python, without waiting on a store.
+            with python_slot(not self._remote):
+                of = self._file(df)  # waits for its tail when that is still in flight
+                # Opening all files is a phase of its own; otherwise opening counts as
+                # planning.
+                (open_clock if every else plan_clock).add(of.stats.round_trips - before)
+                before = of.stats.round_trips
+                try:
+                    done, warnings = plan_opened(df, of)
+                finally:
+                    plan_clock.add(of.stats.round_trips - before)
             plan = done[2]
             if on_planned is not None and pool is not None and plan is not None and (
                     not plan.skipped):
