@@ -315,3 +315,34 @@ def test_old_parquet_mr_chunks_are_not_read_from_an_image() -> None:
     assert not pads("parquet-mr version 1.10.0 (build 031a66)")
     assert not pads("parquet-cpp-arrow version 26.0.1")
     assert not pads(None)
+
+
+def test_a_file_of_many_sifted_row_groups_is_decoded_in_bounded_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of at most ``SIFT_BATCH_BYTES`` of chunks, in order, every row group once
+    (one alone when it is larger); the rows are pyarrow's."""
+    pq.write_table(_table(5), tmp_path / "f.parquet", row_group_size=60)
+    with ParquetFile.open(tmp_path / "f.parquet") as pf:
+        leaves = [c.index for c in pf.schema.leaves if c.name in ("id", "s")]
+        sizes = [sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
+                 for rg in range(pf.num_row_groups)]
+        bound = 3 * max(sizes)
+        monkeypatch.setattr(whole_mod, "SIFT_BATCH_BYTES", bound)
+        runs = whole_mod._sift_batches(pf, list(range(pf.num_row_groups)), leaves)
+        assert [rg for run in runs for rg in run] == list(range(pf.num_row_groups))
+        assert all(sum(sizes[rg] for rg in run) <= bound for run in runs)
+        assert all(sum(sizes[rg] for rg in run) + sizes[nxt[0]] > bound
+                   for run, nxt in itertools.pairwise(runs))
+        monkeypatch.setattr(whole_mod, "SIFT_BATCH_BYTES", 1)
+        assert whole_mod._sift_batches(pf, [0, 1, 2], leaves) == [[0], [1], [2]]
+    calls: list[list[int]] = []
+    real = whole_mod._read_sifted
+    monkeypatch.setattr(whole_mod, "SIFT_BATCH_BYTES", bound)
+    monkeypatch.setattr(whole_mod, "_read_sifted",
+                        lambda pf, im, b, rgs, f: calls.append(list(rgs)) or real(pf, im, b, rgs, f))
+    got = pqindex.dataset(str(tmp_path)).scan(["id"], where="s = 'v3'").to_table()
+    want = pq.read_table(tmp_path / "f.parquet").filter(pc.field("s") == "v3")
+    assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    flat = [rg for c in calls for rg in c]  # those the dictionaries did not rule out
+    assert len(calls) > 1 and flat == sorted(set(flat)) and len(flat) > len(sizes) // 2
+    assert all(sum(sizes[rg] for rg in c) <= bound for c in calls)

@@ -74,6 +74,8 @@ _NATIVE_WORKERS = min(8, (os.cpu_count() or 2) * 2)
 # A sifted read hands pyarrow the file's bytes up to its last chunk as one buffer
 # (most of it never touched) while that span is at most this.
 SIFT_IMAGE_BYTES = 256 << 20
+# A sifted read decodes a file's row groups in runs of at most this many bytes of chunks.
+SIFT_BATCH_BYTES = 32 << 20
 # Zeros after each chunk of that buffer: pyarrow reads up to 100 bytes past a chunk
 # of some writers.
 _IMAGE_PAD = 128
@@ -417,7 +419,8 @@ def iter_sifted_row_groups(
     names = list(dict.fromkeys([*fields, *predicate_fields]))  # a field asked twice: read once
     file_fields = [f for f in names if f not in partition_types]
     leaves = [c.index for c in pf.schema.leaves if c.path[0] in file_fields]
-    for batch in ([[rg] for rg in row_groups] if stream else [list(row_groups)]):
+    for batch in ([[rg] for rg in row_groups] if stream else
+                  _sift_batches(pf, row_groups, leaves)):
         stats = ScanStats()
         ranges = sorted(chunk_range(pf.column_meta(rg, c)) for rg in batch for c in leaves)
         # Through the file, not read by pyarrow from the disk: planning may hold some
@@ -439,6 +442,23 @@ def iter_sifted_row_groups(
         stats.row_groups_read += len(batch)
         stats.pages_read += sum(pf.data_page_count(rg, c) for rg in batch for c in leaves)
         yield kept.select(list(fields)), stats
+
+
+def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[int]
+                  ) -> list[list[int]]:
+    """The row groups in runs of at most :data:`SIFT_BATCH_BYTES` of chunks (at least
+    one row group each): one decode per run, and a file of many small row groups is
+    not held compressed all at once."""
+    out: list[list[int]] = []
+    total = 0
+    for rg in row_groups:
+        size = sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
+        if not out or (total + size > SIFT_BATCH_BYTES and out[-1]):
+            out.append([])
+            total = 0
+        out[-1].append(rg)
+        total += size
+    return out
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
