@@ -621,3 +621,15 @@ def test_inspect_says_none_on_this_column(tmp_path: Path) -> None:
 def test_demo_turns_spark_progress_bars_off() -> None:
     demo = (Path(__file__).resolve().parents[1] / "scripts" / "demo.py").read_text()
     assert '.config("spark.ui.showConsoleProgress", "false")' in demo
+
+
+def test_importing_pqindex_does_not_import_pandas() -> None:
+    """pandas (~0.2 s to import, through pyarrow.dataset) loads only when a caller
+    asks for it: the CLI and every Spark Python worker import pqindex."""
+    import subprocess
+    import sys
+
+    code = "import sys, pqindex; print('pandas' in sys.modules, 'pyarrow.dataset' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]

@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
@@ -192,6 +191,10 @@ def _read_native(
 def _read_fetched(
     pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
 ) -> pa.Table:
+    # Imported here: pyarrow.dataset imports pandas (~0.2 s of every process's
+    # ``import pqindex``, the CLI's and each Spark worker's).
+    import pyarrow.dataset as pads
+
     try:
         fragment = pads.ParquetFileFormat().make_fragment(
             SourceFile(pf, buffers), row_groups=rgs
