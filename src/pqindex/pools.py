@@ -69,8 +69,8 @@ def spread(fn: Callable[[_T], _R], items: Sequence[_T],
 
 
 
-# Threads of the process running Python-heavy work at once (opening and planning a
-# local file, a sifted read). With the GIL, more of them only take turns, each turn
+# Threads of the process running Python-heavy work at once (planning a local file,
+# a sifted read). With the GIL, more of them only take turns, each turn
 # a context switch: on 2 cores, a 1,000-file lake's cold scan took 2.4 s and 3.1 s
 # of CPU on 4 threads, 2.1 s and 2.3 s with one slot.
 PYTHON_SLOTS = max(1, (os.cpu_count() or 2) // 2)
