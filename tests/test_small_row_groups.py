@@ -346,3 +346,34 @@ def test_a_file_of_many_sifted_row_groups_is_decoded_in_bounded_runs(
     flat = [rg for c in calls for rg in c]  # those the dictionaries did not rule out
     assert len(calls) > 1 and flat == sorted(set(flat)) and len(flat) > len(sizes) // 2
     assert all(sum(sizes[rg] for rg in c) <= bound for c in calls)
+
+
+def test_dictionary_hits_of_kept_evidence_are_worked_out_only_when_asked(
+        tmp_path: Path) -> None:
+    """A plan leaves the matching dictionary positions of a chunk whose evidence the
+    file keeps unresolved: a sifted read never asks for them. Asked, they are the
+    evidence's own answer, and kept from then on."""
+    from pqindex.plan import planner
+
+    pq.write_table(_table(2), tmp_path / "f.parquet", row_group_size=300)
+    ds = pqindex.dataset(str(tmp_path))
+    got = ds.scan(["id"], where="s = 'v3'").to_table()
+    want = pq.read_table(tmp_path / "f.parquet").filter(pc.field("s") == "v3")
+    assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    (of,) = ds._open.values()
+    pf = of.pf
+    col = next(c.index for c in pf.schema.leaves if c.name == "s")
+    lazy = [(rg, pf.derived[("dictionary_hits", rg, col)])
+            for rg in range(pf.num_row_groups) if ("dictionary_hits", rg, col) in pf.derived]
+    assert lazy and all(isinstance(h[1], planner._LazyHits) for _, h in lazy)
+    for rg, (pred, hits, size) in lazy:
+        assert planner._has_hits(pf, rg, col, pred)
+        assert isinstance(pf.derived[("dictionary_hits", rg, col)][1], planner._LazyHits)
+        found = planner.dictionary_hits(pf, rg, col, pred)
+        assert found is not None
+        want_ids = hits.evidence.hits(pred)
+        assert want_ids is not None and found[0].tolist() == want_ids.tolist()
+        assert found[1] == size == len(hits.evidence.entries)
+        entries = hits.evidence.entries.to_pylist()
+        assert [entries[i] for i in found[0]] == [b"v3"]  # the stored bytes
+        assert pf.derived[("dictionary_hits", rg, col)][1] is found[0]  # kept resolved

@@ -400,6 +400,11 @@ class DictionaryEvidence:
         hits = mask.true_count  # no kernel call: two would give up the GIL twice
         return hits > 0, hits == len(self.entries)
 
+    def can_hit(self, pred: BoundPredicate) -> bool:
+        """Whether :meth:`hits` gives positions for ``pred`` (not None)."""
+        return (pred.op in (LeafOp.EQ, LeafOp.IN) and pred.leaf.max_repetition_level == 0
+                and self._wanted_raw(pred) is not None)
+
     def hits(self, pred: BoundPredicate) -> np.ndarray | None:
         """Positions of the entries ``pred`` (``=`` or ``IN``) holds for, where bytes
         equality is value equality; else None."""

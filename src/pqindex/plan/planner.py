@@ -265,10 +265,20 @@ class _RowGroupEvidence:
         for p in preds:
             d = self._dicts.get(p.leaf.index)
             if isinstance(d, DictionaryEvidence):
-                ids = d.hits(p)
-                if ids is not None:
-                    self.pf.derived[("dictionary_hits", self.rg, p.leaf.index)] = (
-                        p, ids, len(d.entries))
+                self._leave_hits(p, d)
+
+    def _leave_hits(self, p: BoundPredicate, d: DictionaryEvidence) -> None:
+        col = p.leaf.index
+        hits: np.ndarray | _LazyHits | None
+        if (self.pf.derived.get(("dictionary_evidence", self.rg, col, p.value_type)) is d
+                and d.can_hit(p)):
+            # The file keeps the evidence: the positions are worked out if a scan asks
+            # (a small file's row groups read whole never do).
+            hits = _LazyHits(d, p)
+        else:
+            hits = d.hits(p)
+        if hits is not None:
+            self.pf.derived[("dictionary_hits", self.rg, col)] = (p, hits, len(d.entries))
 
     def dictionary_for_equality(self, pred: BoundPredicate) -> Evidence | None:
         if pred.op not in (LeafOp.EQ, LeafOp.IN):
@@ -313,7 +323,30 @@ def dictionary_hits(pf: ParquetFile, rg: int, col: int, expr: object
     got = pf.derived.get(("dictionary_hits", rg, col))
     if got is None or got[0] != expr:
         return None
-    return got[1], got[2]
+    pred, hits, size = got
+    if isinstance(hits, _LazyHits):
+        found = hits.evidence.hits(hits.pred)
+        if found is None:  # can_hit said otherwise: not expected
+            return None
+        pf.derived[("dictionary_hits", rg, col)] = (pred, found, size)
+        return found, size
+    return hits, size
+
+
+def _has_hits(pf: ParquetFile, rg: int, col: int, expr: object) -> bool:
+    """Whether :func:`dictionary_hits` has an answer, without working it out."""
+    got = pf.derived.get(("dictionary_hits", rg, col))
+    return got is not None and got[0] == expr
+
+
+class _LazyHits:
+    """Positions of the entries a kept dictionary evidence matches, not yet found."""
+
+    __slots__ = ("evidence", "pred")
+
+    def __init__(self, evidence: DictionaryEvidence, pred: BoundPredicate) -> None:
+        self.evidence = evidence
+        self.pred = pred
 
 
 @dataclass(frozen=True)
@@ -735,8 +768,7 @@ def _dictionary_ranges(
         leaf = pf.leaf(col)
         if leaf.max_repetition_level or not pf.all_dictionary_encoded(rg, col):
             continue
-        if all(dictionary_hits(pf, rg, col, p) is not None
-               for p in wanted if p.leaf.index == col):
+        if all(_has_hits(pf, rg, col, p) for p in wanted if p.leaf.index == col):
             continue  # answered by an earlier plan's entries: nothing to read
         ext = pf.dictionary_extent(rg, col)
         if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
