@@ -22,6 +22,7 @@ import pqindex
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import walk_pages
 from pqindex.format.schema import PageType
+from pqindex.plan.planner import dictionary_hits
 from pqindex.scan import encoded
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
@@ -189,8 +190,10 @@ def test_the_scan_takes_the_planners_matching_entries(
              if isinstance(k, tuple) and k[0] == "dictionary_hits"}
     assert stale
     bound_other = next(iter(stale.values()))[0]
-    for k, (_p, ids, size) in stale.items():
-        pf.derived[k] = (bound_other, (ids + 1) % size, size)  # wrong entries
+    for k, (p, _ids, size) in stale.items():
+        found = dictionary_hits(pf, k[1], k[2], p)  # positions a plan may leave unresolved
+        assert found is not None
+        pf.derived[k] = (bound_other, (found[0] + 1) % size, size)  # wrong entries
     monkeypatch.setattr(ds, "_plan", _no_new_hits(ds._plan, pf))
     got = ds.scan(columns=["id"], where=f"email = '{words[6]}'").to_table()
     assert sorted(got.column("id").to_pylist()) == sorted(

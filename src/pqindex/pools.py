@@ -68,7 +68,6 @@ def spread(fn: Callable[[_T], _R], items: Sequence[_T],
     return out
 
 
-
 # Threads of the process running Python-heavy work at once (planning a local file,
 # a sifted read). With the GIL, more of them only take turns, each turn
 # a context switch: on 2 cores, a 1,000-file lake's cold scan took 2.4 s and 3.1 s

@@ -351,11 +351,12 @@ class ParquetFile:
         held = self._held()
         requests = []
         for off, n in merged:
-            for o, k, data in _pieces(held, off, n):
-                if data is None:
+            for o, k, span in _pieces(held, off, n):
+                if span is None:
                     requests.append((o, k))
                 else:
-                    out[o : o + k] = data
+                    s, buf = span
+                    out[o : o + k] = memoryview(buf).cast("B")[o - s : o - s + k]
         for o, k in requests:
             fill(o, out[o : o + k])
             self.source.stats.record(o, k)
@@ -989,16 +990,16 @@ _Held = tuple[list[int], dict[int, tuple[int, "bytes | memoryview"]]]
 def _gaps(held: _Held, offset: int, length: int) -> list[tuple[int, int]]:
     """The parts of ``[offset, offset + length)`` outside the bytes ``held``
     (``ParquetFile._held``), in order."""
-    return [(o, n) for o, n, data in _pieces(held, offset, length) if data is None]
+    return [(o, n) for o, n, span in _pieces(held, offset, length) if span is None]
 
 
 def _pieces(held: _Held, offset: int, length: int
-            ) -> list[tuple[int, int, bytes | memoryview | None]]:
+            ) -> list[tuple[int, int, tuple[int, bytes | memoryview] | None]]:
     """``[offset, offset + length)`` cut at the edges of the bytes ``held``, in
-    order: ``(offset, length, bytes)`` for a held part, ``(offset, length, None)``
-    for a gap."""
+    order: ``(offset, length, (start, bytes))`` for a held part (the bytes of the
+    span starting at ``start``), ``(offset, length, None)`` for a gap."""
     starts, spans = held
-    out: list[tuple[int, int, bytes | memoryview | None]] = []
+    out: list[tuple[int, int, tuple[int, bytes | memoryview] | None]] = []
     pos, end = offset, offset + length
     i = max(bisect.bisect_right(starts, pos) - 1, 0)
     while i < len(starts) and starts[i] < end:
@@ -1009,7 +1010,7 @@ def _pieces(held: _Held, offset: int, length: int
                 out.append((pos, s - pos, None))
                 pos = s
             stop = min(end, span[0])
-            out.append((pos, stop - pos, memoryview(span[1])[pos - s : stop - s]))
+            out.append((pos, stop - pos, (s, span[1])))
             pos = stop
             if pos >= end:
                 return out
