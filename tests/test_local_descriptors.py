@@ -200,3 +200,31 @@ def test_files_collected_while_the_pools_are_busy_do_not_deadlock(tmp_path: Path
     assert collected_under(source_mod._descriptors._lock)
     assert collected_under(cache.DICTIONARY_EVIDENCE._lock)
     assert collected_under(cache.KEPT_PAGES._lock)
+
+
+def test_a_small_wave_takes_the_descriptor_once_and_counts_every_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planner's wave of Bloom probes is dozens of tiny reads: one descriptor
+    acquisition for the wave, each read still a request in the trace, one round trip;
+    a range outside the file fails before anything is read or counted."""
+    p = tmp_path / "f.bin"
+    data = os.urandom(50_000)
+    p.write_bytes(data)
+    src = source_mod.LocalFileSource(str(p))
+    taken = []
+    acquire = source_mod._descriptors.acquire
+    monkeypatch.setattr(source_mod._descriptors, "acquire",
+                        lambda s: taken.append(s) or acquire(s))
+    ranges = [(k * 1_000 + 7, 22 + k % 11) for k in range(40)]
+    got = src.read_ranges(ranges)
+    assert got == [data[o:o + n] for o, n in ranges]
+    assert len(taken) == 1
+    assert src.stats.trace == ranges
+    assert (src.stats.requests, src.stats.round_trips) == (40, 1)
+    assert src.stats.bytes_read == sum(n for _, n in ranges)
+    with pytest.raises(pqindex.PqIndexError, match="outside the file"):
+        src.read_ranges([(0, 10), (49_995, 10)])
+    assert (src.stats.requests, src.stats.round_trips) == (40, 1)
+    assert len(taken) == 1
+    src.close()
