@@ -33,6 +33,7 @@ rounds are kept (see ``measure_block``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -119,6 +120,7 @@ TS_BASE_US = 1_700_000_000_000_000
 PROJECTION = ["id", "ts", "amount"]
 READERS = ["pqindex", "pyarrow.dataset", "duckdb", "datafusion", "polars", "pyarrow.read_table"]
 PEERS = READERS[1:]
+FULL_SCAN_TARGET = 1.0  # issue 12: the full scan no slower than pyarrow.parquet.read_table
 
 
 # ---------------------------------------------------------------- data
@@ -687,6 +689,11 @@ def _status_kb(key: str) -> int:
 def child_memory(reader_name: str, path: Path, q: Query) -> dict[str, Any]:
     """Run one cold query after imports; peak RSS above the post-import RSS."""
     reader = make_reader(reader_name)
+    # pyarrow imports pandas (~40 MiB) at its first pa.array / pa.scalar of the process
+    # when pandas is installed: imported here, for every reader, so that a library's
+    # import is not counted as a query's memory (pyarrow.dataset imports it anyway).
+    with contextlib.suppress(ImportError):
+        import pandas  # noqa: F401
     maxrss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:  # reset the high-water mark to the current RSS (Linux >= 4.0)
         with open("/proc/self/clear_refs", "w") as f:
@@ -1170,8 +1177,9 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
                 if q.is_sum:
                     rt = by.get(("pyarrow.read_table", q.name, mode))
                     tr = base.median_ms / rt.median_ms if rt else float("nan")
-                    ok = tr <= 1.1
-                    target = f"≤ 1.1× read_table (is {tr:.2f}×)"
+                    # Issue 12: a full scan at pyarrow's own speed, not 10% over it.
+                    ok = tr <= FULL_SCAN_TARGET
+                    target = f"≤ {FULL_SCAN_TARGET:.1f}× read_table (is {tr:.2f}×)"
                 else:
                     ok = ratio <= 0.5
                     target = "≤ 0.5×"
@@ -1181,7 +1189,7 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
                 if not ok:
                     missed.append(
                         f"{mode} {q.title}: pqindex {_ms(base.median_ms)} ms vs "
-                        + (f"pyarrow.read_table {_ms(rt.median_ms)} ms ({tr:.2f}×, target ≤ 1.1×)"  # type: ignore[union-attr]
+                        + (f"pyarrow.read_table {_ms(rt.median_ms)} ms ({tr:.2f}×, target ≤ {FULL_SCAN_TARGET:.1f}×)"  # type: ignore[union-attr]
                            if q.is_sum else
                            f"fastest peer {fastest.reader} {_ms(fastest.median_ms)} ms "
                            f"({ratio:.2f}×, target ≤ 0.5×)"
@@ -1284,7 +1292,9 @@ def render(args: argparse.Namespace, path: Path, queries: list[Query], ms: list[
     if mem is not None:
         w("### Peak memory (MiB above the post-import baseline, one cold run per subprocess)")
         w("")
-        w("Each (reader, query) runs in its own Python process: import the reader, reset the "
+        w("Each (reader, query) runs in its own Python process: import the reader (and "
+          "pandas, which pyarrow imports at the first `pa.array` of a process: ~40 MiB that "
+          "are a library's, not a query's), reset the "
           "kernel's RSS high-water mark (`echo 5 > /proc/self/clear_refs`), record `VmRSS`, run "
           "the query once cold, read `VmHWM`; the figure is `VmHWM − VmRSS` at the baseline "
           "(where the reset is not permitted: `ru_maxrss` after minus before). It includes "
