@@ -30,6 +30,7 @@ from pqindex.expr.bind import (
 )
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
+from pqindex.format.views import computable
 
 __all__ = ["numpy_values_mask", "to_arrow_mask", "to_pyarrow_expression"]
 
@@ -63,7 +64,7 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
             return arr
         if pa.types.is_float16(arr.type):
             arr = arr.cast(pa.float32())  # exact; compute kernels lack half floats
-        return arr
+        return computable(arr)  # string_view etc.: no kernels either
     raise UserInputError(f"the table has no column {'.'.join(path)!r}",
                          column=".".join(path))
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from pqindex.expr.bind import BoundExpr
 from pqindex.format.file import ParquetFile
 from pqindex.format.row_ranges import RowRanges
+from pqindex.format.views import computable_schema
 from pqindex.io.source import BytesSource, LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, round_trip_bytes
 from pqindex.pools import spread
@@ -110,7 +111,7 @@ class _Batch:
             rd.siblings = len(self.readers)
         self.pred_cols = executor.predicate_leaves(pf, expr)
         # Fields the predicate fixes are repeated, not read (executor.implied_values).
-        self.implied = executor.implied_values(expr, fields, schema)
+        self.implied = executor.implied_values(expr, fields, computable_schema(schema))
         self.kept = [f for f in fields if f not in self.implied]
         self.file_fields = [f for f in self.kept if f not in partition_types]
         self.exact: list[RowRanges] = []

@@ -39,6 +39,7 @@ from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
 from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
+from pqindex.format.views import computable_schema
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
 from pqindex.plan.tree import leaves
@@ -117,7 +118,8 @@ class RowGroupReader:
         self.pf = pf
         self.rg = plan.index
         self.plan = plan
-        self.schema = schema
+        # View types decoded as their large types (format/views.py); conform restores them.
+        self.schema = computable_schema(schema)
         self.stats = stats
         self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)

@@ -39,6 +39,7 @@ from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, transl
 from pqindex.expr.bind import BoundExpr
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.views import computable_table
 from pqindex.io.source import LocalFileSource, coalesce
 from pqindex.pools import shared_pool
 from pqindex.scan.fetch import (
@@ -439,6 +440,7 @@ def iter_sifted_row_groups(
             if name in partition_types:
                 t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
                                                    partition_types[name]))
+        t = computable_table(t)  # filter has no kernel for views (conform restores them)
         kept = t.filter(to_arrow_mask(expr, t))
         stats.decode_seconds += time.perf_counter() - t0
         stats.rows_out += kept.num_rows

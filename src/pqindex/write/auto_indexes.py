@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, PhysicalType
+from pqindex.format.views import computable
 from pqindex.indexes.base import Blob, Scope
 from pqindex.indexes.build import unit_bounds
 from pqindex.indexes.distinct import (
@@ -86,7 +87,7 @@ def _candidate(leaf: LeafColumn, table: pa.Table) -> bool:
 def _strided(column: pa.ChunkedArray, start: int, end: int, step: int) -> pa.Array:
     """Every ``step``-th value of rows [start, end), taken chunk by chunk (a take on
     the chunked column would first join its chunks)."""
-    part = column.slice(start, end - start)
+    part = computable(column.slice(start, end - start))  # take: no kernel for views
     picked = []
     pos = 0
     for chunk in part.chunks:

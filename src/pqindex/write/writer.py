@@ -51,6 +51,7 @@ from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import BoundaryOrder
 from pqindex.format.structs import ColumnIndex
+from pqindex.format.views import computable, computable_table
 from pqindex.indexes import REGISTRY
 from pqindex.write.auto_indexes import AUTO
 
@@ -144,7 +145,7 @@ def _auto_dictionary(table: pa.Table, row_group_rows: int) -> list[str]:
             or pa.types.is_decimal(t)
         ):
             continue
-        col = table.column(f.name)
+        col = computable(table.column(f.name))  # take has no kernel for view types
         if pa.types.is_dictionary(t):
             out.append(f.name)
             continue
@@ -204,7 +205,7 @@ def _check_presorted(table: pa.Table, sort: list[tuple[str, str]], path: str) ->
     rows out of order inside a page.
     """
     name, order = sort[0]
-    col = table.column(name)
+    col = computable(table.column(name))  # no kernels for view types
     valid = pc.is_valid(col)
     if col.null_count:
         flags = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)
@@ -283,7 +284,10 @@ def write_table(
         raise UserInputError("row_group_rows and page_rows must be positive")
     sort = normalize_sort(sort_by, table.schema)
     if sort and not presorted:
-        table = table.sort_by(sort)
+        # Sorted as large types where the table has views (pyarrow has no sort or take
+        # kernel for them), then cast back: the file keeps the table's types.
+        done = computable_table(table).sort_by(sort)
+        table = done if done.schema.types == table.schema.types else done.cast(table.schema)
     elif sort:
         _check_presorted(table, sort, os.fspath(path))
     kinds = _indexes(indexes)

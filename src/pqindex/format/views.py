@@ -1,0 +1,68 @@
+"""Arrow's view types as the types pyarrow computes on.
+
+A file whose Arrow schema says ``string_view`` or ``binary_view`` (arrow-rs writers:
+DataFusion, tpchgen-cli; pyarrow writing view-typed tables) is decoded by pyarrow
+into views, and pyarrow 26 has no filter, take, comparison, IN or sort kernels for
+them. pqindex evaluates and cuts such columns as ``large_string`` /
+``large_binary`` (list views as lists) and casts the rows back to the file's types
+at the end (``dataset.schema.conform``), as ``read_table`` returns them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TypeVar
+
+import pyarrow as pa
+
+__all__ = ["base_type", "computable", "computable_schema", "computable_table"]
+
+_A = TypeVar("_A", pa.Array, pa.ChunkedArray)
+
+
+@functools.lru_cache(maxsize=256)
+def base_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every view type in it replaced by its non-view counterpart."""
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_list_view(t) or pa.types.is_list(t):
+        return pa.list_(_base_field(t.value_field))
+    if pa.types.is_large_list_view(t) or pa.types.is_large_list(t):
+        return pa.large_list(_base_field(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_base_field(t.value_field), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(_base_field(t.key_field), _base_field(t.item_field),
+                       keys_sorted=t.keys_sorted)
+    if pa.types.is_struct(t):
+        return pa.struct([_base_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, base_type(t.value_type), t.ordered)
+    return t
+
+
+def _base_field(f: pa.Field) -> pa.Field:
+    t = base_type(f.type)
+    return f if t == f.type else f.with_type(t)
+
+
+def computable(arr: _A) -> _A:
+    """``arr`` without view types (itself when it has none)."""
+    t = base_type(arr.type)
+    return arr if t == arr.type else arr.cast(t)
+
+
+def computable_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without view types (itself when it has none)."""
+    fields = [_base_field(f) for f in schema]
+    if all(f.type == t for f, t in zip(fields, schema.types, strict=True)):
+        return schema
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def computable_table(table: pa.Table) -> pa.Table:
+    """``table`` without view types (itself when it has none)."""
+    schema = computable_schema(table.schema)
+    return table if schema is table.schema else table.cast(schema)
