@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from pqindex.errors import UserInputError
+from pqindex.format import views
 
 __all__ = ["conform", "unify"]
 
@@ -67,7 +68,7 @@ def conform(table: pa.Table, schema: pa.Schema, path: str | None = None) -> pa.T
             col = table.column(f.name)
             if col.type != f.type:
                 try:
-                    col = col.cast(f.type)
+                    col = views.cast(col, f.type)
                 except _UNIFY_ERRORS as e:
                     raise UserInputError(
                         f"column {f.name!r} of type {col.type} does not convert to the "

@@ -4,7 +4,7 @@ A file whose Arrow schema says ``string_view`` or ``binary_view`` (arrow-rs writ
 DataFusion, tpchgen-cli; pyarrow writing view-typed tables) is decoded by pyarrow
 into views, and pyarrow 26 has no filter, take, comparison, IN or sort kernels for
 them. pqindex evaluates and cuts such columns as ``large_string`` /
-``large_binary`` (list views as lists) and casts the rows back to the file's types
+``large_binary`` and casts the rows back to the file's types
 at the end (``dataset.schema.conform``), as ``read_table`` returns them.
 """
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 
-__all__ = ["base_type", "computable", "computable_schema", "computable_table"]
+__all__ = ["base_type", "cast", "computable", "computable_schema", "computable_table"]
 
 _A = TypeVar("_A", pa.Array, pa.ChunkedArray)
 
@@ -27,9 +28,10 @@ def base_type(t: pa.DataType) -> pa.DataType:
         return pa.large_string()
     if pa.types.is_binary_view(t):
         return pa.large_binary()
-    if pa.types.is_list_view(t) or pa.types.is_list(t):
+    # List views stay: pyarrow 26 casts list_view to list into an invalid array.
+    if pa.types.is_list(t):
         return pa.list_(_base_field(t.value_field))
-    if pa.types.is_large_list_view(t) or pa.types.is_large_list(t):
+    if pa.types.is_large_list(t):
         return pa.large_list(_base_field(t.value_field))
     if pa.types.is_fixed_size_list(t):
         return pa.list_(_base_field(t.value_field), t.list_size)
@@ -66,3 +68,27 @@ def computable_table(table: pa.Table) -> pa.Table:
     """``table`` without view types (itself when it has none)."""
     schema = computable_schema(table.schema)
     return table if schema is table.schema else table.cast(schema)
+
+
+def cast(arr: _A, target: pa.DataType) -> _A:
+    """``arr.cast(target)``, a list cast to a list view by hand: pyarrow 26 has no
+    such cast (its decoders give lists where the Arrow schema says list view)."""
+    if (pa.types.is_list_view(target) or pa.types.is_large_list_view(target)) and (
+            pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        if isinstance(arr, pa.ChunkedArray):
+            return pa.chunked_array([_list_view(c, target) for c in arr.chunks], target)
+        return _list_view(arr, target)
+    return arr.cast(target)
+
+
+def _list_view(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    # The slice's n + 1 offsets, into the whole child array (``values``).
+    offsets = arr.offsets.to_numpy(zero_copy_only=False)
+    width = np.int32 if pa.types.is_list_view(target) else np.int64
+    starts = pa.array(offsets[:-1].astype(width))
+    sizes = pa.array(np.diff(offsets).astype(width))
+    values = cast(arr.values, target.value_type)
+    make = pa.ListViewArray if pa.types.is_list_view(target) else pa.LargeListViewArray
+    out: pa.Array = make.from_arrays(starts, sizes, values, type=target,
+                                     mask=arr.is_null() if arr.null_count else None)
+    return out

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.evaluate import mask_bools, true_positions
+from pqindex.format import views
 from pqindex.format.row_ranges import RowRanges
 from pqindex.format.views import computable
 
@@ -60,7 +61,7 @@ def concat_pieces(pieces: list[pa.Array], target: pa.DataType) -> pa.Array:
     piece to ``target``; mixed types are cast."""
     if len({piece.type for piece in pieces}) == 1:
         return pa.concat_arrays(pieces)
-    return pa.concat_arrays([p.cast(target) if p.type != target else p for p in pieces])
+    return pa.concat_arrays([views.cast(p, target) if p.type != target else p for p in pieces])
 
 
 def leaf_array(arr: Any, path: Sequence[str]) -> Any:

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundAnd, BoundExpr, BoundPredicate, BoundTrue
 from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.format import views
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
@@ -390,7 +391,7 @@ class RowGroupReader:
         arr: pa.Array = self.whole_fields([field_name], as_dictionary=as_dictionary)[field_name]
         target = self.schema.field(field_name).type
         if not as_dictionary and arr.type != target:
-            arr = arr.cast(target)
+            arr = views.cast(arr, target)
         return arr
 
     def _decode_leaf(
@@ -430,7 +431,7 @@ class RowGroupReader:
             arr = pieces[0] if len(pieces) == 1 else concat_pieces(pieces, target)
         out = cut(arr, firsts[pages], counts[pages], rows)
         if not as_dictionary and out.type != target:
-            out = out.cast(target)
+            out = views.cast(out, target)
         self.stats.decode_seconds += time.perf_counter() - t0
         return out
 
@@ -451,13 +452,13 @@ class RowGroupReader:
             # Cut first, then cast (a dictionary read for the predicate): only the
             # wanted rows are converted.
             out = cut(self.whole_fields([field_name])[field_name], *whole_rg, rows)
-            return out if out.type == target else out.cast(target)
+            return out if out.type == target else views.cast(out, target)
         if len(leaf_cols) == 1:
             # A dictionary chunk's strings stay indices until cut to the wanted rows.
             out = self._decode_leaf(leaf_cols[0], rows, target,
                                     as_dictionary=self._dictionary_string(field_name))
             if out is not None:
-                return out if out.type == target else out.cast(target)
+                return out if out.type == target else views.cast(out, target)
         elif all(self.pf.offset_index(self.rg, c) is not None for c in leaf_cols):
             # Leaves of one field paginate differently: decode their whole chunks.
             per_leaf = []

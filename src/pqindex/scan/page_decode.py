@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pqindex.errors import CorruptFileError, UnsupportedError, located
+from pqindex.format import views
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import PageInfo
 from pqindex.format.schema import ConvertedType, Encoding, PageType, PhysicalType
@@ -516,7 +517,7 @@ def _cast(arr: pa.Array, target: pa.DataType | None) -> pa.Array:
     if target is None:
         return arr
     want = _aligned(arr.type, target)
-    return arr if want == arr.type else arr.cast(want)
+    return arr if want == arr.type else views.cast(arr, want)
 
 
 def _read(
