@@ -3,9 +3,10 @@
 A file whose Arrow schema says ``string_view`` or ``binary_view`` (arrow-rs writers:
 DataFusion, tpchgen-cli; pyarrow writing view-typed tables) is decoded by pyarrow
 into views, and pyarrow 26 has no filter, take, comparison, IN or sort kernels for
-them. pqindex evaluates and cuts such columns as ``large_string`` /
-``large_binary`` and casts the rows back to the file's types
-at the end (``dataset.schema.conform``), as ``read_table`` returns them.
+them. pqindex evaluates and cuts such columns as ``large_string`` / ``large_binary``
+and casts the rows back to the file's types at the end (``dataset.schema.conform``),
+as ``read_table`` returns them. List views are kept as they are: pyarrow casts a
+list view to a list into an invalid array, and has no cast the other way (``cast``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ _A = TypeVar("_A", pa.Array, pa.ChunkedArray)
 
 @functools.lru_cache(maxsize=256)
 def base_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every view type in it replaced by its non-view counterpart."""
+    """``t`` with its string and binary views (nested ones too) as large types."""
     if pa.types.is_string_view(t):
         return pa.large_string()
     if pa.types.is_binary_view(t):
         return pa.large_binary()
-    # List views stay: pyarrow 26 casts list_view to list into an invalid array.
     if pa.types.is_list(t):
         return pa.list_(_base_field(t.value_field))
     if pa.types.is_large_list(t):

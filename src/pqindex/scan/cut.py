@@ -13,7 +13,6 @@ import pyarrow.compute as pc
 from pqindex.expr.evaluate import mask_bools, true_positions
 from pqindex.format import views
 from pqindex.format.row_ranges import RowRanges
-from pqindex.format.views import computable
 
 # Up to this many row intervals are cut with zero-copy slices; more use one take.
 _MAX_SLICES = 256
@@ -45,7 +44,7 @@ def cut(arr: Any, first_rows: np.ndarray, counts: np.ndarray, rows: RowRanges) -
             [c for piece in pieces for c in piece.chunks], type=arr.type
         )
     span = int(counts.sum())
-    arr = computable(arr)  # filter / take have no kernel for views (conform restores them)
+    arr = views.computable(arr)  # filter / take: no kernel for views (conform restores)
     if rows.count() * _DENSE >= span and span == len(arr) and (
         counts.size == 1 or bool(np.all(first_rows[1:] == first_rows[:-1] + counts[:-1]))
     ):
