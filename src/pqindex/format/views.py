@@ -56,8 +56,18 @@ def computable(arr: _A) -> _A:
     return arr if t == arr.type else arr.cast(t)
 
 
+# Type ids that may hold a string or binary view: asked first, a wide schema of
+# primitive columns is answered without a field's type rebuilt (a scan asks per row group).
+_MAY_HOLD = frozenset(t.id for t in (
+    pa.string_view(), pa.binary_view(), pa.list_(pa.int8()), pa.large_list(pa.int8()),
+    pa.list_(pa.int8(), 1), pa.map_(pa.int8(), pa.int8()), pa.struct([("a", pa.int8())]),
+    pa.dictionary(pa.int8(), pa.string())))
+
+
 def computable_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` without view types (itself when it has none)."""
+    if not any(t.id in _MAY_HOLD for t in schema.types):
+        return schema
     fields = [_base_field(f) for f in schema]
     if all(f.type == t for f, t in zip(fields, schema.types, strict=True)):
         return schema

@@ -120,7 +120,12 @@ class RowGroupReader:
         self.rg = plan.index
         self.plan = plan
         # View types decoded as their large types (format/views.py); conform restores them.
-        self.schema = computable_schema(schema)
+        # Worked out once per schema a file is read with, not per row group.
+        key = ("computable_schema", id(schema))
+        known = pf.derived.get(key)
+        if known is None or known[0] is not schema:  # the schema is kept: its id stays its
+            known = pf.derived[key] = (schema, computable_schema(schema))
+        self.schema = known[1]
         self.stats = stats
         self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
         self.n = pf.row_group_rows(plan.index)
