@@ -6,7 +6,8 @@ files' schemas: integers widen (int32 + int64 -> int64), integers and floats
 become floats, string + large_string -> large_string, timestamps take the finer
 unit, a column missing from some files is NULL there. Types that do not
 reconcile (int64 and string, say) raise ``UserInputError`` naming the column and
-both files.
+both files. A view type and its non-view counterpart (``string_view`` and
+``string``) give the large type (``large_string``).
 
 A hive key (``key=value/``) that is also a column of the files is not a
 partition column: the file's column wins, and the directory's value is ignored
@@ -28,7 +29,16 @@ _UNIFY_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 
 
 def _unify(schemas: list[pa.Schema]) -> pa.Schema:
-    return pa.unify_schemas(schemas, promote_options="permissive")
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except _UNIFY_ERRORS:
+        # pyarrow does not unify a view with its non-view type (string_view written by
+        # arrow-rs, string by pyarrow): views as large types, as string and
+        # large_string unify. A lake of views alone keeps them (the first attempt).
+        unviewed = [views.computable_schema(s) for s in schemas]
+        if all(u is s for u, s in zip(unviewed, schemas, strict=True)):
+            raise
+        return pa.unify_schemas(unviewed, promote_options="permissive")
 
 
 def unify(named: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
