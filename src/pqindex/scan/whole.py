@@ -454,16 +454,9 @@ def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[i
     """The row groups in runs of at most :data:`SIFT_BATCH_BYTES` of chunks (at least
     one row group each): one decode per run, and a file of many small row groups is
     not held compressed all at once."""
-    out: list[list[int]] = []
-    total = 0
-    for rg in row_groups:
-        size = sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves)
-        if not out or (total + size > SIFT_BATCH_BYTES and out[-1]):
-            out.append([])
-            total = 0
-        out[-1].append(rg)
-        total += size
-    return out
+    sizes = [(rg, sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves))
+             for rg in row_groups]
+    return _batches(sizes, SIFT_BATCH_BYTES)
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
