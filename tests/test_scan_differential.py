@@ -1166,3 +1166,69 @@ def test_dnf_filters_equal_the_same_sql(written_files: writers.FileCache) -> Non
         assert_same_rows(by_dnf, by_sql, f"filters={dnf} vs where {pred.pq()}")
         expected = case.reference(columns).take(pa.array(case.expected_rows(pred), pa.int64()))
         assert_same_rows(by_dnf, expected, f"filters={dnf}")
+
+
+def _evolved_lake(root: Path) -> pa.Table:
+    """A lake whose files gained and dropped columns over time (hive ``part=``
+    directories; the first file lacks the late columns), and the table a reader that
+    fills a file's missing columns with NULL returns: the reference."""
+    rng = np.random.default_rng(17)
+    n = 1_500
+    layouts = [  # (partition, columns, writer options)
+        (0, ["id", "a", "s", "x"], {"row_group_size": 400}),
+        (0, ["id", "a", "s", "x", "k", "t"], {"row_group_size": 1_500, "data_page_size": 600}),
+        (1, ["id", "s", "k", "t"], {"row_group_size": 500}),
+        (1, ["id", "a", "x", "k"], {"row_group_size": 1_500, "data_page_size": 600}),
+    ]
+    parts = []
+    for i, (part, names, opts) in enumerate(layouts):
+        ids = np.arange(i * n, (i + 1) * n, dtype=np.int64)
+        x = rng.normal(size=n)
+        x[rng.random(n) < 0.05] = np.nan
+        full = {
+            "id": pa.array(ids),
+            "a": pa.array(rng.integers(0, 40, n), mask=rng.random(n) < 0.1),
+            "s": pa.array([f"s{v:02d}" for v in rng.integers(0, 30, n)],
+                          mask=rng.random(n) < 0.1),
+            "x": pa.array(x, mask=rng.random(n) < 0.05),
+            "k": pa.array(rng.integers(0, 25, n).astype(np.int32), mask=rng.random(n) < 0.1),
+            "t": pa.array(rng.integers(0, 10**12, n), pa.timestamp("us")),
+        }
+        d = root / f"part={part}"
+        d.mkdir(exist_ok=True)
+        pq.write_table(pa.table({c: full[c] for c in names}), d / f"f{i}.parquet",
+                       write_page_index=True, **opts)
+        parts.append(pa.table({**{c: full[c] if c in names else pa.nulls(n, full[c].type)
+                                  for c in full},
+                               "part": pa.array(np.full(n, part, dtype=np.int64))}))
+    return pa.concat_tables(parts)
+
+
+def test_a_lake_whose_files_gained_and_dropped_columns_reads_them_as_null(
+        tmp_path: Path) -> None:
+    """A column some files lack is NULL in their rows (docs/semantics.md), for a
+    projection and for a predicate, also when the first file is one that lacks it:
+    random predicates and projections against the Python evaluator and DuckDB."""
+    table = _evolved_lake(tmp_path)
+    ds = pqindex.dataset(tmp_path)
+    assert ds.schema.names == table.column_names
+    # The first file lacks `k`: the columns are checked against every file's schema.
+    got = ds.scan(columns=["id", "k"], where="k IS NULL AND part = 0").to_table()
+    assert got.num_rows == 1_500 + int(table.slice(1_500, 1_500)["k"].null_count)
+    assert ds.scan(where="NOT (k > 3) AND part = 1").to_table().num_rows == int(pc.sum(
+        pc.and_(pc.less_equal(table["k"], 3), pc.equal(table["part"], 1))).as_py())
+    with pytest.raises(pqindex.UserInputError, match="no column named 'zz'"):
+        ds.scan(columns=["id", "zz"]).to_table()
+    with pytest.raises(pqindex.UserInputError, match="unknown column 'kk'"):
+        ds.scan(where="kk = 1").to_table()
+    # Aggregates: a file lacking the column adds nothing to it (count(k) adds 0).
+    con = duckdb.connect()
+    con.register("t", table)
+    aggs = ["count(*)", "count(k)", "sum(k)", "min(k)", "max(a)", "min(s)", "max(t)",
+            "count(x)"]
+    for where in [None, "k > 20", "a IS NULL", "k IS NULL", "s = 's03' OR part = 1"]:
+        got = pqindex.dataset(tmp_path).aggregate(aggs, where=where)
+        want = con.execute(f"SELECT {', '.join(aggs)} FROM t"
+                           + (f" WHERE {where}" if where else "")).fetchone()
+        assert [got[a] for a in aggs] == list(want), where
+    run_cases(Case(tmp_path, table), "evolved-lake", n=max(CASES, 40))

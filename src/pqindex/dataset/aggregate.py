@@ -599,10 +599,15 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
             continue
         zones: dict[str, dict[tuple[int, int], BlobEntry]] = {}
         whole = _Whole()
+        # A column the file lacks is NULL in all its rows: its aggregates take nothing
+        # from the file (count(col) adds 0), count(*) its matching rows.
+        has = set(dplan.partition_types)
+        has.update(entry.arrow_schema.names if entry.arrow_schema is not None else ())
+        here = [a for a in accs if a.agg.column is None or a.agg.column.split(".")[0] in has]
         for rgp in entry.access.row_groups:
             if rgp.skipped:
                 report.row_groups_skipped += 1
-            elif _aggregate_row_group(dplan, entry, rgp, accs, report, zones, whole):
+            elif _aggregate_row_group(dplan, entry, rgp, here, report, zones, whole):
                 report.row_groups_read += 1
             else:
                 report.row_groups_from_metadata += 1

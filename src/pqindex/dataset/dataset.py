@@ -429,6 +429,9 @@ class Dataset(Planning):
         """The Arrow schema of every file, unified (``dataset/schema.py``: int32 and
         int64 give int64, ...), plus the partition columns. Reads every footer (remote
         tails in one wave), or takes them from a current manifest."""
+        return self._full_schema()
+
+    def _full_schema(self) -> pa.Schema:
         files = self.discovery.files
         view = self.manifest_view()
         self._read_ahead([df for df in files if view is None or view.stand_in(df) is None])

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
-from pqindex.expr.bind import BoundExpr, BoundTrue, bind
+from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.nodes import Expr
 from pqindex.format.file import ParquetFile
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         def _first(self) -> OpenFile: ...
         def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None: ...
         def _first_schema(self) -> pa.Schema: ...
+        def _full_schema(self) -> pa.Schema: ...
         def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema: ...
         def _bound_schema(self, pf: ParquetFile) -> Schema: ...
         def _shape_of(self, pf: ParquetFile) -> int: ...
@@ -287,8 +288,16 @@ class Planning:
             waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
         schema = self._first_schema()
         names = [f.name for f in schema]
+        # A column the first file lacks may be another file's (a lake whose later files
+        # added it): then every footer is read for the dataset's schema, once.
+        full = None
+        asked = [*(columns or ()), *(c for c in columns_of(expr)
+                                     if c not in names and c.split(".", 1)[0] not in names)]
+        if any(c not in names for c in asked):
+            full = self._full_schema()
+            names = [f.name for f in full]
         if columns is None:
-            fields = names
+            fields = [f.name for f in schema]
         else:
             fields = list(columns)
             for c in fields:
@@ -296,11 +305,21 @@ class Planning:
                     raise UserInputError(
                         f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
                     )
-        first_bound = bind(expr, self._bound_schema(first.pf))
+        known = frozenset(names)
+
+        def bind_file(pf: ParquetFile, absent_null: bool = True) -> BoundExpr:
+            # A column of the dataset this file lacks is NULL in its rows.
+            bschema = self._bound_schema(pf)
+            return bind(expr, bschema, absent_columns(expr, bschema, known), absent_null)
+
+        first_bound = bind_file(first.pf)
+        # Partition values prune before a file is opened: a column the first file lacks
+        # may hold values in the others, so its leaves may match there.
+        prune_bound = bind_file(first.pf, absent_null=False)
         n_first = len(first.pf.schema.leaves)
 
         def prune_by_partition(df: DataFile) -> bool:
-            if not disc.partition_columns or isinstance(first_bound, BoundTrue):
+            if not disc.partition_columns or isinstance(prune_bound, BoundTrue):
                 return False
             values = disc.partition_values(df)
 
@@ -309,7 +328,7 @@ class Planning:
                     return ConstantEvidence(values.get(pred.leaf.name)).match(pred)
                 return Match.SOME
 
-            return evaluate(first_bound, leaf) == Match.NONE
+            return evaluate(prune_bound, leaf) == Match.NONE
 
         stand_in_bound: dict[int, BoundExpr | None] = {}
         # Per footer schema (_shape_of): the predicate bound once, and the first file
@@ -324,14 +343,14 @@ class Planning:
             reps.setdefault(shape, of)
             got = bound_by_shape.get(shape)
             if got is None:
-                got = bound_by_shape[shape] = bind(expr, self._bound_schema(of.pf))
+                got = bound_by_shape[shape] = bind_file(of.pf)
             return got
 
         def bind_stand_in(pf: ParquetFile) -> BoundExpr | None:
             # Files share a few schemas: bound once per manifest schema.
             if id(pf) not in stand_in_bound:
                 try:
-                    stand_in_bound[id(pf)] = bind(expr, self._bound_schema(pf))
+                    stand_in_bound[id(pf)] = bind_file(pf)
                 except PqIndexError:
                     stand_in_bound[id(pf)] = None  # the footer path reports it
             return stand_in_bound[id(pf)]
@@ -496,5 +515,7 @@ class Planning:
         out = self._unified([first, *(of for of in reps.values() if of is not first)])
         if columns is None:  # every column of the files read
             fields = out.names
-        out_schema = pa.schema([out.field(f) for f in fields])
+        # A field no file read has (all were pruned) takes the dataset's type.
+        out_schema = pa.schema([out.field(f) if f in out.names or full is None
+                                else full.field(f) for f in fields])
         return Plans(files, report, fields, out_schema, page_units)

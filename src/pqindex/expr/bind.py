@@ -20,7 +20,7 @@ import math
 import struct
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -58,6 +58,7 @@ __all__ = [
     "BoundPredicate",
     "BoundTrue",
     "BoundVisitor",
+    "absent_columns",
     "bind",
     "visit_bound",
 ]
@@ -675,8 +676,9 @@ def _bind_starts_with(target: _Target, node: StartsWith) -> BoundExpr:
 
 
 class _Binder(ExprVisitor[BoundExpr]):
-    def __init__(self, targets: dict[str, _Target]) -> None:
+    def __init__(self, targets: dict[str, _Target], absent_null: bool = True) -> None:
         self.targets = targets
+        self.absent_null = absent_null
 
     def visit_true(self) -> BoundExpr:
         return BoundTrue()
@@ -694,7 +696,11 @@ class _Binder(ExprVisitor[BoundExpr]):
         return bound_or(left, right)
 
     def visit_leaf(self, node: LeafExpr) -> BoundExpr:
-        target = self.targets[node.column.name]
+        target = self.targets.get(node.column.name)
+        if target is None:  # a column the file lacks (bind's ``absent``)
+            if not self.absent_null or node.leaf_op == LeafOp.IS_NULL:
+                return BoundTrue()
+            return BoundFalse()
         if isinstance(node, Compare):
             return _bind_compare(target, node.op, node.literal.value)
         if isinstance(node, In):
@@ -742,18 +748,40 @@ def columns(expr: Expr) -> list[str]:
     return list(collector.names)
 
 
-def bind(expr: Expr, schema: Schema) -> BoundExpr:
+def absent_columns(expr: Expr, schema: Schema, known: Collection[str]) -> frozenset[str]:
+    """The columns of ``expr`` that ``schema`` (one file's) lacks while ``known`` (the
+    top-level columns of the other files) has them: the file's rows hold NULL there."""
+    out = set()
+    for name in columns(expr):
+        if schema.leaf(name) is not None:
+            continue
+        top = name.split(".", 1)[0]
+        if name in known or (top in known and all(lf.path[0] != top for lf in schema.leaves)):
+            out.add(name)
+    return frozenset(out)
+
+
+def bind(expr: Expr, schema: Schema, absent: Collection[str] = (),
+         absent_null: bool = True) -> BoundExpr:
     """Resolve columns against ``schema``, push NOT down, coerce literals once.
+
+    ``absent``: columns the file lacks (:func:`absent_columns`). With ``absent_null``
+    a leaf on one is decided as on NULL: IS NULL is TRUE, every other leaf FALSE
+    (after NOT is pushed down the tree is monotone, so a NULL leaf can be read as
+    FALSE: exact SQL filtering). Without, every such leaf is TRUE: a bound that may
+    keep too much, never too little (partition pruning before the file is known).
 
     UserInputError for an unknown, group or repeated column, and for a literal
     that cannot be compared with its column's type.
     """
     if not isinstance(expr, Expr):
         raise UserInputError(f"not a predicate: {expr!r}")
-    targets = {name: _target(_resolve(schema, name)) for name in columns(expr)}
+    targets = {name: _target(_resolve(schema, name))
+               for name in columns(expr) if name not in absent}
 
     def is_float(column: Column) -> bool:
-        return targets[column.name].vt.is_float
+        target = targets.get(column.name)
+        return target is not None and target.vt.is_float
 
-    return visit(push_not(expr, is_float), _Binder(targets))
+    return visit(push_not(expr, is_float), _Binder(targets, absent_null))
 
