@@ -1232,3 +1232,69 @@ def test_a_lake_whose_files_gained_and_dropped_columns_reads_them_as_null(
                            + (f" WHERE {where}" if where else "")).fetchone()
         assert [got[a] for a in aggs] == list(want), where
     run_cases(Case(tmp_path, table), "evolved-lake", n=max(CASES, 40))
+    # A struct that gained a field: the first file's structs lack `st.b`.
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "st": [{"a": 1}, None]}), nested / "p0.parquet")
+    pq.write_table(pa.table({"id": [3, 4, 5], "st": [{"a": 3, "b": "x"}, {"a": 4, "b": None},
+                                                     {"a": None, "b": "y"}]}),
+                   nested / "p1.parquet")
+    for where in ["st.b = 'x'", "st.b IS NULL", "NOT (st.b = 'x') OR st.a = 1", "st.a > 1"]:
+        got = pqindex.dataset(nested).scan(columns=["id"], where=where).to_table()
+        want = con.execute(f"SELECT id FROM read_parquet('{nested}/*.parquet', "
+                           f"union_by_name=true) WHERE {where} ORDER BY id").fetchall()
+        assert got["id"].to_pylist() == [r[0] for r in want], where
+    with pytest.raises(pqindex.UserInputError, match=r"unknown column 'st\.c'"):
+        pqindex.dataset(nested).scan(where="st.c = 1").to_table()
+
+
+def test_date_partitions_are_typed_date_as_spark_and_duckdb_type_them(tmp_path: Path) -> None:
+    """``dt=2024-01-31/`` (what Spark's ``partitionBy`` writes for a DATE column) is a
+    date32 partition column: DATE literals and ISO strings compare with it, its
+    values prune files, and the rows are the reference's (Python evaluator, DuckDB)."""
+    rng = np.random.default_rng(5)
+    # In the dataset's file order (paths sorted: the null marker last).
+    days = ["2023-12-31", "2024-01-01", "2024-01-02", "2024-02-29", "2024-03-10", None]
+    parts = []
+    for i, day in enumerate(days):
+        d = tmp_path / f"dt={day or scan_fixtures.HIVE_NULL}"
+        d.mkdir()
+        n = 700
+        t = pa.table({"id": np.arange(i * n, (i + 1) * n, dtype=np.int64),
+                      "v": pa.array(rng.integers(0, 50, n), mask=rng.random(n) < 0.1)})
+        pq.write_table(t, d / "part-0.parquet", row_group_size=300, write_page_index=True)
+        value = None if day is None else dt.date.fromisoformat(day)
+        parts.append(t.append_column("dt", pa.array([value] * n, pa.date32())))
+    table = pa.concat_tables(parts)
+    ds = pqindex.dataset(tmp_path)
+    assert ds.schema.field("dt").type == pa.date32()
+    con = duckdb.connect()
+    con.register("t", table)
+    for where in ["dt = DATE '2024-01-02'", "dt >= '2024-01-02' AND v < 10", "dt IS NULL",
+                  "dt IN (DATE '2023-12-31', DATE '2024-03-10') OR v = 3",
+                  "NOT (dt < DATE '2024-02-01')", "dt BETWEEN '2024-01-01' AND '2024-02-29'"]:
+        sc = ds.scan(columns=["id", "dt"], where=where)
+        got = sc.to_table()
+        want = con.execute(f"SELECT id, dt FROM t WHERE {where} ORDER BY id").fetchall()
+        assert [tuple(r.values()) for r in got.sort_by("id").to_pylist()] == [
+            tuple(r) for r in want], where
+    # The partition values alone rule files out: nothing of theirs is opened.
+    sc = pqindex.dataset(tmp_path).scan(where="dt = DATE '2024-02-29'")
+    assert sc.to_table().num_rows == 700 and sc.report.files_skipped["partition"] == 5
+    aggs = ["count(*)", "count(dt)", "min(dt)", "max(dt)"]
+    got_aggs = ds.aggregate(aggs, where="v > 40")
+    assert [got_aggs[a] for a in aggs] == list(con.execute(
+        f"SELECT {', '.join(aggs)} FROM t WHERE v > 40").fetchone())
+    run_cases(Case(tmp_path, table), "date-partitions")
+
+
+def test_partition_types_are_inferred_from_every_value() -> None:
+    from pqindex.dataset.discovery import _infer_type
+
+    null = scan_fixtures.HIVE_NULL
+    assert _infer_type(["2024-01-31", null, "1999-12-01"]) == "date32"
+    assert _infer_type(["2024-01-31", "2024-02-30"]) == "string"  # no such day
+    assert _infer_type(["2024-01-31", "2024-1-5"]) == "string"  # not ISO
+    assert _infer_type(["2024-01-31", "eu"]) == "string"
+    assert _infer_type(["20240131", "7", null]) == "int64"
+    assert _infer_type([null]) == "string"

@@ -377,3 +377,45 @@ def test_dictionary_hits_of_kept_evidence_are_worked_out_only_when_asked(
         entries = hits.evidence.entries.to_pylist()
         assert [entries[i] for i in found[0]] == [b"v3"]  # the stored bytes
         assert pf.derived[("dictionary_hits", rg, col)][1] is found[0]  # kept resolved
+
+
+def _dictionary_lake(root: Path, files: int, rare_in: set[int]) -> pa.Table:
+    """``files`` small files of 4 dictionary-encoded row groups; ``s`` holds 'v0'..'v9'
+    everywhere, and the value 'v5x' (inside their min/max: only a dictionary rules it
+    out) in the files ``rare_in``."""
+    parts = []
+    for i in range(files):
+        rng = np.random.default_rng(i)
+        s = [f"v{x}" for x in rng.integers(0, 10, 400)]
+        if i in rare_in:
+            s[int(rng.integers(0, 400))] = "v5x"
+        t = pa.table({"id": np.arange(i * 400, (i + 1) * 400, dtype=np.int64), "s": s})
+        pq.write_table(t, root / f"part-{i:04d}.parquet", row_group_size=100)
+        parts.append(t)
+    return pa.concat_tables(parts)
+
+
+def test_dictionaries_that_rule_nothing_out_are_no_longer_read(tmp_path: Path) -> None:
+    """A plan stops consulting the dictionaries of small local files once the checked
+    row groups show they rule (almost) nothing out, keeps consulting them while they
+    do; rows are the same either way."""
+    from pqindex.dataset.planning import DictionaryUse
+
+    files = 80
+    table = _dictionary_lake(tmp_path, files, rare_in={3, 41, 77})
+    # 'v5' is in every row group: after the probe, dictionaries are left unread, except
+    # for one file in RESAMPLE_FILES.
+    sc = pqindex.dataset(tmp_path).scan(["id"], where="s = 'v5'")
+    got = sc.to_table()
+    assert got["id"].to_pylist() == pc.filter(table["id"], pc.equal(table["s"], "v5")).to_pylist()
+    probe_files = DictionaryUse.PROBE_ROW_GROUPS // 4
+    assert 0 < sc.report.dictionaries_unchecked <= 4 * (files - probe_files)
+    assert sc.report.dictionaries_unchecked >= 4 * (files - probe_files) * 0.8
+    assert sum(sc.report.row_groups_skipped.values()) == 0
+    # 'v5x' is in 3 files: the dictionaries rule out nearly every row group, so every
+    # one is consulted and only the rare value's row groups are read.
+    sc = pqindex.dataset(tmp_path).scan(["id"], where="s = 'v5x'")
+    got = sc.to_table()
+    assert got["id"].to_pylist() == pc.filter(table["id"], pc.equal(table["s"], "v5x")).to_pylist()
+    assert sc.report.dictionaries_unchecked == 0
+    assert sc.report.row_groups_skipped["dictionary"] == 4 * files - 3

@@ -244,6 +244,35 @@ def test_pipeline_output_differential(spark: Any, pipeline_output: str) -> None:
     _check(spark, pipeline_output, wheres[1], ["k", "part"], "auto")
 
 
+def test_date_partitions_are_read_by_pqindex_as_spark_types_them(
+        spark: Any, tmp_path: Path) -> None:
+    """A lake partitioned by a DATE column (``d=2024-01-31/``): Spark and pqindex both
+    type ``d`` DATE, so pqindex's reader applies a predicate on it itself (no fallback)
+    and its partition values prune files; rows and schema are Spark's."""
+    from pyspark.sql import functions as F
+
+    dest = str(tmp_path / "by_date")
+    df = spark.range(0, 3000).select(
+        F.col("id").alias("k"),
+        F.when(F.col("id") % 7 == 0, F.lit(None)).otherwise(
+            F.date_add(F.lit("2024-02-27").cast("date"), (F.col("id") % 4).cast("int"))
+        ).alias("d"),
+        (F.col("id") % 13).alias("v"))
+    ps.write(df, dest, sort_by="k", partition_by="d", row_group_rows=400, page_rows=100,
+             num_partitions=2)
+    assert spark.read.parquet(dest).schema["d"].dataType.typeName() == "date"
+    for where in ["d = DATE '2024-02-29'", "d >= '2024-02-28' AND v < 4", "d IS NULL",
+                  "d IN (DATE '2024-02-27', DATE '2024-03-01') OR k = 17"]:
+        info = ps.explain(spark, dest, where, columns=["k", "d"], engine="pqindex")
+        assert info["fallback"] is None, info
+        for engine in ("pqindex", "auto", "native"):
+            _check(spark, dest, where, ["k", "d", "v"], engine)
+        # In the data source's tasks: the partition types travel with each unit.
+        _check(spark, dest, where, ["k", "d", "v"], "pqindex", driver_read_bytes=-1)
+    info = ps.explain(spark, dest, "d = DATE '2024-02-29'", columns=["k"], engine="native")
+    assert len(info["kept"]) < info["files_total"], info
+
+
 def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:
     point = ps.explain(spark, pipeline_output, "k = 4242", columns=["k", "name"], engine="auto")
     broad = ps.explain(spark, pipeline_output, "k >= 10", columns=["k", "name"], engine="auto")

@@ -44,6 +44,7 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, Repetition, Schema
 from pqindex.format.structs import (
     ColumnOrder,
+    DateType,
     LogicalType,
     SchemaElement,
     StringType,
@@ -67,6 +68,8 @@ from pqindex.scan.whole import iter_sifted_row_groups
 __all__ = ["Dataset", "Scan", "dataset"]
 
 Where = str | Expr | None
+# Arrow types of the hive partition types discovery infers ("string" otherwise).
+_PARTITION_TYPES = {"int64": pa.int64(), "date32": pa.date32()}
 # Threads (files in flight) for a dataset on an object store.
 REMOTE_WORKERS = 32
 # A dataset of at least this many files is planned with the cyclic GC paused.
@@ -157,6 +160,19 @@ def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
         else:
             out.append((kind, [rgp]))
     return out
+
+
+def _sift_sized(of: OpenFile, fields: Sequence[str] | None, bound: BoundExpr) -> bool:
+    """Whether every row group of the file would be read whole and filtered by
+    ``_segments`` when no level narrows it (``fields`` None: every column)."""
+    pf = of.pf
+    sift = _sift_fields(of, bound)
+    if sift is None or not pf.num_row_groups or not pyarrow_opens_free(pf):
+        return False
+    read = [c.index for c in pf.schema.leaves
+            if fields is None or c.path[0] in fields or c.path[0] in sift]
+    return all(sum(pf.column_meta(rg, c).total_compressed_size or 0 for c in read)
+               <= SIFT_ROW_GROUP_BYTES for rg in range(pf.num_row_groups))
 
 
 @dataclass
@@ -465,7 +481,7 @@ class Dataset(Planning):
         return tuple(k for k in keys if k not in names)
 
     def _partition_type(self, key: str) -> pa.DataType:
-        return pa.int64() if self.discovery.partition_types.get(key) == "int64" else pa.string()
+        return _PARTITION_TYPES.get(self.discovery.partition_types.get(key, ""), pa.string())
 
     @property
     def partition_types(self) -> dict[str, pa.DataType]:
@@ -473,13 +489,21 @@ class Dataset(Planning):
         column is not one); opens the first file when none is open yet."""
         return {k: self._partition_type(k) for k in self._partition_keys}
 
+    def _sift_sized(self, of: OpenFile, fields: Sequence[str] | None,
+                    bound: BoundExpr) -> bool:
+        return _sift_sized(of, fields, bound)
+
     def _bound_schema(self, pf: ParquetFile) -> Schema:
         """The file's leaves plus one synthetic leaf per partition column."""
         extra = []
         n = len(pf.schema.leaves)
         for i, k in enumerate(self._partition_keys):
-            if self.discovery.partition_types.get(k) == "int64":
+            kind = self.discovery.partition_types.get(k)
+            if kind == "int64":
                 el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
+            elif kind == "date32":
+                el = SchemaElement(type=1, repetition_type=Repetition.OPTIONAL, name=k,
+                                   converted_type=6, logicalType=LogicalType(DATE=DateType()))
             else:
                 el = SchemaElement(
                     type=6,

@@ -8,7 +8,9 @@ pyarrow's hive partitioning does. Files and directories whose names start with
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +41,8 @@ class Discovery:
 
     files: tuple[DataFile, ...]
     partition_columns: tuple[str, ...] = ()
-    partition_types: dict[str, str] = field(default_factory=dict)  # "int64" or "string"
+    # "int64", "date32" or "string" (_infer_type)
+    partition_types: dict[str, str] = field(default_factory=dict)
     io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
     # The dataset manifest beside the files of a one-directory dataset (URL, listing info).
     manifest: tuple[str, ObjectInfo | None] | None = None
@@ -56,6 +59,8 @@ class Discovery:
                 out[k] = None
             elif self.partition_types.get(k) == "int64":
                 out[k] = int(v)
+            elif self.partition_types.get(k) == "date32":
+                out[k] = dt.date.fromisoformat(v)
             else:
                 out[k] = v
         return out
@@ -155,17 +160,41 @@ def _discover_remote(
     raise UserInputError("no such file or directory", path=url)
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date(v: str) -> bool:
+    if not _ISO_DATE.fullmatch(v):
+        return False
+    try:
+        dt.date.fromisoformat(v)
+    except ValueError:
+        return False
+    return True
+
+
 def _infer_type(values: Iterable[str]) -> str:
+    """A hive key's type from all its values, as Spark infers the common ones: int64
+    when every value is an integer, date32 when every one is an ISO date
+    (``dt=2024-01-31``, what ``partitionBy`` on a DATE column writes), else string."""
+    kinds = {"int64", "date32"}
     seen = False
     for v in values:
         if v == "__HIVE_DEFAULT_PARTITION__":
             continue
         seen = True
-        try:
-            int(v)
-        except ValueError:
+        if "int64" in kinds:
+            try:
+                int(v)
+            except ValueError:
+                kinds.discard("int64")
+        if "date32" in kinds and not _is_date(v):
+            kinds.discard("date32")
+        if not kinds:
             return "string"
-    return "int64" if seen else "string"
+    if not seen:
+        return "string"
+    return "int64" if "int64" in kinds else "date32"
 
 
 def discover(

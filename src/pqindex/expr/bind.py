@@ -750,12 +750,16 @@ def columns(expr: Expr) -> list[str]:
 
 def absent_columns(expr: Expr, schema: Schema, known: Collection[str]) -> frozenset[str]:
     """The columns of ``expr`` that ``schema`` (one file's) lacks while ``known`` (the
-    top-level columns of the other files) has them: the file's rows hold NULL there."""
+    dataset's top-level columns and dotted struct fields) has them: the file's rows
+    hold NULL there."""
     out = set()
     for name in columns(expr):
         if schema.leaf(name) is not None:
             continue
         top = name.split(".", 1)[0]
+        below = tuple(name.split("."))
+        if any(lf.path[:len(below)] == below for lf in schema.leaves):
+            continue  # a group here: bind says so
         if name in known or (top in known and all(lf.path[0] != top for lf in schema.leaves)):
             out.add(name)
     return frozenset(out)

@@ -94,7 +94,17 @@ class RowRanges:
         """Rows ``[0, n)``."""
         if n < 0:
             raise ValueError(f"negative row count {n}")
-        return cls.empty() if n == 0 else cls._trusted(np.array([0]), np.array([n]))
+        if n == 0:
+            return cls.empty()
+        bounds = _FULL.get(n)
+        if bounds is None:  # read-only arrays, shared (planning asks per row group)
+            bounds = (_frozen(np.array([0])), _frozen(np.array([n])))
+            if len(_FULL) < _FULL_KEPT:
+                _FULL[n] = bounds
+        out = cls.__new__(cls)  # its own object: its lazily kept masks are per use
+        object.__setattr__(out, "_starts", bounds[0])
+        object.__setattr__(out, "_ends", bounds[1])
+        return out
 
     @classmethod
     def from_intervals(cls, intervals: Iterable[tuple[int, int]]) -> RowRanges:
@@ -348,6 +358,8 @@ class RowRanges:
 
 
 _EMPTY = RowRanges._trusted(np.empty(0, np.int64), np.empty(0, np.int64))
+_FULL: dict[int, tuple[IntArray, IntArray]] = {}
+_FULL_KEPT = 4096  # distinct row counts kept; others are built per call
 
 
 @dataclass(frozen=True, slots=True)

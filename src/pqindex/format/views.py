@@ -76,8 +76,9 @@ def computable_schema(schema: pa.Schema) -> pa.Schema:
 
 def computable_table(table: pa.Table) -> pa.Table:
     """``table`` without view types (itself when it has none)."""
-    schema = computable_schema(table.schema)
-    return table if schema is table.schema else table.cast(schema)
+    schema = table.schema  # a new wrapper at every access: compared by identity below
+    target = computable_schema(schema)
+    return table if target is schema else table.cast(target)
 
 
 def cast(arr: _A, target: pa.DataType) -> _A:

@@ -39,6 +39,9 @@ class ScanReport:
     requests: int = 0
     round_trips: int = 0
     data_bytes: int = 0
+    # Row groups of small local files planned without their dictionaries: the ones
+    # checked before had not ruled rows out (dataset/planning.DictionaryUse).
+    dictionaries_unchecked: int = 0
     plan_seconds: float = 0.0
     fetch_seconds: float = 0.0
     decode_seconds: float = 0.0
@@ -61,6 +64,7 @@ class ScanReport:
             "requests": self.requests,
             "round_trips": self.round_trips,
             "data_bytes": self.data_bytes,
+            "dictionaries_unchecked": self.dictionaries_unchecked,
             "plan_seconds": round(self.plan_seconds, 6),
             "fetch_seconds": round(self.fetch_seconds, 6),
             "decode_seconds": round(self.decode_seconds, 6),

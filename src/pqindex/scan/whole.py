@@ -24,6 +24,7 @@ and column costs more there (see ``dataset._segments``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -498,6 +499,7 @@ def _file_image(pf: ParquetFile, ranges: Sequence[tuple[int, int]], stats: ScanS
     return image
 
 
+@functools.lru_cache(maxsize=256)
 def _pads_chunks(created_by: str | None) -> bool:
     """Whether pyarrow reads this writer's chunks past their declared length."""
     m = _PARQUET_MR.match(created_by or "")

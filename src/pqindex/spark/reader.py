@@ -47,7 +47,7 @@ class FileUnit(InputPartition):
     path: str
     partition: tuple[tuple[str, str], ...]
     row_groups: tuple[int, ...]
-    partition_types: tuple[tuple[str, str], ...] = ()  # hive key -> "int64" / "string"
+    partition_types: tuple[tuple[str, str], ...] = ()  # hive key -> "int64" / "date32" / "string"
 
     def to_json(self) -> list[Any]:
         return [self.path, [list(kv) for kv in self.partition], list(self.row_groups),

@@ -96,9 +96,9 @@ def _mismatched_partitions(spark_schema: Any, disc: Any) -> set[str]:
             continue
         dt = spark_schema[k].dataType
         ours = disc.partition_types.get(k)
-        same = (ours == "int64" and isinstance(dt, (T.IntegerType, T.LongType))) or (
-            ours == "string" and isinstance(dt, T.StringType)
-        )
+        same = ((ours == "int64" and isinstance(dt, (T.IntegerType, T.LongType)))
+                or (ours == "date32" and isinstance(dt, T.DateType))
+                or (ours == "string" and isinstance(dt, T.StringType)))
         if not same:
             out.add(k)
     return out
