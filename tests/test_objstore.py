@@ -693,3 +693,28 @@ def test_a_lake_whose_first_file_lacks_a_column_reads_the_same_on_s3(
         assert _same(got, want), where
         # LIST + manifest probe, the tails, the data: nothing waits file by file.
         assert sc.report.round_trips <= 3, (where, sc.report.round_trips)
+
+
+def test_glob_patterns_on_a_store_list_once(
+    s3: S3Endpoint, bucket: str, tmp_path: Path  # noqa: F811
+) -> None:
+    """``s3://b/lake/dt=*/*.parquet``: one LIST of the pattern's base, the matching
+    keys, hive partitions below the base, no manifest looked for."""
+    path = _written(tmp_path, rows=500)
+    data = path.read_bytes()
+    root = f"glob-{uuid.uuid4().hex[:8]}"
+    keys = ["dt=2024-01-01/a.parquet", "dt=2024-01-02/b.parquet", "dt=2024-01-02/c.txt",
+            "other/d.parquet", "dt=2024-01-03/_SUCCESS"]
+    for k in keys:
+        s3.put(bucket, f"{root}/{k}", data)
+    s3.reset_log()
+    disc = discover(f"s3://{bucket}/{root}/dt=*/*.parquet", s3.storage_options())
+    assert [f.path for f in disc.files] == [f"s3://{bucket}/{root}/{k}" for k in keys[:2]]
+    assert [r.query for r in s3.requests] == [f"list-type=2&prefix={root}%2F"]
+    assert disc.partition_types == {"dt": "date32"} and disc.manifest is None
+    got = pqindex.dataset(f"s3://{bucket}/{root}/**/*.parquet",
+                          storage_options=s3.storage_options()).to_table()
+    assert got.num_rows == 3 * 500
+    with pytest.raises(pqindex.UserInputError, match="no data files match"):
+        pqindex.dataset(f"s3://{bucket}/{root}/*.csv",
+                        storage_options=s3.storage_options()).to_table()

@@ -634,8 +634,9 @@ def index_command(
     as_json: bool,
     storage_option: tuple[str, ...] = (),
 ) -> None:
-    """Add indexes to Parquet files written by any writer (PATH: files or directories;
-    object-store URLs are indexed in place, see --storage-option).
+    """Add indexes to Parquet files written by any writer (PATH: files, directories or
+    quoted glob patterns like 'lake/dt=*/*.parquet'; object-store URLs are indexed in
+    place, see --storage-option).
 
     The first file that fails stops the run (files done before stay done) unless
     --keep-going; either way each failure prints one line naming the file and

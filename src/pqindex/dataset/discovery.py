@@ -9,6 +9,7 @@ pyarrow's hive partitioning does. Files and directories whose names start with
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import os
 import re
 import urllib.parse
@@ -21,7 +22,7 @@ from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
 from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 
-__all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover"]
+__all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover", "pattern_files", "split_pattern"]
 
 MANIFEST_NAME = "_pqindex_manifest.json"  # see pqindex.dataset.manifest
 
@@ -197,11 +198,54 @@ def _infer_type(values: Iterable[str]) -> str:
     return "int64" if "int64" in kinds else "date32"
 
 
+def split_pattern(p: str) -> tuple[str, list[str]] | None:
+    """``(base, pattern segments)`` of a path with glob characters (``*``, ``?``,
+    ``[``) — the base is the directory before the first segment holding one — else
+    None. HTTP(S) URLs are never patterns (``?`` starts their query)."""
+    if p.lower().startswith(("http://", "https://")):
+        return None
+    at = min((i for i in (p.find(c) for c in "*?[") if i >= 0), default=-1)
+    if at < 0:
+        return None
+    cut = p.rfind("/", 0, at)
+    base = p[:cut] if cut >= 0 else ""
+    return base, p[cut + 1:].split("/")
+
+
+def _glob_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether the relative path ``parts`` matches ``pattern`` segment by segment:
+    ``*``, ``?`` and ``[...]`` within a segment, ``**`` any number of segments."""
+    if not pattern:
+        return not parts
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_glob_match(parts[i:], rest) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _glob_match(parts[1:], rest)
+
+
+def pattern_files(base: str, pattern: list[str], remote: bool,
+                   storage_options: Mapping[str, Any] | None, stats: IOStats) -> list[DataFile]:
+    """The data files under ``base`` whose path below it matches ``pattern``; hive
+    partitions are read from the directories below ``base``."""
+    if remote:
+        listed = _discover_remote(base.rstrip("/") + "/", storage_options, stats, probe=False)
+        prefix = base.rstrip("/") + "/"
+        rel = {df.path: df.path[len(prefix):].split("/") for df in listed}
+    else:
+        root = base or "."
+        if not os.path.isdir(root):
+            raise UserInputError("no such directory", path=root)
+        listed = _walk_local(root)
+        rel = {df.path: os.path.relpath(df.path, root).split(os.sep) for df in listed}
+    return [df for df in listed if _glob_match(rel[df.path], pattern)]
+
+
 def discover(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     storage_options: Mapping[str, Any] | None = None,
 ) -> Discovery:
-    """The files of a file, a directory tree, or a list of either (local paths or URLs)."""
+    """The files of a file, a directory tree, a glob pattern (``lake/*/*.parquet``,
+    ``s3://b/lake/**/*.parquet``), or a list of these (local paths or URLs)."""
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not items:
         raise UserInputError("no paths given")
@@ -211,13 +255,22 @@ def discover(
     fetched: dict[str, bytes] = {}
     for item in items:
         p = os.fspath(item)
-        if "://" in p and not p.startswith("file://"):
+        remote = "://" in p and not p.startswith("file://")
+        if not remote:
+            p = os.path.expanduser(p[len("file://"):] if p.startswith("file://") else p)
+        # A local name that exists as written is that file, glob characters or not.
+        glob = None if not remote and os.path.exists(p) else split_pattern(p)
+        if glob is not None:
+            matched = pattern_files(*glob, remote, storage_options, stats)
+            if not matched:
+                raise UserInputError("no data files match the pattern", path=p)
+            files += matched
+            continue
+        if remote:
             files += _discover_remote(p, storage_options, stats, probe=len(items) == 1,
                                       found=found if len(items) == 1 else None,
                                       fetched=fetched)
             continue
-        if p.startswith("file://"):
-            p = p[len("file://") :]
         if os.path.isdir(p):
             files += _walk_local(p)
             at = os.path.join(p, MANIFEST_NAME)

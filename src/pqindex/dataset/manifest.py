@@ -295,12 +295,15 @@ def write_manifest(
     manifest that pqindex does not compute (Spark's key ranges) are kept for
     files that did not change. Returns the manifest.
     """
-    from pqindex.dataset.discovery import discover
+    from pqindex.dataset.discovery import discover, split_pattern
     from pqindex.io.objects import get_object, put_object
 
     root = os.fspath(path)
     if root.startswith("file://"):
         root = root[len("file://"):]
+    if ("://" in root or not os.path.exists(root)) and split_pattern(root) is not None:
+        raise UserInputError("a manifest describes a directory: give the directory, "
+                             "not a pattern", path=root)
     disc = discover(root, storage_options)
     if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
         raise UserInputError("a manifest describes a directory of files, not one file",

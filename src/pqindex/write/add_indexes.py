@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.discovery import pattern_files, split_pattern
 from pqindex.errors import (
     CorruptFileError,
     PqIndexError,
@@ -63,6 +64,7 @@ from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
+from pqindex.io.source import IOStats
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
@@ -148,10 +150,17 @@ def index_targets(paths: Paths, output: str | os.PathLike[str] | None = None) ->
         p = os.fspath(item)
         if "://" in p:
             raise UnsupportedError("indexes are added to local files only", path=p)
+        p = os.path.expanduser(p)
+        glob = None if os.path.exists(p) else split_pattern(p)
         if os.path.isdir(p):
             pairs = [(f, os.path.relpath(f, p)) for f in _walk(p)]
         elif os.path.isfile(p):
             pairs = [(p, os.path.basename(p))]
+        elif glob is not None:  # a pattern: its files, named relative to its base
+            matched = pattern_files(*glob, False, None, IOStats())
+            if not matched:
+                raise UserInputError("no data files match the pattern", path=p)
+            pairs = [(df.path, os.path.relpath(df.path, glob[0] or ".")) for df in matched]
         else:
             raise UserInputError("no such file or directory", path=p)
         for src, rel in pairs:
