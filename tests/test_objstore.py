@@ -718,3 +718,24 @@ def test_glob_patterns_on_a_store_list_once(
     with pytest.raises(pqindex.UserInputError, match="no data files match"):
         pqindex.dataset(f"s3://{bucket}/{root}/*.csv",
                         storage_options=s3.storage_options()).to_table()
+
+
+def test_directory_marker_objects_are_not_data(
+    s3: S3Endpoint, bucket: str, tmp_path: Path  # noqa: F811
+) -> None:
+    """Empty ``dir/`` keys (the S3 console's folders, older Hadoop writers) and
+    ``dir_$folder$`` keys are markers, not files; an empty object that is no marker
+    is still a corrupt file, named."""
+    path = _written(tmp_path, rows=300)
+    root = f"markers-{uuid.uuid4().hex[:8]}"
+    for k, data in [(f"{root}/", b""), (f"{root}/dt=1/", b""),
+                    (f"{root}/dt=1/part-0.parquet", path.read_bytes()),
+                    (f"{root}/dt=1_$folder$", b""), (f"{root}_$folder$", b"")]:
+        s3.put(bucket, k, data)
+    ds = pqindex.dataset(f"s3://{bucket}/{root}", storage_options=s3.storage_options())
+    assert ds.files == [f"s3://{bucket}/{root}/dt=1/part-0.parquet"]
+    assert ds.to_table().num_rows == 300
+    s3.put(bucket, f"{root}/dt=1/empty.parquet", b"")
+    with pytest.raises(pqindex.CorruptFileError, match=r"empty\.parquet"):
+        pqindex.dataset(f"s3://{bucket}/{root}",
+                        storage_options=s3.storage_options()).to_table()

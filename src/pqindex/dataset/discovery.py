@@ -94,10 +94,16 @@ def _walk_local(root: str) -> list[DataFile]:
 
 def _walk_remote(url: str, listed: list[tuple[str, ObjectInfo]]) -> list[DataFile]:
     base = url.rstrip("/")
+    # Directory markers are objects too: the console's "Create folder" and older Hadoop
+    # writers leave empty `dir/` keys (listed without their slash) and `dir_$folder$`
+    # ones. A key other keys lie below is such a marker, never data.
+    dirs = {full.rsplit("/", k)[0] for full, _ in listed for k in range(1, full.count("/"))}
     out = []
     for full, info in listed:
         rel = full[len(base) :].strip("/").split("/")
-        if not all(_is_data_name(x) for x in rel):
+        if not all(_is_data_name(x) for x in rel) or rel[-1].endswith("_$folder$"):
+            continue
+        if (full.rstrip("/") == base or full in dirs) and not info.size:
             continue
         out.append(DataFile(full, _hive_parts(rel[:-1]), info))
     return out

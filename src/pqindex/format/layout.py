@@ -18,8 +18,8 @@ def chunk_range(cmd: ColumnMetaData) -> tuple[int, int]:
     """``(offset, length)`` of a column chunk's pages, dictionary page included."""
     # Offset 0 is the magic, never a page: writers use it for "absent" (a chunk
     # without data pages, or no dictionary).
-    starts = [o for o in (cmd.data_page_offset, cmd.dictionary_page_offset) if o]
-    start = min(starts) if starts else 0
+    data, dictionary = cmd.data_page_offset, cmd.dictionary_page_offset
+    start = min(data, dictionary) if data and dictionary else (data or dictionary or 0)
     return start, cmd.total_compressed_size or 0
 
 

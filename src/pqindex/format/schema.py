@@ -112,11 +112,12 @@ class LeafColumn:
     # Derived once per leaf by the layers above (its bound order): a predicate bound
     # against this leaf keeps the same value type object query after query.
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The dotted path, the name users write in predicates (kept: opening a file alone
+    # asks it for every column chunk).
+    name: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        """The dotted path, the name users write in predicates."""
-        return ".".join(self.path)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", ".".join(self.path))
 
     @property
     def physical_type(self) -> int:
