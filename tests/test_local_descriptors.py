@@ -228,3 +228,31 @@ def test_a_small_wave_takes_the_descriptor_once_and_counts_every_read(
     assert (src.stats.requests, src.stats.round_trips) == (40, 1)
     assert len(taken) == 1
     src.close()
+
+
+def test_a_file_rewritten_in_place_under_an_open_descriptor_is_not_mixed(
+        tmp_path: Path) -> None:
+    """A file rewritten in place (same inode: truncated and written again, as
+    ``pyarrow.parquet.write_table`` over the same path does) while its descriptor is
+    still open: the next read of its bytes raises ObjectChangedError, never pages of
+    the new file under the old footer. Replaced by a rename, the open descriptor still
+    reads the old file, whole and consistent."""
+    path = tmp_path / "big.parquet"
+    rows = 200_000
+    pq.write_table(pa.table({"x": np.arange(rows, dtype=np.int64)}), path,
+                   row_group_size=50_000, write_page_index=True)
+    ds = pqindex.dataset(path)
+    assert ds.scan(where="x = 7").to_table()["x"].to_pylist() == [7]
+    inode = path.stat().st_ino
+    pq.write_table(pa.table({"x": np.arange(rows, 2 * rows, dtype=np.int64)}), path,
+                   row_group_size=50_000, write_page_index=True)
+    assert path.stat().st_ino == inode  # rewritten in place, not replaced
+    with pytest.raises(ObjectChangedError, match="modified since it was opened"):
+        ds.scan(where="x = 150000").to_table()  # pages not read before: read now
+    # A rename leaves the open file as it was: the old rows, whole.
+    ds = pqindex.dataset(path)
+    assert ds.scan(where="x = 200007").to_table()["x"].to_pylist() == [200007]
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": np.arange(5, dtype=np.int64)}), other)
+    os.replace(other, path)
+    assert ds.scan(where="x = 350000").to_table()["x"].to_pylist() == [350000]

@@ -307,12 +307,14 @@ class _Descriptors:
                 raise PqIndexError("read after the file was closed", path=src.path)
             src._users += 1
             self._idle.pop(id(src), None)
-            if src._fd is None:
-                try:
+            try:
+                if src._fd is None:
                     src._fd = src._reopen()
-                except BaseException:
-                    src._users -= 1
-                    raise
+                else:
+                    src._check_unchanged(src._fd)
+            except BaseException:
+                src._users -= 1
+                raise
             return src._fd
 
     def release(self, src: LocalFileSource) -> None:
@@ -412,6 +414,17 @@ class LocalFileSource(_BaseSource):
             raise ObjectChangedError("the file was replaced or modified since it was opened",
                                      path=self.path, operation="reopen")
         return fd
+
+    def _check_unchanged(self, fd: int) -> None:
+        """ObjectChangedError when the open file was rewritten in place (same inode, other
+        size or mtime): its bytes would no longer be the ones the footer describes. A
+        file replaced by a rename keeps the old one open, unchanged."""
+        from pqindex.io.errors import ObjectChangedError
+
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != self._identity[2:]:
+            raise ObjectChangedError("the file was modified since it was opened",
+                                     path=self.path, operation="read")
 
     def _read(self, offset: int, length: int) -> bytes:
         fd = _descriptors.acquire(self)
