@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 import pqindex.spark as ps
-from pqindex.errors import PqIndexError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.spark.secrets import PATTERN, REDACTION_CONF, hide, reveal
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
@@ -271,6 +271,29 @@ def test_date_partitions_are_read_by_pqindex_as_spark_types_them(
         _check(spark, dest, where, ["k", "d", "v"], "pqindex", driver_read_bytes=-1)
     info = ps.explain(spark, dest, "d = DATE '2024-02-29'", columns=["k"], engine="native")
     assert len(info["kept"]) < info["files_total"], info
+
+
+def test_a_lake_whose_files_gained_a_column_reads_as_spark_does(
+        spark: Any, tmp_path: Path) -> None:
+    """Files that lack a column Spark's schema has (Spark fills NULL there): pqindex's
+    reader gives Spark's rows. A column Spark's schema lacks (it reads one file's
+    schema) is a UserInputError naming it, as Spark refuses the query too."""
+    lake = tmp_path / "evolved"
+    lake.mkdir()
+    pq.write_table(pa.table({"k": [1, 2, 3], "c": [0.5, None, 2.5]}), lake / "p0.parquet")
+    pq.write_table(pa.table({"k": [4, 5, 6]}), lake / "p1.parquet")
+    pq.write_table(pa.table({"k": [7, 8], "c": [1.5, 3.5]}), lake / "p2.parquet")
+    assert "c" in spark.read.parquet(str(lake)).schema.fieldNames()
+    for where in ["c > 1", "c IS NULL", "k > 3 AND (c < 2 OR c IS NULL)"]:
+        for engine in ("pqindex", "auto"):
+            _check(spark, str(lake), where, ["k", "c"], engine)
+    late = tmp_path / "late"
+    late.mkdir()
+    pq.write_table(pa.table({"k": [1, 2]}), late / "p0.parquet")
+    pq.write_table(pa.table({"k": [3], "c": [1.5]}), late / "p1.parquet")
+    if "c" not in spark.read.parquet(str(late)).schema.fieldNames():
+        with pytest.raises(UserInputError, match="no column named 'c' in Spark"):
+            ps.read(spark, str(late), "c > 1", ["k", "c"], engine="pqindex")
 
 
 def test_auto_picks_by_kept_bytes(spark: Any, pipeline_output: str) -> None:

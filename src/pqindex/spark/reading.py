@@ -462,6 +462,15 @@ def _decide(
         if why_not is not None and has_where:
             wanted = list(names)  # Spark filters every column it may need
         read_cols = wanted + [c for c in expr_cols if c not in wanted]
+        missing = [c for c in read_cols if c not in names]
+        if missing:
+            # Spark would fail the same query: its schema of the dataset lacks the column.
+            from pqindex.errors import UserInputError
+
+            raise UserInputError(
+                f"no column named {missing[0]!r} in Spark's schema of the dataset "
+                f"(columns: {', '.join(names)}); Spark takes the schema from one file "
+                "unless the read sets mergeSchema", path=path, column=missing[0])
         dplan = ds.plan(read_cols, pq_where)
     except BaseException:
         ds.close()
