@@ -136,3 +136,23 @@ def test_index_takes_a_pattern_and_manifest_refuses_one(tmp_path: Path) -> None:
         index_targets([f"{tmp_path}/*.csv"])
     with pytest.raises(pqindex.UserInputError, match="not a pattern"):
         write_manifest(pattern)
+
+
+def test_a_delta_table_is_read_as_parquet_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A directory holding ``_delta_log`` is a Delta Lake table: its files are still
+    read (as Spark's read.parquet and DuckDB's read_parquet read them), and every scan's
+    report, and the log once, say that files the log removed are included."""
+    import logging
+
+    _tree(tmp_path)
+    (tmp_path / "_delta_log").mkdir()
+    (tmp_path / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="pqindex"):
+        ds = pqindex.dataset(tmp_path)
+        scan = ds.scan(columns=["id"])
+        assert scan.to_table().num_rows == 10 * len(_expected(tmp_path, "**"))
+    assert any("Delta Lake" in w and "_delta_log" in w for w in scan.report.warnings)
+    assert sum("Delta Lake" in r.getMessage() for r in caplog.records) == 1
+    plain = pqindex.dataset(tmp_path / "dt=2024-01-01").scan()
+    assert plain.to_table().num_rows == 20 and not plain.report.warnings

@@ -739,3 +739,16 @@ def test_directory_marker_objects_are_not_data(
     with pytest.raises(pqindex.CorruptFileError, match=r"empty\.parquet"):
         pqindex.dataset(f"s3://{bucket}/{root}",
                         storage_options=s3.storage_options()).to_table()
+
+
+def test_a_delta_table_on_a_store_is_read_with_a_warning(
+    s3: S3Endpoint, bucket: str, tmp_path: Path  # noqa: F811
+) -> None:
+    path = _written(tmp_path, rows=200)
+    root = f"delta-{uuid.uuid4().hex[:8]}"
+    s3.put(bucket, f"{root}/part-0.parquet", path.read_bytes())
+    s3.put(bucket, f"{root}/_delta_log/00000000000000000000.json", b"{}")
+    scan = pqindex.dataset(f"s3://{bucket}/{root}", storage_options=s3.storage_options()).scan()
+    assert scan.to_table().num_rows == 200
+    assert any(f"s3://{bucket}/{root}/_delta_log: a Delta Lake table" in w
+               for w in scan.report.warnings), scan.report.warnings

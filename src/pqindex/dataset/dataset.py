@@ -9,6 +9,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 from __future__ import annotations
 
 import contextlib
+import logging
 import numbers
 import os
 import threading
@@ -278,6 +279,9 @@ class Dataset(Planning):
     def discovery(self) -> Discovery:
         if self._discovery is None:
             self._discovery = discover(self._source, self.storage_options)
+            delta = self._discovery.delta_warning()
+            if delta is not None:  # once per dataset here, in every scan's report
+                logging.getLogger("pqindex").warning("%s", delta)
         return self._discovery
 
     @property
@@ -549,6 +553,9 @@ class Dataset(Planning):
         before = self._io_counts()
         disc = self.discovery
         report = ScanReport(files_total=len(disc.files))
+        delta = disc.delta_warning()
+        if delta is not None:
+            report.warnings.append(delta)
         view = self.manifest_view(report.warnings)
         tails = None
         if view is None and not set(disc.partition_columns) & set(columns_of(expr)):
@@ -677,8 +684,6 @@ class Dataset(Planning):
         A sketch that cannot be read or decoded (damaged, newer body version) is
         skipped: the estimate covers the other files' sketches, the column's entry
         gets a ``warnings`` list, and the message is logged (logger ``pqindex``)."""
-        import logging
-
         from pqindex.indexes.base import Scope
         from pqindex.indexes.hll import read_sketch
         from pqindex.plan.planner import file_region

@@ -25,6 +25,7 @@ from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
 __all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover", "pattern_files", "split_pattern"]
 
 MANIFEST_NAME = "_pqindex_manifest.json"  # see pqindex.dataset.manifest
+DELTA_LOG = "_delta_log"  # a Delta Lake table's log directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,16 @@ class Discovery:
     manifest: tuple[str, ObjectInfo | None] | None = None
     # Its bytes when they came with the LIST (fetched concurrently, the same version).
     manifest_data: bytes | None = None
+    # A Delta Lake log beside the files (``<dir>/_delta_log``): they are read as plain
+    # Parquet, files the log removed included; scans say so (``delta_warning``).
+    delta_log: str | None = None
+
+    def delta_warning(self) -> str | None:
+        if self.delta_log is None:
+            return None
+        return (f"{self.delta_log}: a Delta Lake table; its Parquet files are read as plain "
+                "Parquet, files its log has removed included (read the table through Delta "
+                "Lake for its current version)")
 
     def partition_values(self, f: DataFile) -> dict[str, Any]:
         """Typed partition values of one file (None for the hive null marker)."""
@@ -116,6 +127,7 @@ _FILE_SUFFIXES = (".parquet", ".parq", ".pq")
 def _discover_remote(
     url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool,
     found: dict[str, ObjectInfo] | None = None, fetched: dict[str, bytes] | None = None,
+    logs: list[str] | None = None,
 ) -> list[DataFile]:
     """A file or a prefix of a store: one request in the common cases.
 
@@ -155,6 +167,9 @@ def _discover_remote(
         if at in found and listing.fetched is not None and fetched is not None:
             fetched[at] = listing.fetched[0]
     if listed:
+        at = f"{url.rstrip('/')}/{DELTA_LOG}/"
+        if logs is not None and any(u.startswith(at) for u, _ in listed):
+            logs.append(at.rstrip("/"))
         return _walk_remote(url, listed)
     if object_store and not url.endswith("/"):
         return [DataFile(url)]  # a single object; opening it says if it is absent
@@ -259,6 +274,7 @@ def discover(
     stats = IOStats()
     found: dict[str, ObjectInfo] = {}
     fetched: dict[str, bytes] = {}
+    logs: list[str] = []
     for item in items:
         p = os.fspath(item)
         remote = "://" in p and not p.startswith("file://")
@@ -275,10 +291,12 @@ def discover(
         if remote:
             files += _discover_remote(p, storage_options, stats, probe=len(items) == 1,
                                       found=found if len(items) == 1 else None,
-                                      fetched=fetched)
+                                      fetched=fetched, logs=logs)
             continue
         if os.path.isdir(p):
             files += _walk_local(p)
+            if os.path.isdir(os.path.join(p, DELTA_LOG)):
+                logs.append(os.path.join(p, DELTA_LOG))
             at = os.path.join(p, MANIFEST_NAME)
             if len(items) == 1 and os.path.isfile(at):
                 found[at] = ObjectInfo(os.path.getsize(at))
@@ -296,4 +314,5 @@ def discover(
     types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
     manifest = next(iter(found.items()), None)
     return Discovery(tuple(files), tuple(keys), types, stats, manifest,
-                     None if manifest is None else fetched.get(manifest[0]))
+                     None if manifest is None else fetched.get(manifest[0]),
+                     logs[0] if logs else None)
