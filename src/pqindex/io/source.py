@@ -417,14 +417,14 @@ class LocalFileSource(_BaseSource):
 
     def _check_unchanged(self, fd: int) -> None:
         """ObjectChangedError when the open file was rewritten in place (same inode, other
-        size or mtime): its bytes would no longer be the ones the footer describes. A
-        file replaced by a rename keeps the old one open, unchanged."""
+        size): its bytes would no longer be the ones the footer describes. The size, not
+        the mtime: a touched file (same bytes, newer mtime) stays readable. A file
+        replaced by a rename keeps the old one open, unchanged."""
         from pqindex.io.errors import ObjectChangedError
 
-        st = os.fstat(fd)
-        if (st.st_size, st.st_mtime_ns) != self._identity[2:]:
-            raise ObjectChangedError("the file was modified since it was opened",
-                                     path=self.path, operation="read")
+        if os.fstat(fd).st_size != self._size:
+            raise ObjectChangedError("the file was modified since it was opened (its size "
+                                     "changed)", path=self.path, operation="read")
 
     def _read(self, offset: int, length: int) -> bytes:
         fd = _descriptors.acquire(self)
