@@ -145,16 +145,13 @@ def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
     out: list[tuple[str, list[RowGroupPlan]]] = []
     pf = of.pf
     free = any(c.path[0] in fields for c in pf.schema.leaves) and pyarrow_opens_free(pf)
-    sift = _sift_fields(of, bound) if free else None
-    read = ([c.index for c in pf.schema.leaves
-             if c.path[0] in fields or c.path[0] in sift] if sift is not None else [])
+    read = _sift_leaves(of, fields, bound) if free else None
     for rgp in rgps:
         kind = "waves"
         if free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows:
             kind = "whole"
-        elif (sift is not None and rgp.num_rows > 0 and rgp.maybe.count() == rgp.num_rows
-              and sum(pf.column_meta(rgp.index, c).total_compressed_size or 0
-                      for c in read) <= SIFT_ROW_GROUP_BYTES):
+        elif (read is not None and rgp.num_rows > 0 and rgp.maybe.count() == rgp.num_rows
+              and _sift_small(pf, rgp.index, read)):
             kind = "sift"
         if out and out[-1][0] == kind:
             out[-1][1].append(rgp)
@@ -163,17 +160,30 @@ def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
     return out
 
 
+def _sift_leaves(of: OpenFile, fields: Sequence[str] | None,
+                 bound: BoundExpr | None) -> list[int] | None:
+    """The leaves a sifted read of the file decodes (the fields and the predicate's;
+    ``fields`` None: every column), or None when its row groups are never sifted."""
+    sift = _sift_fields(of, bound)
+    if sift is None:
+        return None
+    return [c.index for c in of.pf.schema.leaves
+            if fields is None or c.path[0] in fields or c.path[0] in sift]
+
+
+def _sift_small(pf: ParquetFile, rg: int, read: Sequence[int]) -> bool:
+    """Whether row group ``rg``'s chunks of leaves ``read`` are small enough to sift."""
+    return sum(pf.column_meta(rg, c).total_compressed_size or 0
+               for c in read) <= SIFT_ROW_GROUP_BYTES
+
+
 def _sift_sized(of: OpenFile, fields: Sequence[str] | None, bound: BoundExpr) -> bool:
     """Whether every row group of the file would be read whole and filtered by
     ``_segments`` when no level narrows it (``fields`` None: every column)."""
     pf = of.pf
-    sift = _sift_fields(of, bound)
-    if sift is None or not pf.num_row_groups or not pyarrow_opens_free(pf):
-        return False
-    read = [c.index for c in pf.schema.leaves
-            if fields is None or c.path[0] in fields or c.path[0] in sift]
-    return all(sum(pf.column_meta(rg, c).total_compressed_size or 0 for c in read)
-               <= SIFT_ROW_GROUP_BYTES for rg in range(pf.num_row_groups))
+    read = _sift_leaves(of, fields, bound)
+    return (read is not None and pf.num_row_groups > 0 and pyarrow_opens_free(pf)
+            and all(_sift_small(pf, rg, read) for rg in range(pf.num_row_groups)))
 
 
 @dataclass

@@ -222,8 +222,11 @@ def _infer_type(values: Iterable[str]) -> str:
 def split_pattern(p: str) -> tuple[str, list[str]] | None:
     """``(base, pattern segments)`` of a path with glob characters (``*``, ``?``,
     ``[``) — the base is the directory before the first segment holding one — else
-    None. HTTP(S) URLs are never patterns (``?`` starts their query)."""
+    None. HTTP(S) URLs are never patterns (``?`` starts their query), nor is a local
+    name that exists as written: that is the file, brackets or not."""
     if p.lower().startswith(("http://", "https://")):
+        return None
+    if "://" not in p and os.path.exists(p):
         return None
     at = min((i for i in (p.find(c) for c in "*?[") if i >= 0), default=-1)
     if at < 0:
@@ -280,8 +283,7 @@ def discover(
         remote = "://" in p and not p.startswith("file://")
         if not remote:
             p = os.path.expanduser(p[len("file://"):] if p.startswith("file://") else p)
-        # A local name that exists as written is that file, glob characters or not.
-        glob = None if not remote and os.path.exists(p) else split_pattern(p)
+        glob = split_pattern(p)
         if glob is not None:
             matched = pattern_files(*glob, remote, storage_options, stats)
             if not matched:

@@ -301,7 +301,7 @@ def write_manifest(
     root = os.fspath(path)
     if root.startswith("file://"):
         root = root[len("file://"):]
-    if ("://" in root or not os.path.exists(root)) and split_pattern(root) is not None:
+    if split_pattern(root) is not None:
         raise UserInputError("a manifest describes a directory: give the directory, "
                              "not a pattern", path=root)
     disc = discover(root, storage_options)

@@ -364,15 +364,17 @@ class Planning:
                     )
         known = frozenset([*names, *_struct_paths(full if full is not None else schema)])
 
-        def bind_file(pf: ParquetFile, absent_null: bool = True) -> BoundExpr:
+        def bind_file(pf: ParquetFile) -> BoundExpr:
             # A column of the dataset this file lacks is NULL in its rows.
             bschema = self._bound_schema(pf)
-            return bind(expr, bschema, absent_columns(expr, bschema, known), absent_null)
+            return bind(expr, bschema, absent_columns(expr, bschema, known))
 
-        first_bound = bind(expr, first_schema, absent_columns(expr, first_schema, known))
+        first_absent = absent_columns(expr, first_schema, known)
+        first_bound = bind(expr, first_schema, first_absent)
         # Partition values prune before a file is opened: a column the first file lacks
         # may hold values in the others, so its leaves may match there.
-        prune_bound = bind_file(first.pf, absent_null=False)
+        prune_bound = (bind(expr, first_schema, first_absent, absent_null=False)
+                       if first_absent else first_bound)
         n_first = len(first.pf.schema.leaves)
 
         def prune_by_partition(df: DataFile) -> bool:

@@ -40,7 +40,6 @@ from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
 from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
-from pqindex.format.views import computable_schema
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
 from pqindex.plan.tree import leaves
@@ -124,7 +123,7 @@ class RowGroupReader:
         key = ("computable_schema", id(schema))
         known = pf.derived.get(key)
         if known is None or known[0] is not schema:  # the schema is kept: its id stays its
-            known = pf.derived[key] = (schema, computable_schema(schema))
+            known = pf.derived[key] = (schema, views.computable_schema(schema))
         self.schema = known[1]
         self.stats = stats
         self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)

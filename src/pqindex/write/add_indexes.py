@@ -151,7 +151,7 @@ def index_targets(paths: Paths, output: str | os.PathLike[str] | None = None) ->
         if "://" in p:
             raise UnsupportedError("indexes are added to local files only", path=p)
         p = os.path.expanduser(p)
-        glob = None if os.path.exists(p) else split_pattern(p)
+        glob = split_pattern(p)
         if os.path.isdir(p):
             pairs = [(f, os.path.relpath(f, p)) for f in _walk(p)]
         elif os.path.isfile(p):
