@@ -425,7 +425,8 @@ def test_randomized_differential(paths: list[Path]) -> None:
 # ---------------------------------------------------------------- aggregates
 
 
-AGGS = ["count(*)", "sum(amount)", "min(ts)", "max(ts)", "count(x)", "sum(id)", "min(cat)"]
+AGGS = ["count(*)", "sum(amount)", "min(ts)", "max(ts)", "count(x)", "sum(id)", "min(cat)",
+        "avg(id)", "avg(amount)"]
 
 
 def _duckdb_aggregates(paths: list[Path], where: str) -> list[Any]:
@@ -433,7 +434,8 @@ def _duckdb_aggregates(paths: list[Path], where: str) -> list[Any]:
 
     files = ", ".join(f"'{p}'" for p in paths)
     sql = (
-        "SELECT count(*), sum(amount), min(ts), max(ts), count(x), sum(id), min(cat) "
+        "SELECT count(*), sum(amount), min(ts), max(ts), count(x), sum(id), min(cat), "
+        "avg(id), avg(amount) "
         f"FROM read_parquet([{files}]) WHERE {where}"
     )
     con = duckdb.connect()

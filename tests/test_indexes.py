@@ -44,7 +44,7 @@ from pqindex.indexes.hashing import xxh64_fixed
 from pqindex.indexes.hll import HyperLogLog, estimate
 from pqindex.indexes.leaf_values import unscaled_limbs
 from pqindex.indexes.region import HEADER_SIZE, TRAILER_SIZE
-from pqindex.indexes.zone_maps import _exact_int_sum, _limb_sum, aggregates
+from pqindex.indexes.zone_maps import aggregates, exact_int_sum, limb_sum
 from pqindex.io.source import IOStats
 
 ROWS = 3_000
@@ -275,11 +275,11 @@ def test_zone_map_aggregates_are_exact(written: tuple[pa.Table, Path]) -> None:
 
 def test_zone_map_integer_sums_do_not_overflow() -> None:
     big = np.array([2**63 - 1] * 5 + [-(2**63)] * 2, dtype=np.int64)
-    assert _exact_int_sum(big) == 5 * (2**63 - 1) - 2 * 2**63
+    assert exact_int_sum(big) == 5 * (2**63 - 1) - 2 * 2**63
     ubig = np.array([2**64 - 1] * 3, dtype=np.uint64)
-    assert _exact_int_sum(ubig) == 3 * (2**64 - 1)
+    assert exact_int_sum(ubig) == 3 * (2**64 - 1)
     arr = pa.array([Decimal("-1"), Decimal(10**37), Decimal(-(10**37))], pa.decimal128(38, 0))
-    assert _limb_sum(unscaled_limbs(arr)) == -1
+    assert limb_sum(unscaled_limbs(arr)) == -1
 
 
 # ---------------------------------------------------------------- HLL

@@ -25,6 +25,12 @@ aggregate          answered by
                    values (truncated strings, separators, writers may widen)
 any                a page the ColumnIndex marks all-null (no value)
 =================  ===========================================================
+
+``avg(x)`` (or ``mean(x)``) is ``sum(x) / count(x)``, both answered as above: a
+float for integer and float columns (as DuckDB and Spark give it; the integer
+sum is exact before the one division), a ``Decimal`` with 4 more fractional
+digits for decimals, rounded half up (Spark's ``avg`` of a DECIMAL; DuckDB
+gives a DOUBLE). NULL when no value is counted.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,8 +58,9 @@ from pqindex.format.schema import LeafColumn
 from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
+from pqindex.indexes.leaf_values import unscaled_limbs
 from pqindex.indexes.region import BlobEntry, Region
-from pqindex.indexes.zone_maps import ZoneMapEvidence
+from pqindex.indexes.zone_maps import ZoneMapEvidence, exact_int_sum, limb_sum
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
 from pqindex.plan.planner import RowGroupPlan, file_region
 from pqindex.plan.tree import leaves
@@ -63,8 +70,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
 
-_SPEC = re.compile(r"^\s*(count|sum|min|max)\s*\(\s*(\*|[\w.\"]+)\s*\)\s*$", re.IGNORECASE)
+_SPEC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(\*|[\w.\"]+)\s*\)\s*$", re.IGNORECASE)
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
+# Digits of Decimal arithmetic: sums and averages of DECIMAL(38) values stay exact.
+_DECIMAL_DIGITS = 80
 
 
 @dataclass(frozen=True)
@@ -116,9 +125,10 @@ def parse_aggregations(specs: str | Sequence[str]) -> list[Aggregation]:
         if not m:
             raise UserInputError(
                 f"cannot parse aggregate {text!r}: use count(*), count(col), sum(col), "
-                "min(col) or max(col)"
+                "avg(col), min(col) or max(col)"
             )
         func, col = m.group(1).lower(), m.group(2).strip('"')
+        func = "avg" if func == "mean" else func
         if col == "*" and func != "count":
             raise UserInputError(f"{func}(*) is not an aggregate; name a column")
         out.append(Aggregation(text.strip(), func, None if col == "*" else col))
@@ -152,7 +162,9 @@ class _Acc:
         elif self.value is None:
             self.value = v
         elif f == "sum":
-            self.value = self.value + v
+            with localcontext() as ctx:
+                ctx.prec = _DECIMAL_DIGITS  # Decimal sums exact (the default keeps 28 digits)
+                self.value = self.value + v
         elif f == "min":
             if _before(v, self.value):
                 self.value = v
@@ -184,16 +196,28 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
     if len(col) - col.null_count == 0:
         return None
     if agg.func == "sum":
-        if pa.types.is_decimal(col.type):
-            return pc.sum(col).as_py()
-        if pa.types.is_integer(col.type):
-            # Exact, whatever the width: Python ints.
-            return sum(v for v in col.to_pylist() if v is not None)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        if pa.types.is_decimal(col.type) or pa.types.is_integer(col.type):
+            return _exact_sum(col)
         return pc.sum(col).as_py()
     # NaN sorts above every number (as DuckDB and Spark order it).
     if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
         return math.nan if agg.func == "max" else pc.min(col).as_py()
     return (pc.min if agg.func == "min" else pc.max)(col).as_py()
+
+
+def _exact_sum(col: pa.Array | pa.ChunkedArray) -> int | Decimal:
+    """The exact sum of integers or decimals: pyarrow's wraps silently past 64 bits
+    (integers) and 38 digits (a DECIMAL(38) sum); numpy adds 32-bit halves here."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    t = col.type
+    if pa.types.is_decimal(t):
+        unscaled = sum(limb_sum(unscaled_limbs(c)) for c in chunks)
+        with localcontext() as ctx:
+            ctx.prec = _DECIMAL_DIGITS
+            return Decimal(unscaled).scaleb(-t.scale)
+    return sum(exact_int_sum(pc.drop_null(c).to_numpy(zero_copy_only=False)) for c in chunks)
 
 
 def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
@@ -579,10 +603,10 @@ def _check_types(aggs: Sequence[Aggregation], schema: pa.Schema) -> None:
             continue
         if pa.types.is_dictionary(t):
             t = t.value_type
-        if a.func == "sum" and not (pa.types.is_integer(t) or pa.types.is_floating(t)
-                                    or pa.types.is_decimal(t)):
-            raise UserInputError(f"{a.text}: sum needs a numeric column; {a.column!r} is {t}",
-                                 column=a.column)
+        if a.func in ("sum", "avg") and not (pa.types.is_integer(t) or pa.types.is_floating(t)
+                                             or pa.types.is_decimal(t)):
+            raise UserInputError(f"{a.text}: {a.func} needs a numeric column; "
+                                 f"{a.column!r} is {t}", column=a.column)
         if a.func in ("min", "max") and pa.types.is_nested(t):
             raise UserInputError(f"{a.text}: {a.func} needs a column of ordered values; "
                                  f"{a.column!r} is {t}", column=a.column)
@@ -592,7 +616,11 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
                   ) -> tuple[dict[str, Any], AggregateReport]:
     """The aggregates over the rows ``dplan`` (``Dataset.plan``) selects."""
     _check_types(aggs, dplan.schema)
-    accs = [_Acc(a) for a in aggs]
+    # avg(x) runs as sum(x) and count(x); each spec's accumulators, in order.
+    parts = [[a] if a.func != "avg" else
+             [Aggregation(a.text, "sum", a.column), Aggregation(a.text, "count", a.column)]
+             for a in aggs]
+    accs = [_Acc(p) for ps in parts for p in ps]
     report = AggregateReport()
     for entry in dplan.files:
         if entry.access is None or entry.file is None or entry.predicate is None:
@@ -613,9 +641,29 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
                 report.row_groups_from_metadata += 1
         whole.read(dplan, entry, report)
     out = {}
-    for acc in accs:
-        v = acc.value
-        if isinstance(v, Decimal) and acc.agg.func == "sum":
-            v = +v
-        out[acc.agg.text] = v
+    it = iter(accs)
+    for a in aggs:
+        v = next(it).value
+        if a.func == "avg":
+            t = _field_type(dplan.schema, a.column or "")
+            scale = t.scale if t is not None and pa.types.is_decimal(t) else 0
+            v = _average(v, next(it).value, scale)
+        elif isinstance(v, Decimal) and a.func == "sum":
+            with localcontext() as ctx:
+                ctx.prec = _DECIMAL_DIGITS
+                v = +v  # -0.00 as 0.00
+        out[a.text] = v
     return out, report
+
+
+def _average(total: Any, count: int, scale: int) -> Any:
+    """``avg`` from its sum and count (module docstring); ``scale``: a decimal
+    column's."""
+    if not count or total is None:
+        return None
+    if isinstance(total, Decimal):
+        places = Decimal(1).scaleb(-scale - 4)
+        with localcontext() as ctx:
+            ctx.prec = _DECIMAL_DIGITS  # exact before the one rounding
+            return (total / count).quantize(places, rounding=ROUND_HALF_UP)
+    return total / count  # int / int: the correctly rounded float

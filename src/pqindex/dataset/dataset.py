@@ -15,12 +15,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
@@ -96,6 +97,12 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
             exprs.append(parse_where(where))
     elif isinstance(where, Expr):
         exprs.append(where)
+    elif isinstance(where, pc.Expression):
+        # Opaque to Python: its tree cannot be read back to prune with.
+        raise UserInputError(
+            f"where takes SQL text or a pqindex expression, not a pyarrow Expression "
+            f"({where}): write it as SQL text (\"x > 5\") or as pqindex.col(\"x\") > 5, "
+            "or use filters=[(\"x\", \">\", 5)]")
     elif where is not None:
         raise UserInputError(f"where must be SQL text or an expression, not {type(where).__name__}")
     if filters:
@@ -665,6 +672,19 @@ class Dataset(Planning):
         return self.scan(columns, where, **kw).to_table()
 
     @public_api
+    def head(self, n: int, columns: Sequence[str] | None = None, where: Where = None, *,
+             filters: Sequence[Any] | None = None) -> pa.Table:
+        """The first ``n`` rows where ``where`` holds; reading stops once it has them
+        (``Scan.head``), as ``pyarrow.dataset.Dataset.head`` does."""
+        return self.scan(columns, where, filters=filters).head(n)
+
+    @public_api
+    def count_rows(self, where: Where = None, *, filters: Sequence[Any] | None = None) -> int:
+        """The number of rows where ``where`` holds: ``aggregate(["count(*)"])``, so row
+        groups every row of which matches are counted from metadata, unread."""
+        return int(self.aggregate(["count(*)"], where, filters=filters)["count(*)"])
+
+    @public_api
     def aggregate(
         self,
         aggregates: Sequence[str],
@@ -672,7 +692,8 @@ class Dataset(Planning):
         *,
         filters: Sequence[Any] | None = None,
     ) -> dict[str, Any]:
-        """Exact ``count(*)``, ``count(col)``, ``sum``, ``min``, ``max`` where ``where`` holds.
+        """Exact ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` where
+        ``where`` holds (``dataset/aggregate.py`` says what each returns).
 
         Row groups where every row matches are answered from zone maps and footer
         statistics; only row groups with some matching rows are read.
@@ -804,7 +825,7 @@ class Scan:
         rep.bytes_read, rep.requests, _ = self._ds._io_since(before)
         rep.total_seconds = time.perf_counter() - t0
 
-    def _tables(self, parallel: bool) -> Iterator[pa.Table]:
+    def _tables(self, parallel: bool) -> Generator[pa.Table, None, None]:
         t0 = time.perf_counter()
         ds = self._ds
         before = ds._io_counts()  # a premade plan's reads were plan()'s
@@ -965,6 +986,33 @@ class Scan:
             # concat_tables forgets the length of tables without columns.
             rows = sum(t.num_rows for t in tables)
             return pa.table({"_": pa.nulls(rows)}).drop_columns(["_"])
+        return pa.concat_tables(tables)
+
+    @public_api
+    def head(self, n: int) -> pa.Table:
+        """The first ``n`` matching rows (``to_table()``'s first ``n``, in file and row
+        order), read as a stream that stops once it has them: the files and row groups
+        after them are planned but not read. ``report`` counts the files read to
+        their end."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise UserInputError(f"head takes a number of rows (0 or more), not {n!r}")
+        if n == 0:  # the schema needs the plan; no data page is read
+            made = self._ds.plan(self._columns, self._expr)
+            self.report, self.schema = made.report, made.schema
+            return made.schema.empty_table()
+        tables: list[pa.Table] = []
+        rows = 0
+        stream = self._tables(parallel=False)
+        try:
+            for t in stream:
+                tables.append(self._cast(t).slice(0, n - rows))
+                rows += tables[-1].num_rows
+                if rows >= n:
+                    break
+        finally:
+            stream.close()
+        if not tables:
+            return self.schema.empty_table()
         return pa.concat_tables(tables)
 
     @public_api

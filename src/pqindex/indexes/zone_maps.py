@@ -85,7 +85,7 @@ class ZoneMap:
 # ---------------------------------------------------------------- building
 
 
-def _exact_int_sum(values: np.ndarray) -> int:
+def exact_int_sum(values: np.ndarray) -> int:
     """Exact sum of an int/uint numpy array, overflow-free (32-bit halves)."""
     if values.dtype.itemsize < 8:
         return int(values.astype(np.int64).sum())
@@ -94,7 +94,7 @@ def _exact_int_sum(values: np.ndarray) -> int:
     return (int(hi.sum(dtype=hi.dtype)) << 32) + int(lo.astype(np.uint64).sum(dtype=np.uint64))
 
 
-def _limb_sum(limbs: np.ndarray) -> int:
+def limb_sum(limbs: np.ndarray) -> int:
     """Exact sum of two's complement integers given as 32-bit limbs (last one signed)."""
     total = 0
     last = limbs.shape[1] - 1
@@ -140,7 +140,7 @@ def _zone_map(vt: ValueType, part: pa.Array) -> ZoneMap:
         if mm["min"].is_valid:
             lo = _decimal_raw(vt, mm["min"].as_py())
             hi = _decimal_raw(vt, mm["max"].as_py())
-        total = _limb_sum(unscaled_limbs(part))
+        total = limb_sum(unscaled_limbs(part))
     else:
         vals = numbers(vt, part)
         assert vals is not None
@@ -150,7 +150,7 @@ def _zone_map(vt: ValueType, part: pa.Array) -> ZoneMap:
             total = _float_sum(vals)
             vals = vals[~nan]
         elif vt.kind in _INTEGERS:
-            total = _exact_int_sum(vals)
+            total = exact_int_sum(vals)
         le = vals.dtype.newbyteorder("<")
         if vals.size:
             lo = vals.min().astype(le).tobytes()

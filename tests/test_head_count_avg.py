@@ -1,0 +1,230 @@
+"""``Scan.head`` / ``Dataset.head``, ``Dataset.count_rows`` and ``avg`` aggregates.
+
+References: ``pyarrow.parquet.read_table`` of every file then ``Table.filter`` (rows,
+in file order), DuckDB (counts and averages), Python's exact int and Decimal
+arithmetic (sums that pyarrow's and DuckDB's fixed widths overflow).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import pqindex
+
+FILES = 6
+ROWS = 3_000
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """Six pyarrow-written files (500-row row groups, page index on) with nulls, NaN and
+    a DECIMAL column; ``k`` counts rows across files, so file order is row order."""
+    root = tmp_path_factory.mktemp("lake")
+    rng = np.random.default_rng(11)
+    paths = []
+    for f in range(FILES):
+        n = ROWS
+        amount = rng.normal(100, 30, n)
+        amount[rng.random(n) < 0.002] = np.nan
+        x = rng.integers(-5, 50, n).astype(object)
+        x[rng.random(n) < 0.1] = None
+        price = [None if v % 17 == 0 else Decimal(int(v)).scaleb(-2)
+                 for v in rng.integers(0, 10**9, n)]
+        t = pa.table({
+            "k": pa.array(np.arange(f * n, (f + 1) * n), pa.int64()),
+            "cat": pa.array(rng.choice(["a", "b", "c", "rare" if f == 3 else "d"], n)),
+            "x": pa.array(list(x), pa.int32()),
+            "amount": pa.array(amount),
+            "price": pa.array(price, pa.decimal128(15, 2)),
+        })
+        p = root / f"part-{f}.parquet"
+        pq.write_table(t, p, row_group_size=500, write_page_index=True,
+                       data_page_size=2_000)
+        paths.append(p)
+    return root, paths
+
+
+def _reference(paths: list[Path], where: Any) -> pa.Table:
+    t = pa.concat_tables(pq.read_table(p) for p in paths)
+    return t.filter(where) if where is not None else t
+
+
+HEADS = [
+    (None, None),
+    ("cat = 'rare'", pc.field("cat") == "rare"),
+    ("x > 40", pc.field("x") > 40),
+    ("k BETWEEN 2990 AND 3010", (pc.field("k") >= 2990) & (pc.field("k") <= 3010)),
+    ("x IS NULL AND cat = 'b'", pc.field("x").is_null() & (pc.field("cat") == "b")),
+    ("amount > 1000", pc.field("amount") > 1000),
+]
+
+
+@pytest.mark.parametrize(("where", "arrow"), HEADS)
+def test_head_is_the_first_rows_of_to_table(lake: tuple[Path, list[Path]], where: Any,
+                                            arrow: Any) -> None:
+    root, paths = lake
+    want = _reference(paths, arrow)
+    ds = pqindex.dataset(root)
+    for n in (0, 1, 7, 499, 501, 3_001, want.num_rows, want.num_rows + 5):
+        got = ds.head(n, ["k", "x", "price"], where)
+        assert got.schema == ds.scan(["k", "x", "price"], where).to_table().schema
+        assert got.equals(want.select(["k", "x", "price"]).slice(0, n)), (where, n)
+    full = ds.head(10, where=where)
+    assert full.column_names == want.column_names
+    assert full.equals(want.slice(0, 10))
+
+
+def test_head_stops_reading_once_it_has_the_rows(lake: tuple[Path, list[Path]]) -> None:
+    root, paths = lake
+    where = "x > 40"  # matches in every file
+    planned = pqindex.dataset(root)
+    planned.plan(["k", "x"], where)
+    plan_bytes = {p: st.bytes_read for p, st in planned.io_stats().items()}
+
+    ds = pqindex.dataset(root)
+    assert ds.head(3, ["k", "x"], where).num_rows == 3
+    read = {p: st.bytes_read for p, st in ds.io_stats().items()}
+    first = str(paths[0])
+    assert read[first] > plan_bytes[first]  # the first file's pages were read
+    for p in paths[1:]:  # the others: planned (their footers), never read
+        assert read[str(p)] == plan_bytes[str(p)], p
+
+    whole = pqindex.dataset(root)
+    whole.to_table(["k", "x"], where)
+    assert all(st.bytes_read > plan_bytes[p] for p, st in whole.io_stats().items())
+
+
+def test_head_refuses_a_bad_count(lake: tuple[Path, list[Path]]) -> None:
+    ds = pqindex.dataset(lake[0])
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(pqindex.UserInputError, match="number of rows"):
+            ds.head(bad)  # type: ignore[arg-type]
+
+
+def test_count_rows_matches_duckdb(lake: tuple[Path, list[Path]]) -> None:
+    root, paths = lake
+    files = ", ".join(f"'{p}'" for p in paths)
+    rng = random.Random(5)
+    # (No comparison on `amount` here: DuckDB orders NaN above every number, pqindex
+    # compares as IEEE does, like pyarrow; checked against pyarrow below.)
+    wheres = ["", "cat = 'rare'", "x IS NULL", "NOT (x < 10)",
+              "price < 5000000.00", "cat IN ('a', 'rare') AND k >= 5000"]
+    for _ in range(25):
+        a = rng.randrange(-100, FILES * ROWS + 100)
+        wheres.append(f"k BETWEEN {a} AND {a + rng.choice([0, 1, 499, 500, 4_000])}")
+    ds = pqindex.dataset(root)
+    for where in wheres:
+        sql = f"SELECT count(*) FROM read_parquet([{files}])" + (
+            f" WHERE {where}" if where else "")
+        row = duckdb.sql(sql).fetchall()[0]
+        assert row is not None
+        assert ds.count_rows(where or None) == row[0], where
+    assert ds.count_rows(filters=[("cat", "=", "rare")]) == ds.count_rows("cat = 'rare'")
+    full = _reference(paths, None)
+    assert ds.count_rows("amount > 100") == full.filter(pc.field("amount") > 100).num_rows
+    assert ds.count_rows("NOT (amount > 100)") == full.filter(
+        ~(pc.field("amount") > 100)).num_rows  # NaN > 100 is FALSE: NaN rows count here
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_avg_matches_duckdb_and_exact_decimal_arithmetic(
+        lake: tuple[Path, list[Path]]) -> None:
+    root, paths = lake
+    files = ", ".join(f"'{p}'" for p in paths)
+    full = _reference(paths, None)
+    ds = pqindex.dataset(root)
+    wheres = ["", "cat = 'rare'", "k < 1", "k < 0", "x IS NULL", "amount < 70",
+              "k BETWEEN 1234 AND 9876", "cat = 'b' AND x > 3"]
+    for where in wheres:
+        got = ds.aggregate(["avg(x)", "mean(amount)", "avg(price)", "avg(k)"], where or None)
+        sql = (f"SELECT avg(x), avg(amount), avg(price), avg(k) FROM read_parquet([{files}])"
+               + (f" WHERE {where}" if where else ""))
+        want = duckdb.sql(sql).fetchall()[0]
+        assert want is not None
+        for name, w in zip(["avg(x)", "mean(amount)", "avg(price)", "avg(k)"], want,
+                           strict=True):
+            assert _close(got[name], w), (where, name, got[name], w)
+        # The decimal average exactly: Decimal sum / count, 4 more places, half up.
+        rows = full.filter(_arrow_where(where)) if where else full
+        prices = [v for v in rows.column("price").to_pylist() if v is not None]
+        if prices:
+            with localcontext() as ctx:
+                ctx.prec = 60
+                exact = (sum(prices) / len(prices)).quantize(Decimal("0.000001"),
+                                                             rounding=ROUND_HALF_UP)
+            assert got["avg(price)"] == exact, where
+        else:
+            assert got["avg(price)"] is None
+        ints = [v for v in rows.column("x").to_pylist() if v is not None]
+        assert got["avg(x)"] == (sum(ints) / len(ints) if ints else None), where
+
+
+def _arrow_where(where: str) -> Any:
+    return {
+        "cat = 'rare'": pc.field("cat") == "rare",
+        "k < 1": pc.field("k") < 1,
+        "k < 0": pc.field("k") < 0,
+        "x IS NULL": pc.field("x").is_null(),
+        "amount < 70": pc.field("amount") < 70,
+        "k BETWEEN 1234 AND 9876": (pc.field("k") >= 1234) & (pc.field("k") <= 9876),
+        "cat = 'b' AND x > 3": (pc.field("cat") == "b") & (pc.field("x") > 3),
+    }[where]
+
+
+def test_sums_past_fixed_widths_are_exact(tmp_path: Path) -> None:
+    """pyarrow's sum wraps past 38 digits (a DECIMAL(38) column) and 64 bits; DuckDB
+    raises an overflow. pqindex returns the exact Decimal / int."""
+    big = [Decimal("9" * 36 + ".12"), Decimal("8" * 35 + ".01"), Decimal("-1.50"), None] * 600
+    ints = [2**62, 2**62 - 1, -5, None] * 600
+    p = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"d": pa.array(big, pa.decimal128(38, 2)),
+                             "i": pa.array(ints, pa.int64()),
+                             "k": pa.array(range(len(big)), pa.int64())}),
+                   p, row_group_size=700)
+    arr = pa.array(big, pa.decimal128(38, 2))
+    assert pc.sum(arr).as_py() < 0  # the wrap this guards against
+    ds = pqindex.dataset(p)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        dsum = sum(v for v in big if v is not None)
+        davg = (dsum / 1800).quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
+        dsum_after_first = dsum - big[0]
+    isum = sum(v for v in ints if v is not None)
+    for where in ("k >= 0", "k >= 1", None):  # the row groups read, and from metadata
+        got = ds.aggregate(["sum(d)", "avg(d)", "sum(i)", "avg(i)"], where)
+        rows = None if where != "k >= 1" else 1
+        if rows is None:
+            assert got["sum(d)"] == dsum and got["avg(d)"] == davg
+            assert got["sum(i)"] == isum and got["avg(i)"] == isum / 1800
+        else:
+            assert got["sum(d)"] == dsum_after_first
+            assert got["sum(i)"] == isum - ints[0]
+
+
+def test_avg_and_where_type_errors(lake: tuple[Path, list[Path]]) -> None:
+    ds = pqindex.dataset(lake[0])
+    with pytest.raises(pqindex.UserInputError, match="avg needs a numeric column"):
+        ds.aggregate(["avg(cat)"])
+    with pytest.raises(pqindex.UserInputError, match="avg"):
+        ds.aggregate(["avg(*)"])
+    with pytest.raises(pqindex.UserInputError, match="pyarrow Expression"):
+        ds.scan(where=pc.field("k") > 5)  # type: ignore[arg-type]
