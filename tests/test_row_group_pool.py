@@ -238,3 +238,29 @@ def test_zstd_projection_goes_to_the_pool_at_once(
         assert handed_off and not aside
     else:
         assert not handed_off
+
+
+@pytest.mark.parametrize("codec", ["zstd", "snappy"])
+def test_zstd_predicate_chunks_go_to_the_pool_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
+    """A predicate column of ~800 KB a row group, stored: under the 1 MiB that makes
+    its evaluation worth a thread by size, but zstd pages decompress whole with the
+    GIL released (~1 ms a MiB): those row groups go to the pool at once. Snappy's
+    decompress in microseconds: they stay here."""
+    monkeypatch.setattr(pools, "HAND_OFF_SECONDS", 3600.0)
+    rng = np.random.default_rng(3)
+    n = 400_000
+    uid = rng.integers(0, 10**15, n)
+    table = pa.table({"id": np.arange(n, dtype=np.int64), "uid": uid})
+    path = tmp_path / f"uid-{codec}.parquet"
+    pq.write_table(table, path, row_group_size=100_000, use_dictionary=False,
+                   compression=codec, write_page_index=True)
+    meta = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    assert meta.total_uncompressed_size > 512 << 10 and meta.total_compressed_size < 1 << 20
+    before = {t.ident for t in _pool_threads()}
+    target = int(uid[234_567])
+    got = pqindex.dataset(path, max_workers=5).scan(where=f"uid = {target}",
+                                                    columns=["id"]).to_table()
+    assert got.column("id").to_pylist() == np.flatnonzero(uid == target).tolist()
+    handed_off = bool({t.ident for t in _pool_threads()} - before)
+    assert handed_off == (codec == "zstd")

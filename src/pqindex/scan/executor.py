@@ -289,12 +289,19 @@ class RowGroupReader:
     def _inflated_bytes(self, col: int, pages: Sequence[int]) -> int:
         """About the bytes decompressing data ``pages`` of leaf ``col`` whole writes (the
         chunk's ratio applied to their stored sizes); 0 where :meth:`_inflates` is not."""
-        meta = self.pf.column_meta(self.rg, col)
         oi = self.pf.held_offset_index(self.rg, col)
-        if not self._inflates(col) or oi is None:
+        if oi is None:
             return 0
         locs = oi.page_locations or []
-        stored = sum(locs[p].compressed_page_size or 0 for p in pages if p < len(locs))
+        return self.inflated(col, sum(locs[p].compressed_page_size or 0
+                                      for p in pages if p < len(locs)))
+
+    def inflated(self, col: int, stored: int) -> int:
+        """About the bytes ``stored`` bytes of leaf ``col``'s pages decompress to where
+        they are decompressed whole (:meth:`_inflates`; the chunk's ratio), else 0."""
+        if not self._inflates(col):
+            return 0
+        meta = self.pf.column_meta(self.rg, col)
         ratio = (meta.total_uncompressed_size or 0) / max(meta.total_compressed_size or 0, 1)
         return int(stored * max(ratio, 1.0))
 
