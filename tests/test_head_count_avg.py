@@ -228,3 +228,52 @@ def test_avg_and_where_type_errors(lake: tuple[Path, list[Path]]) -> None:
         ds.aggregate(["avg(*)"])
     with pytest.raises(pqindex.UserInputError, match="pyarrow Expression"):
         ds.scan(where=pc.field("k") > 5)  # type: ignore[arg-type]
+
+
+def test_count_distinct_matches_duckdb(lake: tuple[Path, list[Path]]) -> None:
+    root, paths = lake
+    files = ", ".join(f"'{p}'" for p in paths)
+    ds = pqindex.dataset(root)
+    cols = ["cat", "x", "price", "k"]
+    for where in ["", "cat = 'rare'", "x IS NULL", "k BETWEEN 2500 AND 9000", "k < 0",
+                  "cat IN ('a', 'b') AND x > 40"]:
+        got = ds.aggregate([f"count(distinct {c})" for c in cols], where or None)
+        sql = (f"SELECT {', '.join(f'count(DISTINCT {c})' for c in cols)} "
+               f"FROM read_parquet([{files}])" + (f" WHERE {where}" if where else ""))
+        want = duckdb.sql(sql).fetchall()[0]
+        assert [got[f"count(distinct {c})"] for c in cols] == list(want), where
+
+
+def test_count_distinct_counts_floats_as_sql_does(tmp_path: Path) -> None:
+    """-0.0 equals 0.0 and every NaN is one value (DuckDB and Spark), across files,
+    row groups and a hive partition column."""
+    nan2 = np.frombuffer(np.uint64(0x7FF8000000000001).tobytes(), dtype=np.float64)[0]
+    values = [[0.0, -0.0, math.nan, 1.5, None], [nan2, -0.0, 2.5, 1.5, math.nan]]
+    for i, vals in enumerate(values):
+        d = tmp_path / f"part={i % 2}"
+        d.mkdir()
+        pq.write_table(pa.table({"f": pa.array(vals * 3, pa.float64()),
+                                 "g": pa.array(vals * 3, pa.float64()).cast(pa.float32())}),
+                       d / "x.parquet", row_group_size=4)
+    ds = pqindex.dataset(tmp_path)
+    got = ds.aggregate(["count(distinct f)", "count(distinct g)", "count(distinct part)",
+                        "count(f)"])
+    want = duckdb.sql(
+        f"SELECT count(DISTINCT f), count(DISTINCT g), count(DISTINCT part), count(f) "
+        f"FROM read_parquet('{tmp_path}/*/*.parquet', hive_partitioning=true)").fetchall()[0]
+    assert list(got.values()) == list(want) == [4, 4, 2, 27]
+    with pytest.raises(pqindex.UserInputError, match="DISTINCT"):
+        ds.aggregate(["sum(distinct f)"])
+
+
+def test_count_distinct_merges_its_parts(lake: tuple[Path, list[Path]],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of unique values are merged once they hold more than the bound; the count
+    does not change."""
+    from pqindex.dataset import aggregate
+
+    ds = pqindex.dataset(lake[0])
+    want = ds.aggregate(["count(distinct k)", "count(distinct cat)"])
+    monkeypatch.setattr(aggregate, "_DISTINCT_MERGE", 10)
+    assert ds.aggregate(["count(distinct k)", "count(distinct cat)"]) == want
+    assert want["count(distinct k)"] == FILES * ROWS

@@ -26,6 +26,11 @@ aggregate          answered by
 any                a page the ColumnIndex marks all-null (no value)
 =================  ===========================================================
 
+``count(distinct x)`` counts the distinct non-null values, read from the data
+pages (footer statistics and zone maps hold no value sets; the embedded
+``distinct`` sets could be merged, and are not yet): floats compare as SQL
+engines compare them, -0.0 equal to 0.0 and every NaN one value.
+
 ``avg(x)`` (or ``mean(x)``) is ``sum(x) / count(x)``, both answered as above: a
 float for integer and float columns (as DuckDB and Spark give it; the integer
 sum is exact before the one division), a ``Decimal`` with 4 more fractional
@@ -70,8 +75,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
 
-_SPEC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(\*|[\w.\"]+)\s*\)\s*$", re.IGNORECASE)
+_SPEC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(distinct\s+)?(\*|[\w.\"]+)\s*\)\s*$",
+                   re.IGNORECASE)
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
+# count(distinct): unique values held from the parts read before they are merged.
+_DISTINCT_MERGE = 1 << 20
 # Digits of Decimal arithmetic: sums and averages of DECIMAL(38) values stay exact.
 _DECIMAL_DIGITS = 80
 
@@ -124,11 +132,16 @@ def parse_aggregations(specs: str | Sequence[str]) -> list[Aggregation]:
         m = _SPEC.match(text)
         if not m:
             raise UserInputError(
-                f"cannot parse aggregate {text!r}: use count(*), count(col), sum(col), "
-                "avg(col), min(col) or max(col)"
+                f"cannot parse aggregate {text!r}: use count(*), count(col), "
+                "count(distinct col), sum(col), avg(col), min(col) or max(col)"
             )
-        func, col = m.group(1).lower(), m.group(2).strip('"')
+        func, col = m.group(1).lower(), m.group(3).strip('"')
         func = "avg" if func == "mean" else func
+        if m.group(2):
+            if func != "count" or col == "*":
+                raise UserInputError(f"cannot parse aggregate {text!r}: DISTINCT is taken by "
+                                     "count(distinct col) only")
+            func = "count_distinct"
         if col == "*" and func != "count":
             raise UserInputError(f"{func}(*) is not an aggregate; name a column")
         out.append(Aggregation(text.strip(), func, None if col == "*" else col))
@@ -152,11 +165,21 @@ class _Acc:
     def __init__(self, agg: Aggregation) -> None:
         self.agg = agg
         self.value: Any = 0 if agg.func == "count" else None
+        self.distinct: list[pa.Array] = []  # count(distinct): unique values per part
+        self.held = 0
 
     def add(self, v: Any) -> None:
         f = self.agg.func
         if f == "count":
             self.value += int(v)
+        elif f == "count_distinct":
+            if v is not None and len(v):
+                self.distinct.append(v)
+                self.held += len(v)
+                if self.held > _DISTINCT_MERGE and len(self.distinct) > 1:
+                    # Parts repeat each other's values: merged, memory holds one copy.
+                    self.distinct = [pc.unique(pa.chunked_array(self.distinct))]
+                    self.held = len(self.distinct[0])
         elif v is None:
             return
         elif self.value is None:
@@ -195,6 +218,8 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
         return len(col) - col.null_count
     if len(col) - col.null_count == 0:
         return None
+    if agg.func == "count_distinct":
+        return _distinct_values(col)
     if agg.func == "sum":
         if pa.types.is_dictionary(col.type):
             col = col.cast(col.type.value_type)
@@ -205,6 +230,20 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
     if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
         return math.nan if agg.func == "max" else pc.min(col).as_py()
     return (pc.min if agg.func == "min" else pc.max)(col).as_py()
+
+
+def _distinct_values(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The distinct non-null values of ``col``; floats as SQL engines count them (Spark
+    normalizes them so, DuckDB compares so): -0.0 as 0.0, every NaN the one NaN
+    (Arrow's hashing tells -0.0 from 0.0, and NaNs by their payload)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    col = pc.drop_null(col)
+    if pa.types.is_floating(col.type):
+        col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 is 0.0
+        col = pc.if_else(pc.is_nan(col), pa.scalar(math.nan, col.type), col)
+    out = pc.unique(col)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
 def _exact_sum(col: pa.Array | pa.ChunkedArray) -> int | Decimal:
@@ -230,7 +269,7 @@ def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
     if agg.column is None:
         return True, pf.row_group_rows(rg)
     leaf = pf.schema.leaf(agg.column)
-    if leaf is None or leaf.nested:
+    if leaf is None or leaf.nested or agg.func == "count_distinct":
         return False, None
     opened: list[str] = []
     region = file_region(pf, opened if "region" not in pf.derived else None)
@@ -380,6 +419,8 @@ class _ChunkPages:
     def answer(self, agg: Aggregation, page: int) -> tuple[bool, Any]:
         """``(answered, value)`` of ``agg`` over every row of one page."""
         func = agg.func
+        if func == "count_distinct":
+            return False, None  # no page keeps its values
         z = self.zone(page)
         if z is not None:
             values = z["count"] - z["null_count"]
@@ -607,6 +648,9 @@ def _check_types(aggs: Sequence[Aggregation], schema: pa.Schema) -> None:
                                              or pa.types.is_decimal(t)):
             raise UserInputError(f"{a.text}: {a.func} needs a numeric column; "
                                  f"{a.column!r} is {t}", column=a.column)
+        if a.func == "count_distinct" and pa.types.is_nested(t):
+            raise UserInputError(f"{a.text}: count(distinct) needs a column of plain "
+                                 f"values; {a.column!r} is {t}", column=a.column)
         if a.func in ("min", "max") and pa.types.is_nested(t):
             raise UserInputError(f"{a.text}: {a.func} needs a column of ordered values; "
                                  f"{a.column!r} is {t}", column=a.column)
@@ -643,8 +687,11 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
     out = {}
     it = iter(accs)
     for a in aggs:
-        v = next(it).value
-        if a.func == "avg":
+        acc = next(it)
+        v = acc.value
+        if a.func == "count_distinct":
+            v = len(pc.unique(pa.chunked_array(acc.distinct))) if acc.distinct else 0
+        elif a.func == "avg":
             t = _field_type(dplan.schema, a.column or "")
             scale = t.scale if t is not None and pa.types.is_decimal(t) else 0
             v = _average(v, next(it).value, scale)
