@@ -85,7 +85,16 @@ def test_head_is_the_first_rows_of_to_table(lake: tuple[Path, list[Path]], where
     assert full.equals(want.slice(0, 10))
 
 
-def test_head_stops_reading_once_it_has_the_rows(lake: tuple[Path, list[Path]]) -> None:
+@pytest.mark.parametrize("sift", [True, False])
+def test_head_stops_reading_once_it_has_the_rows(lake: tuple[Path, list[Path]], sift: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways a row group is read: small ones whole and filtered (sifted), the
+    others in waves of pages (``scan/batch.py``)."""
+    import importlib
+
+    if not sift:
+        monkeypatch.setattr(importlib.import_module("pqindex.dataset.dataset"),
+                            "SIFT_ROW_GROUP_BYTES", 0)
     root, paths = lake
     where = "x > 40"  # matches in every file
     planned = pqindex.dataset(root)
@@ -93,8 +102,14 @@ def test_head_stops_reading_once_it_has_the_rows(lake: tuple[Path, list[Path]]) 
     plan_bytes = {p: st.bytes_read for p, st in planned.io_stats().items()}
 
     ds = pqindex.dataset(root)
-    assert ds.head(3, ["k", "x"], where).num_rows == 3
+    scan = ds.scan(["k", "x"], where)
+    assert scan.head(3).num_rows == 3
     read = {p: st.bytes_read for p, st in ds.io_stats().items()}
+    # The report counts what the stream did before it stopped: one file, its first
+    # row group (the executor's streamed tables come one row group at a time).
+    assert scan.report.files_read == 1
+    assert scan.report.row_groups_read == 1
+    assert scan.report.rows_matched >= 3
     first = str(paths[0])
     assert read[first] > plan_bytes[first]  # the first file's pages were read
     for p in paths[1:]:  # the others: planned (their footers), never read

@@ -64,6 +64,7 @@ from pqindex.scan.executor import (
     iter_whole_row_groups,
     pyarrow_opens_free,
 )
+from pqindex.scan.fetch import stats_since
 from pqindex.scan.report import ScanReport
 from pqindex.scan.whole import iter_sifted_row_groups
 
@@ -883,9 +884,12 @@ class Scan:
                 if parallel:
                     yield list(tables), stats, of.pf.path
                 else:
-                    for t in tables:  # streaming: stats are added once the file is done
-                        yield [t], ScanStats(), of.pf.path
-                    yield [], stats, of.pf.path
+                    # Streaming: each table with the costs counted since the last one
+                    # (a consumer that stops early has what it caused in the report).
+                    shown = ScanStats()
+                    for t in tables:
+                        yield [t], stats_since(stats, shown), of.pf.path
+                    yield [], stats_since(stats, shown), of.pf.path
 
         def on_planned(done: Planned, wanted: list[str] | None) -> None:
             # A kept file is read on the planning thread right after its plan: its

@@ -227,9 +227,16 @@ def scan_file(
         if costly and map_fn is not map and len(rows) >= _CORES:
             for rd in batch.readers:
                 rd.columns_aside = False
-        tables: Iterable[pa.Table | None] = (
-            map(batch.project, each) if stream else spread(batch.project, each, map_fn, costly))
-        for t in tables:
+        if stream:
+            # Each row group's costs in ``stats`` before its table is handed on: a
+            # consumer that stops early (Scan.head) has them counted.
+            for i in each:
+                t = batch.project(i)
+                merge_stats(stats, batch.stats[i])
+                if t is not None:
+                    yield t
+            continue
+        for t in spread(batch.project, each, map_fn, costly):
             if t is not None:
                 yield t
         for st in batch.stats:

@@ -23,7 +23,8 @@ from pqindex.format.file import ParquetFile
 from pqindex.io.pyfile import SourceReader
 from pqindex.io.source import coalesce
 
-__all__ = ["Buffers", "ScanOptions", "ScanStats", "SourceFile", "arrow_metadata", "merge_stats"]
+__all__ = ["Buffers", "ScanOptions", "ScanStats", "SourceFile", "arrow_metadata", "merge_stats",
+           "stats_since"]
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,18 @@ def arrow_metadata(pf: ParquetFile) -> pq.FileMetaData:
         md = pq.read_metadata(pa.BufferReader(buf))
         pf.derived["arrow_metadata"] = md
     return md
+
+
+def stats_since(now: ScanStats, shown: ScanStats) -> ScanStats:
+    """What ``now`` counts beyond ``shown`` (which is then brought up to ``now``): the
+    costs of a file read in steps, handed on step by step."""
+    delta = ScanStats(
+        now.row_groups_read - shown.row_groups_read, now.pages_read - shown.pages_read,
+        now.rows_out - shown.rows_out, now.fetch_seconds - shown.fetch_seconds,
+        now.decode_seconds - shown.decode_seconds, now.data_bytes - shown.data_bytes,
+        now.warnings[len(shown.warnings):])
+    merge_stats(shown, delta)
+    return delta
 
 
 def merge_stats(into: ScanStats, st: ScanStats) -> None:
