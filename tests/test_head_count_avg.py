@@ -292,3 +292,53 @@ def test_count_distinct_merges_its_parts(lake: tuple[Path, list[Path]],
     monkeypatch.setattr(aggregate, "_DISTINCT_MERGE", 10)
     assert ds.aggregate(["count(distinct k)", "count(distinct cat)"]) == want
     assert want["count(distinct k)"] == FILES * ROWS
+
+
+def _many(root: Path, files: int, wide_from: int | None = None) -> pa.Table:
+    """``files`` small files under two hive partitions; ``x`` is int32 in the files
+    before ``wide_from`` and int64 after (a lake whose writer widened it)."""
+    tables = []
+    for i in range(files):
+        k = np.arange(i * 100, (i + 1) * 100, dtype=np.int64)
+        x_type = pa.int64() if wide_from is not None and i >= wide_from else pa.int32()
+        t = pa.table({"k": k, "x": pa.array(k % 7, x_type)})
+        d = root / f"p={i % 2}"
+        d.mkdir(parents=True, exist_ok=True)
+        pq.write_table(t, d / f"f{i:03d}.parquet")
+        tables.append(t.cast(pa.schema([("k", pa.int64()), ("x", pa.int64())]))
+                      .append_column("p", pa.array([i % 2] * 100, pa.int64())))
+    return pa.concat_tables(tables)
+
+
+def test_head_of_many_files_opens_only_the_files_it_needs(tmp_path: Path) -> None:
+    """Planned in steps of files (16, then 64, ...): rows in the first files open 16
+    footers, not 100; rows only in the last files are found through every step, and
+    the steps' types are unified."""
+    from pqindex.dataset.dataset import HEAD_FILES
+
+    full = _many(tmp_path, 100, wide_from=90)
+    ds = pqindex.dataset(tmp_path)
+    order = [str(f) for f in ds.files]
+    reference = ds.to_table(["k", "x", "p"])  # every file, in file order
+    assert sorted(reference.column("k").to_pylist()) == full.column("k").to_pylist()
+
+    fresh = pqindex.dataset(tmp_path)
+    scan = fresh.scan(["k", "x", "p"], "x = 3")
+    got = scan.head(20)
+    want = reference.filter(pc.field("x") == 3).slice(0, 20)
+    assert got.cast(want.schema).equals(want)
+    assert set(fresh.io_stats()) <= set(order[:HEAD_FILES])
+    assert scan.report.files_total == 100 and scan.report.files_read >= 1
+
+    # Rows in files of the last step only: every step planned, types unified (int64).
+    late = pqindex.dataset(tmp_path)
+    tail = late.head(150, ["k", "x"], "k >= 9500")
+    assert tail.schema.field("x").type == pa.int64()
+    assert tail.equals(reference.select(["k", "x"]).filter(pc.field("k") >= 9500).slice(0, 150))
+
+    # Partition pruning works within every step; n = 0 plans the first step only.
+    some = pqindex.dataset(tmp_path)
+    assert some.head(5, ["k", "p"], "p = 1").column("p").to_pylist() == [1] * 5
+    empty = pqindex.dataset(tmp_path)
+    assert empty.head(0, ["k"]).num_rows == 0
+    assert len(empty.io_stats()) <= HEAD_FILES

@@ -314,20 +314,23 @@ class Planning:
 
     def _plan_files(self: _Dataset, columns: Sequence[str] | None, expr: Expr, t0: float,
                    report: ScanReport, waves0: dict[str, int], pool: ThreadPoolExecutor | None,
-                   view: Any, on_planned: OnPlanned | None = None) -> Plans:
-        """Every file of ``self`` planned for ``columns`` where ``expr`` holds.
+                   view: Any, on_planned: OnPlanned | None = None,
+                   subset: Sequence[DataFile] | None = None) -> Plans:
+        """Every file of ``self`` (or of ``subset``, some of them) planned for ``columns``
+        where ``expr`` holds.
 
         ``waves0``: each file's round trips before this planning (a tail wave already
         started counts in it). ``on_planned`` is called for each kept file as soon as
         it is planned, on the pool thread that planned it (only with a pool: several
         files)."""
         disc = self.discovery
+        chosen = disc.files if subset is None else subset
         open_clock, plan_clock = WaveClock(), WaveClock()
         # Every file will be opened (no partition value or manifest can rule one out):
         # each file's pool task opens it (once its tail landed) and plans it at once.
         every = (pool is not None and view is None
                  and not set(disc.partition_columns) & set(columns_of(expr)))
-        head = disc.files[0]
+        head = chosen[0]
         if every:
             first = self._file(head)
             open_clock.add(first.stats.round_trips - waves0.get(head.path, 0))
@@ -416,7 +419,7 @@ class Planning:
 
         manifest_skips: dict[str, str | None] = {}
         if view is not None and not isinstance(first_bound, BoundTrue):
-            for df in disc.files:
+            for df in chosen:
                 if not prune_by_partition(df):
                     manifest_skips[df.path] = view.prune(
                         df, bind_stand_in, disc.partition_values(df))
@@ -504,7 +507,7 @@ class Planning:
         if not every:
             # Tails of the files still in play, in one wave (counted here, not per file);
             # each file is planned as soon as its own tail lands.
-            tails = self._start_ahead([df for df in disc.files if not prune_by_partition(df)
+            tails = self._start_ahead([df for df in chosen if not prune_by_partition(df)
                                      and manifest_skips.get(df.path) is None])
             if tails is not None:
                 first_waves += 1
@@ -512,14 +515,14 @@ class Planning:
                     waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
         try:
             if pool is None:
-                results = [plan_one(disc.files[0])]
+                results = [plan_one(chosen[0])]
             else:
                 if not self._remote and not isinstance(first_bound, BoundTrue):
                     # Local files are opened here, one after another: a footer read costs
                     # less than a hand-off to a thread, and threads that give up the GIL
                     # at every pread wait for it (a cold 100-file lookup took 1.6x as
                     # long on 4 threads). The pool plans and reads what is not settled.
-                    for df in disc.files:
+                    for df in chosen:
                         if (df.path in self._open or prune_by_partition(df)
                                 or manifest_skips.get(df.path) is not None):
                             continue
@@ -530,13 +533,13 @@ class Planning:
                 # Files their partition values or the manifest rule out, and open files
                 # their footer statistics rule out, are settled here: no task (planning
                 # needs no request then; a task, and a fresh pool's thread, cost more).
-                settled = {df.path: r for df in disc.files
+                settled = {df.path: r for df in chosen
                            if (r := _ruled_out(df)) is not None}
                 tasks = self._as_landed(pool, plan_one,
-                                   [df for df in disc.files if df.path not in settled])
+                                   [df for df in chosen if df.path not in settled])
                 try:
                     results = [settled.get(df.path) or tasks[df.path].result()
-                               for df in disc.files]
+                               for df in chosen]
                 except BaseException:
                     for f in tasks.values():
                         f.cancel()  # the pool is shared: its queued plans skip their files

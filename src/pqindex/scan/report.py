@@ -48,6 +48,18 @@ class ScanReport:
     total_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
+    def merge(self, other: ScanReport) -> None:
+        """Add the counters of ``other``, a scan that ran after this one (its waves
+        follow these: round trips add up); a warning both have is kept once."""
+        for name in ("files_total", "files_read", "row_groups_total", "row_groups_read",
+                     "pages_total", "pages_read", "rows_total", "rows_matched", "bytes_read",
+                     "requests", "round_trips", "data_bytes", "dictionaries_unchecked",
+                     "plan_seconds", "fetch_seconds", "decode_seconds", "total_seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.files_skipped.update(other.files_skipped)
+        self.row_groups_skipped.update(other.row_groups_skipped)
+        self.warnings += [w for w in other.warnings if w not in self.warnings]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files_total": self.files_total,
