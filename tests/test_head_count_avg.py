@@ -342,3 +342,17 @@ def test_head_of_many_files_opens_only_the_files_it_needs(tmp_path: Path) -> Non
     empty = pqindex.dataset(tmp_path)
     assert empty.head(0, ["k"]).num_rows == 0
     assert len(empty.io_stats()) <= HEAD_FILES
+
+
+def test_count_distinct_across_files_of_different_types(tmp_path: Path) -> None:
+    """A column int32 in one file and int64 in another, string and large_string: the
+    parts are counted as the dataset's unified type (DuckDB's union of the files)."""
+    pq.write_table(pa.table({"i": pa.array([1, 2, 3], pa.int32()),
+                             "s": pa.array(["a", "b", "c"], pa.string())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"i": pa.array([3, 4, 2**40], pa.int64()),
+                             "s": pa.array(["c", "d", None], pa.large_string())}),
+                   tmp_path / "b.parquet")
+    got = pqindex.dataset(tmp_path).aggregate(["count(distinct i)", "count(distinct s)"])
+    want = duckdb.sql(f"SELECT count(DISTINCT i), count(DISTINCT s) FROM read_parquet("
+                      f"'{tmp_path}/*.parquet', union_by_name=true)").fetchall()[0]
+    assert [got["count(distinct i)"], got["count(distinct s)"]] == list(want) == [5, 4]

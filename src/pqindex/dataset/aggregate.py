@@ -162,11 +162,15 @@ def _before(a: Any, b: Any) -> bool:
 class _Acc:
     """A running aggregate; ``None`` stays None until a value arrives."""
 
-    def __init__(self, agg: Aggregation) -> None:
+    def __init__(self, agg: Aggregation, target: pa.DataType | None = None) -> None:
         self.agg = agg
         self.value: Any = 0 if agg.func == "count" else None
         self.distinct: list[pa.Array] = []  # count(distinct): unique values per part
         self.held = 0
+        # count(distinct): the dataset's type of the column, which parts read from files
+        # of other types (int32 and int64, string and large_string) are cast to.
+        self.target = (target.value_type if target is not None
+                       and pa.types.is_dictionary(target) else target)
 
     def add(self, v: Any) -> None:
         f = self.agg.func
@@ -174,6 +178,8 @@ class _Acc:
             self.value += int(v)
         elif f == "count_distinct":
             if v is not None and len(v):
+                if self.target is not None and v.type != self.target:
+                    v = v.cast(self.target)
                 self.distinct.append(v)
                 self.held += len(v)
                 if self.held > _DISTINCT_MERGE and len(self.distinct) > 1:
@@ -664,7 +670,9 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
     parts = [[a] if a.func != "avg" else
              [Aggregation(a.text, "sum", a.column), Aggregation(a.text, "count", a.column)]
              for a in aggs]
-    accs = [_Acc(p) for ps in parts for p in ps]
+    accs = [_Acc(p, _field_type(dplan.schema, p.column)
+                 if p.func == "count_distinct" and p.column is not None else None)
+            for ps in parts for p in ps]
     report = AggregateReport()
     for entry in dplan.files:
         if entry.access is None or entry.file is None or entry.predicate is None:
