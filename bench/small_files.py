@@ -62,14 +62,20 @@ def write_lake(root: Path, files: int) -> None:
         pq.write_table(t, root / f"part-{i:05d}.parquet", row_group_size=ROW_GROUP)
 
 
-def queries(files: int) -> list[tuple[str, tuple[str, list[str]]]]:
-    """(title, (SQL predicate, projected columns))."""
+Query = tuple[str, list[str], int | None]
+
+
+def queries(files: int) -> list[tuple[str, Query]]:
+    """(title, (SQL predicate, projected columns, LIMIT or None))."""
     point = files * ROWS_PER_FILE * 61 // 100 + 7
     return [
-        ("string equality (2%)", ("s = 'v7'", ["id", "a", "ts"])),
-        ("integer IN (2%)", ("k IN (3, 58)", ["id", "s"])),
-        ("double range (0.1%)", ("a > 0.999", ["id", "k", "d"])),
-        ("point lookup on id", (f"id = {point}", ["id", "a", "ts"])),
+        ("string equality (2%)", ("s = 'v7'", ["id", "a", "ts"], None)),
+        ("integer IN (2%)", ("k IN (3, 58)", ["id", "s"], None)),
+        ("double range (0.1%)", ("a > 0.999", ["id", "k", "d"], None)),
+        ("point lookup on id", (f"id = {point}", ["id", "a", "ts"], None)),
+        # Any 10 matching rows: engines may return different ones (no ORDER BY), so
+        # each is checked to match, not compared by id.
+        ("first 10 rows (LIMIT 10)", ("k = 3", ["id", "k", "s"], 10)),
     ]
 
 
@@ -83,7 +89,8 @@ def _arrow_filter(where: str) -> Any:
         return pc.field("k").isin(vals)
     if where.startswith("a >"):
         return pc.field("a") > float(where.split(">")[1])
-    return pc.field("id") == int(where.split("=")[1])
+    column, value = where.split("=")
+    return pc.field(column.strip()) == int(value)
 
 
 def _polars_filter(where: str) -> Any:
@@ -95,7 +102,8 @@ def _polars_filter(where: str) -> Any:
         return pl.col("k").is_in([int(v) for v in where.split("(")[1].rstrip(")").split(",")])
     if where.startswith("a >"):
         return pl.col("a") > float(where.split(">")[1])
-    return pl.col("id") == int(where.split("=")[1])
+    column, value = where.split("=")
+    return pl.col(column.strip()) == int(value)
 
 
 def readers(root: Path) -> dict[str, tuple[Any, Any]]:
@@ -106,7 +114,10 @@ def readers(root: Path) -> dict[str, tuple[Any, Any]]:
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
 
-    def result(t: Any) -> tuple[int, int]:
+    def checked(t: Any, q: Query) -> tuple[int, int]:
+        """(rows, sum of id); under a LIMIT, (rows, rows with k = 3)."""
+        if q[2] is not None:
+            return t.num_rows, int(pc.sum(pc.equal(t.column("k"), 3)).as_py() or 0)
         return t.num_rows, int(pc.sum(t.column("id")).as_py() or 0)
 
     def pq_open() -> Any:
@@ -129,17 +140,30 @@ def readers(root: Path) -> dict[str, tuple[Any, Any]]:
         ctx.register_parquet("t", f"{root}/")
         return ctx
 
-    def sql(q: tuple[str, list[str]]) -> str:
-        return f"SELECT {', '.join(q[1])} FROM t WHERE {q[0]}"
+    def sql(q: Query) -> str:
+        limit = f" LIMIT {q[2]}" if q[2] is not None else ""
+        return f"SELECT {', '.join(q[1])} FROM t WHERE {q[0]}{limit}"
+
+    def pq_run(ds: Any, q: Query) -> tuple[int, int]:
+        if q[2] is not None:
+            return checked(ds.head(q[2], q[1], where=q[0]), q)
+        return checked(ds.scan(q[1], where=q[0]).to_table(), q)
+
+    def pa_run(ds: Any, q: Query) -> tuple[int, int]:
+        if q[2] is not None:
+            return checked(ds.head(q[2], columns=q[1], filter=_arrow_filter(q[0])), q)
+        return checked(ds.to_table(columns=q[1], filter=_arrow_filter(q[0])), q)
+
+    def pl_run(lf: Any, q: Query) -> tuple[int, int]:
+        lf = lf.filter(_polars_filter(q[0])).select(q[1])
+        return checked((lf.head(q[2]) if q[2] is not None else lf).collect().to_arrow(), q)
 
     return {
-        "pqindex": (pq_open, lambda ds, q: result(ds.scan(q[1], where=q[0]).to_table())),
-        "pyarrow.dataset": (pa_open, lambda ds, q: result(
-            ds.to_table(columns=q[1], filter=_arrow_filter(q[0])))),
-        "duckdb": (duck_open, lambda con, q: result(con.sql(sql(q)).to_arrow_table())),
-        "datafusion": (df_open, lambda ctx, q: result(ctx.sql(sql(q)).to_arrow_table())),
-        "polars": (lambda: pl.scan_parquet(f"{root}/*.parquet"), lambda lf, q: result(
-            lf.filter(_polars_filter(q[0])).select(q[1]).collect().to_arrow())),
+        "pqindex": (pq_open, pq_run),
+        "pyarrow.dataset": (pa_open, pa_run),
+        "duckdb": (duck_open, lambda con, q: checked(con.sql(sql(q)).to_arrow_table(), q)),
+        "datafusion": (df_open, lambda ctx, q: checked(ctx.sql(sql(q)).to_arrow_table(), q)),
+        "polars": (lambda: pl.scan_parquet(f"{root}/*.parquet"), pl_run),
     }
 
 
@@ -158,7 +182,8 @@ def render(res: dict[tuple[str, str, str], float], rows: dict[str, int],
         f"{ROW_GROUP}-row row groups; eight columns (`id` increasing across files, `k` "
         "int64 in [0, 100), `s` one of 50 strings, `a`, `c` random doubles, `b` random "
         "int64, `d` a random string, `ts` a timestamp). Predicates (projections in the "
-        "script): " + ", ".join(f"{t} `{q[0]}`" for t, q in queries(args.files)) + ". "
+        "script): " + ", ".join(f"{t} `{q[0]}`" for t, q in queries(args.files)) + " (any 10 "
+        "matching rows: pqindex's and pyarrow's `head`, SQL `LIMIT`, polars' `head`). "
         "Cold: a fresh dataset / connection / context / LazyFrame per run (pqindex's "
         "metadata cache cleared; the OS page cache warm); warm: the same one again. "
         f"Readers interleaved round by round, medians of {args.rounds}; ms, (×N) = reader "

@@ -515,10 +515,10 @@ def test_footers_of_many_files_in_one_wave(
 def test_head_of_a_lake_reads_the_tails_of_its_first_step_only(
     s3: S3Endpoint, tmp_path: Path  # noqa: F811
 ) -> None:
-    """``head(n)`` of 40 objects, rows in the first: one LIST, the tails of the first
-    16 objects (one wave), their data; the other 24 are never requested. Rows as
-    ``to_table()``'s first n."""
-    from pqindex.dataset.dataset import HEAD_FILES
+    """``head(n)`` of 40 objects of 50 rows: one LIST, then steps of objects (1, 4,
+    ...), each one wave of tails; for 80 rows the first two steps, and the other 35
+    objects are never requested. Rows as ``to_table()``'s first n."""
+    from pqindex.dataset.dataset import HEAD_FIRST, HEAD_GROWTH
 
     b = s3.new_bucket("head")
     local = tmp_path / "f.parquet"
@@ -526,14 +526,14 @@ def test_head_of_a_lake_reads_the_tails_of_its_first_step_only(
         pq.write_table(pa.table({"k": np.arange(i * 50, (i + 1) * 50, dtype=np.int64)}), local)
         s3.put(b, f"t/f{i:02d}.parquet", local.read_bytes())
     url = f"s3://{b}/t"
-    want = pqindex.dataset(url, storage_options=s3.storage_options()).to_table().slice(0, 30)
+    want = pqindex.dataset(url, storage_options=s3.storage_options()).to_table().slice(0, 80)
     metadata_cache().clear()
     s3.reset_log()
     ds = pqindex.dataset(url, storage_options=s3.storage_options())
-    got = ds.head(30)
+    got = ds.head(80)
     assert got.equals(want)
     keys = {r.path.rsplit("/", 1)[-1] for r in _gets(s3) if r.path.endswith(".parquet")}
-    assert keys == {f"f{i:02d}.parquet" for i in range(HEAD_FILES)}
+    assert keys == {f"f{i:02d}.parquet" for i in range(HEAD_FIRST * (1 + HEAD_GROWTH))}
     assert sum(r.query.startswith("list-type=2") for r in s3.requests) == 1
 
 

@@ -120,8 +120,10 @@ def _where(where: Where, filters: Sequence[Any] | None) -> Expr:
 # row group and column, which on a lake of small files (3,000 files of 4 row groups
 # of 500 rows, 8 columns) was the whole scan: 12 ms a file, polars 0.3 ms.
 SIFT_ROW_GROUP_BYTES = 256 << 10
-# Scan.head plans a dataset of more files in steps, these many files first.
-HEAD_FILES = 16
+# Scan.head plans a dataset of several files in steps of files: this many first,
+# then HEAD_GROWTH times more each step (a step is one wave of tails on a store).
+HEAD_FIRST = 1
+HEAD_GROWTH = 4
 
 
 def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
@@ -1002,23 +1004,24 @@ class Scan:
     @public_api
     def head(self, n: int) -> pa.Table:
         """The first ``n`` matching rows (``to_table()``'s first ``n``, in file and row
-        order), read as a stream that stops once it has them. A dataset of more than
-        :data:`HEAD_FILES` files without a manifest is planned in steps of files (16,
-        then 4 times more each step), as DuckDB's LIMIT reads files: the files after
-        the rows are neither opened nor read. The columns are typed by the files
-        planned (``docs/semantics.md``); ``report`` counts what was read."""
+        order), read as a stream that stops once it has them. A dataset of several
+        files without a manifest is planned in steps of files (1, 4, 16, ...: see
+        :data:`HEAD_FIRST`), as DuckDB's LIMIT and ``pyarrow.dataset``'s ``head`` read
+        files: the files after the rows are neither opened nor read. The columns are
+        typed by the files planned (``docs/semantics.md``); ``report`` counts what
+        was read."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UserInputError(f"head takes a number of rows (0 or more), not {n!r}")
         ds = self._ds
         files = ds.discovery.files
-        steps = (len(files) > HEAD_FILES and self._premade is None
+        steps = (len(files) > HEAD_FIRST and self._premade is None
                  and ds.manifest_view() is None)
         if not steps:
             return self._head_of(n)
         tables: list[pa.Table] = []
         schemas: list[tuple[str, pa.Schema]] = []
         report = ScanReport(files_total=len(files))
-        start, size = 0, HEAD_FILES
+        start, size = 0, HEAD_FIRST
         while start < len(files) and (n > 0 or not schemas):
             part = Scan(ds, self._columns, self._expr, self.batch_size)
             part._subset = files[start : start + size]
@@ -1028,7 +1031,7 @@ class Scan:
             if got.num_rows:
                 tables.append(got)
                 n -= got.num_rows
-            start, size = start + size, size * 4
+            start, size = start + size, size * HEAD_GROWTH
         report.files_total = len(files)
         self.report = report
         self.schema = unify(schemas)
