@@ -462,7 +462,6 @@ def query(
     storage_option: tuple[str, ...] = (),
 ) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
-    import pyarrow as pa
 
     import pqindex
 
@@ -474,16 +473,8 @@ def query(
         if output is not None:
             _check_output(output, [*path, *ds.files])
         scan = ds.scan(columns=_columns(columns), where=where)
-        batches = []
-        rows = 0
-        for b in scan.to_batches():
-            if limit is not None and rows + b.num_rows > limit:
-                b = b.slice(0, limit - rows)
-            batches.append(b)
-            rows += b.num_rows
-            if limit is not None and rows >= limit:
-                break
-        table = pa.Table.from_batches(batches, schema=scan.schema)
+        # --limit: Scan.head stops reading (and, on a lake, opening files) once it has them.
+        table = scan.head(limit) if limit is not None else scan.to_table()
     _write_result(table, fmt, output)
     if report:
         click.echo(f"pqindex: {scan.report}", err=True)
