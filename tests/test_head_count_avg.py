@@ -359,3 +359,23 @@ def test_count_distinct_across_files_of_different_types(tmp_path: Path) -> None:
     want = duckdb.sql(f"SELECT count(DISTINCT i), count(DISTINCT s) FROM read_parquet("
                       f"'{tmp_path}/*.parquet', union_by_name=true)").fetchall()[0]
     assert [got["count(distinct i)"], got["count(distinct s)"]] == list(want) == [5, 4]
+
+
+def test_cli_query_limit_reads_through_head(tmp_path: Path) -> None:
+    """``pqindex query --limit`` is ``Scan.head``: the rows of ``to_table()``, cut, and
+    the report shows one file of the 30 read."""
+    from click.testing import CliRunner
+
+    from pqindex.cli import cli
+
+    lake = tmp_path / "lake"
+    _many(lake, 30)
+    out = tmp_path / "out.csv"
+    res = CliRunner().invoke(cli, ["query", str(lake), "--where", "x = 3", "--columns",
+                                   "k,x", "--limit", "5", "--format", "csv", "--output",
+                                   str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    want = pqindex.dataset(lake).to_table(["k", "x"], "x = 3").slice(0, 5)
+    got = [int(line.split(",")[0]) for line in out.read_text().splitlines()[1:]]
+    assert got == want.column("k").to_pylist()
+    assert "files 1/30 read" in res.output
