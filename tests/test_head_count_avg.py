@@ -339,6 +339,18 @@ def test_head_of_many_files_opens_only_the_files_it_needs(tmp_path: Path) -> Non
     assert tail.schema.field("x").type == pa.int64()
     assert tail.equals(reference.select(["k", "x"]).filter(pc.field("k") >= 9500).slice(0, 150))
 
+    # With a manifest: each step's files pruned by it, then opened as without.
+    from pqindex.dataset.manifest import write_manifest
+
+    write_manifest(tmp_path)
+    listed = pqindex.dataset(tmp_path)
+    assert listed.manifest_view() is not None
+    assert listed.head(20, ["k", "x", "p"], "x = 3").cast(want.schema).equals(want)
+    assert set(listed.io_stats()) <= set(order[:two_steps])
+    pruned = pqindex.dataset(tmp_path)  # only the last file matches: the manifest says so
+    assert pruned.head(3, ["k"], "k >= 9990").column("k").to_pylist() == [9990, 9991, 9992]
+    assert set(pruned.io_stats()) == {order[-1]}, set(pruned.io_stats())
+
     # Partition pruning works within every step; n = 0 plans the first step only.
     some = pqindex.dataset(tmp_path)
     assert some.head(5, ["k", "p"], "p = 1").column("p").to_pylist() == [1] * 5

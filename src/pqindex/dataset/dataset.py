@@ -1005,18 +1005,16 @@ class Scan:
     def head(self, n: int) -> pa.Table:
         """The first ``n`` matching rows (``to_table()``'s first ``n``, in file and row
         order), read as a stream that stops once it has them. A dataset of several
-        files without a manifest is planned in steps of files (1, 4, 16, ...: see
-        :data:`HEAD_FIRST`), as DuckDB's LIMIT and ``pyarrow.dataset``'s ``head`` read
-        files: the files after the rows are neither opened nor read. The columns are
-        typed by the files planned (``docs/semantics.md``); ``report`` counts what
-        was read."""
+        files is planned in steps of files (1, 4, 16, ...: see :data:`HEAD_FIRST`;
+        a manifest prunes each step's files), as DuckDB's LIMIT and
+        ``pyarrow.dataset``'s ``head`` read files: the files after the rows are
+        neither opened nor read. The columns are typed by the files planned
+        (``docs/semantics.md``); ``report`` counts what was read."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UserInputError(f"head takes a number of rows (0 or more), not {n!r}")
         ds = self._ds
         files = ds.discovery.files
-        steps = (len(files) > HEAD_FIRST and self._premade is None
-                 and ds.manifest_view() is None)
-        if not steps:
+        if len(files) <= HEAD_FIRST or self._premade is not None:
             return self._head_of(n)
         tables: list[pa.Table] = []
         schemas: list[tuple[str, pa.Schema]] = []
