@@ -770,6 +770,25 @@ def test_malformed_zone_map_blob_aggregate(damaged_dir: Path) -> None:
     assert _same(got["sum(amount)"], want[1]) and got["count(*)"] == want[0]
 
 
+def test_malformed_distinct_blob_count_distinct(damaged_dir: Path) -> None:
+    """A row group's distinct set that does not decode is not used: its values are
+    read, the count equals DuckDB's, and the report says why."""
+    import duckdb
+
+    victim = damaged_dir / "part-002.parquet"
+    e = _blob_entry(victim, "distinct", "cat", Scope.ROW_GROUP)
+    _reseal_blob(victim, e, lambda b: b.__setitem__(0, 99))
+    paths = sorted(damaged_dir.glob("*.parquet"))
+    ds = pqindex.dataset(str(damaged_dir))
+    got = ds.aggregate(["count(distinct cat)"])
+    files = ", ".join(f"'{p}'" for p in paths)
+    want = duckdb.sql(f"SELECT count(DISTINCT cat) FROM read_parquet([{files}])").fetchall()
+    assert got["count(distinct cat)"] == want[0][0]
+    rep = ds.last_aggregate_report
+    assert rep.row_groups_from_metadata > 0 and rep.row_groups_read >= 1
+    assert any("distinct blob for column 'cat'" in w for w in rep.warnings), rep.warnings
+
+
 def test_malformed_hll_blob_statistics(damaged_dir: Path) -> None:
     victim = damaged_dir / "part-002.parquet"
     e = _blob_entry(victim, "hll", "user_id", Scope.FILE)

@@ -26,10 +26,11 @@ aggregate          answered by
 any                a page the ColumnIndex marks all-null (no value)
 =================  ===========================================================
 
-``count(distinct x)`` counts the distinct non-null values, read from the data
-pages (footer statistics and zone maps hold no value sets; the embedded
-``distinct`` sets could be merged, and are not yet): floats compare as SQL
-engines compare them, -0.0 equal to 0.0 and every NaN one value.
+``count(distinct x)`` counts the distinct non-null values: a row group where
+every row matches gives them from its embedded ``distinct`` set (the exact values
+of the unit, when it kept them: integers, floats, strings, binaries, decimals and
+dates), the others from their data pages. Floats compare as SQL engines compare
+them, -0.0 equal to 0.0 and every NaN one value.
 
 ``avg(x)`` (or ``mean(x)``) is ``sum(x) / count(x)``, both answered as above: a
 float for integer and float columns (as DuckDB and Spark give it; the integer
@@ -63,6 +64,8 @@ from pqindex.format.schema import LeafColumn
 from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
+from pqindex.indexes.distinct import read_distinct
+from pqindex.indexes.encoding import check_leaf_type
 from pqindex.indexes.leaf_values import unscaled_limbs
 from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence, exact_int_sum, limb_sum
@@ -177,6 +180,8 @@ class _Acc:
         if f == "count":
             self.value += int(v)
         elif f == "count_distinct":
+            if isinstance(v, list):  # an embedded distinct set's values
+                v = _distinct_values(pa.array(v, type=self.target)) if v else None
             if v is not None and len(v):
                 if self.target is not None and v.type != self.target:
                     v = v.cast(self.target)
@@ -275,12 +280,14 @@ def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
     if agg.column is None:
         return True, pf.row_group_rows(rg)
     leaf = pf.schema.leaf(agg.column)
-    if leaf is None or leaf.nested or agg.func == "count_distinct":
+    if leaf is None or leaf.nested:
         return False, None
     opened: list[str] = []
     region = file_region(pf, opened if "region" not in pf.derived else None)
     if warnings is not None:
         warnings += opened
+    if agg.func == "count_distinct":
+        return _distinct_set(pf, rg, leaf, region, warnings)
     if region is not None:
         for entry in region.find(kind="zone_maps", column=leaf.name, scope=Scope.ROW_GROUP):
             if entry.row_group != rg:
@@ -323,6 +330,44 @@ def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
     if value is None or b.source != "min_value/max_value":
         return False, None
     return True, value
+
+
+# Kinds whose PLAIN values decode to Python values pa.array takes as they are.
+_LISTED_KINDS = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.STRING,
+                           Kind.BINARY, Kind.DECIMAL, Kind.DATE})
+
+
+def _distinct_set(pf: ParquetFile, rg: int, leaf: LeafColumn, region: Region | None,
+                  warnings: list[str] | None) -> tuple[bool, Any]:
+    """``(answered, values)``: row group ``rg``'s distinct values of ``leaf`` from its
+    embedded ``distinct`` set, as a list, when the set kept them; a set that cannot be
+    read, or was built for other rows or another type, is skipped with a warning."""
+    if region is None:
+        return False, None
+    for entry in region.find(kind="distinct", column=leaf.name, scope=Scope.ROW_GROUP):
+        if entry.row_group != rg:
+            continue
+        what = (f"{pf.path + ': ' if pf.path else ''}embedded index: distinct blob for "
+                f"column {leaf.name!r} (row group {rg})")
+        try:
+            found = read_distinct(region.blob(entry))
+            check_leaf_type(leaf, found.vt, what)
+        except PqIndexError as e:
+            if warnings is not None:
+                warnings.append(f"{what} unusable: {e.reason}")
+            return False, None
+        if found.rows != pf.row_group_rows(rg):
+            if warnings is not None:
+                warnings.append(f"{what} holds {found.rows} rows for a row group of "
+                                f"{pf.row_group_rows(rg)}: not used")
+            return False, None
+        if found.raw is None or found.vt.kind not in _LISTED_KINDS:
+            return False, None  # values omitted (too many), or not listed here
+        values = [found.vt.decode(r) for r in found.raw]
+        if found.vt.kind == Kind.STRING and any(isinstance(v, bytes) for v in values):
+            return False, None  # not UTF-8: the data decides how it reads
+        return True, values
+    return False, None
 
 
 # ---------------------------------------------------------------- page by page
