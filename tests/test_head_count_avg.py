@@ -425,3 +425,19 @@ def test_count_distinct_from_embedded_distinct_sets(tmp_path: Path) -> None:
                          "count(distinct dec)": 40}
     ds.aggregate(["count(distinct big)"], "id >= 10000")
     assert ds.last_aggregate_report.row_groups_read == 3  # values omitted: read
+
+
+def test_aggregate_columns_may_be_quoted(tmp_path: Path) -> None:
+    """A column whose name holds a space (or a quote) is named in double quotes, as in
+    SQL: results equal DuckDB's."""
+    p = tmp_path / "q.parquet"
+    pq.write_table(pa.table({"my col": pa.array([1, 2, 2, None, 5], pa.int64()),
+                             'a"b': pa.array([1.5, 2.5, 2.5, 4.0, None])}), p)
+    ds = pqindex.dataset(p)
+    got = ds.aggregate(['avg("my col")', 'count(distinct "my col")', 'sum( "a""b" )',
+                        'max("my col")'])
+    want = duckdb.sql(f"""SELECT avg("my col"), count(DISTINCT "my col"), sum("a""b"),
+                          max("my col") FROM '{p}'""").fetchall()[0]
+    assert list(got.values()) == list(want)
+    with pytest.raises(pqindex.UserInputError, match="cannot parse aggregate"):
+        ds.aggregate(["sum(my col)"])

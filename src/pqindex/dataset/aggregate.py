@@ -78,8 +78,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
 
-_SPEC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(distinct\s+)?(\*|[\w.\"]+)\s*\)\s*$",
-                   re.IGNORECASE)
+# A column: a dotted path of names, each bare or double-quoted ("my col", "a""b").
+_IDENT = r'(?:"(?:[^"]|"")+"|\w+)'
+_SPEC = re.compile(rf"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(distinct\s+)?"
+                   rf"(\*|{_IDENT}(?:\s*\.\s*{_IDENT})*)\s*\)\s*$", re.IGNORECASE)
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 # count(distinct): unique values held from the parts read before they are merged.
 _DISTINCT_MERGE = 1 << 20
@@ -138,7 +140,9 @@ def parse_aggregations(specs: str | Sequence[str]) -> list[Aggregation]:
                 f"cannot parse aggregate {text!r}: use count(*), count(col), "
                 "count(distinct col), sum(col), avg(col), min(col) or max(col)"
             )
-        func, col = m.group(1).lower(), m.group(3).strip('"')
+        func = m.group(1).lower()
+        col = ".".join(p[1:-1].replace('""', '"') if p.startswith('"') else p
+                       for p in re.findall(_IDENT, m.group(3))) or "*"
         func = "avg" if func == "mean" else func
         if m.group(2):
             if func != "count" or col == "*":
