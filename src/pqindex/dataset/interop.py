@@ -57,11 +57,10 @@ __all__ = [
 
 
 def scan_schema(scan: Scan) -> pa.Schema:
-    """The Arrow schema of a scan's batches, known before anything is read.
-
-    The same rule as planning uses: the dataset schema (first file plus partition
-    columns) narrowed to the requested top-level columns, in their order.
-    """
+    """The Arrow schema of a scan's batches, known before any data page is read:
+    ``Dataset.schema`` (every file's footer unified, or a current manifest's, plus
+    the partition columns) narrowed to the requested top-level columns, in their
+    order. Batches of files with narrower types are cast to it."""
     full = scan._ds.schema
     if scan._columns is None:
         return full
