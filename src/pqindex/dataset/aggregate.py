@@ -64,8 +64,7 @@ from pqindex.format.schema import LeafColumn
 from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
-from pqindex.indexes.distinct import read_distinct
-from pqindex.indexes.encoding import check_leaf_type
+from pqindex.indexes.distinct import DistinctEvidence
 from pqindex.indexes.leaf_values import unscaled_limbs
 from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence, exact_int_sum, limb_sum
@@ -233,11 +232,11 @@ def _from_rows(table: pa.Table, agg: Aggregation) -> Any:
         return len(col) - col.null_count
     if len(col) - col.null_count == 0:
         return None
+    if pa.types.is_dictionary(col.type):  # the kernels below take the values
+        col = col.cast(col.type.value_type)
     if agg.func == "count_distinct":
         return _distinct_values(col)
     if agg.func == "sum":
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
         if pa.types.is_decimal(col.type) or pa.types.is_integer(col.type):
             return _exact_sum(col)
         return pc.sum(col).as_py()
@@ -251,8 +250,6 @@ def _distinct_values(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The distinct non-null values of ``col``; floats as SQL engines count them (Spark
     normalizes them so, DuckDB compares so): -0.0 as 0.0, every NaN the one NaN
     (Arrow's hashing tells -0.0 from 0.0, and NaNs by their payload)."""
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
     col = pc.drop_null(col)
     if pa.types.is_floating(col.type):
         col = pc.add(col, pa.scalar(0.0, col.type))  # -0.0 + 0.0 is 0.0
@@ -344,34 +341,32 @@ _LISTED_KINDS = frozenset({Kind.INT, Kind.UINT, Kind.FLOAT, Kind.DOUBLE, Kind.ST
 def _distinct_set(pf: ParquetFile, rg: int, leaf: LeafColumn, region: Region | None,
                   warnings: list[str] | None) -> tuple[bool, Any]:
     """``(answered, values)``: row group ``rg``'s distinct values of ``leaf`` from its
-    embedded ``distinct`` set, as a list, when the set kept them; a set that cannot be
-    read, or was built for other rows or another type, is skipped with a warning."""
+    embedded ``distinct`` set, as a list, when the set kept them. The region's own
+    evidence (decoded once, shared with the planner) is used: a set that cannot be
+    read, or was built for another type, is skipped there with a warning; one built
+    for other rows is skipped here."""
     if region is None:
         return False, None
-    for entry in region.find(kind="distinct", column=leaf.name, scope=Scope.ROW_GROUP):
-        if entry.row_group != rg:
-            continue
-        what = (f"{pf.path + ': ' if pf.path else ''}embedded index: distinct blob for "
-                f"column {leaf.name!r} (row group {rg})")
-        try:
-            found = read_distinct(region.blob(entry))
-            check_leaf_type(leaf, found.vt, what)
-        except PqIndexError as e:
-            if warnings is not None:
-                warnings.append(f"{what} unusable: {e.reason}")
-            return False, None
-        if found.rows != pf.row_group_rows(rg):
-            if warnings is not None:
-                warnings.append(f"{what} holds {found.rows} rows for a row group of "
-                                f"{pf.row_group_rows(rg)}: not used")
-            return False, None
-        if found.raw is None or found.vt.kind not in _LISTED_KINDS:
-            return False, None  # values omitted (too many), or not listed here
-        values = [found.vt.decode(r) for r in found.raw]
-        if found.vt.kind == Kind.STRING and any(isinstance(v, bytes) for v in values):
-            return False, None  # not UTF-8: the data decides how it reads
-        return True, values
-    return False, None
+    seen = len(region.warnings)
+    evidence = region.evidence(Scope.ROW_GROUP, leaf.name, rg, leaf=leaf)
+    where = f"{pf.path}: " if pf.path else ""
+    if warnings is not None:
+        warnings += [f"{where}{w}" for w in region.warnings[seen:]]
+    found = next((e.values for e in evidence if isinstance(e, DistinctEvidence)), None)
+    if found is None:
+        return False, None
+    if found.rows != pf.row_group_rows(rg):
+        if warnings is not None:
+            warnings.append(f"{where}embedded index: distinct blob for column {leaf.name!r} "
+                            f"(row group {rg}) holds {found.rows} rows for a row group of "
+                            f"{pf.row_group_rows(rg)}: not used")
+        return False, None
+    if found.raw is None or found.vt.kind not in _LISTED_KINDS:
+        return False, None  # values omitted (too many), or not listed here
+    values = [found.vt.decode(r) for r in found.raw]
+    if found.vt.kind == Kind.STRING and any(isinstance(v, bytes) for v in values):
+        return False, None  # not UTF-8: the data decides how it reads
+    return True, values
 
 
 # ---------------------------------------------------------------- page by page

@@ -53,7 +53,8 @@ from pqindex.indexes.evidence import _Summary, _summary_match, value_key
 from pqindex.indexes.leaf_values import numbers, storage, unscaled_limbs
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["ZoneMap", "ZoneMapEvidence", "ZoneMapsKind", "aggregates", "read_zone_map"]
+__all__ = ["ZoneMap", "ZoneMapEvidence", "ZoneMapsKind", "aggregates", "exact_int_sum", "limb_sum",
+           "read_zone_map"]
 
 _VERSION = 1
 _HAS_BOUNDS = 1
