@@ -10,6 +10,7 @@ traceback to either.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import traceback
@@ -78,8 +79,39 @@ def _fail_cleanly(fn: F) -> F:
 def _short(value: Any) -> str:
     if value is None:
         return ""
-    s = str(value)
+    if isinstance(value, bytes):
+        s = _blob_text(value)
+    elif isinstance(value, (dict, list, tuple)):  # nested: as JSON text (NaN left bare)
+        s = json.dumps(_plain(value, json=False), default=str)
+    else:
+        s = str(value)
     return s if len(s) <= _DISPLAY_WIDTH else s[: _DISPLAY_WIDTH - 1] + "…"
+
+
+def _blob_text(b: bytes) -> str:
+    """Bytes as DuckDB prints a BLOB: printable ASCII as is, every other byte (and
+    the backslash and quotes) as ``\\xNN``, so the text maps back to the bytes."""
+    return "".join(chr(c) if 32 <= c <= 126 and c not in (34, 39, 92) else f"\\x{c:02X}"
+                   for c in b)
+
+
+def _plain(value: Any, *, json: bool = True) -> Any:
+    """A result value as JSON can hold it: bytes as :func:`_blob_text`, and (``json``)
+    NaN and the infinities as the strings Spark's ``to_json`` writes ("NaN",
+    "Infinity", "-Infinity"): a bare NaN is not JSON. Other scalars as ``str``."""
+    if isinstance(value, bytes):
+        return _blob_text(value)
+    if isinstance(value, dict):
+        return {k: _plain(v, json=json) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # a map's entries come as (key, value) pairs
+        return [_plain(v, json=json) for v in value]
+    if json and isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(_plain(value), default=str, allow_nan=False)
 
 
 def _size(n: int | None) -> str:
@@ -436,6 +468,9 @@ def explain(
     type=click.Choice(["table", "csv", "json", "parquet"]),
     default="table",
     show_default=True,
+    help="json: one object a line; binary values as DuckDB prints BLOBs (\\xNN "
+    "escapes), NaN and infinities as \"NaN\", \"Infinity\", \"-Infinity\". csv: "
+    "nested values as JSON text, binary ones escaped the same way.",
 )
 @click.option(
     "--output",
@@ -499,12 +534,17 @@ def _check_output(output: str, inputs: list[str]) -> None:
 
 
 def _csv_ready(table: Any) -> Any:
-    """Nested columns (lists, structs, maps) as JSON text: CSV has no nested values."""
+    """Nested columns (lists, structs, maps) as JSON text, binary ones as
+    :func:`_blob_text`: CSV has neither."""
     import pyarrow as pa
 
     for i, f in enumerate(table.schema):
-        if pa.types.is_nested(f.type):
-            text = [None if v is None else json.dumps(v, default=str)
+        t = f.type
+        binary = (pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                  or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t))
+        if pa.types.is_nested(t) or binary:
+            # CSV has no bytes either: pyarrow refuses bytes that are not UTF-8.
+            text = [None if v is None else _blob_text(v) if binary else _json_text(v)
                     for v in table.column(i).to_pylist()]
             table = table.set_column(i, pa.field(f.name, pa.string()), pa.array(text, pa.string()))
     return table
@@ -545,7 +585,7 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
             click.echo(sink.getvalue().decode(), nl=False)
         return
     if fmt == "json":
-        lines = (json.dumps(r, default=str) for r in table.to_pylist())
+        lines = (_json_text(r) for r in table.to_pylist())
         text = "\n".join(lines) + ("\n" if table.num_rows else "")
         if output:
             with open(output, "w", encoding="utf-8") as f:
