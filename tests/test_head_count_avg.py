@@ -359,6 +359,42 @@ def test_head_of_many_files_opens_only_the_files_it_needs(tmp_path: Path) -> Non
     assert len(empty.io_stats()) <= HEAD_FIRST
 
 
+def test_stream_plans_files_in_steps_as_it_is_consumed(tmp_path: Path) -> None:
+    """``to_batches`` and the Arrow stream read every footer for the stream's schema,
+    then plan and read the files in steps as batches are taken: DuckDB's LIMIT over
+    the stream plans the first steps' files only. Taken whole, the stream is
+    ``to_table`` (the last files' wider ``x`` cast to the dataset's type), with the
+    same counts in its report."""
+    from pqindex.dataset.dataset import HEAD_FIRST, HEAD_GROWTH
+
+    two_steps = HEAD_FIRST * (1 + HEAD_GROWTH)
+    _many(tmp_path, 100, wide_from=90)
+    ds = pqindex.dataset(tmp_path)
+    whole = ds.scan(["k", "x", "p"], "x = 3")
+    reference = whole.to_table()
+    assert reference.schema.field("x").type == pa.int64()
+
+    stream = pqindex.dataset(tmp_path).scan(["k", "x", "p"], "x = 3")
+    batches = list(stream.to_batches())
+    assert all(b.schema.equals(reference.schema) for b in batches)
+    assert pa.Table.from_batches(batches, reference.schema).equals(reference)
+    for name in ("files_total", "files_read", "row_groups_total", "row_groups_read",
+                 "rows_total", "rows_matched", "pages_read"):
+        assert getattr(stream.report, name) == getattr(whole.report, name), name
+
+    # Taken a few rows at a time: the files after the rows are never planned.
+    few = pqindex.dataset(tmp_path).scan(["k", "x"], "x = 3")
+    first = next(iter(few.to_batches()))
+    assert first.num_rows and few.report.row_groups_total <= HEAD_FIRST
+    con = duckdb.connect()
+    limited = pqindex.dataset(tmp_path).scan(["k", "x"], "x = 3")
+    rows = con.execute("SELECT k, x FROM limited LIMIT 20").fetchall()
+    assert len(rows) == 20 and all(x == 3 for _, x in rows)
+    assert {k for k, _ in rows} <= set(reference.column("k").to_pylist())
+    assert limited.report.files_total == 100
+    assert limited.report.row_groups_total <= two_steps < 100, limited.report
+
+
 def test_count_distinct_across_files_of_different_types(tmp_path: Path) -> None:
     """A column int32 in one file and int64 in another, string and large_string: the
     parts are counted as the dataset's unified type (DuckDB's union of the files)."""

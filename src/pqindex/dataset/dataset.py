@@ -984,10 +984,49 @@ class Scan:
 
     @public_api
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        """Matching rows as record batches of at most ``batch_size`` rows, streaming."""
+        """Matching rows as record batches of at most ``batch_size`` rows, streaming.
+
+        A dataset of several files is planned in steps of files as the batches are
+        consumed (1, 4, 16, ... as :meth:`head`): a consumer that stops early (a SQL
+        ``LIMIT`` over the Arrow stream) leaves the later files unplanned and unread.
+        Their batches are then typed by ``Dataset.schema`` narrowed to the columns
+        (every footer read once, or a current manifest), the stream's schema."""
         # Sequential: memory stays bounded by one row group's selected data.
-        for t in self._tables(parallel=False):
+        for t in self._stream_tables():
             yield from self._cast(t).to_batches(max_chunksize=self.batch_size)
+
+    def _stream_tables(self) -> Generator[pa.Table, None, None]:
+        """:meth:`_tables` (sequential) of every file, in steps of files."""
+        ds = self._ds
+        files = ds.discovery.files
+        if len(files) <= HEAD_FIRST or self._premade is not None or self._subset is not None:
+            yield from self._tables(parallel=False)
+            return
+        from pqindex.dataset.interop import scan_schema
+
+        t0 = time.perf_counter()
+        before = ds._io_counts()
+        schema = scan_schema(self)  # every footer (one wave of tails), or the manifest
+        report = ScanReport(files_total=len(files))
+        report.bytes_read, report.requests, report.round_trips = ds._io_since(before)
+        report.round_trips += max((w - before.get(k, (0, 0, 0))[2]
+                                   for k, (_b, _r, w) in ds._io_counts().items()
+                                   if not k.startswith("\0")), default=0)
+        report.plan_seconds = time.perf_counter() - t0
+        self.report, self.schema = report, schema
+        start, size = 0, HEAD_FIRST
+        while start < len(files):
+            part = Scan(ds, self._columns, self._expr, self.batch_size)
+            part._subset = files[start : start + size]
+            stream = part._tables(parallel=False)
+            try:
+                yield from stream
+            finally:
+                stream.close()  # a consumer that stops: what the step read is counted
+                report.merge(part.report)
+                report.files_total = len(files)
+                report.total_seconds = time.perf_counter() - t0
+            start, size = start + size, size * HEAD_GROWTH
 
     @public_api
     def to_table(self) -> pa.Table:
