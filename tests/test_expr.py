@@ -279,6 +279,7 @@ def test_group_and_repeated_columns_are_refused() -> None:
     ("d = 'tomorrow'", ["'d'", "DATE", "'tomorrow'", "ISO"]),
     ("u8 = DATE '2024-01-01'", ["'u8'", "UINT8", "DATE literal"]),
     ("i LIKE 'a%'", ["'i'", "INT64", "LIKE", "string"]),
+    ("i LIKE '%a_'", ["'i'", "INT64", "LIKE '%a_'", "string"]),
     ("isnan(i)", ["'i'", "isnan", "INT64"]),
     ("ts = TIMESTAMP '2024-01-01 10:00:00+02:00'", ["'ts'", "local", "time-zoned"]),
 ])
@@ -289,10 +290,9 @@ def test_wrong_literal_type_names_column_and_types(sql: str, parts: list[str]) -
 
 
 @pytest.mark.parametrize(("sql", "parts"), [
-    ("s LIKE '%a'", ["only LIKE 'prefix%' is supported", "'%a'"]),
-    ("s LIKE 'a_%'", ["only LIKE 'prefix%' is supported"]),
-    ("s LIKE 'abc'", ["only LIKE 'prefix%' is supported"]),
-    ("s LIKE 'a%b%'", ["only LIKE 'prefix%' is supported"]),
+    ("s LIKE '%a\\b'", ["backslash", "'%a\\b'", "position 7"]),
+    ("s NOT LIKE 'a\\%'", ["backslash", "DuckDB", "Spark"]),
+    ("s LIKE 'a%' ESCAPE '!'", ["LIKE ... ESCAPE is not supported"]),
     ("s ILIKE 'a%'", ["ILIKE is not supported", "position 2"]),
     ("x < y", ["column-to-column comparison x < y", "position 0"]),
     ("a.b = c.d", ["column-to-column", "a.b = c.d"]),
@@ -404,6 +404,13 @@ def test_bound_predicate_carries_leaf_type_values_and_keys() -> None:
     ("b", "b = TRUE"),
     ("s LIKE '%'", "s IS NOT NULL"),
     ("s NOT LIKE '%'", "FALSE"),
+    ("s LIKE '%%'", "s IS NOT NULL"),
+    ("s LIKE 'abc'", "s = 'abc'"),
+    ("s NOT LIKE 'abc'", "s != 'abc'"),
+    ("s LIKE '%a_'", "s LIKE '%a_'"),
+    ("s LIKE 'ab%c'", "s LIKE 'ab%' AND s LIKE 'ab%c'"),
+    ("NOT (s LIKE 'ab%c')", "s NOT LIKE 'ab%' OR s NOT LIKE 'ab%c'"),
+    ("s NOT LIKE 'a_'", "s NOT LIKE 'a_'"),
     ("st.x > 2", "st.x > 2"),
     # NULL literals: x op NULL is never true, NOT or not.
     ("i = NULL", "FALSE"),

@@ -381,6 +381,14 @@ _OP_TABLE = pa.table({
 })
 
 
+def _like(v: str, pattern: str) -> bool:
+    """SQL LIKE without an escape character, written out with fnmatch's rules."""
+    import fnmatch
+
+    glob = "".join("*" if c == "%" else "?" if c == "_" else f"[{c}]" for c in pattern)
+    return fnmatch.fnmatchcase(v, glob)
+
+
 def _ref(op: Any, v: Any, args: tuple[Any, ...]) -> bool:
     """SQL three-valued logic with IEEE floats, NULL never selects a row."""
     from pqindex.format.match import LeafOp
@@ -400,6 +408,8 @@ def _ref(op: Any, v: Any, args: tuple[Any, ...]) -> bool:
         LeafOp.IS_NAN: lambda: nan, LeafOp.IS_NOT_NAN: lambda: not nan,
         LeafOp.STARTS_WITH: lambda: v.startswith(args[0]),
         LeafOp.NOT_STARTS_WITH: lambda: not v.startswith(args[0]),
+        LeafOp.LIKE: lambda: _like(v, args[0]),
+        LeafOp.NOT_LIKE: lambda: not _like(v, args[0]),
     }
     return bool(table[op]())
 
@@ -416,6 +426,8 @@ def _op_cases() -> list[tuple[Any, str, tuple[Any, ...]]]:
     cases += [(op, "f", ()) for op in (LeafOp.IS_NAN, LeafOp.IS_NOT_NAN)]
     cases += [(op, "s", (p,)) for op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH)
               for p in ("ab", "", "b")]
+    cases += [(op, "s", (p,)) for op in (LeafOp.LIKE, LeafOp.NOT_LIKE)
+              for p in ("%b%", "_b%", "_", "%%", "%a", "__")]
     return cases
 
 

@@ -22,6 +22,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from pqindex.errors import UserInputError
+from pqindex.expr.evaluate import arrow_like
 from pqindex.expr.nodes import (
     AlwaysFalse,
     AlwaysTrue,
@@ -31,6 +32,7 @@ from pqindex.expr.nodes import (
     In,
     IsNan,
     IsNull,
+    Like,
     Literal,
     LiteralValue,
     Not,
@@ -385,6 +387,12 @@ def _translate(expr: Expr, schema: pa.Schema) -> pc.Expression:
             raise _Untranslatable("prefix match on a non-string column")
         starts = pc.starts_with(f, pattern=expr.prefix)
         return ~starts if expr.negated else starts
+    if isinstance(expr, Like):
+        f, t = _field(expr.column.name, schema)
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise _Untranslatable("LIKE on a non-string column")
+        liked = pc.match_like(f, pattern=arrow_like(expr.pattern))
+        return ~liked if expr.negated else liked
     raise _Untranslatable(type(expr).__name__)
 
 

@@ -36,6 +36,7 @@ from pqindex.expr.nodes import (
     IsNan,
     IsNull,
     LeafExpr,
+    Like,
     LiteralValue,
     StartsWith,
     leaf_sql,
@@ -675,6 +676,16 @@ def _bind_starts_with(target: _Target, node: StartsWith) -> BoundExpr:
     return _predicate(target, node.leaf_op, (prefix,))
 
 
+def _bind_like(target: _Target, node: Like) -> BoundExpr:
+    if target.vt.kind != Kind.STRING:
+        raise UserInputError(
+            f"LIKE {literal_sql(node.pattern)} needs a string column, not {target.vt.name}",
+            column=target.name)
+    if not node.pattern.strip("%"):  # '%%': every non-null value
+        return BoundFalse() if node.negated else _not_null(target)
+    return _predicate(target, node.leaf_op, (node.pattern,))
+
+
 class _Binder(ExprVisitor[BoundExpr]):
     def __init__(self, targets: dict[str, _Target], absent_null: bool = True) -> None:
         self.targets = targets
@@ -713,6 +724,8 @@ class _Binder(ExprVisitor[BoundExpr]):
                     f"isnan() needs a floating-point column, not {target.vt.name}",
                     column=target.name)
             return _predicate(target, node.leaf_op, ())
+        if isinstance(node, Like):
+            return _bind_like(target, node)
         return _bind_starts_with(target, node)
 
 

@@ -8,6 +8,7 @@ down to its fields). A NULL answer never selects a row: the mask has no nulls.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -127,6 +128,21 @@ def _prefix_mask(pred: BoundPredicate, arr: Any) -> Any:
     return pc.starts_with(arr, pattern=prefix)
 
 
+def arrow_like(pattern: str) -> str:
+    """A LIKE pattern (no escape character) as Arrow's ``match_like`` takes it, where
+    a backslash escapes: each one doubled."""
+    return pattern.replace("\\", "\\\\")
+
+
+def like_regex(pattern: str) -> re.Pattern[str]:
+    """A LIKE pattern as a regular expression for ``fullmatch``: ``%`` any run of
+    characters (newlines too), ``_`` one, the rest literally."""
+    parts = ["(?s)"]
+    for ch in pattern:
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(parts))
+
+
 def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
     """The leaf's answer per row (NULL where SQL says unknown). Every operator has
     its case; a new one fails type checking (``assert_never``) until it has one."""
@@ -150,6 +166,10 @@ def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
             return _prefix_mask(pred, arr)
         case LeafOp.NOT_STARTS_WITH:
             return pc.invert(_prefix_mask(pred, arr))
+        case LeafOp.LIKE:
+            return pc.match_like(arr, pattern=arrow_like(str(pred.values[0])))
+        case LeafOp.NOT_LIKE:
+            return pc.invert(pc.match_like(arr, pattern=arrow_like(str(pred.values[0]))))
         case _:
             assert_never(op)
 
@@ -347,6 +367,10 @@ class _Expression(BoundVisitor[Any]):
                 return self._prefix(pred, field)
             case LeafOp.NOT_STARTS_WITH:
                 return ~self._prefix(pred, field)
+            case LeafOp.LIKE:
+                return pc.match_like(field, pattern=arrow_like(str(pred.values[0])))
+            case LeafOp.NOT_LIKE:
+                return ~pc.match_like(field, pattern=arrow_like(str(pred.values[0])))
             case _:
                 assert_never(op)
 

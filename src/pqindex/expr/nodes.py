@@ -34,6 +34,7 @@ __all__ = [
     "In",
     "IsNan",
     "IsNull",
+    "Like",
     "Literal",
     "LiteralValue",
     "Not",
@@ -42,6 +43,7 @@ __all__ = [
     "and_",
     "col",
     "leaf_node",
+    "like",
     "lit",
     "not_",
     "or_",
@@ -274,6 +276,10 @@ class Column:
         """``x LIKE 'prefix%'``."""
         return StartsWith(self, prefix)
 
+    def like(self, pattern: str) -> Expr:
+        """``x LIKE pattern`` (see :func:`like`)."""
+        return like(self, pattern)
+
     def __str__(self) -> str:
         return column_sql(self.name)
 
@@ -453,6 +459,20 @@ class StartsWith(Expr):
         return LeafOp.NOT_STARTS_WITH if self.negated else LeafOp.STARTS_WITH
 
 
+@dataclass(frozen=True, slots=True, eq=True)
+class Like(Expr):
+    """``column [NOT] LIKE 'pattern'``: ``%`` any run of characters, ``_`` one, every
+    other character itself (a backslash too, as DuckDB reads it: no escape)."""
+
+    column: Column
+    pattern: str
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.NOT_LIKE if self.negated else LeafOp.LIKE
+
+
 def _tree_eq(a: Expr, b: object) -> bool:
     """Structural equality without recursion (a 10,000-term OR is 10,000 deep)."""
     stack: list[tuple[object, object]] = [(a, b)]
@@ -512,7 +532,7 @@ class Not(Expr):
         return _tree_hash(self)
 
 
-LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith
+LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith | Like
 
 
 def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
@@ -530,8 +550,36 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             prefix = values[0].value
             assert isinstance(prefix, (str, bytes))
             return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
+        case LeafOp.LIKE | LeafOp.NOT_LIKE:
+            pattern = values[0].value
+            assert isinstance(pattern, str)
+            return Like(column, pattern, negated=op == LeafOp.NOT_LIKE)
         case _:
             assert_never(op)
+
+
+def like(column: Column, pattern: str, negated: bool = False) -> Expr:
+    """``column [NOT] LIKE pattern`` as the leaves that prune it best: no wildcard is
+    ``=``, ``'prefix%'`` a :class:`StartsWith` (min/max, page index, dictionaries),
+    any other pattern a :class:`Like` (dictionaries and distinct sets), ANDed with
+    its literal prefix when it has one. A backslash is refused: DuckDB reads it as a
+    character, Spark as an escape."""
+    if not isinstance(pattern, str):
+        raise UserInputError(f"LIKE needs a string pattern, not {pattern!r}")
+    if "\\" in pattern:
+        raise UserInputError(
+            f"LIKE patterns with a backslash are not supported ({literal_sql(pattern)}): "
+            "DuckDB reads it as a character, Spark as an escape")
+    cut = min((i for i in (pattern.find("%"), pattern.find("_")) if i >= 0),
+              default=len(pattern))
+    prefix = pattern[:cut]
+    if cut == len(pattern):
+        return Compare(LeafOp.NE if negated else LeafOp.EQ, column, Literal(pattern))
+    if pattern[cut:] == "%":
+        return StartsWith(column, prefix, negated=negated)
+    if negated or not prefix:
+        return Like(column, pattern, negated=negated)
+    return And(StartsWith(column, prefix), Like(column, pattern))
 
 
 def and_(*exprs: Expr) -> Expr:
@@ -571,7 +619,7 @@ def not_(expr: Expr) -> Expr:
         return FALSE if expr.value else TRUE
     if isinstance(expr, Not):
         return expr.child
-    if isinstance(expr, (In, IsNull, IsNan, StartsWith)):
+    if isinstance(expr, (In, IsNull, IsNan, StartsWith, Like)):
         return leaf_node(_FLIP_NEGATED[expr.leaf_op], expr.column,
                          leaf_values(expr))
     if isinstance(expr, Compare) and expr.op in (LeafOp.EQ, LeafOp.NE):
@@ -585,6 +633,7 @@ _FLIP_NEGATED = {
     LeafOp.IS_NULL: LeafOp.IS_NOT_NULL, LeafOp.IS_NOT_NULL: LeafOp.IS_NULL,
     LeafOp.IS_NAN: LeafOp.IS_NOT_NAN, LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
     LeafOp.STARTS_WITH: LeafOp.NOT_STARTS_WITH, LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
+    LeafOp.LIKE: LeafOp.NOT_LIKE, LeafOp.NOT_LIKE: LeafOp.LIKE,
 }
 
 
@@ -596,6 +645,8 @@ def leaf_values(node: LeafExpr) -> tuple[Literal, ...]:
         return node.values
     if isinstance(node, StartsWith):
         return (Literal(node.prefix),)
+    if isinstance(node, Like):
+        return (Literal(node.pattern),)
     return ()
 
 
@@ -622,7 +673,7 @@ class ExprVisitor(ABC, Generic[T]):
 
     @abstractmethod
     def visit_leaf(self, node: LeafExpr) -> T:
-        """Compare, In, IsNull, IsNan or StartsWith."""
+        """Compare, In, IsNull, IsNan, StartsWith or Like."""
 
 
 def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
@@ -650,7 +701,7 @@ def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
             results.append(visitor.visit_true())
         elif isinstance(node, AlwaysFalse):
             results.append(visitor.visit_false())
-        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith)):
+        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith, Like)):
             results.append(visitor.visit_leaf(node))
         else:
             raise UserInputError(f"not a predicate: {node!r}")
@@ -684,6 +735,10 @@ def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
         case LeafOp.STARTS_WITH:
             return f"{column} LIKE {vals[0]}"
         case LeafOp.NOT_STARTS_WITH:
+            return f"{column} NOT LIKE {vals[0]}"
+        case LeafOp.LIKE:
+            return f"{column} LIKE {vals[0]}"
+        case LeafOp.NOT_LIKE:
             return f"{column} NOT LIKE {vals[0]}"
         case _:
             assert_never(op)

@@ -9,7 +9,7 @@ The grammar is the predicate subset pqindex can prune with (see
     predicate := '(' expr ')' | TRUE | FALSE | function
                | operand [cmp operand | [NOT] BETWEEN operand AND operand
                           | [NOT] IN '(' literal, ... ')' | IS [NOT] NULL
-                          | [NOT] LIKE 'prefix%']
+                          | [NOT] LIKE 'pattern']
     operand   := column | literal
     function  := starts_with(column, 'prefix') | isnan(column)
 
@@ -39,6 +39,7 @@ from pqindex.expr.nodes import (
     LiteralValue,
     StartsWith,
     and_,
+    like,
     not_,
     or_,
 )
@@ -274,23 +275,17 @@ class _Parser:
             pattern = self._need_literal(self.parse_operand(), "LIKE patterns")
             if self.at_word("ESCAPE"):
                 raise self.error("LIKE ... ESCAPE is not supported")
-            return StartsWith(column, self._like_prefix(pattern, pattern_tok),
-                              negated=negated)
+            if not isinstance(pattern.value, str):
+                raise self.error("LIKE needs a string pattern", pattern_tok)
+            try:
+                return like(column, pattern.value, negated)
+            except UserInputError as e:
+                raise self.error(e.reason, pattern_tok) from None
         if isinstance(left, Column):
             # A bare column is a boolean condition, as in `WHERE flag`.
             return Compare(LeafOp.EQ, left, Literal(True))
         self._reject_unsupported(tok)
         raise self.error(f"expected a condition, found the literal {start.text!r}", start)
-
-    def _like_prefix(self, pattern: Literal, tok: _Token) -> str:
-        value = pattern.value
-        if not isinstance(value, str):
-            raise self.error("LIKE needs a string pattern", tok)
-        body = value[:-1] if value.endswith("%") else None
-        if body is None or "%" in body or "_" in body:
-            raise self.error(
-                f"only LIKE 'prefix%' is supported, not LIKE {tok.text}", tok)
-        return body
 
     def parse_function(self) -> Expr:
         name_tok = self.advance()

@@ -50,6 +50,8 @@ class LeafOp(StrEnum):
     IS_NOT_NULL = "is not null"
     STARTS_WITH = "starts with"
     NOT_STARTS_WITH = "not starts with"
+    LIKE = "like"  # a pattern with % and _ anywhere; pruned by sets of values only
+    NOT_LIKE = "not like"
     IS_NAN = "is nan"
     IS_NOT_NAN = "is not nan"
 
@@ -69,6 +71,8 @@ NEGATION: dict[LeafOp, LeafOp] = {
     LeafOp.IS_NOT_NULL: LeafOp.IS_NULL,
     LeafOp.STARTS_WITH: LeafOp.NOT_STARTS_WITH,
     LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
+    LeafOp.LIKE: LeafOp.NOT_LIKE,
+    LeafOp.NOT_LIKE: LeafOp.LIKE,
     LeafOp.IS_NAN: LeafOp.IS_NOT_NAN,
     LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
 }

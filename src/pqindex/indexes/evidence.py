@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.expr.evaluate import true_positions
+from pqindex.expr.evaluate import arrow_like, like_regex, true_positions
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -266,6 +266,11 @@ class ConstantEvidence:
         if pred.op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) and self.value is not None:
             raw = self.value.encode() if isinstance(self.value, str) else self.value
             s = _Summary(raw, raw, True, 0, 1, 0, False)
+        if pred.op in (LeafOp.LIKE, LeafOp.NOT_LIKE):
+            if not isinstance(self.value, str):
+                return Match.NONE if self.value is None else Match.SOME
+            hit = like_regex(str(pred.values[0])).fullmatch(self.value) is not None
+            return Match.ALL if hit == (pred.op == LeafOp.LIKE) else Match.NONE
         return _summary_match(s, pred)
 
 
@@ -428,6 +433,15 @@ class DictionaryEvidence:
             return starts > 0, starts == len(self.raw)
         return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
 
+    def _liked(self, pattern: str) -> tuple[bool, bool] | None:
+        """Whether some entry, and whether every entry, matches the LIKE ``pattern``
+        (None: entries that are not UTF-8)."""
+        try:
+            mask = pc.match_like(self.entries.cast(pa.string()), pattern=arrow_like(pattern))
+        except pa.ArrowException:
+            return None
+        return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
+
     def match(self, pred: BoundPredicate) -> Match:
         op = pred.op
         vt = pred.value_type
@@ -465,6 +479,15 @@ class DictionaryEvidence:
                 return Match.SOME
             some, all_in = self._prefixed(p)
             if op == LeafOp.STARTS_WITH:
+                hit, every = some, all_in
+            else:
+                hit, every = not all_in, not some
+        elif op in (LeafOp.LIKE, LeafOp.NOT_LIKE):
+            liked = self._liked(str(pred.values[0])) if vt.kind == Kind.STRING else None
+            if liked is None:
+                return Match.SOME
+            some, all_in = liked
+            if op == LeafOp.LIKE:
                 hit, every = some, all_in
             else:
                 hit, every = not all_in, not some
