@@ -1,4 +1,4 @@
-"""``LIKE`` with ``%`` and ``_`` anywhere in the pattern.
+"""``LIKE`` and ``ILIKE`` with ``%`` and ``_`` anywhere in the pattern.
 
 Reference: DuckDB's ``LIKE`` (no escape character: a backslash is refused here, where
 DuckDB and Spark disagree) on the same files, by the rows' ids. Files from pyarrow
@@ -23,7 +23,7 @@ import pqindex
 from pqindex.errors import UserInputError
 
 WORDS = ["alpha", "alphabet", "beta", "abc", "a_c", "a%c", "ácb", "日本語", "", "ab\nc",
-         "zeta", "xyz", "alpha beta", "b"]
+         "zeta", "xyz", "alpha beta", "b", "ALPHA", "Beta", "ÉCOLE", "école", "AbC"]
 ROWS_PER_GROUP = 400
 
 
@@ -97,10 +97,29 @@ def test_like_matches_duckdb(files: dict[str, Path], name: str) -> None:
         assert ds.head(3, ["id"], where).num_rows == min(3, want), where
 
 
+ILIKE_PATTERNS = ["%AL%", "beta", "É%", "%ÉCOLE", "abc", "_B_", "%", "%Á%", "a%C", "%hab%",
+                  "ALPHA BETA"]
+
+
+@pytest.mark.parametrize("name", ["pyarrow", "plain", "pqindex"])
+def test_ilike_matches_duckdb(files: dict[str, Path], name: str) -> None:
+    path = files[name]
+    for pattern in ILIKE_PATTERNS:
+        for where in (f"s ILIKE {_sql(pattern)}", f"s NOT ILIKE {_sql(pattern)}",
+                      f"NOT (s ILIKE {_sql(pattern)} AND n > 2)"):
+            assert _ours(path, where)[0] == _duck(path, where), (name, where)
+    # '%HAB%' holds in vocabulary 1 only, whatever the case: 4 row groups ruled out.
+    got, report = _ours(path, "s ILIKE '%HAB%'")
+    assert got == _duck(path, "s ILIKE '%HAB%'")
+    if name != "plain":
+        assert report.row_groups_read == 2, (name, report)
+
+
 def test_like_on_a_partition_value(files: dict[str, Path]) -> None:
     lake = files["lake"]
     for pattern in ("a%", "%c", "_eta", "a_c", "%"):
-        for where in (f"tag LIKE {_sql(pattern)}", f"tag NOT LIKE {_sql(pattern)} AND s LIKE '%a%'"):
+        for where in (f"tag LIKE {_sql(pattern)}", f"tag NOT LIKE {_sql(pattern)} AND s LIKE '%a%'",
+                      f"tag ILIKE {_sql(pattern.upper())}"):
             got, report = _ours(lake, where)
             assert got == _duck(lake, where), where
     # The partition values rule files out: no row of `tag = 'a_c'` is read for '%a',
@@ -135,6 +154,8 @@ def test_like_refusals_are_clear(files: dict[str, Path]) -> None:
         ds.to_table(where="n LIKE '%1%'")
     with pytest.raises(UserInputError, match="string pattern"):
         ds.to_table(where="s LIKE 5")
+    with pytest.raises(UserInputError, match="ILIKE '%a' needs a string column"):
+        ds.to_table(where="n ILIKE '%a'")
 
 
 def test_like_through_pyarrow_dataset(files: dict[str, Path]) -> None:
@@ -146,7 +167,7 @@ def test_like_through_pyarrow_dataset(files: dict[str, Path]) -> None:
         assert sorted(got.column("id").to_pylist()) == _duck(files["pyarrow"], where)
 
 
-_ALPHABET = st.sampled_from(["a", "b", "á", "%", "_", " ", "'"])
+_ALPHABET = st.sampled_from(["a", "b", "á", "%", "_", " ", "'", "é", "C"])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -156,5 +177,7 @@ def test_random_patterns_match_duckdb(files: dict[str, Path], pattern: str,
                                       negated: bool) -> None:
     word = "NOT LIKE" if negated else "LIKE"
     where = f"s {word} {_sql(pattern)}"
+    if len(pattern) % 2:  # the same pattern case-insensitively, upper-cased
+        where = f"s {word.replace('LIKE', 'ILIKE')} {_sql(pattern.upper())}"
     for name in ("pyarrow", "pqindex"):
         assert _ours(files[name], where)[0] == _duck(files[name], where), (name, where)

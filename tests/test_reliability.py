@@ -410,6 +410,8 @@ def _ref(op: Any, v: Any, args: tuple[Any, ...]) -> bool:
         LeafOp.NOT_STARTS_WITH: lambda: not v.startswith(args[0]),
         LeafOp.LIKE: lambda: _like(v, args[0]),
         LeafOp.NOT_LIKE: lambda: not _like(v, args[0]),
+        LeafOp.ILIKE: lambda: _like(v.lower(), args[0].lower()),
+        LeafOp.NOT_ILIKE: lambda: not _like(v.lower(), args[0].lower()),
     }
     return bool(table[op]())
 
@@ -428,6 +430,8 @@ def _op_cases() -> list[tuple[Any, str, tuple[Any, ...]]]:
               for p in ("ab", "", "b")]
     cases += [(op, "s", (p,)) for op in (LeafOp.LIKE, LeafOp.NOT_LIKE)
               for p in ("%b%", "_b%", "_", "%%", "%a", "__")]
+    cases += [(op, "s", (p,)) for op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE)
+              for p in ("%B%", "AB", "_", "z%")]
     return cases
 
 

@@ -22,7 +22,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from pqindex.errors import UserInputError
-from pqindex.expr.evaluate import arrow_like
+from pqindex.expr.evaluate import like_mask
 from pqindex.expr.nodes import (
     AlwaysFalse,
     AlwaysTrue,
@@ -391,7 +391,7 @@ def _translate(expr: Expr, schema: pa.Schema) -> pc.Expression:
         f, t = _field(expr.column.name, schema)
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise _Untranslatable("LIKE on a non-string column")
-        liked = pc.match_like(f, pattern=arrow_like(expr.pattern))
+        liked = like_mask(f, expr.pattern, expr.ignore_case)
         return ~liked if expr.negated else liked
     raise _Untranslatable(type(expr).__name__)
 

@@ -678,8 +678,9 @@ def _bind_starts_with(target: _Target, node: StartsWith) -> BoundExpr:
 
 def _bind_like(target: _Target, node: Like) -> BoundExpr:
     if target.vt.kind != Kind.STRING:
+        word = "ILIKE" if node.ignore_case else "LIKE"
         raise UserInputError(
-            f"LIKE {literal_sql(node.pattern)} needs a string column, not {target.vt.name}",
+            f"{word} {literal_sql(node.pattern)} needs a string column, not {target.vt.name}",
             column=target.name)
     if not node.pattern.strip("%"):  # '%%': every non-null value
         return BoundFalse() if node.negated else _not_null(target)

@@ -8,9 +8,8 @@ down to its fields). A NULL answer never selects a row: the mask has no nulls.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, assert_never
 
@@ -134,13 +133,27 @@ def arrow_like(pattern: str) -> str:
     return pattern.replace("\\", "\\\\")
 
 
-def like_regex(pattern: str) -> re.Pattern[str]:
-    """A LIKE pattern as a regular expression for ``fullmatch``: ``%`` any run of
-    characters (newlines too), ``_`` one, the rest literally."""
-    parts = ["(?s)"]
-    for ch in pattern:
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-    return re.compile("".join(parts))
+def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
+    """LIKE (``ignore_case``: ILIKE) of a string array, or of an Expression: Arrow's
+    ``match_like``; ILIKE matches the values lowercased by Arrow's ``utf8_lower``
+    against the pattern lowercased the same way, the one definition every level
+    uses (the row evaluation and the value sets that prune)."""
+    if ignore_case:
+        lowered = pc.utf8_lower(pa.scalar(pattern, pa.string())).as_py()
+        return pc.match_like(pc.utf8_lower(values), pattern=arrow_like(lowered))
+    return pc.match_like(values, pattern=arrow_like(pattern))
+
+
+def like_values(values: Sequence[str], pred: BoundPredicate) -> tuple[bool, bool]:
+    """Whether some, and whether every, one of ``values`` satisfies the [NOT] [I]LIKE
+    leaf ``pred``."""
+    op = pred.op
+    mask = like_mask(pa.array(values, pa.string()), str(pred.values[0]),
+                     op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+    some, every = bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
+    if op in (LeafOp.LIKE, LeafOp.ILIKE):
+        return some, every
+    return not every, not some
 
 
 def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
@@ -166,10 +179,10 @@ def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
             return _prefix_mask(pred, arr)
         case LeafOp.NOT_STARTS_WITH:
             return pc.invert(_prefix_mask(pred, arr))
-        case LeafOp.LIKE:
-            return pc.match_like(arr, pattern=arrow_like(str(pred.values[0])))
-        case LeafOp.NOT_LIKE:
-            return pc.invert(pc.match_like(arr, pattern=arrow_like(str(pred.values[0]))))
+        case LeafOp.LIKE | LeafOp.ILIKE:
+            return like_mask(arr, str(pred.values[0]), op == LeafOp.ILIKE)
+        case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE:
+            return pc.invert(like_mask(arr, str(pred.values[0]), op == LeafOp.NOT_ILIKE))
         case _:
             assert_never(op)
 
@@ -367,10 +380,10 @@ class _Expression(BoundVisitor[Any]):
                 return self._prefix(pred, field)
             case LeafOp.NOT_STARTS_WITH:
                 return ~self._prefix(pred, field)
-            case LeafOp.LIKE:
-                return pc.match_like(field, pattern=arrow_like(str(pred.values[0])))
-            case LeafOp.NOT_LIKE:
-                return ~pc.match_like(field, pattern=arrow_like(str(pred.values[0])))
+            case LeafOp.LIKE | LeafOp.ILIKE:
+                return like_mask(field, str(pred.values[0]), op == LeafOp.ILIKE)
+            case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE:
+                return ~like_mask(field, str(pred.values[0]), op == LeafOp.NOT_ILIKE)
             case _:
                 assert_never(op)
 

@@ -280,6 +280,10 @@ class Column:
         """``x LIKE pattern`` (see :func:`like`)."""
         return like(self, pattern)
 
+    def ilike(self, pattern: str) -> Expr:
+        """``x ILIKE pattern``: LIKE on the values and the pattern lowercased."""
+        return like(self, pattern, ignore_case=True)
+
     def __str__(self) -> str:
         return column_sql(self.name)
 
@@ -462,14 +466,18 @@ class StartsWith(Expr):
 @dataclass(frozen=True, slots=True, eq=True)
 class Like(Expr):
     """``column [NOT] LIKE 'pattern'``: ``%`` any run of characters, ``_`` one, every
-    other character itself (a backslash too, as DuckDB reads it: no escape)."""
+    other character itself (a backslash too, as DuckDB reads it: no escape).
+    ``ignore_case``: ILIKE, the values and the pattern compared lowercased."""
 
     column: Column
     pattern: str
     negated: bool = False
+    ignore_case: bool = False
 
     @property
     def leaf_op(self) -> LeafOp:
+        if self.ignore_case:
+            return LeafOp.NOT_ILIKE if self.negated else LeafOp.ILIKE
         return LeafOp.NOT_LIKE if self.negated else LeafOp.LIKE
 
 
@@ -550,26 +558,32 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             prefix = values[0].value
             assert isinstance(prefix, (str, bytes))
             return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
-        case LeafOp.LIKE | LeafOp.NOT_LIKE:
+        case LeafOp.LIKE | LeafOp.NOT_LIKE | LeafOp.ILIKE | LeafOp.NOT_ILIKE:
             pattern = values[0].value
             assert isinstance(pattern, str)
-            return Like(column, pattern, negated=op == LeafOp.NOT_LIKE)
+            return Like(column, pattern, negated=op in (LeafOp.NOT_LIKE, LeafOp.NOT_ILIKE),
+                        ignore_case=op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
         case _:
             assert_never(op)
 
 
-def like(column: Column, pattern: str, negated: bool = False) -> Expr:
+def like(column: Column, pattern: str, negated: bool = False, *,
+         ignore_case: bool = False) -> Expr:
     """``column [NOT] LIKE pattern`` as the leaves that prune it best: no wildcard is
     ``=``, ``'prefix%'`` a :class:`StartsWith` (min/max, page index, dictionaries),
     any other pattern a :class:`Like` (dictionaries and distinct sets), ANDed with
     its literal prefix when it has one. A backslash is refused: DuckDB reads it as a
-    character, Spark as an escape."""
+    character, Spark as an escape. ``ignore_case`` (ILIKE): one :class:`Like` leaf,
+    whatever the pattern (bounds and prefixes are case-sensitive)."""
+    word = "ILIKE" if ignore_case else "LIKE"
     if not isinstance(pattern, str):
-        raise UserInputError(f"LIKE needs a string pattern, not {pattern!r}")
+        raise UserInputError(f"{word} needs a string pattern, not {pattern!r}")
     if "\\" in pattern:
         raise UserInputError(
-            f"LIKE patterns with a backslash are not supported ({literal_sql(pattern)}): "
+            f"{word} patterns with a backslash are not supported ({literal_sql(pattern)}): "
             "DuckDB reads it as a character, Spark as an escape")
+    if ignore_case:
+        return Like(column, pattern, negated=negated, ignore_case=True)
     cut = min((i for i in (pattern.find("%"), pattern.find("_")) if i >= 0),
               default=len(pattern))
     prefix = pattern[:cut]
@@ -634,6 +648,7 @@ _FLIP_NEGATED = {
     LeafOp.IS_NAN: LeafOp.IS_NOT_NAN, LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
     LeafOp.STARTS_WITH: LeafOp.NOT_STARTS_WITH, LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
     LeafOp.LIKE: LeafOp.NOT_LIKE, LeafOp.NOT_LIKE: LeafOp.LIKE,
+    LeafOp.ILIKE: LeafOp.NOT_ILIKE, LeafOp.NOT_ILIKE: LeafOp.ILIKE,
 }
 
 
@@ -740,6 +755,10 @@ def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
             return f"{column} LIKE {vals[0]}"
         case LeafOp.NOT_LIKE:
             return f"{column} NOT LIKE {vals[0]}"
+        case LeafOp.ILIKE:
+            return f"{column} ILIKE {vals[0]}"
+        case LeafOp.NOT_ILIKE:
+            return f"{column} NOT ILIKE {vals[0]}"
         case _:
             assert_never(op)
 

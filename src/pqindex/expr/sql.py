@@ -9,7 +9,7 @@ The grammar is the predicate subset pqindex can prune with (see
     predicate := '(' expr ')' | TRUE | FALSE | function
                | operand [cmp operand | [NOT] BETWEEN operand AND operand
                           | [NOT] IN '(' literal, ... ')' | IS [NOT] NULL
-                          | [NOT] LIKE 'pattern']
+                          | [NOT] [I]LIKE 'pattern']
     operand   := column | literal
     function  := starts_with(column, 'prefix') | isnan(column)
 
@@ -62,9 +62,10 @@ _COMPARISONS = {"=": LeafOp.EQ, "==": LeafOp.EQ, "!=": LeafOp.NE, "<>": LeafOp.N
                 "<": LeafOp.LT, "<=": LeafOp.LE, ">": LeafOp.GT, ">=": LeafOp.GE}
 _ARITHMETIC = {"+", "-", "*", "/", "%", "||"}
 # Words that can never start or continue an operand unquoted.
-_RESERVED = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "TRUE", "FALSE"}
+_RESERVED = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "ILIKE", "TRUE",
+             "FALSE"}
 _UNSUPPORTED_WORDS = {
-    "ILIKE": "ILIKE", "GLOB": "GLOB", "SIMILAR": "SIMILAR TO", "REGEXP": "REGEXP",
+    "GLOB": "GLOB", "SIMILAR": "SIMILAR TO", "REGEXP": "REGEXP",
     "RLIKE": "RLIKE", "ESCAPE": "LIKE ... ESCAPE", "CASE": "CASE expressions",
     "CAST": "CAST", "INTERVAL": "INTERVAL literals", "EXISTS": "subqueries",
     "SELECT": "subqueries", "DISTINCT": "IS [NOT] DISTINCT FROM",
@@ -216,7 +217,7 @@ class _Parser:
     @staticmethod
     def _continues_predicate(tok: _Token) -> bool:
         return ((tok.kind == "op" and tok.text in _COMPARISONS)
-                or tok.word in ("IS", "IN", "BETWEEN", "LIKE", "NOT"))
+                or tok.word in ("IS", "IN", "BETWEEN", "LIKE", "ILIKE", "NOT"))
 
     def parse_rest(self, left: _Operand, start: _Token) -> Expr:
         tok = self.tok
@@ -240,7 +241,7 @@ class _Parser:
             self.advance()
             return IsNull(self._need_column(left, "IS NULL", start), negated=negated)
         negated = False
-        if tok.word == "NOT" and self.peek().word in ("BETWEEN", "IN", "LIKE"):
+        if tok.word == "NOT" and self.peek().word in ("BETWEEN", "IN", "LIKE", "ILIKE"):
             self.advance()
             negated = True
         if self.at_word("BETWEEN"):
@@ -268,17 +269,17 @@ class _Parser:
                 self.expect_op(")")
                 break
             return In(column, tuple(values), negated=negated)
-        if self.at_word("LIKE"):
-            self.advance()
-            column = self._need_column(left, "LIKE", start)
+        if self.at_word("LIKE", "ILIKE"):
+            word = "ILIKE" if self.advance().word == "ILIKE" else "LIKE"
+            column = self._need_column(left, word, start)
             pattern_tok = self.tok
-            pattern = self._need_literal(self.parse_operand(), "LIKE patterns")
+            pattern = self._need_literal(self.parse_operand(), f"{word} patterns")
             if self.at_word("ESCAPE"):
-                raise self.error("LIKE ... ESCAPE is not supported")
+                raise self.error(f"{word} ... ESCAPE is not supported")
             if not isinstance(pattern.value, str):
-                raise self.error("LIKE needs a string pattern", pattern_tok)
+                raise self.error(f"{word} needs a string pattern", pattern_tok)
             try:
-                return like(column, pattern.value, negated)
+                return like(column, pattern.value, negated, ignore_case=word == "ILIKE")
             except UserInputError as e:
                 raise self.error(e.reason, pattern_tok) from None
         if isinstance(left, Column):

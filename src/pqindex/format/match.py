@@ -52,6 +52,8 @@ class LeafOp(StrEnum):
     NOT_STARTS_WITH = "not starts with"
     LIKE = "like"  # a pattern with % and _ anywhere; pruned by sets of values only
     NOT_LIKE = "not like"
+    ILIKE = "ilike"  # LIKE on the values and the pattern lowercased
+    NOT_ILIKE = "not ilike"
     IS_NAN = "is nan"
     IS_NOT_NAN = "is not nan"
 
@@ -73,6 +75,8 @@ NEGATION: dict[LeafOp, LeafOp] = {
     LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
     LeafOp.LIKE: LeafOp.NOT_LIKE,
     LeafOp.NOT_LIKE: LeafOp.LIKE,
+    LeafOp.ILIKE: LeafOp.NOT_ILIKE,
+    LeafOp.NOT_ILIKE: LeafOp.ILIKE,
     LeafOp.IS_NAN: LeafOp.IS_NOT_NAN,
     LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
 }

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.expr.evaluate import like_regex
+from pqindex.expr.evaluate import like_values
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import split_plain
 from pqindex.format.schema import LeafColumn, PhysicalType
@@ -324,16 +324,12 @@ class DistinctEvidence:
             if op == LeafOp.STARTS_WITH:
                 return starts > 0, starts == len(keys)
             return starts < len(keys), starts == 0
-        if op in (LeafOp.LIKE, LeafOp.NOT_LIKE):
-            rx = like_regex(str(pred.values[0]))
+        if op in (LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE):
             try:
-                hits = sum(1 for k in keys if rx.fullmatch(
-                    k.decode("utf-8") if isinstance(k, bytes) else k) is not None)
-            except (UnicodeDecodeError, TypeError):
+                texts = [k.decode("utf-8") if isinstance(k, bytes) else str(k) for k in keys]
+            except UnicodeDecodeError:
                 return None, False
-            if op == LeafOp.LIKE:
-                return hits > 0, hits == len(keys)
-            return hits < len(keys), hits == 0
+            return like_values(texts, pred)
         return None, False
 
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.expr.evaluate import arrow_like, like_regex, true_positions
+from pqindex.expr.evaluate import like_mask, like_values, true_positions
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -64,6 +64,10 @@ _COMPARISONS = frozenset(
         LeafOp.NOT_STARTS_WITH,
     }
 )
+
+
+# Patterns: answered by sets of values only (dictionaries, distinct sets, partitions).
+_PATTERNS = frozenset({LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE})
 
 
 class Evidence(Protocol):
@@ -266,11 +270,10 @@ class ConstantEvidence:
         if pred.op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) and self.value is not None:
             raw = self.value.encode() if isinstance(self.value, str) else self.value
             s = _Summary(raw, raw, True, 0, 1, 0, False)
-        if pred.op in (LeafOp.LIKE, LeafOp.NOT_LIKE):
+        if pred.op in _PATTERNS:
             if not isinstance(self.value, str):
                 return Match.NONE if self.value is None else Match.SOME
-            hit = like_regex(str(pred.values[0])).fullmatch(self.value) is not None
-            return Match.ALL if hit == (pred.op == LeafOp.LIKE) else Match.NONE
+            return Match.ALL if like_values([self.value], pred)[0] else Match.NONE
         return _summary_match(s, pred)
 
 
@@ -433,14 +436,16 @@ class DictionaryEvidence:
             return starts > 0, starts == len(self.raw)
         return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
 
-    def _liked(self, pattern: str) -> tuple[bool, bool] | None:
-        """Whether some entry, and whether every entry, matches the LIKE ``pattern``
-        (None: entries that are not UTF-8)."""
+    def _liked(self, pred: BoundPredicate) -> tuple[bool, bool] | None:
+        """Whether some entry, and whether every entry, satisfies the [NOT] [I]LIKE
+        leaf (None: entries that are not UTF-8)."""
         try:
-            mask = pc.match_like(self.entries.cast(pa.string()), pattern=arrow_like(pattern))
+            mask = like_mask(self.entries.cast(pa.string()), str(pred.values[0]),
+                             pred.op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
         except pa.ArrowException:
             return None
-        return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
+        some, every = bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
+        return (some, every) if pred.op in (LeafOp.LIKE, LeafOp.ILIKE) else (not every, not some)
 
     def match(self, pred: BoundPredicate) -> Match:
         op = pred.op
@@ -482,15 +487,11 @@ class DictionaryEvidence:
                 hit, every = some, all_in
             else:
                 hit, every = not all_in, not some
-        elif op in (LeafOp.LIKE, LeafOp.NOT_LIKE):
-            liked = self._liked(str(pred.values[0])) if vt.kind == Kind.STRING else None
+        elif op in _PATTERNS:
+            liked = self._liked(pred) if vt.kind == Kind.STRING else None
             if liked is None:
                 return Match.SOME
-            some, all_in = liked
-            if op == LeafOp.LIKE:
-                hit, every = some, all_in
-            else:
-                hit, every = not all_in, not some
+            hit, every = liked
         elif (numeric := self._numeric_match(op, pred)) is not None:
             hit, every = numeric[0], numeric[1] and not self._has_nan()
         else:
