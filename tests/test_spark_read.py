@@ -190,6 +190,23 @@ def test_one_column_given_as_a_string(spark: Any, tmp_path: Path, engine: str) -
         spark.read.parquet(str(path)).where("id < 5").select("v"))
 
 
+@pytest.mark.parametrize("engine", ["native", "pqindex", "auto"])
+def test_like_and_ilike_match_spark(spark: Any, written_files: Any, tmp_path: Path,
+                                    engine: str) -> None:
+    """LIKE patterns through every engine give Spark's rows; ILIKE is left to Spark
+    (Java's lowercasing is not Arrow's), which the plan says."""
+    import shutil
+
+    (tmp_path / "lake").mkdir()
+    shutil.copy(written_files["pyarrow_v1_snappy_plain"], tmp_path / "lake" / "a.parquet")
+    path = str(tmp_path / "lake")
+    for where in ("category LIKE '%lt%'", "category NOT LIKE '_e%'", "category LIKE 'a%a'",
+                  "category LIKE '%ph%' OR id < 3", "category ILIKE '%ELT%'"):
+        _check(spark, path, where, ["id", "category"], engine, driver_read_bytes=-1)
+    info = ps.explain(spark, path, "category ILIKE '%ELT%'", columns=["id"], engine=engine)
+    assert "ILIKE is left to Spark" in str(info), info
+
+
 def test_pqindex_reader_reads_only_kept_row_groups(spark: Any, written_files: Any) -> None:
     """A point lookup: one task per kept file share, the other row groups never planned
     by a task (the units are what the driver's plan kept)."""

@@ -123,6 +123,36 @@ def _manifest_discovery(dest: str, manifest: dict[str, Any]) -> Any:
     return Discovery(tuple(files), tuple(keys), types)
 
 
+def spark_only(expr: Any) -> str | None:
+    """Why Spark, not pqindex, must apply ``expr`` (None: pqindex may). ILIKE: Spark
+    lowercases with Java's rules (full mappings, the JVM's locale), Arrow with
+    Unicode's simple ones, so a value could match in one and not the other."""
+    from pqindex.expr.nodes import ExprVisitor, LeafExpr, Like, visit
+
+    class _IgnoresCase(ExprVisitor[bool]):
+        def visit_true(self) -> bool:
+            return False
+
+        def visit_false(self) -> bool:
+            return False
+
+        def visit_not(self, child: bool) -> bool:
+            return child
+
+        def visit_and(self, left: bool, right: bool) -> bool:
+            return left or right
+
+        def visit_or(self, left: bool, right: bool) -> bool:
+            return left or right
+
+        def visit_leaf(self, node: LeafExpr) -> bool:
+            return isinstance(node, Like) and node.ignore_case
+
+    if visit(expr, _IgnoresCase()):
+        return "ILIKE is left to Spark: it lowercases with Java's rules, pqindex with Arrow's"
+    return None
+
+
 def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema: Any) -> SparkPlan:
     """Prune ``spark_files`` (Spark's listing of the dataset at ``path``) for ``where``."""
     import pqindex
@@ -155,6 +185,9 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
             expr = parse_where(where)
         except PqIndexError as e:
             out.fallback = f"predicate not understood by pqindex: {e}"
+            return out
+        if (why := spark_only(expr)) is not None:
+            out.fallback = why
             return out
         # Planning decides files only: a small tail read (Spark's footers are a few
         # KiB) and no projection, so no offset index of a non-predicate column is read.
@@ -437,9 +470,13 @@ def _decide(
     why_not: str | None = None  # why pqindex cannot apply the predicate itself
     if pq_where is not None:
         try:
-            expr_cols = expr_columns(parse_where(pq_where))
+            parsed = parse_where(pq_where)
+            expr_cols = expr_columns(parsed)
         except PqIndexError as e:
             why_not, pq_where, expr_cols = f"predicate not understood by pqindex: {e}", None, []
+        else:
+            if (why := spark_only(parsed)) is not None:
+                why_not, pq_where, expr_cols = why, None, []
     else:
         expr_cols = []
     # Local files: the small tail Spark's footers need (as the native plan).
