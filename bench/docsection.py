@@ -64,6 +64,29 @@ def replace_section(doc: Path, start: str, end: str, section: str) -> None:
     doc.write_text(text)
 
 
+def datafusion_context(source: str) -> Any:
+    """A DataFusion context with ``source`` (a file, or a directory ending in ``/``)
+    registered as table ``t``, filter pushdown and the page index on (what a user
+    tuning it for selective reads sets)."""
+    import datafusion
+
+    cfg = (datafusion.SessionConfig()
+           .set("datafusion.execution.parquet.pushdown_filters", "true")
+           .set("datafusion.execution.parquet.enable_page_index", "true"))
+    ctx = datafusion.SessionContext(cfg)
+    ctx.register_parquet("t", source)
+    return ctx
+
+
+def duckdb_view(source: str) -> Any:
+    """A DuckDB connection with view ``t`` over ``read_parquet(source)``."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{source}')")
+    return con
+
+
 Opener = Callable[[], Any]
 Runner = Callable[[Any, Any], Any]
 

@@ -31,7 +31,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import pqindex  # noqa: E402
-from docsection import cold_and_warm, cold_warm_table, provenance, replace_section  # noqa: E402
+from docsection import (  # noqa: E402
+    cold_and_warm,
+    cold_warm_table,
+    datafusion_context,
+    duckdb_view,
+    provenance,
+    replace_section,
+)
 from pqindex.io.cache import metadata_cache  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -108,8 +115,6 @@ def _polars_filter(where: str) -> Any:
 
 def readers(root: Path) -> dict[str, tuple[Any, Any]]:
     """name -> (open() -> state, run(state, (where, columns)) -> (rows, sum of id))."""
-    import datafusion
-    import duckdb
     import polars as pl
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
@@ -128,17 +133,10 @@ def readers(root: Path) -> dict[str, tuple[Any, Any]]:
         return pads.dataset(root, format="parquet")
 
     def duck_open() -> Any:
-        con = duckdb.connect()
-        con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{root}/*.parquet')")
-        return con
+        return duckdb_view(f"{root}/*.parquet")
 
     def df_open() -> Any:
-        cfg = (datafusion.SessionConfig()
-               .set("datafusion.execution.parquet.pushdown_filters", "true")
-               .set("datafusion.execution.parquet.enable_page_index", "true"))
-        ctx = datafusion.SessionContext(cfg)
-        ctx.register_parquet("t", f"{root}/")
-        return ctx
+        return datafusion_context(f"{root}/")
 
     def sql(q: Query) -> str:
         limit = f" LIMIT {q[2]}" if q[2] is not None else ""
