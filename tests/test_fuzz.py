@@ -168,9 +168,12 @@ def _one_case(label: str, data: bytes, path: Path, copy: Path) -> None:
     aggs = ["count(*)"] + ([f"sum({column})", f"max({column})", f"avg({column})",
                             f"count(distinct {column})"] if column else [])
     _outcome(lambda: pqindex.dataset(path).aggregate(aggs, where=where), f"{label}: aggregate")
-    # The embedded distinct sets answer count(distinct) of row groups every row matches.
+    # The embedded distinct sets answer count(distinct) of row groups every row matches,
+    # and LIKE / ILIKE patterns from the values they hold (as dictionaries do).
     _outcome(lambda: pqindex.dataset(path).aggregate(["count(distinct category)"]),
              f"{label}: distinct sets")
+    for like in ("category LIKE '%et%'", "category NOT ILIKE '_E%'"):
+        _outcome(lambda w=like: pqindex.dataset(path).to_table(where=w), f"{label}: {like}")
     kind, got = _outcome(lambda: pqindex.dataset(path).head(7, where=where), f"{label}: head")
     if kind == "ok" and reference is not None and where is None:
         assert _same(got, reference.slice(0, 7)), f"{label}: head differs from pyarrow's"

@@ -215,6 +215,28 @@ def test_stale_manifest_falls_back_to_footers(lake: tuple[Path, pa.Table], tmp_p
     _check([root], "manifest-stale")
 
 
+def test_manifest_reports_progress_and_the_cli_writes_it(tmp_path: Path) -> None:
+    """``progress(done, total)`` runs from 0 to the file count, one file at a time; the
+    CLI's bar (off when standard error is not a terminal) changes nothing printed."""
+    from click.testing import CliRunner
+
+    from pqindex.cli import cli
+
+    root = tmp_path / "lake"
+    root.mkdir()
+    for k in range(5):
+        pq.write_table(pa.table({"id": pa.array(np.arange(k * 10, k * 10 + 10))}),
+                       root / f"f{k}.parquet")
+    (root / "broken.parquet").write_bytes(b"PAR1 not a parquet file PAR1")
+    seen: list[tuple[int, int]] = []
+    m = write_manifest(str(root), progress=lambda done, total: seen.append((done, total)))
+    assert [d for d, _ in seen] == list(range(7)) and {t for _, t in seen} == {6}
+    assert len(m["files"]) == 5  # the broken file has no entry: its footer says why
+    res = CliRunner().invoke(cli, ["manifest", str(root)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == f"{root}: manifest of 5 file(s), 50 rows"
+
+
 def test_same_size_rewrite_is_caught_by_mtime(tmp_path: Path) -> None:
     root = tmp_path / "same"
     root.mkdir()

@@ -9,12 +9,13 @@ traceback to either.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -112,6 +113,26 @@ def _plain(value: Any, *, json: bool = True) -> Any:
 
 def _json_text(value: Any) -> str:
     return json.dumps(_plain(value), default=str, allow_nan=False)
+
+
+@contextlib.contextmanager
+def _progress(description: str, total: int | None = None
+              ) -> Iterator[Callable[[int, int, str | None], None]]:
+    """A progress bar on standard error (only on a terminal, gone when done), and its
+    update: ``(done, total, what is being worked on or None)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    err_console = Console(stderr=True, highlight=False)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   console=err_console, transient=True, disable=not err_console.is_terminal)
+    with bar:
+        task = bar.add_task(description, total=total)
+
+        def update(done: int, total: int, what: str | None = None) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=description if what is None else _short(what))
+
+        yield update
 
 
 def _size(n: int | None) -> str:
@@ -422,7 +443,9 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
     """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH."""
     from pqindex.dataset.manifest import write_manifest
 
-    m = write_manifest(path, _storage_options(storage_option))
+    with _progress("reading footers") as update:
+        m = write_manifest(path, _storage_options(storage_option),
+                           progress=lambda done, total: update(done, total, None))
     if as_json:
         click.echo(json.dumps(m, indent=1, default=str))
     else:
@@ -673,8 +696,6 @@ def index_command(
     --keep-going; either way each failure prints one line naming the file and
     the exit status is 2.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from pqindex.write.add_indexes import (
         IndexResult,
         bloom_scopes,
@@ -698,8 +719,10 @@ def index_command(
         # Object stores: each object replaced only if unchanged since read (write.remote).
         from pqindex.write.add_indexes import add_indexes
 
-        done = add_indexes(list(path), output=output,
-                           storage_options=_storage_options(storage_option), **options)
+        with _progress("indexing") as update:
+            done = add_indexes(list(path), output=output,
+                               storage_options=_storage_options(storage_option),
+                               progress=lambda n, total, r: update(n, total, r.path), **options)
         if as_json:
             click.echo(json.dumps({"files": [r.to_dict() for r in done], "errors": [],
                                    "totals": _index_totals(done)}, indent=2))
@@ -709,19 +732,9 @@ def index_command(
     targets = index_targets(list(path), output)
     results: list[IndexResult] = []
     errors: list[tuple[str, str]] = []
-    err_console = Console(stderr=True, highlight=False)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
-    with bar:
-        task = bar.add_task("indexing", total=len(targets))
-        for t in targets:
-            bar.update(task, description=_short(t.source))
+    with _progress("indexing", len(targets)) as update:
+        for i, t in enumerate(targets):
+            update(i, len(targets), t.source)
             try:
                 results.append(
                     index_file(t.source, output=None if output is None else t.output, **options)
@@ -730,8 +743,6 @@ def index_command(
                 errors.append((t.source, str(e)))
                 if not keep_going:
                     break
-            finally:
-                bar.advance(task)
     if len(path) == 1:
         refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:

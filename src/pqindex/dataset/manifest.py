@@ -286,6 +286,7 @@ def write_manifest(
     storage_options: Mapping[str, Any] | None = None,
     *,
     extra: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Write (or refresh) the manifest of the dataset directory or prefix ``path``.
 
@@ -293,7 +294,8 @@ def write_manifest(
     the metadata cache), the manifest built and written atomically (temporary
     name + rename locally, one PUT on object stores). Keys of the previous
     manifest that pqindex does not compute (Spark's key ranges) are kept for
-    files that did not change. Returns the manifest.
+    files that did not change. ``progress(done, total)`` is called as footers are
+    read (after each file). Returns the manifest.
     """
     from pqindex.dataset.discovery import discover, split_pattern
     from pqindex.io.objects import get_object, put_object
@@ -323,7 +325,7 @@ def write_manifest(
     for e in old.get("files") or []:
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
-    opened = _open_files(disc.files, base, storage_options, keep)
+    opened = _open_files(disc.files, base, storage_options, keep, progress)
     top = {k: v for k, v in old.items() if k not in ("version", "format", "schemas", "files",
                                                        "rows", "bytes")}
     manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
@@ -339,6 +341,7 @@ _WRITE_BATCH = 256
 def _open_files(
     files: Sequence[DataFile], base: str, storage_options: Mapping[str, Any] | None,
     keep: dict[str, Mapping[str, Any]],
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[tuple[str, ParquetFile, ObjectInfo]]:
     """Each readable data file, opened (remote tails a batch at a time, in one wave)
     and closed once its entry is built; ``keep`` loses the entries of changed files."""
@@ -347,7 +350,9 @@ def _open_files(
     for i in range(0, len(files), _WRITE_BATCH):
         batch = files[i : i + _WRITE_BATCH]
         prefetch_tails([(df.path, df.info, None) for df in batch], storage_options)
-        for df in batch:
+        for j, df in enumerate(batch):
+            if progress is not None:
+                progress(i + j, len(files))
             info = df.info if df.info is not None else _local_info(df.path)
             try:
                 pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
@@ -366,6 +371,8 @@ def _open_files(
                 yield rel, pf, info
             finally:
                 pf.close()
+    if progress is not None:
+        progress(len(files), len(files))
 
 
 def _join(root: str, name: str) -> str:
