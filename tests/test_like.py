@@ -146,6 +146,27 @@ def test_dictionaries_and_distinct_sets_rule_row_groups_out(files: dict[str, Pat
     assert got == [] and report.row_groups_read == 0 and report.pages_read == 0
 
 
+def test_a_manifest_prunes_files_by_their_distinct_sets(tmp_path: Path) -> None:
+    """The manifest keeps each file's small distinct sets: a pattern none of a file's
+    values match skips the file with no request for it."""
+    from pqindex.dataset.manifest import write_manifest
+
+    vocab = [["alpha", "beta"], ["gamma", "delta"], ["epsilon", "Zeta"]]
+    for i, words in enumerate(vocab):
+        t = pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()),
+                      "s": [words[k % 2] for k in range(100)]})
+        pqindex.write_table(t, tmp_path / f"f{i}.parquet", indexes={"distinct": ["s"]})
+    write_manifest(str(tmp_path))
+    for where, skipped in (("s LIKE '%mm%'", 2), ("s ILIKE '%ZE%'", 2), ("s LIKE '%e%'", 0),
+                           ("s NOT LIKE '%a'", 2), ("s LIKE '_e%'", 0), ("s LIKE 'g%a'", 2)):
+        ds = pqindex.dataset(tmp_path)
+        scan = ds.scan(["id"], where)
+        got = sorted(scan.to_table().column("id").to_pylist())
+        assert got == _duck(tmp_path, where), where
+        assert scan.report.files_skipped.get("manifest", 0) == skipped, (where, scan.report)
+        assert len(ds.io_stats()) == 3 - skipped, where  # skipped files: no request
+
+
 def test_like_refusals_are_clear(files: dict[str, Path]) -> None:
     ds = pqindex.dataset(files["pyarrow"])
     with pytest.raises(UserInputError, match="backslash"):
