@@ -115,6 +115,31 @@ def test_ilike_matches_duckdb(files: dict[str, Path], name: str) -> None:
         assert report.row_groups_read == 2, (name, report)
 
 
+REGEXPS = ["ph", "^a", "a$", "a.c", "^(alpha|beta)$", "[0-9]", "é", "(?i)ALPHA", "^$", "b.c",
+           "本", "^word", "x?yz", "\\bbeta\\b"]
+
+
+@pytest.mark.parametrize("name", ["pyarrow", "plain", "pqindex"])
+def test_regexp_matches_matches_duckdb(files: dict[str, Path], name: str) -> None:
+    path = files[name]
+    for pattern in REGEXPS:
+        for where in (f"regexp_matches(s, {_sql(pattern)})",
+                      f"NOT regexp_matches(s, {_sql(pattern)})",
+                      f"regexp_matches(s, {_sql(pattern)}) OR n = 4"):
+            assert _ours(path, where)[0] == _duck(path, where), (name, where)
+    got, report = _ours(path, "regexp_matches(s, 'hab')")
+    assert got == _duck(path, "regexp_matches(s, 'hab')")
+    if name != "plain":  # the dictionaries or distinct sets rule 6 of 8 row groups out
+        assert report.row_groups_read == 2, (name, report)
+    ds = pqindex.dataset(path)
+    with pytest.raises(UserInputError, match="not a valid RE2 expression"):
+        ds.to_table(where="regexp_matches(s, 'a(')")
+    with pytest.raises(UserInputError, match="needs a string column"):
+        ds.to_table(where="regexp_matches(n, '1')")
+    with pytest.raises(UserInputError, match="options are not supported"):
+        ds.to_table(where="regexp_matches(s, 'a', 'i')")
+
+
 def test_like_on_a_partition_value(files: dict[str, Path]) -> None:
     lake = files["lake"]
     for pattern in ("a%", "%c", "_eta", "a_c", "%"):

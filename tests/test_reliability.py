@@ -4,6 +4,7 @@ lost, no silent wrong rows. One test (or more) per bullet of the issue."""
 from __future__ import annotations
 
 import itertools
+import re
 import os
 import sys
 from pathlib import Path
@@ -412,6 +413,8 @@ def _ref(op: Any, v: Any, args: tuple[Any, ...]) -> bool:
         LeafOp.NOT_LIKE: lambda: not _like(v, args[0]),
         LeafOp.ILIKE: lambda: _like(v.lower(), args[0].lower()),
         LeafOp.NOT_ILIKE: lambda: not _like(v.lower(), args[0].lower()),
+        LeafOp.REGEXP: lambda: re.search(args[0], v) is not None,
+        LeafOp.NOT_REGEXP: lambda: re.search(args[0], v) is None,
     }
     return bool(table[op]())
 
@@ -432,6 +435,8 @@ def _op_cases() -> list[tuple[Any, str, tuple[Any, ...]]]:
               for p in ("%b%", "_b%", "_", "%%", "%a", "__")]
     cases += [(op, "s", (p,)) for op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE)
               for p in ("%B%", "AB", "_", "z%")]
+    cases += [(op, "s", (p,)) for op in (LeafOp.REGEXP, LeafOp.NOT_REGEXP)
+              for p in ("b", "^a", "b$", "a.d", "(ab|zz)", "^[bz]+$", "^$")]
     return cases
 
 

@@ -37,6 +37,7 @@ from pqindex.expr.nodes import (
     LiteralValue,
     Not,
     Or,
+    Regexp,
     StartsWith,
 )
 from pqindex.format.match import LeafOp
@@ -393,6 +394,12 @@ def _translate(expr: Expr, schema: pa.Schema) -> pc.Expression:
             raise _Untranslatable("LIKE on a non-string column")
         liked = like_mask(f, expr.pattern, expr.ignore_case)
         return ~liked if expr.negated else liked
+    if isinstance(expr, Regexp):
+        f, t = _field(expr.column.name, schema)
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise _Untranslatable("regexp_matches on a non-string column")
+        found = pc.match_substring_regex(f, pattern=expr.pattern)
+        return ~found if expr.negated else found
     raise _Untranslatable(type(expr).__name__)
 
 

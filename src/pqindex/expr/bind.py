@@ -38,6 +38,7 @@ from pqindex.expr.nodes import (
     LeafExpr,
     Like,
     LiteralValue,
+    Regexp,
     StartsWith,
     leaf_sql,
     literal_sql,
@@ -687,6 +688,21 @@ def _bind_like(target: _Target, node: Like) -> BoundExpr:
     return _predicate(target, node.leaf_op, (node.pattern,))
 
 
+def _bind_regexp(target: _Target, node: Regexp) -> BoundExpr:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if target.vt.kind != Kind.STRING:
+        raise UserInputError(
+            f"regexp_matches() needs a string column, not {target.vt.name}", column=target.name)
+    try:  # RE2's syntax, as the evaluation reads it: refused here, not per row group
+        pc.match_substring_regex(pa.array([""], pa.string()), pattern=node.pattern)
+    except pa.ArrowException as e:
+        raise UserInputError(f"regexp_matches(): not a valid RE2 expression "
+                             f"{literal_sql(node.pattern)}: {e}", column=target.name) from None
+    return _predicate(target, node.leaf_op, (node.pattern,))
+
+
 class _Binder(ExprVisitor[BoundExpr]):
     def __init__(self, targets: dict[str, _Target], absent_null: bool = True) -> None:
         self.targets = targets
@@ -727,6 +743,8 @@ class _Binder(ExprVisitor[BoundExpr]):
             return _predicate(target, node.leaf_op, ())
         if isinstance(node, Like):
             return _bind_like(target, node)
+        if isinstance(node, Regexp):
+            return _bind_regexp(target, node)
         return _bind_starts_with(target, node)
 
 

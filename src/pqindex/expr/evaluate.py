@@ -144,16 +144,30 @@ def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
     return pc.match_like(values, pattern=arrow_like(pattern))
 
 
-def like_values(values: Sequence[str], pred: BoundPredicate) -> tuple[bool, bool]:
-    """Whether some, and whether every, one of ``values`` satisfies the [NOT] [I]LIKE
-    leaf ``pred``."""
-    op = pred.op
-    mask = like_mask(pa.array(values, pa.string()), str(pred.values[0]),
-                     op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+# Pattern leaves: answered by sets of values only (dictionaries, distinct sets,
+# partition values), through :func:`pattern_mask`.
+PATTERNS = frozenset({LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE,
+                      LeafOp.REGEXP, LeafOp.NOT_REGEXP})
+_NEGATED_PATTERNS = frozenset({LeafOp.NOT_LIKE, LeafOp.NOT_ILIKE, LeafOp.NOT_REGEXP})
+
+
+def pattern_mask(values: Any, pred: BoundPredicate) -> Any:
+    """Which of ``values`` (a string array, or an Expression) the pattern of the
+    [I]LIKE or regexp leaf ``pred`` matches, its negation aside."""
+    pattern = str(pred.values[0])
+    if pred.op in (LeafOp.REGEXP, LeafOp.NOT_REGEXP):
+        return pc.match_substring_regex(values, pattern=pattern)
+    return like_mask(values, pattern, pred.op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+
+
+def pattern_values(values: Sequence[str] | pa.Array, pred: BoundPredicate
+                   ) -> tuple[bool, bool]:
+    """Whether some, and whether every, one of ``values`` satisfies the pattern leaf
+    ``pred`` (its negation included): the row evaluation's kernel over a set."""
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    mask = pattern_mask(arr, pred)
     some, every = bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
-    if op in (LeafOp.LIKE, LeafOp.ILIKE):
-        return some, every
-    return not every, not some
+    return (not every, not some) if pred.op in _NEGATED_PATTERNS else (some, every)
 
 
 def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
@@ -179,10 +193,10 @@ def _predicate_mask(pred: BoundPredicate, arr: Any) -> Any:
             return _prefix_mask(pred, arr)
         case LeafOp.NOT_STARTS_WITH:
             return pc.invert(_prefix_mask(pred, arr))
-        case LeafOp.LIKE | LeafOp.ILIKE:
-            return like_mask(arr, str(pred.values[0]), op == LeafOp.ILIKE)
-        case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE:
-            return pc.invert(like_mask(arr, str(pred.values[0]), op == LeafOp.NOT_ILIKE))
+        case LeafOp.LIKE | LeafOp.ILIKE | LeafOp.REGEXP:
+            return pattern_mask(arr, pred)
+        case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE | LeafOp.NOT_REGEXP:
+            return pc.invert(pattern_mask(arr, pred))
         case _:
             assert_never(op)
 
@@ -380,10 +394,10 @@ class _Expression(BoundVisitor[Any]):
                 return self._prefix(pred, field)
             case LeafOp.NOT_STARTS_WITH:
                 return ~self._prefix(pred, field)
-            case LeafOp.LIKE | LeafOp.ILIKE:
-                return like_mask(field, str(pred.values[0]), op == LeafOp.ILIKE)
-            case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE:
-                return ~like_mask(field, str(pred.values[0]), op == LeafOp.NOT_ILIKE)
+            case LeafOp.LIKE | LeafOp.ILIKE | LeafOp.REGEXP:
+                return pattern_mask(field, pred)
+            case LeafOp.NOT_LIKE | LeafOp.NOT_ILIKE | LeafOp.NOT_REGEXP:
+                return ~pattern_mask(field, pred)
             case _:
                 assert_never(op)
 

@@ -39,6 +39,7 @@ __all__ = [
     "LiteralValue",
     "Not",
     "Or",
+    "Regexp",
     "StartsWith",
     "and_",
     "col",
@@ -284,6 +285,10 @@ class Column:
         """``x ILIKE pattern``: LIKE on the values and the pattern lowercased."""
         return like(self, pattern, ignore_case=True)
 
+    def regexp_matches(self, pattern: str) -> Regexp:
+        """``regexp_matches(x, pattern)``: the RE2 expression found in the value."""
+        return Regexp(self, pattern)
+
     def __str__(self) -> str:
         return column_sql(self.name)
 
@@ -481,6 +486,20 @@ class Like(Expr):
         return LeafOp.NOT_LIKE if self.negated else LeafOp.LIKE
 
 
+@dataclass(frozen=True, slots=True, eq=True)
+class Regexp(Expr):
+    """``[NOT] regexp_matches(column, 'pattern')``: the RE2 regular expression found
+    anywhere in the value (DuckDB's function, Arrow's ``match_substring_regex``)."""
+
+    column: Column
+    pattern: str
+    negated: bool = False
+
+    @property
+    def leaf_op(self) -> LeafOp:
+        return LeafOp.NOT_REGEXP if self.negated else LeafOp.REGEXP
+
+
 def _tree_eq(a: Expr, b: object) -> bool:
     """Structural equality without recursion (a 10,000-term OR is 10,000 deep)."""
     stack: list[tuple[object, object]] = [(a, b)]
@@ -540,7 +559,7 @@ class Not(Expr):
         return _tree_hash(self)
 
 
-LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith | Like
+LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith | Like | Regexp
 
 
 def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
@@ -563,6 +582,10 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             assert isinstance(pattern, str)
             return Like(column, pattern, negated=op in (LeafOp.NOT_LIKE, LeafOp.NOT_ILIKE),
                         ignore_case=op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+        case LeafOp.REGEXP | LeafOp.NOT_REGEXP:
+            pattern = values[0].value
+            assert isinstance(pattern, str)
+            return Regexp(column, pattern, negated=op == LeafOp.NOT_REGEXP)
         case _:
             assert_never(op)
 
@@ -633,7 +656,7 @@ def not_(expr: Expr) -> Expr:
         return FALSE if expr.value else TRUE
     if isinstance(expr, Not):
         return expr.child
-    if isinstance(expr, (In, IsNull, IsNan, StartsWith, Like)):
+    if isinstance(expr, (In, IsNull, IsNan, StartsWith, Like, Regexp)):
         return leaf_node(_FLIP_NEGATED[expr.leaf_op], expr.column,
                          leaf_values(expr))
     if isinstance(expr, Compare) and expr.op in (LeafOp.EQ, LeafOp.NE):
@@ -649,6 +672,7 @@ _FLIP_NEGATED = {
     LeafOp.STARTS_WITH: LeafOp.NOT_STARTS_WITH, LeafOp.NOT_STARTS_WITH: LeafOp.STARTS_WITH,
     LeafOp.LIKE: LeafOp.NOT_LIKE, LeafOp.NOT_LIKE: LeafOp.LIKE,
     LeafOp.ILIKE: LeafOp.NOT_ILIKE, LeafOp.NOT_ILIKE: LeafOp.ILIKE,
+    LeafOp.REGEXP: LeafOp.NOT_REGEXP, LeafOp.NOT_REGEXP: LeafOp.REGEXP,
 }
 
 
@@ -660,7 +684,7 @@ def leaf_values(node: LeafExpr) -> tuple[Literal, ...]:
         return node.values
     if isinstance(node, StartsWith):
         return (Literal(node.prefix),)
-    if isinstance(node, Like):
+    if isinstance(node, (Like, Regexp)):
         return (Literal(node.pattern),)
     return ()
 
@@ -688,7 +712,7 @@ class ExprVisitor(ABC, Generic[T]):
 
     @abstractmethod
     def visit_leaf(self, node: LeafExpr) -> T:
-        """Compare, In, IsNull, IsNan, StartsWith or Like."""
+        """Compare, In, IsNull, IsNan, StartsWith, Like or Regexp."""
 
 
 def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
@@ -716,7 +740,7 @@ def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
             results.append(visitor.visit_true())
         elif isinstance(node, AlwaysFalse):
             results.append(visitor.visit_false())
-        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith, Like)):
+        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith, Like, Regexp)):
             results.append(visitor.visit_leaf(node))
         else:
             raise UserInputError(f"not a predicate: {node!r}")
@@ -759,6 +783,10 @@ def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
             return f"{column} ILIKE {vals[0]}"
         case LeafOp.NOT_ILIKE:
             return f"{column} NOT ILIKE {vals[0]}"
+        case LeafOp.REGEXP:
+            return f"regexp_matches({column}, {vals[0]})"
+        case LeafOp.NOT_REGEXP:
+            return f"NOT regexp_matches({column}, {vals[0]})"
         case _:
             assert_never(op)
 
@@ -819,5 +847,5 @@ class _SqlPrinter(ExprVisitor[tuple[str, int]]):
             return text, _NOT if text.startswith("NOT ") else _LEAF
         op = node.leaf_op
         text = leaf_sql(name, op, (str(v) for v in leaf_values(node)))
-        return text, _NOT if op == LeafOp.IS_NOT_NAN else _LEAF
+        return text, _NOT if op in (LeafOp.IS_NOT_NAN, LeafOp.NOT_REGEXP) else _LEAF
 

@@ -12,6 +12,7 @@ The grammar is the predicate subset pqindex can prune with (see
                           | [NOT] [I]LIKE 'pattern']
     operand   := column | literal
     function  := starts_with(column, 'prefix') | isnan(column)
+               | regexp_matches(column, 'pattern')
 
 Errors say what was unexpected and where (``position`` counts characters from 0).
 """
@@ -37,6 +38,7 @@ from pqindex.expr.nodes import (
     IsNull,
     Literal,
     LiteralValue,
+    Regexp,
     StartsWith,
     and_,
     like,
@@ -292,7 +294,7 @@ class _Parser:
         name_tok = self.advance()
         name = name_tok.text.lower()
         self.expect_op("(")
-        if name not in ("starts_with", "isnan"):
+        if name not in ("starts_with", "isnan", "regexp_matches"):
             raise self.error(f"function calls are not supported: {name_tok.text}(...)",
                              name_tok)
         arg_tok = self.tok
@@ -300,6 +302,15 @@ class _Parser:
         result: Expr
         if name == "isnan":
             result = IsNan(column)
+        elif name == "regexp_matches":
+            self.expect_op(",")
+            pattern_tok = self.tok
+            pattern = self._need_literal(self.parse_operand(), "regexp_matches() patterns")
+            if not isinstance(pattern.value, str):
+                raise self.error("regexp_matches() needs a string pattern", pattern_tok)
+            if self.at_op(","):
+                raise self.error("regexp_matches() options are not supported", self.tok)
+            result = Regexp(column, pattern.value)
         else:
             self.expect_op(",")
             prefix_tok = self.tok

@@ -481,7 +481,8 @@ class PageIndex:
 
         # Value predicates: NULL never matches, NaN only matches != and NOT IN.
         out[all_null] = _NONE
-        if op in (LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE):
+        if op in (LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE, LeafOp.REGEXP,
+                  LeafOp.NOT_REGEXP):
             return out  # bounds say nothing of a pattern (its prefix is a STARTS_WITH)
         if any(isinstance(k, float) and math.isnan(k) for k in keys):
             return out

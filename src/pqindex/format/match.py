@@ -54,6 +54,8 @@ class LeafOp(StrEnum):
     NOT_LIKE = "not like"
     ILIKE = "ilike"  # LIKE on the values and the pattern lowercased
     NOT_ILIKE = "not ilike"
+    REGEXP = "regexp"  # an RE2 regular expression found anywhere in the value
+    NOT_REGEXP = "not regexp"
     IS_NAN = "is nan"
     IS_NOT_NAN = "is not nan"
 
@@ -77,6 +79,8 @@ NEGATION: dict[LeafOp, LeafOp] = {
     LeafOp.NOT_LIKE: LeafOp.LIKE,
     LeafOp.ILIKE: LeafOp.NOT_ILIKE,
     LeafOp.NOT_ILIKE: LeafOp.ILIKE,
+    LeafOp.REGEXP: LeafOp.NOT_REGEXP,
+    LeafOp.NOT_REGEXP: LeafOp.REGEXP,
     LeafOp.IS_NAN: LeafOp.IS_NOT_NAN,
     LeafOp.IS_NOT_NAN: LeafOp.IS_NAN,
 }

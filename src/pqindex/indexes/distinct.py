@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.expr.evaluate import like_values
+from pqindex.expr.evaluate import PATTERNS, pattern_values
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.plain import split_plain
 from pqindex.format.schema import LeafColumn, PhysicalType
@@ -324,12 +324,12 @@ class DistinctEvidence:
             if op == LeafOp.STARTS_WITH:
                 return starts > 0, starts == len(keys)
             return starts < len(keys), starts == 0
-        if op in (LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE):
+        if op in PATTERNS:
             try:
                 texts = [k.decode("utf-8") if isinstance(k, bytes) else str(k) for k in keys]
             except UnicodeDecodeError:
                 return None, False
-            return like_values(texts, pred)
+            return pattern_values(texts, pred)
         return None, False
 
 

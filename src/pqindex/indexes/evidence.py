@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
-from pqindex.expr.evaluate import like_mask, like_values, true_positions
+from pqindex.expr.evaluate import PATTERNS, pattern_values, true_positions
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -64,10 +64,6 @@ _COMPARISONS = frozenset(
         LeafOp.NOT_STARTS_WITH,
     }
 )
-
-
-# Patterns: answered by sets of values only (dictionaries, distinct sets, partitions).
-_PATTERNS = frozenset({LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE})
 
 
 class Evidence(Protocol):
@@ -270,10 +266,10 @@ class ConstantEvidence:
         if pred.op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH) and self.value is not None:
             raw = self.value.encode() if isinstance(self.value, str) else self.value
             s = _Summary(raw, raw, True, 0, 1, 0, False)
-        if pred.op in _PATTERNS:
+        if pred.op in PATTERNS:
             if not isinstance(self.value, str):
                 return Match.NONE if self.value is None else Match.SOME
-            return Match.ALL if like_values([self.value], pred)[0] else Match.NONE
+            return Match.ALL if pattern_values([self.value], pred)[0] else Match.NONE
         return _summary_match(s, pred)
 
 
@@ -436,16 +432,13 @@ class DictionaryEvidence:
             return starts > 0, starts == len(self.raw)
         return bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
 
-    def _liked(self, pred: BoundPredicate) -> tuple[bool, bool] | None:
-        """Whether some entry, and whether every entry, satisfies the [NOT] [I]LIKE
-        leaf (None: entries that are not UTF-8)."""
+    def _patterned(self, pred: BoundPredicate) -> tuple[bool, bool] | None:
+        """Whether some entry, and whether every entry, satisfies the pattern leaf
+        (None: entries that are not UTF-8)."""
         try:
-            mask = like_mask(self.entries.cast(pa.string()), str(pred.values[0]),
-                             pred.op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+            return pattern_values(self.entries.cast(pa.string()), pred)
         except pa.ArrowException:
             return None
-        some, every = bool(pc.any(mask).as_py()), bool(pc.all(mask).as_py())
-        return (some, every) if pred.op in (LeafOp.LIKE, LeafOp.ILIKE) else (not every, not some)
 
     def match(self, pred: BoundPredicate) -> Match:
         op = pred.op
@@ -487,11 +480,11 @@ class DictionaryEvidence:
                 hit, every = some, all_in
             else:
                 hit, every = not all_in, not some
-        elif op in _PATTERNS:
-            liked = self._liked(pred) if vt.kind == Kind.STRING else None
-            if liked is None:
+        elif op in PATTERNS:
+            found = self._patterned(pred) if vt.kind == Kind.STRING else None
+            if found is None:
                 return Match.SOME
-            hit, every = liked
+            hit, every = found
         elif (numeric := self._numeric_match(op, pred)) is not None:
             hit, every = numeric[0], numeric[1] and not self._has_nan()
         else:

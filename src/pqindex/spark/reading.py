@@ -126,8 +126,9 @@ def _manifest_discovery(dest: str, manifest: dict[str, Any]) -> Any:
 def spark_only(expr: Any) -> str | None:
     """Why Spark, not pqindex, must apply ``expr`` (None: pqindex may). ILIKE: Spark
     lowercases with Java's rules (full mappings, the JVM's locale), Arrow with
-    Unicode's simple ones, so a value could match in one and not the other."""
-    from pqindex.expr.nodes import ExprVisitor, LeafExpr, Like, visit
+    Unicode's simple ones, so a value could match in one and not the other;
+    regexp_matches: Spark has no such function (its RLIKE reads Java's syntax)."""
+    from pqindex.expr.nodes import ExprVisitor, LeafExpr, Like, Regexp, visit
 
     class _IgnoresCase(ExprVisitor[bool]):
         def visit_true(self) -> bool:
@@ -146,10 +147,11 @@ def spark_only(expr: Any) -> str | None:
             return left or right
 
         def visit_leaf(self, node: LeafExpr) -> bool:
-            return isinstance(node, Like) and node.ignore_case
+            return (isinstance(node, Like) and node.ignore_case) or isinstance(node, Regexp)
 
     if visit(expr, _IgnoresCase()):
-        return "ILIKE is left to Spark: it lowercases with Java's rules, pqindex with Arrow's"
+        return ("ILIKE and regular expressions are left to Spark: it lowercases and "
+                "matches with Java's rules, pqindex with Arrow's")
     return None
 
 
