@@ -4,8 +4,8 @@ lost, no silent wrong rows. One test (or more) per bullet of the issue."""
 from __future__ import annotations
 
 import itertools
-import re
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
