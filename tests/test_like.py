@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pqindex
@@ -227,3 +227,29 @@ def test_random_patterns_match_duckdb(files: dict[str, Path], pattern: str,
         where = f"s {word.replace('LIKE', 'ILIKE')} {_sql(pattern.upper())}"
     for name in ("pyarrow", "pqindex"):
         assert _ours(files[name], where)[0] == _duck(files[name], where), (name, where)
+
+
+_TEXT = st.text(alphabet=st.sampled_from(["a", "b", "c", "é", " ", "本"]), max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@example(values=["xa", "b", None, "ab", "é", "本a"], literal="ab", large=False, cut=0)
+@example(values=["é本", "本é"], literal="本é", large=True, cut=0)
+@given(values=st.lists(st.one_of(st.none(), _TEXT), max_size=40),
+       literal=st.text(alphabet=st.sampled_from(["a", "b", "é", "本"]), min_size=1, max_size=3),
+       large=st.booleans(), cut=st.integers(0, 5))
+def test_substring_search_is_arrows_match_like(values: list[str | None], literal: str,
+                                               large: bool, cut: int) -> None:
+    """``'%literal%'`` searched in the string buffer at once (``evaluate._contains``):
+    the same mask as Arrow's ``match_like``, NULL kept NULL (NOT LIKE must not select
+    it), on sliced, large and chunked arrays, a literal across two strings not found."""
+    import pyarrow.compute as pc
+
+    from pqindex.expr.evaluate import like_mask
+
+    arr = pa.array(values, pa.large_string() if large else pa.string()).slice(min(cut, len(values)))
+    for a in (arr, pa.chunked_array([arr, arr], type=arr.type)):
+        got = like_mask(a, f"%{literal}%")
+        want = pc.match_like(a, f"%{literal}%")
+        assert got.to_pylist() == want.to_pylist()
+        assert pc.invert(got).to_pylist() == pc.invert(want).to_pylist()

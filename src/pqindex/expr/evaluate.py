@@ -8,6 +8,7 @@ down to its fields). A NULL answer never selects a row: the mask has no nulls.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -137,11 +138,57 @@ def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
     """LIKE (``ignore_case``: ILIKE) of a string array, or of an Expression: Arrow's
     ``match_like``; ILIKE matches the values lowercased by Arrow's ``utf8_lower``
     against the pattern lowercased the same way, the one definition every level
-    uses (the row evaluation and the value sets that prune)."""
+    uses (the row evaluation and the value sets that prune). ``'%literal%'`` is
+    searched for in a string array's buffer at once (:func:`_contains`)."""
     if ignore_case:
-        lowered = pc.utf8_lower(pa.scalar(pattern, pa.string())).as_py()
-        return pc.match_like(pc.utf8_lower(values), pattern=arrow_like(lowered))
+        pattern = pc.utf8_lower(pa.scalar(pattern, pa.string())).as_py()
+        values = pc.utf8_lower(values)
+    body = pattern.strip("%")
+    if body and "%" not in body and "_" not in body and pattern.startswith("%") \
+            and pattern.endswith("%"):
+        return _contains(values, body)
     return pc.match_like(values, pattern=arrow_like(pattern))
+
+
+# At most this share of a chunk's rows found by :func:`_contains`' search, past
+# which a match costs more as a Python step than Arrow's per-row kernel does.
+_CONTAINS_MAX_SHARE = 1 / 16
+
+
+def _contains(values: Any, literal: str) -> Any:
+    """Which strings hold ``literal``: for a string array, the occurrences found in
+    its data buffer at once (``re`` over the buffer: 41 against 118 ms for Arrow's
+    per-row search of 4,000,000 strings, bench/like.py's column), each mapped to its
+    row by the offsets and kept when it does not cross into the next string; UTF-8
+    is self-synchronizing, so a found sequence starts at a character. Expressions,
+    other types and frequent matches go to Arrow's ``match_substring``."""
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([_contains(c, literal) for c in values.chunks],
+                                type=pa.bool_())
+    if not isinstance(values, pa.Array) or values.type not in (pa.string(), pa.large_string()):
+        return pc.match_substring(values, pattern=literal)
+    n = len(values)
+    bufs = values.buffers()
+    if n == 0 or bufs[2] is None:
+        return pc.match_substring(values, pattern=literal)
+    width = 8 if values.type == pa.large_string() else 4
+    offsets = np.frombuffer(bufs[1], dtype=np.int64 if width == 8 else np.int32,
+                            count=n + 1, offset=values.offset * width)
+    needle = literal.encode("utf-8")
+    limit = max(64, int(n * _CONTAINS_MAX_SHARE))
+    found = []
+    for m in re.finditer(re.escape(needle), memoryview(bufs[2])[int(offsets[0]):int(offsets[-1])]):
+        found.append(m.start())
+        if len(found) > limit:
+            return pc.match_substring(values, pattern=literal)
+    starts = np.asarray(found, dtype=np.int64) + int(offsets[0])
+    rows = np.searchsorted(offsets, starts, side="right") - 1
+    inside = starts + len(needle) <= offsets[rows + 1].astype(np.int64)
+    hits = np.zeros(n, dtype=np.bool_)
+    hits[rows[inside]] = True
+    # A null row stays NULL: NOT LIKE must not select it.
+    return pa.array(hits, mask=values.is_null().to_numpy(zero_copy_only=False)
+                    if values.null_count else None)
 
 
 # Pattern leaves: answered by sets of values only (dictionaries, distinct sets,
