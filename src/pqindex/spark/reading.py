@@ -130,7 +130,7 @@ def spark_only(expr: Any) -> str | None:
     regexp_matches: Spark has no such function (its RLIKE reads Java's syntax)."""
     from pqindex.expr.nodes import ExprVisitor, LeafExpr, Like, Regexp, visit
 
-    class _IgnoresCase(ExprVisitor[bool]):
+    class _SparkOnly(ExprVisitor[bool]):
         def visit_true(self) -> bool:
             return False
 
@@ -149,7 +149,7 @@ def spark_only(expr: Any) -> str | None:
         def visit_leaf(self, node: LeafExpr) -> bool:
             return (isinstance(node, Like) and node.ignore_case) or isinstance(node, Regexp)
 
-    if visit(expr, _IgnoresCase()):
+    if visit(expr, _SparkOnly()):
         return ("ILIKE and regular expressions are left to Spark: it lowercases and "
                 "matches with Java's rules, pqindex with Arrow's")
     return None
