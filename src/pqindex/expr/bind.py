@@ -40,6 +40,7 @@ from pqindex.expr.nodes import (
     LiteralValue,
     Regexp,
     StartsWith,
+    leaf_exprs,
     leaf_sql,
     literal_sql,
     literal_type_name,
@@ -748,36 +749,9 @@ class _Binder(ExprVisitor[BoundExpr]):
         return _bind_starts_with(target, node)
 
 
-class _Columns(ExprVisitor[None]):
-    """Collects the columns of a tree, in order of appearance."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, None] = {}
-
-    def visit_true(self) -> None:
-        return None
-
-    def visit_false(self) -> None:
-        return None
-
-    def visit_not(self, child: None) -> None:
-        return None
-
-    def visit_and(self, left: None, right: None) -> None:
-        return None
-
-    def visit_or(self, left: None, right: None) -> None:
-        return None
-
-    def visit_leaf(self, node: LeafExpr) -> None:
-        self.names.setdefault(node.column.name)
-
-
 def columns(expr: Expr) -> list[str]:
     """The distinct column names ``expr`` refers to, in order of appearance."""
-    collector = _Columns()
-    visit(expr, collector)
-    return list(collector.names)
+    return list(dict.fromkeys(node.column.name for node in leaf_exprs(expr)))
 
 
 def absent_columns(expr: Expr, schema: Schema, known: Collection[str]) -> frozenset[str]:

@@ -43,6 +43,7 @@ __all__ = [
     "StartsWith",
     "and_",
     "col",
+    "leaf_exprs",
     "leaf_node",
     "like",
     "lit",
@@ -745,6 +746,36 @@ def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
         else:
             raise UserInputError(f"not a predicate: {node!r}")
     return results.pop()
+
+
+class _Leaves(ExprVisitor[None]):
+    def __init__(self) -> None:
+        self.found: list[LeafExpr] = []
+
+    def visit_true(self) -> None:
+        return None
+
+    def visit_false(self) -> None:
+        return None
+
+    def visit_not(self, child: None) -> None:
+        return None
+
+    def visit_and(self, left: None, right: None) -> None:
+        return None
+
+    def visit_or(self, left: None, right: None) -> None:
+        return None
+
+    def visit_leaf(self, node: LeafExpr) -> None:
+        self.found.append(node)
+
+
+def leaf_exprs(expr: Expr) -> list[LeafExpr]:
+    """The leaves of ``expr``, in order of appearance (NOT nodes looked through)."""
+    leaves = _Leaves()
+    visit(expr, leaves)
+    return leaves.found
 
 
 # ---------------------------------------------------------------- printing

@@ -128,28 +128,10 @@ def spark_only(expr: Any) -> str | None:
     lowercases with Java's rules (full mappings, the JVM's locale), Arrow with
     Unicode's simple ones, so a value could match in one and not the other;
     regexp_matches: Spark has no such function (its RLIKE reads Java's syntax)."""
-    from pqindex.expr.nodes import ExprVisitor, LeafExpr, Like, Regexp, visit
+    from pqindex.expr.nodes import Like, Regexp, leaf_exprs
 
-    class _SparkOnly(ExprVisitor[bool]):
-        def visit_true(self) -> bool:
-            return False
-
-        def visit_false(self) -> bool:
-            return False
-
-        def visit_not(self, child: bool) -> bool:
-            return child
-
-        def visit_and(self, left: bool, right: bool) -> bool:
-            return left or right
-
-        def visit_or(self, left: bool, right: bool) -> bool:
-            return left or right
-
-        def visit_leaf(self, node: LeafExpr) -> bool:
-            return (isinstance(node, Like) and node.ignore_case) or isinstance(node, Regexp)
-
-    if visit(expr, _SparkOnly()):
+    if any((isinstance(node, Like) and node.ignore_case) or isinstance(node, Regexp)
+           for node in leaf_exprs(expr)):
         return ("ILIKE and regular expressions are left to Spark: it lowercases and "
                 "matches with Java's rules, pqindex with Arrow's")
     return None
