@@ -1014,10 +1014,7 @@ class Scan:
                                    if not k.startswith("\0")), default=0)
         report.plan_seconds = time.perf_counter() - t0
         self.report, self.schema = report, schema
-        start, size = 0, HEAD_FIRST
-        while start < len(files):
-            part = Scan(ds, self._columns, self._expr, self.batch_size)
-            part._subset = files[start : start + size]
+        for part in self._steps():
             stream = part._tables(parallel=False)
             try:
                 yield from stream
@@ -1026,6 +1023,16 @@ class Scan:
                 report.merge(part.report)
                 report.files_total = len(files)
                 report.total_seconds = time.perf_counter() - t0
+
+    def _steps(self) -> Iterator[Scan]:
+        """This scan over the dataset's files in steps: the first :data:`HEAD_FIRST`,
+        then :data:`HEAD_GROWTH` times as many each step (``head`` and the stream)."""
+        files = self._ds.discovery.files
+        start, size = 0, HEAD_FIRST
+        while start < len(files):
+            part = Scan(self._ds, self._columns, self._expr, self.batch_size)
+            part._subset = files[start : start + size]
+            yield part
             start, size = start + size, size * HEAD_GROWTH
 
     @public_api
@@ -1051,24 +1058,22 @@ class Scan:
         (``docs/semantics.md``); ``report`` counts what was read."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UserInputError(f"head takes a number of rows (0 or more), not {n!r}")
-        ds = self._ds
-        files = ds.discovery.files
+        files = self._ds.discovery.files
         if len(files) <= HEAD_FIRST or self._premade is not None:
             return self._head_of(n)
         tables: list[pa.Table] = []
         schemas: list[tuple[str, pa.Schema]] = []
         report = ScanReport(files_total=len(files))
-        start, size = 0, HEAD_FIRST
-        while start < len(files) and (n > 0 or not schemas):
-            part = Scan(ds, self._columns, self._expr, self.batch_size)
-            part._subset = files[start : start + size]
+        for part in self._steps():
+            if n <= 0 and schemas:
+                break
             got = part._head_of(n)
+            assert part._subset is not None
             schemas.append((part._subset[0].path, got.schema))
             report.merge(part.report)
             if got.num_rows:
                 tables.append(got)
                 n -= got.num_rows
-            start, size = start + size, size * HEAD_GROWTH
         report.files_total = len(files)
         self.report = report
         self.schema = unify(schemas)
