@@ -42,9 +42,9 @@ from pqindex.indexes import (
 from pqindex.indexes.bloom_file import read_bloom
 from pqindex.indexes.hashing import xxh64_fixed
 from pqindex.indexes.hll import HyperLogLog, estimate
-from pqindex.indexes.leaf_values import unscaled_limbs
+from pqindex.indexes.leaf_values import exact_int_sum, limb_sum, unscaled_limbs
 from pqindex.indexes.region import HEADER_SIZE, TRAILER_SIZE
-from pqindex.indexes.zone_maps import aggregates, exact_int_sum, limb_sum
+from pqindex.indexes.zone_maps import aggregates
 from pqindex.io.source import IOStats
 
 ROWS = 3_000

@@ -46,7 +46,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -65,9 +65,9 @@ from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import statistics_bounds
 from pqindex.indexes.base import Scope
 from pqindex.indexes.distinct import DistinctEvidence
-from pqindex.indexes.leaf_values import unscaled_limbs
+from pqindex.indexes.leaf_values import exact_int_sum, limb_sum, unscaled_limbs
 from pqindex.indexes.region import BlobEntry, Region
-from pqindex.indexes.zone_maps import ZoneMapEvidence, exact_int_sum, limb_sum
+from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
 from pqindex.plan.planner import RowGroupPlan, file_region
 from pqindex.plan.tree import leaves
@@ -84,8 +84,9 @@ _SPEC = re.compile(rf"^\s*(count|sum|min|max|avg|mean)\s*\(\s*(distinct\s+)?"
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 # count(distinct): unique values held from the parts read before they are merged.
 _DISTINCT_MERGE = 1 << 20
-# Digits of Decimal arithmetic: sums and averages of DECIMAL(38) values stay exact.
-_DECIMAL_DIGITS = 80
+# Decimal arithmetic of sums and averages: 80 digits, so DECIMAL(38) sums stay exact
+# (Python's default context keeps 28).
+_EXACT = Context(prec=80)
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,7 @@ class _Acc:
         elif self.value is None:
             self.value = v
         elif f == "sum":
-            with localcontext() as ctx:
-                ctx.prec = _DECIMAL_DIGITS  # Decimal sums exact (the default keeps 28 digits)
+            with localcontext(_EXACT):
                 self.value = self.value + v
         elif f == "min":
             if _before(v, self.value):
@@ -265,8 +265,7 @@ def _exact_sum(col: pa.Array | pa.ChunkedArray) -> int | Decimal:
     t = col.type
     if pa.types.is_decimal(t):
         unscaled = sum(limb_sum(unscaled_limbs(c)) for c in chunks)
-        with localcontext() as ctx:
-            ctx.prec = _DECIMAL_DIGITS
+        with localcontext(_EXACT):
             return Decimal(unscaled).scaleb(-t.scale)
     return sum(exact_int_sum(pc.drop_null(c).to_numpy(zero_copy_only=False)) for c in chunks)
 
@@ -748,8 +747,7 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
             scale = t.scale if t is not None and pa.types.is_decimal(t) else 0
             v = _average(v, next(it).value, scale)
         elif isinstance(v, Decimal) and a.func == "sum":
-            with localcontext() as ctx:
-                ctx.prec = _DECIMAL_DIGITS
+            with localcontext(_EXACT):
                 v = +v  # -0.00 as 0.00
         out[a.text] = v
     return out, report
@@ -762,7 +760,6 @@ def _average(total: Any, count: int, scale: int) -> Any:
         return None
     if isinstance(total, Decimal):
         places = Decimal(1).scaleb(-scale - 4)
-        with localcontext() as ctx:
-            ctx.prec = _DECIMAL_DIGITS  # exact before the one rounding
+        with localcontext(_EXACT):  # exact before the one rounding
             return (total / count).quantize(places, rounding=ROUND_HALF_UP)
     return total / count  # int / int: the correctly rounded float

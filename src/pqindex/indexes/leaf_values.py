@@ -22,7 +22,9 @@ from pqindex.format.value_type import Kind, ValueType
 from pqindex.indexes.hashing import xxh64_bytes, xxh64_fixed
 
 __all__ = [
+    "exact_int_sum",
     "indexable",
+    "limb_sum",
     "numbers",
     "plain_bytes",
     "plain_hashes",
@@ -152,6 +154,27 @@ def unscaled_limbs(stored: pa.Array) -> np.ndarray:
         return np.zeros((0, width // 4), dtype=np.uint32)
     raw = np.frombuffer(buf, dtype="<u4", count=(values.offset + n) * width // 4)
     return raw.reshape(-1, width // 4)[values.offset :]
+
+
+def exact_int_sum(values: np.ndarray) -> int:
+    """Exact sum of an int/uint numpy array, overflow-free (32-bit halves)."""
+    if values.dtype.itemsize < 8:
+        return int(values.astype(np.int64).sum())
+    hi = values >> 32  # arithmetic for int64, logical for uint64
+    lo = values & 0xFFFFFFFF
+    return (int(hi.sum(dtype=hi.dtype)) << 32) + int(lo.astype(np.uint64).sum(dtype=np.uint64))
+
+
+def limb_sum(limbs: np.ndarray) -> int:
+    """Exact sum of two's complement integers given as 32-bit limbs (last one signed)."""
+    total = 0
+    last = limbs.shape[1] - 1
+    for i in range(last + 1):
+        col = limbs[:, i]
+        part = int(col.view(np.int32).astype(np.int64).sum()) if i == last else int(
+            col.astype(np.uint64).sum(dtype=np.uint64))
+        total += part << (32 * i)
+    return total
 
 
 def plain_bytes(vt: ValueType, stored: pa.Array) -> list[bytes] | None:

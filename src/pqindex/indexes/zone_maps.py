@@ -50,11 +50,16 @@ from pqindex.indexes.encoding import (
     write_value_type,
 )
 from pqindex.indexes.evidence import _Summary, _summary_match, value_key
-from pqindex.indexes.leaf_values import numbers, storage, unscaled_limbs
+from pqindex.indexes.leaf_values import (
+    exact_int_sum,
+    limb_sum,
+    numbers,
+    storage,
+    unscaled_limbs,
+)
 from pqindex.indexes.units import scopes_option, units
 
-__all__ = ["ZoneMap", "ZoneMapEvidence", "ZoneMapsKind", "aggregates", "exact_int_sum", "limb_sum",
-           "read_zone_map"]
+__all__ = ["ZoneMap", "ZoneMapEvidence", "ZoneMapsKind", "aggregates", "read_zone_map"]
 
 _VERSION = 1
 _HAS_BOUNDS = 1
@@ -84,27 +89,6 @@ class ZoneMap:
 
 
 # ---------------------------------------------------------------- building
-
-
-def exact_int_sum(values: np.ndarray) -> int:
-    """Exact sum of an int/uint numpy array, overflow-free (32-bit halves)."""
-    if values.dtype.itemsize < 8:
-        return int(values.astype(np.int64).sum())
-    hi = values >> 32  # arithmetic for int64, logical for uint64
-    lo = values & 0xFFFFFFFF
-    return (int(hi.sum(dtype=hi.dtype)) << 32) + int(lo.astype(np.uint64).sum(dtype=np.uint64))
-
-
-def limb_sum(limbs: np.ndarray) -> int:
-    """Exact sum of two's complement integers given as 32-bit limbs (last one signed)."""
-    total = 0
-    last = limbs.shape[1] - 1
-    for i in range(last + 1):
-        col = limbs[:, i]
-        part = int(col.view(np.int32).astype(np.int64).sum()) if i == last else int(
-            col.astype(np.uint64).sum(dtype=np.uint64))
-        total += part << (32 * i)
-    return total
 
 
 def _float_sum(values: np.ndarray) -> float:
