@@ -292,9 +292,10 @@ def test_wrong_literal_type_names_column_and_types(sql: str, parts: list[str]) -
 @pytest.mark.parametrize(("sql", "parts"), [
     ("s LIKE '%a\\b'", ["backslash", "'%a\\b'", "position 7"]),
     ("s NOT LIKE 'a\\%'", ["backslash", "DuckDB", "Spark"]),
-    ("s LIKE 'a%' ESCAPE '!'", ["LIKE ... ESCAPE is not supported"]),
+    ("s LIKE 'a!b' ESCAPE '!'", ["escape character '!' must be followed by", "position 7"]),
     ("s GLOB 'a*'", ["GLOB is not supported", "position 2"]),
-    ("s ILIKE 'a%' ESCAPE '!'", ["ILIKE ... ESCAPE is not supported"]),
+    ("s ILIKE 'a%' ESCAPE '!!'", ["ESCAPE needs a string of one character"]),
+    ("s = 'a' ESCAPE '!'", ["ESCAPE outside LIKE is not supported"]),
     ("x < y", ["column-to-column comparison x < y", "position 0"]),
     ("a.b = c.d", ["column-to-column", "a.b = c.d"]),
     ("x + 1 > 2", ["arithmetic ('+')", "position 2"]),

@@ -201,7 +201,9 @@ def test_like_and_ilike_match_spark(spark: Any, written_files: Any, tmp_path: Pa
     shutil.copy(written_files["pyarrow_v1_snappy_plain"], tmp_path / "lake" / "a.parquet")
     path = str(tmp_path / "lake")
     for where in ("category LIKE '%lt%'", "category NOT LIKE '_e%'", "category LIKE 'a%a'",
-                  "category LIKE '%ph%' OR id < 3", "category ILIKE '%ELT%'"):
+                  "category LIKE '%ph%' OR id < 3", "category ILIKE '%ELT%'",
+                  "category LIKE 'a!%%' ESCAPE '!' OR category NOT LIKE '%!_%' ESCAPE '!'",
+                  "category LIKE 'al!!%' ESCAPE '!' OR category LIKE 'b_t%' ESCAPE '!'"):
         _check(spark, path, where, ["id", "category"], engine, driver_read_bytes=-1)
     info = ps.explain(spark, path, "category ILIKE '%ELT%'", columns=["id"], engine=engine)
     assert "ILIKE and regular expressions are left to Spark" in str(info), info

@@ -392,7 +392,7 @@ def _translate(expr: Expr, schema: pa.Schema) -> pc.Expression:
         f, t = _field(expr.column.name, schema)
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise _Untranslatable("LIKE on a non-string column")
-        liked = like_mask(f, expr.pattern, expr.ignore_case)
+        liked = like_mask(f, expr.arrow_pattern, expr.ignore_case)
         return ~liked if expr.negated else liked
     if isinstance(expr, Regexp):
         f, t = _field(expr.column.name, schema)

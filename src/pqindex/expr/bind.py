@@ -70,6 +70,7 @@ T = TypeVar("T")
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
+_LIKES = frozenset({LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE})
 _UNIT_NANOS = {"millis": 10**6, "micros": 10**3, "nanos": 1}
 _INT64 = (-(2**63), 2**63 - 1)
 _GRID_KINDS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.DATE, Kind.TIMESTAMP,
@@ -304,7 +305,10 @@ class _BoundPrinter(BoundVisitor[tuple[str, int]]):
             prefix = pred.values[0]
             assert isinstance(prefix, (str, bytes))
             return starts_with_sql(name, prefix, pred.op == LeafOp.NOT_STARTS_WITH), 3
-        return leaf_sql(name, pred.op, (_value_sql(v) for v in pred.values)), 3
+        vals = [_value_sql(v) for v in pred.values]
+        if pred.op in _LIKES and "\\" in str(pred.values[0]):
+            vals.append(_value_sql("\\"))  # the pattern is Arrow's: a backslash escapes
+        return leaf_sql(name, pred.op, vals), 3
 
 
 # ---------------------------------------------------------------- column resolution
@@ -684,9 +688,10 @@ def _bind_like(target: _Target, node: Like) -> BoundExpr:
         raise UserInputError(
             f"{word} {literal_sql(node.pattern)} needs a string column, not {target.vt.name}",
             column=target.name)
-    if not node.pattern.strip("%"):  # '%%': every non-null value
+    pattern = node.arrow_pattern  # what the evaluation and the value sets read
+    if not pattern.strip("%"):  # '%%': every non-null value
         return BoundFalse() if node.negated else _not_null(target)
-    return _predicate(target, node.leaf_op, (node.pattern,))
+    return _predicate(target, node.leaf_op, (pattern,))
 
 
 def _bind_regexp(target: _Target, node: Regexp) -> BoundExpr:

@@ -128,14 +128,9 @@ def _prefix_mask(pred: BoundPredicate, arr: Any) -> Any:
     return pc.starts_with(arr, pattern=prefix)
 
 
-def arrow_like(pattern: str) -> str:
-    """A LIKE pattern (no escape character) as Arrow's ``match_like`` takes it, where
-    a backslash escapes: each one doubled."""
-    return pattern.replace("\\", "\\\\")
-
-
 def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
-    """LIKE (``ignore_case``: ILIKE) of a string array, or of an Expression: Arrow's
+    """LIKE (``ignore_case``: ILIKE) of a string array, or of an Expression, for a
+    pattern in Arrow's form (a backslash escapes: ``Like.arrow_pattern``): Arrow's
     ``match_like``; ILIKE matches the values lowercased by Arrow's ``utf8_lower``
     against the pattern lowercased the same way, the one definition every level
     uses (the row evaluation and the value sets that prune). ``'%literal%'`` is
@@ -144,10 +139,10 @@ def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
         pattern = pc.utf8_lower(pa.scalar(pattern, pa.string())).as_py()
         values = pc.utf8_lower(values)
     body = pattern.strip("%")
-    if body and "%" not in body and "_" not in body and pattern.startswith("%") \
+    if body and not any(c in body for c in "%_\\") and pattern.startswith("%") \
             and pattern.endswith("%"):
         return _contains(values, body)
-    return pc.match_like(values, pattern=arrow_like(pattern))
+    return pc.match_like(values, pattern=pattern)
 
 
 # At most this share of a chunk's rows found by :func:`_contains`' search, past

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Generic, TypeAlias, TypeVar, assert_never
@@ -278,13 +278,13 @@ class Column:
         """``x LIKE 'prefix%'``."""
         return StartsWith(self, prefix)
 
-    def like(self, pattern: str) -> Expr:
-        """``x LIKE pattern`` (see :func:`like`)."""
-        return like(self, pattern)
+    def like(self, pattern: str, escape: str | None = None) -> Expr:
+        """``x LIKE pattern [ESCAPE escape]`` (see :func:`like`)."""
+        return like(self, pattern, escape=escape)
 
-    def ilike(self, pattern: str) -> Expr:
+    def ilike(self, pattern: str, escape: str | None = None) -> Expr:
         """``x ILIKE pattern``: LIKE on the values and the pattern lowercased."""
-        return like(self, pattern, ignore_case=True)
+        return like(self, pattern, ignore_case=True, escape=escape)
 
     def regexp_matches(self, pattern: str) -> Regexp:
         """``regexp_matches(x, pattern)``: the RE2 expression found in the value."""
@@ -471,20 +471,30 @@ class StartsWith(Expr):
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Like(Expr):
-    """``column [NOT] LIKE 'pattern'``: ``%`` any run of characters, ``_`` one, every
-    other character itself (a backslash too, as DuckDB reads it: no escape).
+    """``column [NOT] LIKE 'pattern' [ESCAPE 'escape']``: ``%`` any run of characters,
+    ``_`` one, ``escape`` followed by ``%``, ``_`` or itself that character, every
+    other character itself (without ``escape``, a backslash too, as DuckDB reads it).
     ``ignore_case``: ILIKE, the values and the pattern compared lowercased."""
 
     column: Column
     pattern: str
     negated: bool = False
     ignore_case: bool = False
+    escape: str | None = None
+
+    def __post_init__(self) -> None:
+        like_tokens(self.pattern, self.escape)  # a malformed pattern is refused here
 
     @property
     def leaf_op(self) -> LeafOp:
         if self.ignore_case:
             return LeafOp.NOT_ILIKE if self.negated else LeafOp.ILIKE
         return LeafOp.NOT_LIKE if self.negated else LeafOp.LIKE
+
+    @property
+    def arrow_pattern(self) -> str:
+        """The pattern as Arrow's ``match_like`` reads it (a backslash escapes)."""
+        return arrow_like(like_tokens(self.pattern, self.escape))
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -580,9 +590,10 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             return StartsWith(column, prefix, negated=op == LeafOp.NOT_STARTS_WITH)
         case LeafOp.LIKE | LeafOp.NOT_LIKE | LeafOp.ILIKE | LeafOp.NOT_ILIKE:
             pattern = values[0].value
-            assert isinstance(pattern, str)
+            escape = values[1].value if len(values) > 1 else None
+            assert isinstance(pattern, str) and (escape is None or isinstance(escape, str))
             return Like(column, pattern, negated=op in (LeafOp.NOT_LIKE, LeafOp.NOT_ILIKE),
-                        ignore_case=op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE))
+                        ignore_case=op in (LeafOp.ILIKE, LeafOp.NOT_ILIKE), escape=escape)
         case LeafOp.REGEXP | LeafOp.NOT_REGEXP:
             pattern = values[0].value
             assert isinstance(pattern, str)
@@ -591,33 +602,73 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             assert_never(op)
 
 
+# A LIKE pattern read: each item a literal character, or "%" / "_" as the wildcard.
+LikeToken = tuple[str, bool]  # (character, is a wildcard)
+
+
+def like_tokens(pattern: str, escape: str | None) -> list[LikeToken]:
+    """``pattern``'s characters and wildcards. ``escape`` (one character, not ``%`` or
+    ``_``) makes the ``%``, ``_`` or escape after it a literal; before anything else,
+    or at the end, it is refused (DuckDB would read it as the next character, Spark
+    refuses it: the two must agree)."""
+    if not isinstance(pattern, str):
+        raise UserInputError(f"LIKE needs a string pattern, not {pattern!r}")
+    if escape is not None and (not isinstance(escape, str) or len(escape) != 1
+                               or escape in "%_"):
+        raise UserInputError(
+            f"LIKE ... ESCAPE needs one character other than % and _, not {escape!r}")
+    out: list[LikeToken] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape:
+            nxt = pattern[i + 1] if i + 1 < len(pattern) else None
+            if nxt is None or nxt not in ("%", "_", escape):
+                raise UserInputError(
+                    f"LIKE pattern {literal_sql(pattern)}: the escape character "
+                    f"{literal_sql(escape)} must be followed by %, _ or itself")
+            out.append((nxt, False))
+            i += 2
+            continue
+        out.append((ch, ch in "%_"))
+        i += 1
+    return out
+
+
+def arrow_like(tokens: Sequence[LikeToken]) -> str:
+    """A read pattern in Arrow's ``match_like`` form, where a backslash escapes."""
+    return "".join(c if wild else ("\\" + c if c in "%_\\" else c) for c, wild in tokens)
+
+
 def like(column: Column, pattern: str, negated: bool = False, *,
-         ignore_case: bool = False) -> Expr:
-    """``column [NOT] LIKE pattern`` as the leaves that prune it best: no wildcard is
-    ``=``, ``'prefix%'`` a :class:`StartsWith` (min/max, page index, dictionaries),
-    any other pattern a :class:`Like` (dictionaries and distinct sets), ANDed with
-    its literal prefix when it has one. A backslash is refused: DuckDB reads it as a
-    character, Spark as an escape. ``ignore_case`` (ILIKE): one :class:`Like` leaf,
-    whatever the pattern (bounds and prefixes are case-sensitive)."""
+         ignore_case: bool = False, escape: str | None = None) -> Expr:
+    """``column [NOT] LIKE pattern [ESCAPE escape]`` as the leaves that prune it best:
+    no wildcard is ``=``, ``'prefix%'`` a :class:`StartsWith` (min/max, page index,
+    dictionaries), any other pattern a :class:`Like` (dictionaries and distinct
+    sets), ANDed with its literal prefix when it has one. Without ``escape`` a
+    backslash is refused: DuckDB reads it as a character, Spark as an escape.
+    ``ignore_case`` (ILIKE): one :class:`Like` leaf, whatever the pattern (bounds and
+    prefixes are case-sensitive)."""
     word = "ILIKE" if ignore_case else "LIKE"
     if not isinstance(pattern, str):
         raise UserInputError(f"{word} needs a string pattern, not {pattern!r}")
-    if "\\" in pattern:
+    if escape is None and "\\" in pattern:
         raise UserInputError(
-            f"{word} patterns with a backslash are not supported ({literal_sql(pattern)}): "
-            "DuckDB reads it as a character, Spark as an escape")
+            f"{word} patterns with a backslash are not supported ({literal_sql(pattern)}) "
+            "without ESCAPE: DuckDB reads it as a character, Spark as an escape")
+    tokens = like_tokens(pattern, escape)
     if ignore_case:
-        return Like(column, pattern, negated=negated, ignore_case=True)
-    cut = min((i for i in (pattern.find("%"), pattern.find("_")) if i >= 0),
-              default=len(pattern))
-    prefix = pattern[:cut]
-    if cut == len(pattern):
-        return Compare(LeafOp.NE if negated else LeafOp.EQ, column, Literal(pattern))
-    if pattern[cut:] == "%":
+        return Like(column, pattern, negated=negated, ignore_case=True, escape=escape)
+    cut = next((i for i, (_, wild) in enumerate(tokens) if wild), len(tokens))
+    prefix = "".join(c for c, _ in tokens[:cut])
+    if cut == len(tokens):
+        return Compare(LeafOp.NE if negated else LeafOp.EQ, column, Literal(prefix))
+    if cut == len(tokens) - 1 and tokens[cut] == ("%", True):
         return StartsWith(column, prefix, negated=negated)
+    node = Like(column, pattern, negated=negated, escape=escape)
     if negated or not prefix:
-        return Like(column, pattern, negated=negated)
-    return And(StartsWith(column, prefix), Like(column, pattern))
+        return node
+    return And(StartsWith(column, prefix), node)
 
 
 def and_(*exprs: Expr) -> Expr:
@@ -685,6 +736,8 @@ def leaf_values(node: LeafExpr) -> tuple[Literal, ...]:
         return node.values
     if isinstance(node, StartsWith):
         return (Literal(node.prefix),)
+    if isinstance(node, Like) and node.escape is not None:
+        return (Literal(node.pattern), Literal(node.escape))
     if isinstance(node, (Like, Regexp)):
         return (Literal(node.pattern),)
     return ()
@@ -785,8 +838,10 @@ _OR, _AND, _NOT, _LEAF = 1, 2, 3, 4
 
 
 def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
-    """SQL text of one leaf, from already-printed column and values."""
+    """SQL text of one leaf, from already-printed column and values (a LIKE's second
+    one is its escape character)."""
     vals = list(values)
+    escape = f" ESCAPE {vals[1]}" if len(vals) > 1 else ""
     match op:
         case LeafOp.EQ | LeafOp.NE | LeafOp.LT | LeafOp.LE | LeafOp.GT | LeafOp.GE:
             return f"{column} {op.value} {vals[0]}"
@@ -807,13 +862,13 @@ def leaf_sql(column: str, op: LeafOp, values: Iterable[str]) -> str:
         case LeafOp.NOT_STARTS_WITH:
             return f"{column} NOT LIKE {vals[0]}"
         case LeafOp.LIKE:
-            return f"{column} LIKE {vals[0]}"
+            return f"{column} LIKE {vals[0]}" + escape
         case LeafOp.NOT_LIKE:
-            return f"{column} NOT LIKE {vals[0]}"
+            return f"{column} NOT LIKE {vals[0]}" + escape
         case LeafOp.ILIKE:
-            return f"{column} ILIKE {vals[0]}"
+            return f"{column} ILIKE {vals[0]}" + escape
         case LeafOp.NOT_ILIKE:
-            return f"{column} NOT ILIKE {vals[0]}"
+            return f"{column} NOT ILIKE {vals[0]}" + escape
         case LeafOp.REGEXP:
             return f"regexp_matches({column}, {vals[0]})"
         case LeafOp.NOT_REGEXP:

@@ -9,7 +9,7 @@ The grammar is the predicate subset pqindex can prune with (see
     predicate := '(' expr ')' | TRUE | FALSE | function
                | operand [cmp operand | [NOT] BETWEEN operand AND operand
                           | [NOT] IN '(' literal, ... ')' | IS [NOT] NULL
-                          | [NOT] [I]LIKE 'pattern']
+                          | [NOT] [I]LIKE 'pattern' [ESCAPE 'c']]
     operand   := column | literal
     function  := starts_with(column, 'prefix') | isnan(column)
                | regexp_matches(column, 'pattern')
@@ -68,7 +68,7 @@ _RESERVED = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "ILIKE",
              "FALSE"}
 _UNSUPPORTED_WORDS = {
     "GLOB": "GLOB", "SIMILAR": "SIMILAR TO", "REGEXP": "REGEXP",
-    "RLIKE": "RLIKE", "ESCAPE": "LIKE ... ESCAPE", "CASE": "CASE expressions",
+    "RLIKE": "RLIKE", "ESCAPE": "ESCAPE outside LIKE", "CASE": "CASE expressions",
     "CAST": "CAST", "INTERVAL": "INTERVAL literals", "EXISTS": "subqueries",
     "SELECT": "subqueries", "DISTINCT": "IS [NOT] DISTINCT FROM",
 }
@@ -276,12 +276,19 @@ class _Parser:
             column = self._need_column(left, word, start)
             pattern_tok = self.tok
             pattern = self._need_literal(self.parse_operand(), f"{word} patterns")
-            if self.at_word("ESCAPE"):
-                raise self.error(f"{word} ... ESCAPE is not supported")
             if not isinstance(pattern.value, str):
                 raise self.error(f"{word} needs a string pattern", pattern_tok)
+            escape: str | None = None
+            if self.at_word("ESCAPE"):
+                self.advance()
+                escape_tok = self.tok
+                given = self._need_literal(self.parse_operand(), "ESCAPE characters")
+                if not isinstance(given.value, str) or len(given.value) != 1:
+                    raise self.error("ESCAPE needs a string of one character", escape_tok)
+                escape = given.value
             try:
-                return like(column, pattern.value, negated, ignore_case=word == "ILIKE")
+                return like(column, pattern.value, negated, ignore_case=word == "ILIKE",
+                            escape=escape)
             except UserInputError as e:
                 raise self.error(e.reason, pattern_tok) from None
         if isinstance(left, Column):
