@@ -44,6 +44,7 @@ from pqindex.expr.nodes import (
     leaf_sql,
     literal_sql,
     literal_type_name,
+    regexp_prefix,
     starts_with_sql,
     visit,
 )
@@ -706,7 +707,12 @@ def _bind_regexp(target: _Target, node: Regexp) -> BoundExpr:
     except pa.ArrowException as e:
         raise UserInputError(f"regexp_matches(): not a valid RE2 expression "
                              f"{literal_sql(node.pattern)}: {e}", column=target.name) from None
-    return _predicate(target, node.leaf_op, (node.pattern,))
+    leaf = _predicate(target, node.leaf_op, (node.pattern,))
+    # '^lit...': a prefix match ANDed in, which min/max and the page index prune with.
+    prefix = "" if node.negated else regexp_prefix(node.pattern)
+    if not prefix:
+        return leaf
+    return bound_and(_predicate(target, LeafOp.STARTS_WITH, (prefix,)), leaf)
 
 
 class _Binder(ExprVisitor[BoundExpr]):

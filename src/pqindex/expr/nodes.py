@@ -49,6 +49,7 @@ __all__ = [
     "lit",
     "not_",
     "or_",
+    "regexp_prefix",
     "visit",
 ]
 
@@ -600,6 +601,62 @@ def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> L
             return Regexp(column, pattern, negated=op == LeafOp.NOT_REGEXP)
         case _:
             assert_never(op)
+
+
+# RE2 syntax characters: a literal run of an anchored pattern stops at the first.
+_REGEX_SPECIAL = frozenset("\\.[]{}()*+?|^$")
+_REGEX_QUANTIFIERS = frozenset("*+?{")
+
+
+def regexp_prefix(pattern: str) -> str:
+    """The literal text every match of ``pattern`` (RE2, searched anywhere) starts
+    the value with: the characters after a leading ``^`` up to the first syntax
+    character (a punctuation character escaped by a backslash counts as itself),
+    without the last one when a quantifier follows it. Empty when the pattern is not
+    anchored at its start, or has a ``|`` outside any group (``^ab|cd`` also matches
+    "xcd")."""
+    if not pattern.startswith("^"):
+        return ""
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):  # a top-level alternative is not anchored
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "^":
+                i += 1
+            if pattern[i + 1:i + 2] == "]":  # "[]" and "[^]" open with a literal "]"
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth <= 0:
+            return ""
+        i += 1
+    out: list[str] = []
+    i = 1
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if not nxt or nxt.isalnum() or nxt.isspace() or not nxt.isascii():
+                break  # a class (\d), an assertion (\b), a code (\x41): not literal
+            out.append(nxt)
+            i += 2
+        elif ch in _REGEX_SPECIAL:
+            break
+        else:
+            out.append(ch)
+            i += 1
+        if pattern[i:i + 1] in _REGEX_QUANTIFIERS and pattern[i:i + 1]:
+            out.pop()  # "^ab*": the b may be absent
+            break
+    return "".join(out)
 
 
 # A LIKE pattern read: each item a literal character, or "%" / "_" as the wildcard.
