@@ -224,6 +224,12 @@ class Dataset(Planning):
       index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
+    * ``schema``: the dataset's Arrow schema, given (as ``pyarrow.dataset``'s and
+      Spark's readers take one) instead of unified from every file's footer: no footer
+      is read for it, so a stream's first batch waits for its first file only. Each
+      file's rows are cast to it (a value that does not convert is a ``UserInputError``
+      naming the file and column); a column a file lacks is NULL there; a file column
+      it lacks is not read. Hive partition columns it does not list are added.
 
     ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
     between scans, estimated; past it the least recently used are dropped and opened
@@ -241,7 +247,13 @@ class Dataset(Planning):
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
+        schema: pa.Schema | None = None,
     ) -> None:
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise UserInputError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+        if schema is not None and len(set(schema.names)) != len(schema.names):
+            raise UserInputError(f"schema names a column twice: {', '.join(schema.names)}")
+        self._given_schema = schema
         if not isinstance(source, (str, os.PathLike)) and not (
             isinstance(source, Sequence)
             and all(isinstance(s, (str, os.PathLike)) for s in source)
@@ -474,6 +486,8 @@ class Dataset(Planning):
         return self._full_schema()
 
     def _full_schema(self) -> pa.Schema:
+        if self._given_schema is not None:
+            return self._given()
         files = self.discovery.files
         view = self.manifest_view()
         self._read_ahead([df for df in files if view is None or view.stand_in(df) is None])
@@ -488,8 +502,25 @@ class Dataset(Planning):
         return self._file(df)
 
     def _first_schema(self) -> pa.Schema:
-        """The first file's Arrow schema plus the partition columns (no other footer)."""
+        """The first file's Arrow schema plus the partition columns (no other footer);
+        the given schema, if any."""
+        if self._given_schema is not None:
+            return self._given()
         return self._unified([self._first()])
+
+    def _given(self) -> pa.Schema:
+        """The schema given to the dataset plus the partition columns it does not list."""
+        given = self._given_schema
+        assert given is not None
+        return pa.schema([*given, *(pa.field(k, self._partition_type(k))
+                                    for k in self._partition_keys if k not in given.names)])
+
+    def narrowed(self, names: Sequence[str]) -> pa.Schema | None:
+        """The given schema's fields ``names`` (None when no schema was given)."""
+        if self._given_schema is None:
+            return None
+        given = self._given()
+        return pa.schema([given.field(n) for n in names])
 
     def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema:
         base = unify([(of.df.path, of.arrow) for of in opened])
@@ -938,7 +969,7 @@ class Scan:
                     for tables, stats, path in (results if results is not None
                                                 else run_counted(item, plans.fields)):
                         self._add(stats, path)
-                        yield from tables
+                        yield from self._given_typed(tables, path)
                 self.report.round_trips = plan_waves + data_clock.critical()
             elif len(work) <= 1 or not parallel:
                 # One file, or streaming: files one after another (their waves add up);
@@ -951,7 +982,7 @@ class Scan:
                 for item in work:
                     for tables, stats, path in run(item, plans.fields, map_fn):
                         self._add(stats, path)
-                        yield from tables
+                        yield from self._given_typed(tables, path)
                 self.report.round_trips = plan_waves + data_waves()
             else:
                 # Files on the pool, each in its own waves: the waves of different files
@@ -961,7 +992,7 @@ class Scan:
                                             work):
                         for tables, stats, path in results:
                             self._add(stats, path)
-                            yield from tables
+                            yield from self._given_typed(tables, path)
                 self.report.round_trips = plan_waves + data_clock.critical()
         finally:
             self._finish(before, t0)
@@ -978,6 +1009,13 @@ class Scan:
             self._files_read.add(path)
             rep.files_read += 1
         rep.warnings += stats.warnings
+
+    def _given_typed(self, tables: list[pa.Table], path: str) -> list[pa.Table]:
+        """A file's tables cast to the dataset's given schema here, where the file is
+        known (a value that does not convert names it); as they are otherwise."""
+        if self._ds._given_schema is None:
+            return tables
+        return [conform(t, self.schema, path) for t in tables]
 
     def _cast(self, t: pa.Table) -> pa.Table:
         return conform(t, self.schema)
@@ -1076,7 +1114,12 @@ class Scan:
                 n -= got.num_rows
         report.files_total = len(files)
         self.report = report
-        self.schema = unify(schemas)
+        if self._ds._given_schema is not None:
+            from pqindex.dataset.interop import scan_schema
+
+            self.schema = scan_schema(self)  # the given schema, narrowed
+        else:
+            self.schema = unify(schemas)
         if not tables:
             return self.schema.empty_table()
         return pa.concat_tables([conform(t, self.schema) for t in tables])

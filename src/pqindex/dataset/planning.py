@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None: ...
         def _first_schema(self) -> pa.Schema: ...
         def _full_schema(self) -> pa.Schema: ...
+        def narrowed(self, names: Sequence[str]) -> pa.Schema | None: ...
         def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema: ...
         def _bound_schema(self, pf: ParquetFile) -> Schema: ...
         def _shape_of(self, pf: ParquetFile) -> int: ...
@@ -366,6 +367,13 @@ class Planning:
                         f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
                     )
         known = frozenset([*names, *_struct_paths(full if full is not None else schema)])
+        if self.narrowed([]) is not None:
+            # A given schema is the dataset's columns: a predicate names one of them.
+            for c in columns_of(expr):
+                if c.split(".")[0] not in names:
+                    raise UserInputError(
+                        f"no column named {c!r} in the dataset's schema (columns: "
+                        f"{', '.join(names)})", path=first.df.path, column=c)
 
         def bind_file(pf: ParquetFile) -> BoundExpr:
             # A column of the dataset this file lacks is NULL in its rows.
@@ -584,10 +592,14 @@ class Planning:
         report.plan_seconds = time.perf_counter() - t0
         # The files read decide the types: pyarrow's unification across them (one file
         # per footer schema: equal footers give equal Arrow schemas).
-        out = self._unified([first, *(of for of in reps.values() if of is not first)])
-        if columns is None:  # every column of the files read
-            fields = out.names
-        # A field no file read has (all were pruned) takes the dataset's type.
-        out_schema = pa.schema([out.field(f) if f in out.names or full is None
-                                else full.field(f) for f in fields])
+        given = self.narrowed(fields)
+        if given is not None:
+            out_schema = given  # the schema the dataset was given
+        else:
+            out = self._unified([first, *(of for of in reps.values() if of is not first)])
+            if columns is None:  # every column of the files read
+                fields = out.names
+            # A field no file read has (all were pruned) takes the dataset's type.
+            out_schema = pa.schema([out.field(f) if f in out.names or full is None
+                                    else full.field(f) for f in fields])
         return Plans(files, report, fields, out_schema, page_units)
