@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pqindex
 from pqindex.errors import UserInputError
@@ -73,6 +75,29 @@ def test_rows_and_types_are_the_given_schemas(lake: Path, where: str | None) -> 
     assert ds.count_rows(where) == len(want)
     head = ds.head(5, cols, where)
     assert head.schema == SCHEMA and head.num_rows == min(5, len(want))
+
+
+_LEAF = st.one_of(
+    st.builds(lambda op, k: f"id {op} {k}", st.sampled_from(["<", ">=", "=", "<>"]),
+              st.integers(-5, FILES * ROWS + 5)),
+    st.builds(lambda op, x: f"v {op} {x}", st.sampled_from(["<", ">"]),
+              st.floats(-1, FILES * ROWS / 7 + 1, allow_nan=False)),
+    st.builds(lambda t: f"tag = '{t}'", st.sampled_from(["t0", "t2", "t4", "t9"])),
+    st.sampled_from(["tag IS NULL", "tag IS NOT NULL", "w IS NULL", "w IS NOT NULL"]),
+)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(_LEAF, min_size=1, max_size=3), joins=st.lists(
+    st.sampled_from(["AND", "OR"]), min_size=2, max_size=2))
+def test_random_predicates_with_a_given_schema(lake: Path, parts: list[str],
+                                               joins: list[str]) -> None:
+    where = parts[0] + "".join(f" {j} {p}" for j, p in zip(joins, parts[1:], strict=False))
+    got = pqindex.dataset(lake, schema=SCHEMA).to_table(["id", "tag"], where)
+    every = pads.dataset(lake, schema=SCHEMA, format="parquet").to_table()  # noqa: F841
+    want = duckdb.execute(f"SELECT id, tag FROM every WHERE {where} ORDER BY id").fetchall()
+    assert [tuple(r.values()) for r in got.sort_by("id").to_pylist()] == want, where
 
 
 def test_the_given_schema_is_the_datasets_columns(lake: Path) -> None:
