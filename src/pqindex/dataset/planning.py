@@ -367,7 +367,8 @@ class Planning:
                         f"no column named {c!r} (columns: {', '.join(names)})", path=first.df.path
                     )
         known = frozenset([*names, *_struct_paths(full if full is not None else schema)])
-        if self.narrowed([]) is not None:
+        given = self.narrowed(fields)  # the dataset's given schema, narrowed; or None
+        if given is not None:
             # A given schema is the dataset's columns: a predicate names one of them.
             for c in columns_of(expr):
                 if c.split(".")[0] not in names:
@@ -592,9 +593,8 @@ class Planning:
         report.plan_seconds = time.perf_counter() - t0
         # The files read decide the types: pyarrow's unification across them (one file
         # per footer schema: equal footers give equal Arrow schemas).
-        given = self.narrowed(fields)
         if given is not None:
-            out_schema = given  # the schema the dataset was given
+            out_schema = given
         else:
             out = self._unified([first, *(of for of in reps.values() if of is not first)])
             if columns is None:  # every column of the files read
