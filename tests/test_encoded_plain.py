@@ -329,6 +329,63 @@ def test_dictionary_fallback_chunks_match_equalities_on_their_pages(
         assert spy.handled == spy.declined == 0
 
 
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("codec", ["none", "snappy", "zstd"])
+def test_dictionary_encoded_pages_are_decompressed_only_when_they_may_match(
+    tmp_path: Path, codec: str, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fallback chunk's dictionary-encoded pages are decompressed only where an entry
+    of the dictionary matches or null rows do: a value stored in the PLAIN pages alone
+    leaves them compressed. The rows are pyarrow's either way, null rows included where
+    the predicate holds for NULL."""
+    n = 6_000
+    rng = np.random.default_rng(3)
+    vals = pa.array(np.arange(n, dtype=np.int64) * 7, mask=rng.random(n) < 0.1)
+    table = pa.table({"row": np.arange(n, dtype=np.int64), "v": vals})
+    path = _write(table, tmp_path / "f.parquet", use_dictionary=True, compression=codec,
+                  data_page_version=version, dictionary_pagesize_limit=1024,
+                  row_group_size=n, data_page_size=1024)
+    pf = ParquetFile.open(path)
+    assert pf.all_dictionary_encoded(0, 1) is False and pf.all_plain_encoded(0, 1) is False
+    raw = pf.source.read_ranges([chunk_range(pf.column_meta(0, 1))])[0]
+    loads = []
+    real = encoded._Deferred.load
+
+    def load(self: Any) -> Any:
+        loads.append(self.first)
+        return real(self)
+
+    monkeypatch.setattr(encoded._Deferred, "load", load)
+    valid = vals.drop_null().to_pylist()
+    early, late = valid[2], valid[-3]  # in the dictionary; in a PLAIN page only
+    pages = 0  # dictionary-encoded data pages: each read once its dictionary matches
+    for value, deferred_read in ((late, False), (early, True), (-7, False)):
+        loads.clear()
+        rows = encoded.matching_rows(pf, 0, 1, pa.int64(), raw,
+                                     lambda a, value=value: pc.equal(a, value))
+        assert rows is not None
+        want = np.flatnonzero(pc.fill_null(pc.equal(vals, value), False).to_numpy(
+            zero_copy_only=False))
+        assert rows.tolist() == want.tolist(), value
+        assert bool(loads) is deferred_read, value
+        pages = max(pages, len(loads))
+    # NULL rows match: every dictionary-encoded page is read for them.
+    loads.clear()
+    rows = encoded.matching_rows(
+        pf, 0, 1, pa.int64(), raw,
+        lambda a: pc.fill_null(pc.or_kleene(pc.equal(a, late), pc.is_null(a)), True))
+    assert rows is not None
+    want_mask = pc.fill_null(pc.or_kleene(pc.equal(vals, late), pc.is_null(vals)), True)
+    assert rows.tolist() == np.flatnonzero(want_mask.to_numpy(zero_copy_only=False)).tolist()
+    assert sorted(loads) == loads and len(loads) == pages
+    pf.close()
+    ds = pqindex.dataset(str(path))
+    for value in (early, late, -7):
+        got = ds.scan(columns=["row"], where=f"v = {value}").to_table()
+        want_t = table.filter(pc.fill_null(pc.equal(vals, value), False))
+        assert got.column("row").to_pylist() == want_t.column("row").to_pylist()
+
+
 # ---------------------------------------------------------------- random files
 
 
