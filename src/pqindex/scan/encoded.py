@@ -372,9 +372,7 @@ class _Deferred:
     optional: bool
 
     def load(self) -> _Page:
-        s = self.stored
-        data = _decompress(s.part, self.codec, s.size) if s.compressed else s.part
-        page = _decoded(s, data, self.optional, self.first)
+        page = _decompressed_page(self.stored, self.codec, self.optional, self.first)
         if not isinstance(page, _Page):
             raise _Fallback
         return page
@@ -521,8 +519,14 @@ def _read_page(
     s = _stored(raw, pos)
     if isinstance(s, int):
         return None, s
+    return _decompressed_page(s, codec, optional, first), s.end
+
+
+def _decompressed_page(s: _Stored, codec: int, optional: bool, first: int
+                       ) -> _Page | _Dictionary:
+    """One page ``s`` decompressed on its own and decoded (see :func:`_decoded`)."""
     data = _decompress(s.part, codec, s.size) if s.compressed else s.part
-    return _decoded(s, data, optional, first), s.end
+    return _decoded(s, data, optional, first)
 
 
 # Compressed bytes of a chunk read, decompressed and evaluated at a time (a longer page:
@@ -926,6 +930,13 @@ def _matches(
             asked.append(bool(evaluate(pa.nulls(1, type=arrow))[0].as_py()))
         return asked[0]
 
+    def nulls_possible() -> bool:
+        """Whether the chunk may hold a null, as its leaf and statistics tell."""
+        if pf.leaf(col).max_definition_level == 0:
+            return False
+        st = pf.column_meta(rg, col).statistics
+        return st is None or st.null_count is None or st.null_count != 0
+
     lut = np.zeros(0, dtype=np.bool_)
     ids = np.zeros(0, dtype=np.intp)
     dict_size = 0
@@ -952,7 +963,7 @@ def _matches(
             ids = np.flatnonzero(lut)
         elif isinstance(page, _Deferred):
             # No entry matches: only null rows could, and only where nulls match.
-            if ids.size or (page.optional and _may_hold_nulls(pf, rg, col) and null_hit()):
+            if ids.size or (nulls_possible() and null_hit()):
                 indexed.append(page.load())
         elif page.dictionary:
             indexed.append(page)
@@ -986,12 +997,6 @@ def _matches(
         # the pieces join in order (a sort of 2M rows cost 6 ms).
         found.sort(key=lambda f: int(f[0]))
     return np.concatenate(found).astype(np.int64, copy=False)
-
-
-def _may_hold_nulls(pf: ParquetFile, rg: int, col: int) -> bool:
-    """Whether the chunk's statistics leave room for a null (no null count: yes)."""
-    st = pf.column_meta(rg, col).statistics
-    return st is None or st.null_count is None or st.null_count != 0
 
 
 def _plain_hits(plain: list[tuple[_Page, np.ndarray]], target: pa.DataType,
