@@ -111,6 +111,9 @@ class AggregateReport:
     pages_from_metadata: int = 0
     pages_read: int = 0
     bytes_read: int = 0
+    # Column chunks of whole row groups whose sum / count came from their encoded pages
+    # (scan/sums.py), with no Arrow array decoded.
+    chunks_summed: int = 0
     notes: list[str] = field(default_factory=list)
     # Embedded-index blobs skipped while answering from metadata (damaged, unknown
     # body version): those row groups were read instead.
@@ -124,6 +127,7 @@ class AggregateReport:
             "pages_from_metadata": self.pages_from_metadata,
             "pages_read": self.pages_read,
             "bytes_read": self.bytes_read,
+            "chunks_summed": self.chunks_summed,
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
@@ -580,16 +584,56 @@ class _Whole:
         pf, plan = entry.file, entry.access
         assert pf is not None and plan is not None
         for rgs, by_column in self.groups.values():
-            fields = sorted({c.split(".")[0] for c in by_column})
-            for i in range(0, len(rgs), _WHOLE_BATCH):
-                for t, stats in iter_whole_row_groups(
-                        pf, rgs[i:i + _WHOLE_BATCH], fields, plan.partition,
-                        dplan.partition_types, dplan.scan_options, pool_map):
-                    report.pages_read += stats.pages_read
-                    report.bytes_read += stats.data_bytes
-                    for accs in by_column.values():
-                        for acc in accs:
-                            acc.add(_from_rows(t, acc.agg))
+            summed = _encoded_sums(dplan, entry, rgs, by_column, report)
+            # The rest read by pyarrow, row groups grouped by the columns they lack.
+            rest: dict[tuple[str, ...], list[int]] = {}
+            for rg in rgs:
+                left = tuple(c for c in by_column if (rg, c) not in summed)
+                if left:
+                    rest.setdefault(left, []).append(rg)
+            for columns, todo in rest.items():
+                fields = sorted({c.split(".")[0] for c in columns})
+                for i in range(0, len(todo), _WHOLE_BATCH):
+                    for t, stats in iter_whole_row_groups(
+                            pf, todo[i:i + _WHOLE_BATCH], fields, plan.partition,
+                            dplan.partition_types, dplan.scan_options, pool_map):
+                        report.pages_read += stats.pages_read
+                        report.bytes_read += stats.data_bytes
+                        for c in columns:
+                            for acc in by_column[c]:
+                                acc.add(_from_rows(t, acc.agg))
+
+
+def _encoded_sums(dplan: DatasetPlan, entry: FileEntry, rgs: Sequence[int],
+                  by_column: dict[str, list[_Acc]], report: AggregateReport
+                  ) -> set[tuple[int, str]]:
+    """Add to the accumulators of the columns only summed and counted the chunks that
+    ``scan/sums.py`` sums on their encoded pages; which (row group, column) it did."""
+    from pqindex.scan.sums import chunk_sums
+
+    pf, arrow = entry.file, entry.arrow_schema
+    assert pf is not None and arrow is not None
+    leaves: dict[int, str] = {}
+    for column, accs in by_column.items():
+        leaf = pf.schema.leaf(column)
+        if (leaf is None or column not in arrow.names
+                or any(a.agg.func not in ("sum", "count") for a in accs)):
+            continue
+        leaves[leaf.index] = column
+    if not leaves:
+        return set()
+    sums, stats = chunk_sums(pf, rgs, [(i, arrow.field(c).type) for i, c in leaves.items()],
+                             dplan.scan_options)
+    report.pages_read += stats.pages_read
+    report.bytes_read += stats.data_bytes
+    report.chunks_summed += len(sums)
+    done = set()
+    for (rg, leaf_index), (total, present) in sums.items():
+        column = leaves[leaf_index]
+        for acc in by_column[column]:
+            acc.add(total if acc.agg.func == "sum" else present)
+        done.add((rg, column))
+    return done
 
 
 def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan,

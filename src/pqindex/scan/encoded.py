@@ -37,6 +37,7 @@ for anything this module finds malformed (pyarrow then names the error).
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
@@ -53,6 +54,7 @@ from pqindex.format.plain import split_byte_array
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import OffsetIndex, PageHeader, PageLocation
 from pqindex.format.thrift import ThriftError, decode
+from pqindex.indexes.leaf_values import exact_int_sum
 from pqindex.scan.decompress import BATCH_BYTES, decompress_many
 from pqindex.scan.decompress import CODECS as _CODECS
 from pqindex.scan.decompress import decompress as _decompress
@@ -64,6 +66,7 @@ from pqindex.scan.hybrid import (
     decode_hybrid,
     decode_hybrid_at,
     decode_levels,
+    dictionary_sum,
     find_hybrid,
     find_many,
     find_table,
@@ -74,6 +77,7 @@ __all__ = [
     "Read",
     "Span",
     "ValuesMask",
+    "chunk_sum",
     "decode_chunk",
     "decode_hybrid",
     "decode_hybrid_at",
@@ -84,6 +88,7 @@ __all__ = [
     "matching_page_rows",
     "matching_rows",
     "spans",
+    "summable",
     "supported",
     "worth_matching",
 ]
@@ -628,6 +633,15 @@ def _walk(
     """The chunk's dictionary page (first, if any) and data pages (of ``span`` only,
     if given), decompressed a window at a time. ``raw``: the chunk's bytes, or a
     function reading them. ``defer``: see :func:`_decoded_pages`."""
+    for window in _windows(pf, rg, col, raw, span, defer):
+        yield from window
+
+
+def _windows(
+    pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read, span: Span | None = None,
+    defer: bool = False,
+) -> Iterator[Iterator[Item]]:
+    """:func:`_walk`'s pages, a window's at a time."""
     meta = pf.column_meta(rg, col)
     optional = pf.leaf(col).max_definition_level == 1
     size = chunk_range(meta)[1]
@@ -643,7 +657,7 @@ def _walk(
         read = raw
     codec = meta.codec or 0
     for group in _chunk_pages(span, read):
-        yield from _decoded_batch(codec, optional, group, defer)
+        yield _decoded_batch(codec, optional, group, defer)
 
 
 def _chunk_pages(span: Span, read: Read) -> Iterator[list[tuple[_Stored, int]]]:
@@ -841,6 +855,74 @@ def decode_chunk(
         return _chunk(pf, rg, col, target, raw)
     except (_Fallback, pa.ArrowException, ValueError):
         return None
+
+
+def summable(pf: ParquetFile, rg: int, col: int, target: pa.DataType) -> bool:
+    """Whether :func:`chunk_sum` may sum this chunk (it may still fall back): a flat
+    integer or float leaf whose stored numbers are its values."""
+    return ((pa.types.is_integer(target) or pa.types.is_floating(target))
+            and _fixed_dtype(pf, col, target) is not None and supported(pf, rg, col, target))
+
+
+def chunk_sum(
+    pf: ParquetFile, rg: int, col: int, target: pa.DataType, raw: bytes | memoryview | Read
+) -> tuple[int | float | None, int] | None:
+    """The sum of the non-null values of the chunk of flat leaf ``col`` in row group
+    ``rg`` and how many there are, from its encoded pages without an array of them:
+    PLAIN pages summed where they were decompressed, dictionary pages as the sum of
+    the entries their indices name (:func:`~pqindex.scan.hybrid.dictionary_sum`).
+    Integers exactly; floats in double precision, pages' sums added exactly
+    (``math.fsum``), as pyarrow's ``sum`` gives them up to rounding. The sum is None
+    when no value is present. ``raw``: the chunk's bytes or a function reading them.
+    None when this module does not sum the chunk: the caller decodes it with pyarrow."""
+    if not summable(pf, rg, col, target):
+        return None
+    dtype = _fixed_dtype(pf, col, target)
+    assert dtype is not None
+    try:
+        return _chunk_sum(pf, rg, col, raw, dtype)
+    except (_Fallback, pa.ArrowException, ValueError):
+        return None
+
+
+def _chunk_sum(pf: ParquetFile, rg: int, col: int, raw: bytes | memoryview | Read,
+               dtype: np.dtype[Any]) -> tuple[int | float | None, int]:
+    floats = dtype.kind == "f"
+    parts: list[Any] = []
+    present = 0
+    dictionary: np.ndarray | None = None
+    # A window's pages at a time: its dictionary-encoded pages summed in one call.
+    for window in _windows(pf, rg, col, raw):
+        streams: list[tuple[Buffer, int, int, int, int]] = []
+        for page in window:
+            if isinstance(page, _Dictionary):
+                data = page.data
+                if len(data) < page.count * dtype.itemsize:
+                    raise _Fallback
+                dictionary = np.frombuffer(data, dtype=dtype, count=page.count)
+                continue
+            assert isinstance(page, _Page)  # nothing deferred: not asked for
+            if not page.present:
+                continue
+            present += page.present
+            if page.dictionary:
+                body = _stream(page.body)
+                streams.append((body, 1, len(body), body[0], page.present))
+            elif floats:
+                with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN
+                    parts.append(float(_plain(page, dtype).sum(dtype=np.float64)))
+            else:
+                parts.append(exact_int_sum(_plain(page, dtype)))
+        if streams:
+            if dictionary is None:
+                raise _Fallback
+            parts.append(dictionary_sum(streams, dictionary))
+    if not present:
+        return None, 0
+    if not floats:
+        return sum(parts), present
+    total = sum(parts)  # NaN or an infinity: as IEEE adds them (fsum would raise)
+    return (math.fsum(parts) if math.isfinite(total) else total), present
 
 
 # Evaluates a predicate over an array of one column's values: True where it holds

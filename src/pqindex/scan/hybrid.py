@@ -20,11 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from pqindex.indexes.leaf_values import exact_int_sum
+
 __all__ = [
     "accelerated",
     "decode_hybrid",
     "decode_hybrid_at",
     "decode_levels",
+    "dictionary_sum",
     "find_hybrid",
     "find_many",
     "find_table",
@@ -266,6 +269,40 @@ def _decode_at_np(
             window |= packed[first + b].astype(np.uint64) << np.uint64(8 * b)
         shift = (bit & 7).astype(np.uint64)
         out[bp] = ((window >> shift) & np.uint64((1 << width) - 1)).astype(np.intp)
+    return out
+
+
+# Dictionary types dictionary_sum sums, by numpy kind and size: the C kernel's name for
+# each (floats summed in double precision, integers exactly).
+_SUM_KINDS = {("f", 8): "d", ("f", 4): "f", ("i", 8): "q", ("i", 4): "i", ("u", 8): "Q",
+              ("u", 4): "I"}
+
+
+def dictionary_sum(
+    streams: Sequence[tuple[Buffer, int, int, int, int]], dictionary: np.ndarray
+) -> int | float:
+    """The sum of ``dictionary[v]`` over the values v of every stream ``(data, pos,
+    end, width, count)`` (as :func:`decode_hybrid` takes them), without an array of
+    them: the C kernel adds each chunk of values as it unpacks it, all the streams in
+    one call. Floats are summed in double precision (NaN and infinities as IEEE adds
+    them), integers exactly. Raises ValueError like :func:`decode_hybrid`, and for a
+    value not below ``len(dictionary)``."""
+    dt = dictionary.dtype
+    kind = _SUM_KINDS.get((dt.kind, dt.itemsize))
+    if kind is None or not dt.isnative:
+        raise ValueError(f"dictionary of {dt} values")
+    if _c is not None and hasattr(_c, "dict_sum") and all(s[3] for s in streams):
+        total: int | float = _c.dict_sum(streams, np.ascontiguousarray(dictionary), kind)
+        return total
+    parts: list[Any] = []
+    for data, pos, end, width, count in streams:
+        idx = decode_hybrid(data, pos, end, width, count)
+        if idx.size and int(idx.max()) >= dictionary.size:
+            raise ValueError(f"value {int(idx.max())} not below {dictionary.size}")
+        values = dictionary[idx]
+        parts.append(float(values.sum(dtype=np.float64)) if dt.kind == "f"
+                     else exact_int_sum(values))
+    out: int | float = sum(parts)
     return out
 
 

@@ -55,11 +55,13 @@ from pqindex.scan.fetch import (
 __all__ = [
     "iter_sifted_row_groups",
     "iter_whole_row_groups",
+    "located",
     "native_path",
     "pyarrow_opens_free",
     "read_native_ranges",
     "read_whole_row_groups",
     "side_by_side",
+    "size_batches",
 ]
 
 # Arrow C++ reads this much from the end of a file to find the footer.
@@ -208,7 +210,7 @@ def _read_fetched(
         raise _decode_error(pf, rgs, e) from e
 
 
-def _batches(sizes: Sequence[tuple[int, int]], limit: int) -> list[list[int]]:
+def size_batches(sizes: Sequence[tuple[int, int]], limit: int) -> list[list[int]]:
     """Consecutive row groups whose chunks fit in ``limit`` bytes (at least one each)."""
     batches: list[list[int]] = []
     size = 0
@@ -300,7 +302,7 @@ def _fetched_parts(
     decoded by pyarrow from memory."""
     sizes = [(rg, sum(n for _, n in chunks(rg))) for rg in row_groups]
     pipelined = not stream and hasattr(pf.source, "iter_ranges")
-    for batch in _batches(sizes, options.read_ahead_bytes):
+    for batch in size_batches(sizes, options.read_ahead_bytes):
         stats = ScanStats()
         buffers = Buffers(pf, stats, options.coalesce_gap)
         if pipelined and len(batch) > 1:
@@ -309,7 +311,7 @@ def _fetched_parts(
                 t = _pipelined(pf, buffers, units, chunks, file_fields, stats)
                 yield finish(t, batch, stats), stats
                 continue
-        _located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
+        located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
         for rgs in [[rg] for rg in batch] if stream else [batch]:
             t0 = time.perf_counter()
             t = _read_fetched(pf, buffers, rgs, file_fields)
@@ -395,7 +397,8 @@ def _landing(pf: ParquetFile, units: list[list[int]], buffers: Buffers,
         raise _decode_error(pf, rgs, e) from e
 
 
-def _located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., _T], *args: Any) -> _T:
+def located(pf: ParquetFile, rgs: Sequence[int], fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)``, its errors located in the file (row group ``rgs[0]`` when alone)."""
     try:
         return fn(*args)
     except PqIndexError as e:
@@ -430,11 +433,11 @@ def iter_sifted_row_groups(
         ranges = sorted(chunk_range(pf.column_meta(rg, c)) for rg in batch for c in leaves)
         # Through the file, not read by pyarrow from the disk: planning may hold some
         # of these bytes already (dictionary pages), and none is read twice.
-        image = _located(pf, batch, _file_image, pf, ranges, stats, options.coalesce_gap)
+        image = located(pf, batch, _file_image, pf, ranges, stats, options.coalesce_gap)
         buffers = None
         if image is None:
             buffers = Buffers(pf, stats, options.coalesce_gap)
-            _located(pf, batch, buffers.fetch, ranges)
+            located(pf, batch, buffers.fetch, ranges)
         t0 = time.perf_counter()
         t = _read_sifted(pf, image, buffers, batch, file_fields)
         for name in names:
@@ -457,7 +460,7 @@ def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[i
     not held compressed all at once."""
     sizes = [(rg, sum(chunk_range(pf.column_meta(rg, c))[1] for c in leaves))
              for rg in row_groups]
-    return _batches(sizes, SIFT_BATCH_BYTES)
+    return size_batches(sizes, SIFT_BATCH_BYTES)
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
