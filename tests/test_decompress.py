@@ -201,6 +201,34 @@ def test_a_damaged_part_raises_its_own_error_in_a_batch() -> None:
     assert calls == [sum(len(d) for d in datas), *(len(d) for d in datas[:3])]
 
 
+def test_snappy_parts_decompress_in_one_call_and_a_damaged_one_raises_its_own_error(
+) -> None:
+    pytest.importorskip("pqindex.scan._snappy")
+    rng = np.random.default_rng(5)
+    datas = [rng.integers(0, 50, 2000).astype("<i8").tobytes() for _ in range(5)]
+    parts = [(pa.compress(d, codec="snappy", asbytes=True), len(d)) for d in datas]
+    one_by_one: list[int] = []
+    real = dm.decompress
+
+    def counted(data: Any, codec: int, size: int) -> Any:
+        one_by_one.append(size)
+        return real(data, codec, size)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dm, "decompress", counted)
+        assert [bytes(b) for b in dm.decompress_many(Codec.SNAPPY, parts)] == datas
+        assert one_by_one == []  # all in the C module's one call
+        bad = bytearray(parts[2][0])
+        bad[len(bad) // 2 :] = b"\xff" * (len(bad) - len(bad) // 2)
+        parts[2] = (bytes(bad), len(datas[2]))
+        with pytest.raises(OSError) as alone:  # pyarrow's error, as format/codec.py gives it
+            real(parts[2][0], Codec.SNAPPY, len(datas[2]))
+        with pytest.raises(OSError) as batched:
+            dm.decompress_many(Codec.SNAPPY, parts)
+    assert str(batched.value) == str(alone.value)
+    assert one_by_one == [len(datas[2])]  # only the damaged part again, on its own
+
+
 def test_other_codecs_are_one_call_per_part() -> None:
     datas = [bytes(range(256)) * 20, b"x" * 5000]
     for codec, name in [(Codec.SNAPPY, "snappy"), (Codec.GZIP, "gzip"),

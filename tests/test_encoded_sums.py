@@ -22,17 +22,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import CORPUS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
-from test_hybrid_c import Plan, _case, _encode, _expected
-from writers import WRITERS
 
 import pqindex
+from conftest import CORPUS
 from pqindex.errors import PqIndexError
 from pqindex.format.file import chunk_range
 from pqindex.scan import hybrid
+from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
+from test_hybrid_c import Plan, _case, _encode, _expected
+from writers import WRITERS
 
 _KINDS = [np.float64, np.float32, np.int64, np.int32, np.uint64, np.uint32]
 
@@ -304,7 +304,7 @@ def test_aggregates_on_the_corpus() -> None:
         try:
             schema = pq.read_schema(path)
             pq.read_table(path)
-        except Exception:  # noqa: BLE001  (pyarrow refuses it: pqindex must say so)
+        except Exception:  # pyarrow refuses it: pqindex must say so
             failed += 1
             with pytest.raises(PqIndexError):
                 ds = pqindex.dataset(str(path))
@@ -340,7 +340,7 @@ def test_damaged_dictionary_indices_are_a_pqindex_error(tmp_path: Path) -> None:
         damaged.write_bytes(bytes(copy))
         try:
             want = sum(pq.read_table(damaged).column(0).to_pylist())
-        except Exception:  # noqa: BLE001
+        except Exception:  # pyarrow refuses it: pqindex must say so
             with pytest.raises(PqIndexError):
                 pqindex.dataset(str(damaged)).aggregate(["sum(x)"])
             continue
