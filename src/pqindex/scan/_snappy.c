@@ -310,10 +310,34 @@ done:
 static int64_t
 decompress_block(const uint8_t *src, int64_t n, int64_t ip, uint8_t *out, int64_t size)
 {
+    static const uint32_t mask[4] = {0, 0xFF, 0xFFFF, 0xFFFFFFFF};
     int64_t op = 0;
     while (ip < n) {
         uint32_t tag = src[ip];
         int64_t len, offset;
+        if ((tag & 3) && n - ip >= 5 && size - op >= 64) {
+            /* A copy with room on both sides: its offset read as one word, masked. */
+            uint32_t e = tag & 3;
+            uint32_t w;
+            memcpy(&w, src + ip + 1, 4);
+            offset = (int64_t)(w & mask[e]) + (e == 1 ? (int64_t)(tag >> 5) << 8 : 0);
+            len = tag_length[tag];
+            if (offset >= 8 && offset <= op) {
+                uint8_t *d = out + op;
+                const uint8_t *from = d - offset;
+                if (offset >= 16) {
+                    for (int64_t i = 0; i < len; i += 16)
+                        memcpy(d + i, from + i, 16);
+                }
+                else {
+                    for (int64_t i = 0; i < len; i += 8)
+                        memcpy(d + i, from + i, 8);
+                }
+                ip += 1 + copy_extra[tag];
+                op += len;
+                continue;
+            }
+        }
         if (!(tag & 3)) {
             len = (tag >> 2) + 1;
             if (len <= 16 && n - ip >= 17 && size - op >= 16) {
@@ -356,6 +380,15 @@ decompress_block(const uint8_t *src, int64_t n, int64_t ip, uint8_t *out, int64_
         else if (offset >= 8 && size - op >= len + 8) {
             for (int64_t i = 0; i < len; i += 8)
                 memcpy(d + i, from + i, 8);
+        }
+        else if (size - op >= len + 16) {
+            /* A short period (runs of a byte or a few): its first whole multiple of at
+             * least 8 bytes written one by one, then 8-byte words from that far back. */
+            int64_t period = offset * ((8 + offset - 1) / offset), i = 0;
+            for (; i < period; i++)
+                d[i] = from[i % offset];
+            for (; i < len; i += 8)
+                memcpy(d + i, d + i - period, 8);
         }
         else {
             for (int64_t i = 0; i < len; i++)
