@@ -540,6 +540,67 @@ wanted_init(Wanted *want, const Py_buffer *table, int strict)
     return 0;
 }
 
+/* A sequence of streams, each a tuple (buffer, pos, end, count) of ``width``-bit
+ * values, or (buffer, pos, end, width, count) when ``width`` is 0; their buffers
+ * held until streams_release. */
+typedef struct {
+    PyObject *seq;
+    Py_buffer *views;
+    Stream *ss;
+    Py_ssize_t n, held;
+} Streams;
+
+static void
+streams_release(Streams *st)
+{
+    for (Py_ssize_t k = 0; k < st->held; k++)
+        PyBuffer_Release(&st->views[k]);
+    PyMem_Free(st->views);
+    PyMem_Free(st->ss);
+    Py_XDECREF(st->seq);
+}
+
+/* 0, or -1 with an exception set (what was held is released by streams_release). */
+static int
+streams_open(Streams *st, PyObject *streams, int width)
+{
+    memset(st, 0, sizeof *st);
+    st->seq = PySequence_Fast(streams, "streams must be a sequence");
+    if (st->seq == NULL)
+        return -1;
+    st->n = PySequence_Fast_GET_SIZE(st->seq);
+    st->views = PyMem_Calloc((size_t)(st->n ? st->n : 1), sizeof(Py_buffer));
+    st->ss = PyMem_Calloc((size_t)(st->n ? st->n : 1), sizeof(Stream));
+    if (st->views == NULL || st->ss == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (; st->held < st->n; st->held++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(st->seq, st->held);
+        PyObject *obj;
+        Py_ssize_t pos, end, count;
+        int w = width;
+        if (!PyTuple_Check(item)) {
+            PyErr_SetString(PyExc_TypeError,
+                            width ? "a stream is a tuple (buffer, pos, end, count)"
+                                  : "a stream is a tuple (buffer, pos, end, width, count)");
+            return -1;
+        }
+        if (width ? !PyArg_ParseTuple(item, "Onnn:stream", &obj, &pos, &end, &count)
+                  : !PyArg_ParseTuple(item, "Onnin:stream", &obj, &pos, &end, &w, &count))
+            return -1;
+        if (!width && check_width(w))
+            return -1;
+        if (PyObject_GetBuffer(obj, &st->views[st->held], PyBUF_SIMPLE) < 0)
+            return -1;
+        if (stream_init(&st->ss[st->held], &st->views[st->held], pos, end, w, count)) {
+            PyBuffer_Release(&st->views[st->held]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ functions */
 
 PyDoc_STRVAR(find_many_doc,
@@ -552,13 +613,11 @@ PyDoc_STRVAR(find_many_doc,
 static PyObject *
 find_many(PyObject *self, PyObject *args)
 {
-    PyObject *streams, *seq = NULL, *result = NULL;
+    PyObject *streams, *result = NULL;
     int width;
     Py_buffer table = {0};
-    Py_buffer *views = NULL;
-    Stream *ss = NULL;
+    Streams st = {0};
     int64_t *ends = NULL;
-    Py_ssize_t n = 0, got = 0;
     Wanted want;
     Vec out = {NULL, 0, 0};
     int rc = E_OK;
@@ -568,40 +627,17 @@ find_many(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "Oiy*|p:find_many", &streams, &width, &table, &strict))
         return NULL;
-    if (check_width(width))
+    if (check_width(width) || streams_open(&st, streams, width))
         goto done;
-    seq = PySequence_Fast(streams, "streams must be a sequence");
-    if (seq == NULL)
-        goto done;
-    n = PySequence_Fast_GET_SIZE(seq);
-    views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
-    ss = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Stream));
-    ends = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int64_t));
-    if (views == NULL || ss == NULL || ends == NULL) {
+    ends = PyMem_Calloc((size_t)(st.n ? st.n : 1), sizeof(int64_t));
+    if (ends == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; got < n; got++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, got);
-        PyObject *obj;
-        Py_ssize_t pos, end, count;
-        if (!PyTuple_Check(item)) {
-            PyErr_SetString(PyExc_TypeError, "a stream is a tuple (buffer, pos, end, count)");
-            goto done;
-        }
-        if (!PyArg_ParseTuple(item, "Onnn:stream", &obj, &pos, &end, &count))
-            goto done;
-        if (PyObject_GetBuffer(obj, &views[got], PyBUF_SIMPLE) < 0)
-            goto done;
-        if (stream_init(&ss[got], &views[got], pos, end, width, count)) {
-            PyBuffer_Release(&views[got]);
-            goto done;
-        }
-    }
     wanted_init(&want, &table, strict);
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++) {
-        rc = find_stream(&ss[k], &want, &out);
+    for (Py_ssize_t k = 0; k < st.n; k++) {
+        rc = find_stream(&st.ss[k], &want, &out);
         if (rc) {
             failed = k;
             break;
@@ -610,13 +646,13 @@ find_many(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (rc) {
-        set_error(rc, &ss[failed]);
+        set_error(rc, &st.ss[failed]);
         goto done;
     }
-    result = PyList_New(n);
+    result = PyList_New(st.n);
     if (result == NULL)
         goto done;
-    for (Py_ssize_t k = 0, start = 0; k < n; k++) {
+    for (Py_ssize_t k = 0, start = 0; k < st.n; k++) {
         PyObject *b = PyByteArray_FromStringAndSize(
             (const char *)(out.items + start), (Py_ssize_t)((ends[k] - start) * 8));
         if (b == NULL) {
@@ -627,13 +663,9 @@ find_many(PyObject *self, PyObject *args)
         start = (Py_ssize_t)ends[k];
     }
 done:
-    for (Py_ssize_t k = 0; k < got; k++)
-        PyBuffer_Release(&views[k]);
-    PyMem_Free(views);
-    PyMem_Free(ss);
+    streams_release(&st);
     PyMem_Free(ends);
     PyMem_RawFree(out.items);
-    Py_XDECREF(seq);
     PyBuffer_Release(&table);
     return result;
 }
@@ -1018,11 +1050,10 @@ PyDoc_STRVAR(dict_sum_doc,
 static PyObject *
 dict_sum(PyObject *self, PyObject *args)
 {
-    PyObject *streams, *seq = NULL, *result = NULL;
+    PyObject *streams, *result = NULL;
     Py_buffer dict = {0};
-    Py_buffer *views = NULL;
-    Stream *ss = NULL;
-    Py_ssize_t n = 0, held = 0, failed = -1;
+    Streams st = {0};
+    Py_ssize_t failed = -1;
     int rc = E_OK, item, kind; /* "C" gives an int */
     SumCtx c;
 
@@ -1034,42 +1065,22 @@ dict_sum(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "dictionary kind %c", kind);
         goto done;
     }
-    seq = PySequence_Fast(streams, "streams must be a sequence");
-    if (seq == NULL)
+    if (streams_open(&st, streams, 0))
         goto done;
-    n = PySequence_Fast_GET_SIZE(seq);
-    views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
-    ss = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Stream));
-    if (!views || !ss) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; held < n; held++) {
-        Py_ssize_t pos, end, count;
-        int width;
-        PyObject *item_obj = PySequence_Fast_GET_ITEM(seq, held);
-        if (!PyArg_ParseTuple(item_obj, "y*nnin:dict_sum stream", &views[held], &pos, &end,
-                              &width, &count))
-            goto done;
-        if (check_width(width) || stream_init(&ss[held], &views[held], pos, end, width, count)) {
-            held++;
-            goto done;
-        }
-    }
     memset(&c, 0, sizeof c);
     c.dict = dict.buf;
     c.size = (int64_t)(dict.len / item);
     c.kind = (char)kind;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n && !rc; i++) {
-        rc = sum_stream(&ss[i], &c);
+    for (Py_ssize_t i = 0; i < st.n && !rc; i++) {
+        rc = sum_stream(&st.ss[i], &c);
         if (rc)
             failed = i;
     }
     Py_END_ALLOW_THREADS
     if (rc) {
-        ss[failed].limit = c.size;
-        set_error(rc, &ss[failed]);
+        st.ss[failed].limit = c.size;
+        set_error(rc, &st.ss[failed]);
         goto done;
     }
     if (kind == 'd' || kind == 'f')
@@ -1077,11 +1088,7 @@ dict_sum(PyObject *self, PyObject *args)
     else
         result = int128_to_py(c.total);
 done:
-    for (Py_ssize_t i = 0; i < held; i++)
-        PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
-    PyMem_Free(ss);
-    Py_XDECREF(seq);
+    streams_release(&st);
     PyBuffer_Release(&dict);
     return result;
 }
