@@ -380,8 +380,11 @@ def test_page_bloom_narrows_a_lookup_to_pages(spark: Any,
              ("u = 6001", ["name"]), (f"u = {y} AND k >= {rng.randrange(6000)}", ["k"])]
     kept = {}
     for scope, lake in lakes.items():
-        info = ps.explain(spark, lake, f"u = {x}", columns=["u", "name"], engine="pqindex")
-        kept[scope] = info["bytes_kept"]
+        # Bytes kept summed over fixed values: for one value, false positives of its
+        # pages' filters make the ratio vary (under 4x for ~2% of values, measured).
+        kept[scope] = sum(
+            ps.explain(spark, lake, f"u = {v}", columns=["u", "name"],
+                       engine="pqindex")["bytes_kept"] for v in (17, 1234, 2999, 4321, 5555))
         for i, (where, columns) in enumerate(cases):
             try:  # the driver, and the data source's tasks (which plan their file again)
                 _check(spark, lake, where, columns, "pqindex",
