@@ -348,14 +348,16 @@ def test_dictionary_encoded_pages_are_decompressed_only_when_they_may_match(
     pf = ParquetFile.open(path)
     assert pf.all_dictionary_encoded(0, 1) is False and pf.all_plain_encoded(0, 1) is False
     raw = pf.source.read_ranges([chunk_range(pf.column_meta(0, 1))])[0]
-    loads = []
-    real = encoded._Deferred.load
+    loads: list[int] = []
+    batches: list[int] = []
+    real = encoded._loaded
 
-    def load(self: Any) -> Any:
-        loads.append(self.first)
-        return real(self)
+    def load(pages: Any) -> Any:  # deferred pages decompressed, in one batch per chunk
+        loads.extend(p.first for p in pages)
+        batches.append(len(pages))
+        return real(pages)
 
-    monkeypatch.setattr(encoded._Deferred, "load", load)
+    monkeypatch.setattr(encoded, "_loaded", load)
     valid = vals.drop_null().to_pylist()
     early, late = valid[2], valid[-3]  # in the dictionary; in a PLAIN page only
     pages = 0  # dictionary-encoded data pages: each read once its dictionary matches
@@ -378,6 +380,7 @@ def test_dictionary_encoded_pages_are_decompressed_only_when_they_may_match(
     want_mask = pc.fill_null(pc.or_kleene(pc.equal(vals, late), pc.is_null(vals)), True)
     assert rows.tolist() == np.flatnonzero(want_mask.to_numpy(zero_copy_only=False)).tolist()
     assert sorted(loads) == loads and len(loads) == pages
+    assert batches and all(b == pages for b in batches)
     pf.close()
     ds = pqindex.dataset(str(path))
     for value in (early, late, -7):
