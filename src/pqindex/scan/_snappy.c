@@ -316,7 +316,8 @@ decompress_block(const uint8_t *src, int64_t n, int64_t ip, uint8_t *out, int64_
         uint32_t tag = src[ip];
         int64_t len, offset;
         if ((tag & 3) && n - ip >= 5 && size - op >= 64) {
-            /* A copy with room on both sides: its offset read as one word, masked. */
+            /* A copy with room on both sides: its offset read as one word, masked;
+             * each word copied reads bytes at least 8 (16) back, written already. */
             uint32_t e = tag & 3;
             uint32_t w;
             memcpy(&w, src + ip + 1, 4);
@@ -370,14 +371,10 @@ decompress_block(const uint8_t *src, int64_t n, int64_t ip, uint8_t *out, int64_
         ip += 1 + extra;
         if (offset == 0 || offset > op || len > size - op)
             return -1;
+        /* Near either buffer's end, or a period under 8 bytes. */
         uint8_t *d = out + op;
         const uint8_t *from = d - offset;
-        if (offset >= 16 && size - op >= 64) {
-            /* each word reads bytes at least 16 back: written already */
-            for (int64_t i = 0; i < len; i += 16)
-                memcpy(d + i, from + i, 16);
-        }
-        else if (offset >= 8 && size - op >= len + 8) {
+        if (offset >= 8 && size - op >= len + 8) {
             for (int64_t i = 0; i < len; i += 8)
                 memcpy(d + i, from + i, 8);
         }

@@ -533,14 +533,8 @@ def _read_page(
     s = _stored(raw, pos)
     if isinstance(s, int):
         return None, s
-    return _decompressed_page(s, codec, optional, first), s.end
-
-
-def _decompressed_page(s: _Stored, codec: int, optional: bool, first: int
-                       ) -> _Page | _Dictionary:
-    """One page ``s`` decompressed on its own and decoded (see :func:`_decoded`)."""
     data = _decompress(s.part, codec, s.size) if s.compressed else s.part
-    return _decoded(s, data, optional, first)
+    return _decoded(s, data, optional, first), s.end
 
 
 # Compressed bytes of a chunk read, decompressed and evaluated at a time (a longer page:

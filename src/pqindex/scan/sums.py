@@ -9,9 +9,9 @@ the issue's snappy file (``amount``: 4M doubles, dictionary-encoded) that is 9 m
 where pyarrow's decode alone takes 15 (docs/benchmarks.md).
 
 The chunks are read as the other whole-row-group reads read them: a local file by
-each row group's own task a window at a time, counted as pyarrow's reads are
+the task summing them, a window at a time, counted as pyarrow's reads are
 (``read_native_ranges``); any other source fetched in waves of
-``ScanOptions.read_ahead_bytes``. Row groups are summed side by side on the
+``ScanOptions.read_ahead_bytes``. Row groups are summed by one task per core on the
 process-wide pool. A chunk this cannot sum (another encoding, a nested or decimal
 column, damage) comes back None, and the caller reads it with pyarrow, which names
 any error.
@@ -80,8 +80,8 @@ def chunk_sums(
     source = pf.source
     results: list[list[tuple[int, int, tuple[int | float | None, int] | None]]] = []
     if native_path(pf) is not None and isinstance(source, LocalFileSource):
-        # Each row group's task reads its chunks; one wait for them all, as pyarrow's
-        # own reads are counted.
+        # Each task reads its chunks; one wait for them all, as pyarrow's own reads are
+        # counted.
         if read_native_ranges(pf, [chunk(rg, c) for rg in todo for c, _ in todo[rg]],
                               options.coalesce_gap, stats):
             source.stats.record_wave()
