@@ -514,6 +514,66 @@ def test_a_copy_reaching_before_its_fragment_is_declined_not_misread() -> None:
     assert dm._snappy.gather(block, len(full), first, 8) == full[100:108]
 
 
+def _copy(offset: int, length: int, kind: int) -> bytes:
+    """A copy element of tag kind 1 (4-11 bytes, offset < 2048), 2 or 4 (1-64 bytes)."""
+    if kind == 1:
+        return bytes([(offset >> 8) << 5 | (length - 4) << 2 | 1, offset & 0xFF])
+    width = 2 if kind == 2 else 4
+    return bytes([(length - 1) << 2 | (2 if kind == 2 else 3)]) + offset.to_bytes(width, "little")
+
+
+@st.composite
+def _built_block(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A block of fragments built element by element (a raw snappy block and its
+    output), mixing what the window writer treats apart: literals short and long and
+    near the block's end, copies by each tag kind with offsets under 8, 8-15 and 16 or
+    more, lengths up to 16 and past. Copies stay inside their 64 KiB fragment, as every
+    known compressor's do."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    fragments = draw(st.integers(1, 3))
+    last = draw(st.integers(1, 65_536))
+    out = bytearray()
+    body = bytearray()
+    for f in range(fragments):
+        size = 65_536 if f < fragments - 1 else last
+        start = len(out)
+        while len(out) - start < size:
+            room = size - (len(out) - start)
+            written = len(out) - start
+            if written == 0 or rng.random() < 0.4:
+                n = min(room, int(rng.choice([1, 2, 7, 16, 17, 60, 61, 300])))
+                lit = rng.bytes(n)
+                body += _literal(lit)
+                out += lit
+                continue
+            offset = min(written, int(rng.choice([1, 3, 7, 8, 12, 15, 16, 40, 2047, 5000])))
+            kind = 1 if offset < 2048 and rng.random() < 0.5 else int(rng.choice([2, 4]))
+            length = min(room, int(rng.integers(4, 12)) if kind == 1 else int(rng.integers(1, 65)))
+            if kind == 1 and length < 4:
+                kind = 2
+            body += _copy(offset, length, kind)
+            for _ in range(length):
+                out.append(out[-offset])
+    return _varint(len(out)) + bytes(body), bytes(out)
+
+
+@needs_gather
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_built_block(), st.data())
+def test_gathered_values_of_built_blocks(block: tuple[bytes, bytes], data: st.DataObject
+                                         ) -> None:
+    part, full = block
+    assert bytes(pa.decompress(part, len(full), codec="snappy")) == full  # a valid block
+    width = data.draw(st.sampled_from([1, 8, 16]))
+    width = min(width, len(full))
+    ends = [len(full) - width, min(len(full) - width, 65_535)]  # the end: no spare bytes
+    picked = data.draw(st.lists(st.integers(0, len(full) - width), max_size=4))
+    offsets = np.array(sorted({*picked, *ends}), dtype=np.int64)
+    assert dm._snappy is not None
+    got = dm._snappy.gather(part, len(full), offsets, width)
+    assert got == b"".join(full[o : o + width] for o in offsets)
+
+
 @needs_gather
 def test_malformed_blocks_are_declined() -> None:
     data = np.arange(50_000, dtype=np.int64).tobytes()
