@@ -121,12 +121,12 @@ measure(const uint8_t *src, int64_t n, int64_t ws, int64_t *ip, int64_t *op,
 }
 
 /* Elements passed by their tags alone while far from the window and the block's
- * end (at most max): 64 bytes of output and 6 of input spare, no bound is checked
- * per element. It branches on the tag's kind where measure computes: the CPU
- * predicts the branch and runs ahead of the tag's load, so a regular run of
+ * end (at most max): with 64 bytes of output and 6 of input to spare, no bound is
+ * checked per element. It branches on the tag's kind where measure computes: the
+ * CPU predicts the branch and runs ahead of the tag's load, so a regular run of
  * elements (a 1-byte literal, then a copy) no longer waits on every load (1.2x
- * faster on the issue file's dictionaries of doubles and timestamps). Stops before a long literal, which measure handles;
- * returns the elements passed. */
+ * on the issue file's dictionaries of doubles and timestamps). Stops before a
+ * long literal, which measure handles; returns the elements passed. */
 static inline int
 pass_fast(const uint8_t *src, int64_t n, int64_t ws, int64_t *ip_io, int64_t *op_io, int max)
 {
