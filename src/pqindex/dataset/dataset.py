@@ -36,6 +36,7 @@ from pqindex.dataset.planning import (
     gc_paused,
 )
 from pqindex.dataset.schema import conform, unify
+from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.bind import columns as columns_of
@@ -283,6 +284,8 @@ class Dataset(Planning):
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
         self._stand_in: OpenFile | None = None
+        # (manifest view it came from, the source's facts, each file's row in them)
+        self._file_facts: tuple[Any, FileFacts, dict[str, int] | None] | None = None
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
         self._open: OrderedDict[str, OpenFile] = OrderedDict()
@@ -466,6 +469,26 @@ class Dataset(Planning):
                              self._manifest_io)
             self._manifest = view if view is not None else False
         return self._manifest or None
+
+    def _facts(self, view: Any) -> FileFacts:
+        """What the dataset's source knows of its files unopened (``dataset/sources.py``):
+        the manifest matched against the listing, or the listing; built once."""
+        facts = self._file_facts
+        if facts is None or facts[0] is not view:
+            source: Source = (ListingSource(self.discovery) if view is None
+                              else ManifestSource(view, self.discovery))
+            facts = self._file_facts = (view, source.facts(), None)
+        return facts[1]
+
+    def _fact_rows(self, facts: FileFacts) -> dict[str, int]:
+        """Each file's row in ``facts`` (by path)."""
+        held = self._file_facts
+        if held is not None and held[1] is facts and held[2] is not None:
+            return held[2]
+        rows = {p: i for i, p in enumerate(facts.paths)}
+        if held is not None and held[1] is facts:
+            self._file_facts = (held[0], facts, rows)
+        return rows
 
     def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
