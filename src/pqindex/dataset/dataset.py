@@ -231,6 +231,10 @@ class Dataset(Planning):
       file's rows are cast to it (a value that does not convert is a ``UserInputError``
       naming the file and column); a column a file lacks is NULL there; a file column
       it lacks is not read. Hive partition columns it does not list are added.
+    * ``listing``: whether a directory is listed when a manifest pqindex's pipeline
+      committed names its files (``discovery.discover``). None: not locally; on a store
+      the LIST still goes out beside the manifest GET. False: never (one GET on a
+      store). True: always, the manifest's entries validated against the listing.
 
     ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
     between scans, estimated; past it the least recently used are dropped and opened
@@ -249,7 +253,11 @@ class Dataset(Planning):
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
+        listing: bool | None = None,
     ) -> None:
+        if listing not in (None, True, False):
+            raise UserInputError(f"listing must be True, False or None, not {listing!r}")
+        self._listing = listing
         if schema is not None and not isinstance(schema, pa.Schema):
             raise UserInputError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
         if schema is not None and len(set(schema.names)) != len(schema.names):
@@ -315,7 +323,8 @@ class Dataset(Planning):
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source, self.storage_options)
+            self._discovery = discover(self._source, self.storage_options,
+                                       listing=self._listing)
             delta = self._discovery.delta_warning()
             if delta is not None:  # once per dataset here, in every scan's report
                 logging.getLogger("pqindex").warning("%s", delta)
@@ -469,6 +478,17 @@ class Dataset(Planning):
                              self._manifest_io)
             self._manifest = view if view is not None else False
         return self._manifest or None
+
+    def source_description(self) -> str:
+        """Where the dataset's files came from, as ``explain`` prints it."""
+        disc = self.discovery
+        if disc.named_by is not None:
+            return (f"named by the commit point {disc.named_by} (a manifest pqindex's "
+                    "pipeline committed): no LIST")
+        if disc.manifest is not None:
+            return (f"found by listing; the manifest {disc.manifest[0]} is used for the "
+                    "files whose entry matches the listing")
+        return "found by listing"
 
     def _facts(self, view: Any) -> FileFacts:
         """What the dataset's source knows of its files unopened (``dataset/sources.py``):
@@ -836,10 +856,12 @@ class Dataset(Planning):
         if format == "json":
             import json
 
-            return json.dumps(explain_json(plans.files, plans.report), indent=2)
+            out = explain_json(plans.files, plans.report)
+            out["files_from"] = self.source_description()
+            return json.dumps(out, indent=2)
         if format != "text":
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
-        return explain_text(plans.files, plans.report)
+        return explain_text(plans.files, plans.report, self.source_description())
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""
