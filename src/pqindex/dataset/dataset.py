@@ -254,6 +254,7 @@ class Dataset(Planning):
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
         version: int | str | Any = None,
+        snapshot_id: int | None = None,
         listing: bool | None = None,
     ) -> None:
         if listing not in (None, True, False):
@@ -266,8 +267,8 @@ class Dataset(Planning):
             source, (str, bytes)) and len(source) == 1) else source
         from pqindex.dataset.tables.source import is_table_source, table_source
 
-        if version is not None or is_table_source(table_item):
-            self._table = table_source(table_item, version=version,
+        if version is not None or snapshot_id is not None or is_table_source(table_item):
+            self._table = table_source(table_item, version=version, snapshot_id=snapshot_id,
                                        storage_options=storage_options)
             source, discovery = self._table.location, self._table.discovery
             schema = self._table.schema if schema is None else schema
