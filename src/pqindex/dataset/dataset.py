@@ -226,7 +226,9 @@ class Dataset(Planning):
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
     * ``verify_checksums``: check the CRC32 of every page read that has one, before it
-      is decoded (``ScanOptions.verify_checksums``; ``scan()`` may say otherwise per scan).
+      is decoded: by scans (``ScanOptions.verify_checksums``; ``scan()`` may say
+      otherwise per scan) and by planning, for the dictionary pages it prunes with
+      (``PlanOptions.verify_checksums``).
     * ``schema``: the dataset's Arrow schema, given (as ``pyarrow.dataset``'s and
       Spark's readers take one) instead of unified from every file's footer: no footer
       is read for it, so a stream's first batch waits for its first file only. Each
@@ -310,7 +312,8 @@ class Dataset(Planning):
             self.max_workers if self._remote else min(8, os.cpu_count() or 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
-        if verify_checksums:
+        if verify_checksums:  # the pages scans read, and the dictionaries planning reads
+            self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
             self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
 
     # ------------------------------------------------------------ files
