@@ -249,12 +249,13 @@ class Dataset(Planning):
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        verify_checksums: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
         version: int | str | Any = None,
-        verify_checksums: bool = False,
+        snapshot_id: int | None = None,
     ) -> None:
         # A lake table (a Delta table's root, a deltalake/pyiceberg table object): its
         # snapshot names the files (dataset/tables/source.py).
@@ -263,8 +264,8 @@ class Dataset(Planning):
             source, (str, bytes)) and len(source) == 1) else source
         from pqindex.dataset.tables.source import is_table_source, table_source
 
-        if version is not None or is_table_source(table_item):
-            self._table = table_source(table_item, version=version,
+        if version is not None or snapshot_id is not None or is_table_source(table_item):
+            self._table = table_source(table_item, version=version, snapshot_id=snapshot_id,
                                        storage_options=storage_options)
             source, discovery = self._table.location, self._table.discovery
             schema = self._table.schema if schema is None else schema
