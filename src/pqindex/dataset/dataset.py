@@ -9,6 +9,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import numbers
 import os
@@ -225,6 +226,10 @@ class Dataset(Planning):
       index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
+    * ``verify_checksums``: check the CRC32 of every page read that has one, before it
+      is decoded: by scans (``ScanOptions.verify_checksums``; ``scan()`` may say
+      otherwise per scan) and by planning, for the dictionary pages it prunes with
+      (``PlanOptions.verify_checksums``).
     * ``schema``: the dataset's Arrow schema, given (as ``pyarrow.dataset``'s and
       Spark's readers take one) instead of unified from every file's footer: no footer
       is read for it, so a stream's first batch waits for its first file only. Each
@@ -249,6 +254,7 @@ class Dataset(Planning):
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        verify_checksums: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
@@ -331,6 +337,9 @@ class Dataset(Planning):
             self.max_workers if self._remote else min(8, os.cpu_count() or 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
+        if verify_checksums:  # the pages scans read, and the dictionaries planning reads
+            self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
+            self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
 
     # ------------------------------------------------------------ files
 
@@ -739,22 +748,24 @@ class Dataset(Planning):
         filters: Sequence[Any] | None = None,
         batch_size: int = 65_536,
         plan: DatasetPlan | None = None,
+        verify_checksums: bool | None = None,
     ) -> Scan:
         """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds.
 
         ``plan``: what ``self.plan(columns, where)`` returned, read as it is (no second
         planning pass); ``columns`` and ``where`` are then taken from it.
+        ``verify_checksums``: check page CRCs (None: as the dataset's ``scan_options``).
         """
         if batch_size <= 0:
             raise UserInputError("batch_size must be positive")
         if plan is None:
-            return Scan(self, columns, _where(where, filters), batch_size)
+            return Scan(self, columns, _where(where, filters), batch_size, verify_checksums)
         made = plan.source
         if not isinstance(made, _Made) or made.dataset is not self:
             raise UserInputError("plan= takes a plan made by this dataset's plan()")
         if where is not None or filters is not None or columns is not None:
             raise UserInputError("plan= already holds columns and where: give neither")
-        scan = Scan(self, made.columns, made.expr, batch_size)
+        scan = Scan(self, made.columns, made.expr, batch_size, verify_checksums)
         # Once: a plan's report becomes its scan's; a second scan plans afresh.
         scan._premade, made.plans = made.plans, None
         return scan
@@ -935,9 +946,12 @@ class Scan:
     """A planned-on-demand read; ``report`` is filled in as it runs."""
 
     def __init__(
-        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
+        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int,
+        verify_checksums: bool | None = None,
     ) -> None:
         self._ds = ds
+        self._options = ds.scan_options if verify_checksums is None else dataclasses.replace(
+            ds.scan_options, verify_checksums=bool(verify_checksums))
         self._columns = column_list(columns)
         self._expr = expr
         self.batch_size = batch_size
@@ -959,7 +973,7 @@ class Scan:
         t0 = time.perf_counter()
         ds = self._ds
         before = ds._io_counts()  # a premade plan's reads were plan()'s
-        opts = ds.scan_options
+        opts = self._options
         data_clock = WaveClock()
         known: list[dict[str, pa.DataType]] = []
         Results = list[tuple[list[pa.Table], ScanStats, str]]
