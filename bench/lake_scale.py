@@ -31,7 +31,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -84,6 +83,9 @@ def _child(reader: str, root: str, files: int) -> dict[str, float]:
                ("range 1,000 rows", f"id BETWEEN {lo} AND {lo + 999}"),
                ("keeps every file", "id >= 0")]
     out: dict[str, float] = {}
+    # pyarrow imports pandas on its first array conversion (~0.7-1.1 s here): an import,
+    # not timed, for every reader alike.
+    import pandas  # noqa: F401
     if reader == "pqindex":
         import pqindex
 
@@ -162,7 +164,8 @@ def section(results: dict[int, dict[str, dict[str, float]]], seconds: float,
              provenance("bench/lake_scale.py " + " ".join(sys.argv[1:]), seconds, load), "",
              f"Files of {ROWS} rows, `id` ascending across files, committed by the pipeline's "
              "job commit (its manifest is a commit point: pqindex reads it instead of walking "
-             "the directory). Each reader in a fresh process per round (imports not timed); "
+             "the directory). Each reader in a fresh process per round (imports not timed, pandas included: "
+             "pyarrow imports it on its first array conversion, ~0.7-1.1 s here); "
              "cold = the process's first query, its dataset / connection made inside the "
              "timing; warm = a lookup of another key next. Medians, ms; (×N) = peer / "
              "pqindex. DuckDB and polars read `lake/*.parquet`, DataFusion the directory.", ""]

@@ -532,8 +532,15 @@ class Dataset(Planning):
         the manifest matched against the listing, or the listing; built once."""
         facts = self._file_facts
         if facts is None or facts[0] is not view:
-            source: Source = (ListingSource(self.discovery) if view is None
-                              else ManifestSource(view, self.discovery))
+            source: Source
+            if view is None:
+                source = ListingSource(self.discovery)
+            elif view.columnar is not None:
+                from pqindex.dataset.manifest_columnar import ColumnarManifestSource
+
+                source = ColumnarManifestSource(view, view.columnar, self.discovery)
+            else:
+                source = ManifestSource(view, self.discovery)
             facts = self._file_facts = (view, source.facts(), None)
         return facts[1]
 
