@@ -47,6 +47,7 @@ from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, PhysicalType
 from pqindex.format.structs import FileMetaData, KeyValue, Statistics
 from pqindex.format.thrift import encode
+from pqindex.format.truncate import DEFAULT_CAP, lower_bound, upper_bound
 from pqindex.format.values import Comparison, Kind, bound_order, statistics_bounds
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
@@ -54,7 +55,6 @@ from pqindex.io.source import BytesSource, IOStats, ObjectInfo
 from pqindex.plan.file_level import fold_statistics
 from pqindex.plan.planner import file_region
 from pqindex.plan.tree import evaluate
-from pqindex.write.truncate import DEFAULT_CAP, lower_bound, upper_bound
 
 if TYPE_CHECKING:
     from pqindex.dataset.discovery import DataFile, Discovery
