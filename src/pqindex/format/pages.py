@@ -2,8 +2,10 @@
 
 The page walk reads each header (never the page data) and checks that the
 pages tile the chunk and that their value counts add up to the chunk's. The
-deep check then lets pyarrow decode every column chunk, so that damaged levels
-or values surface as a :class:`CorruptFileError` naming the row group and column.
+file check then reads each chunk to check the CRC32 of every page whose header
+has one (``format.checksum``), and the deep check lets pyarrow decode every
+column chunk, so that damaged levels or values surface as a
+:class:`CorruptFileError` naming the row group and column.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pqindex.errors import CorruptFileError, UnsupportedError, public_api
+from pqindex.format.checksum import PageChecks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
@@ -202,17 +205,24 @@ def check_indexes(pf: ParquetFile, *, values: bool = True) -> list[str]:
 
 
 @public_api
-def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
-    """Raise a PqIndexError for the first problem found in the file.
+def check_file(pf: ParquetFile, *, decode: bool = True) -> int:
+    """Raise a PqIndexError for the first problem found in the file; return how many
+    page checksums were checked.
 
-    Walks every page header of every chunk; with ``decode`` also decodes each
-    column chunk with pyarrow (levels, values, dictionary indexes).
+    Walks every page header of every chunk, checks the CRC32 of every page that has
+    one (a mismatch names the row group, column and the page's offset); with
+    ``decode`` also decodes each column chunk with pyarrow (levels, values,
+    dictionary indexes).
     """
+    crcs = 0
     for rg in range(pf.num_row_groups):
+        checks = PageChecks(pf, rg)
         for col in range(len(pf.schema.leaves)):
             _check_chunk(pf, rg, col)
+            checks.chunk(col)  # after the walk: the pages are known to tile the chunk
+        crcs += checks.checked
     if not decode:
-        return
+        return crcs
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -240,3 +250,4 @@ def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
                 raise CorruptFileError(
                     f"column data does not decode: {e}", path=pf.path, row_group=rg, column=name
                 ) from None
+    return crcs
