@@ -37,6 +37,7 @@ from pqindex.dataset.planning import (
     gc_paused,
 )
 from pqindex.dataset.schema import conform, unify
+from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue
 from pqindex.expr.bind import columns as columns_of
@@ -235,6 +236,10 @@ class Dataset(Planning):
       file's rows are cast to it (a value that does not convert is a ``UserInputError``
       naming the file and column); a column a file lacks is NULL there; a file column
       it lacks is not read. Hive partition columns it does not list are added.
+    * ``listing``: whether a directory is listed when a manifest pqindex's pipeline
+      committed names its files (``discovery.discover``). None: not locally; on a store
+      the LIST still goes out beside the manifest GET. False: never (one GET on a
+      store). True: always, the manifest's entries validated against the listing.
 
     ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
     between scans, estimated; past it the least recently used are dropped and opened
@@ -256,7 +261,11 @@ class Dataset(Planning):
         schema: pa.Schema | None = None,
         version: int | str | Any = None,
         snapshot_id: int | None = None,
+        listing: bool | None = None,
     ) -> None:
+        if listing not in (None, True, False):
+            raise UserInputError(f"listing must be True, False or None, not {listing!r}")
+        self._listing = listing
         # A lake table (a Delta table's root, a deltalake/pyiceberg table object): its
         # snapshot names the files (dataset/tables/source.py).
         self._table: Any = None
@@ -303,6 +312,8 @@ class Dataset(Planning):
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
         self._stand_in: OpenFile | None = None
+        # (manifest view it came from, the source's facts, each file's row in them)
+        self._file_facts: tuple[Any, FileFacts, dict[str, int] | None] | None = None
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
         self._open: OrderedDict[str, OpenFile] = OrderedDict()
@@ -335,7 +346,8 @@ class Dataset(Planning):
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source, self.storage_options)
+            self._discovery = discover(self._source, self.storage_options,
+                                       listing=self._listing)
             if self._discovery.delta_log is not None and self._remote and (
                     self._table is None) and (
                     self._discovery.delta_log.rstrip("/") == f"{self._source}".rstrip("/")
@@ -501,6 +513,39 @@ class Dataset(Planning):
                              self._manifest_io)
             self._manifest = view if view is not None else False
         return self._manifest or None
+
+    def source_description(self) -> str:
+        """Where the dataset's files came from, as ``explain`` prints it."""
+        disc = self.discovery
+        if self._table is not None:
+            return f"named by the table snapshot at {self._table.location}: no LIST"
+        if disc.named_by is not None:
+            return (f"named by the commit point {disc.named_by} (a manifest pqindex's "
+                    "pipeline committed): no LIST")
+        if disc.manifest is not None:
+            return (f"found by listing; the manifest {disc.manifest[0]} is used for the "
+                    "files whose entry matches the listing")
+        return "found by listing"
+
+    def _facts(self, view: Any) -> FileFacts:
+        """What the dataset's source knows of its files unopened (``dataset/sources.py``):
+        the manifest matched against the listing, or the listing; built once."""
+        facts = self._file_facts
+        if facts is None or facts[0] is not view:
+            source: Source = (ListingSource(self.discovery) if view is None
+                              else ManifestSource(view, self.discovery))
+            facts = self._file_facts = (view, source.facts(), None)
+        return facts[1]
+
+    def _fact_rows(self, facts: FileFacts) -> dict[str, int]:
+        """Each file's row in ``facts`` (by path)."""
+        held = self._file_facts
+        if held is not None and held[1] is facts and held[2] is not None:
+            return held[2]
+        rows = {p: i for i, p in enumerate(facts.paths)}
+        if held is not None and held[1] is facts:
+            self._file_facts = (held[0], facts, rows)
+        return rows
 
     def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
@@ -866,10 +911,12 @@ class Dataset(Planning):
         if format == "json":
             import json
 
-            return json.dumps(explain_json(plans.files, plans.report), indent=2)
+            out = explain_json(plans.files, plans.report)
+            out["files_from"] = self.source_description()
+            return json.dumps(out, indent=2)
         if format != "text":
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
-        return explain_text(plans.files, plans.report)
+        return explain_text(plans.files, plans.report, self.source_description())
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""

@@ -200,8 +200,15 @@ def write(
     num_partitions: int | None = None,
     options: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    table_format: str | None = None,
 ) -> dict[str, Any]:
     """Write ``df`` as an indexed dataset at ``path``; a summary of what was written.
+
+    ``table_format="delta"``: ``path`` is a Delta table (made, appended to or
+    overwritten as ``mode`` says): Spark writes the indexed files to a staging
+    directory as below, then the driver moves them into the table and commits them
+    as one Delta transaction with each file's statistics (``_write_delta``; local
+    tables for now).
 
     Rows are range-partitioned on ``partition_by`` + ``sort_by`` (or on a Z-order
     key over ``cluster_by``, 2-4 columns, with ``sort_by`` breaking ties) and sorted
@@ -228,6 +235,15 @@ def write(
     t0 = time.perf_counter()
     if mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"mode must be error, append or overwrite, not {mode!r}")
+    if table_format is not None:
+        if table_format != "delta":
+            raise UserInputError(f"table_format must be 'delta' (or None), not {table_format!r}")
+        return _write_delta(df, os.fspath(path), mode, partition_by, t0, dict(
+            sort_by=sort_by, cluster_by=cluster_by, partition_by=partition_by,
+            target_file_bytes=target_file_bytes, page_rows=page_rows,
+            row_group_rows=row_group_rows, bloom=bloom, indexes=indexes,
+            bloom_scope=bloom_scope, compression=compression, num_partitions=num_partitions,
+            options=options))
     raw_path = os.fspath(path)
     remote = is_object_store_url(raw_path)
     # A URL stays a URL: abspath would turn "s3://b/t" into a local folder "s3:".
@@ -307,3 +323,51 @@ def write(
         "shipped": check.shipped,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str] | None,
+                 t0: float, options: dict[str, Any]) -> dict[str, Any]:
+    """``write(..., table_format="delta")``: the files written to a staging directory
+    inside the table (no Delta reader looks at a file its log does not name), moved
+    beside the table's files under their (unique) names, then committed as one
+    transaction. A failed job or commit removes what it wrote; the table is unchanged."""
+    import shutil
+    import urllib.parse
+
+    from pqindex.dataset.tables.commit import commit_delta_files
+    from pqindex.spark.commit import data_files
+
+    if is_object_store_url(path):
+        raise UserInputError("table_format='delta' writes local tables for now", path=path)
+    dest = os.path.abspath(path)
+    parts = _names(partition_by)
+    staging = os.path.join(dest, "_pqindex_table_staging", uuid.uuid4().hex)
+    moved: list[str] = []
+    try:
+        summary = write(df, staging, mode="error", **options)
+        files = []
+        for rel in sorted(data_files(staging)):
+            rel = rel.replace(os.sep, "/")
+            target = os.path.join(dest, *rel.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(os.path.join(staging, *rel.split("/")), target)
+            moved.append(target)
+            dirs = rel.split("/")[:-1]
+            values: dict[str, str | None] = {}
+            for d in dirs:
+                k, _, v = d.partition("=")
+                values[urllib.parse.unquote(k)] = (
+                    None if v == "__HIVE_DEFAULT_PARTITION__" else urllib.parse.unquote(v))
+            files.append((rel, values))
+        schema = df.limit(0).toArrow().schema
+        version = commit_delta_files(dest, files, schema, parts, mode)
+    except BaseException:
+        for p in moved:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        raise
+    finally:
+        shutil.rmtree(os.path.dirname(staging), ignore_errors=True)
+    summary.update(path=dest, table_format="delta", version=version,
+                   seconds=time.perf_counter() - t0)
+    return summary
