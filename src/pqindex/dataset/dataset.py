@@ -533,7 +533,9 @@ class Dataset(Planning):
         facts = self._file_facts
         if facts is None or facts[0] is not view:
             source: Source
-            if view is None:
+            if self._table is not None:  # a table snapshot
+                source = self._table
+            elif view is None:
                 source = ListingSource(self.discovery)
             elif view.columnar is not None:
                 from pqindex.dataset.manifest_columnar import ColumnarManifestSource

@@ -22,15 +22,11 @@ from collections.abc import Callable, Sequence
 
 from pqindex.errors import CorruptFileError
 from pqindex.format.file import ParquetFile, chunk_range
+from pqindex.format.pages import header_at
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
-from pqindex.format.thrift import ThriftError, decode
 
 __all__ = ["PageChecks", "check_chunks", "check_page", "page_crc", "page_kind"]
-
-# A header is rarely longer; a window this size is decoded first (the decoder copies
-# what it is given) and grown when the header runs past it.
-_HEADER_WINDOW = 512
 
 
 def page_crc(body: bytes | memoryview) -> int:
@@ -62,20 +58,6 @@ def check_page(path: str, rg: int, column: str | None, offset: int, ph: PageHead
     return True
 
 
-def _header(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int] | None:
-    """The page header at ``raw[pos:]`` and where it ends; None when it does not decode
-    before ``raw`` ends (a range that stops inside a header)."""
-    window = _HEADER_WINDOW
-    while True:
-        try:
-            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
-            return ph, pos + length
-        except ThriftError:
-            if pos + window >= len(raw):
-                return None
-            window *= 8
-
-
 class PageChecks:
     """Checks the CRCs of one row group's pages as their bytes are read (a scan with
     ``verify_checksums``): each page once, however many paths read it."""
@@ -105,7 +87,7 @@ class PageChecks:
         that runs past ``raw``'s end is left to the read that holds it whole."""
         pos = 0
         while pos < len(raw):
-            found = _header(raw, pos)
+            found = header_at(raw, pos)
             if found is None:
                 return
             ph, body = found

@@ -14,12 +14,30 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pqindex.errors import CorruptFileError, UnsupportedError, public_api
-from pqindex.format.checksum import PageChecks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
+from pqindex.format.thrift import ThriftError, decode
 
-__all__ = ["PageInfo", "check_file", "check_indexes", "walk_pages"]
+__all__ = ["PageInfo", "check_file", "check_indexes", "header_at", "walk_pages"]
+
+# A header is rarely longer; a window this size is decoded first and grown when the
+# header runs past it (the Thrift decoder copies what it is given).
+_HEADER_WINDOW = 512
+
+
+def header_at(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int] | None:
+    """The page header at ``raw[pos:]`` and where it ends; None when none decodes before
+    ``raw`` ends (a damaged header, or one cut by the end of a range)."""
+    window = _HEADER_WINDOW
+    while True:
+        try:
+            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
+            return ph, pos + length
+        except ThriftError:
+            if pos + window >= len(raw):
+                return None
+            window *= 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +232,8 @@ def check_file(pf: ParquetFile, *, decode: bool = True) -> int:
     ``decode`` also decodes each column chunk with pyarrow (levels, values,
     dictionary indexes).
     """
+    from pqindex.format.checksum import PageChecks  # it walks pages with header_at
+
     crcs = 0
     for rg in range(pf.num_row_groups):
         checks = PageChecks(pf, rg)

@@ -27,7 +27,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -35,7 +35,8 @@ import pyarrow as pa
 from pqindex.dataset.tables.delta import DeltaFile, DeltaSnapshot, load_delta, partition_text
 from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
 
-__all__ = ["TableCommitError", "index_delta_table", "index_iceberg_table", "indexed_name"]
+__all__ = ["TableCommitError", "commit_delta_files", "footer_stats", "index_delta_table",
+           "index_iceberg_table", "indexed_name"]
 
 INDEXED_MARKER = ".pqindex-"
 
@@ -238,3 +239,83 @@ def index_iceberg_table(
                                    path=location) from None
         raise
     return results, table.current_snapshot().snapshot_id
+
+
+# ---------------------------------------------------------------- new files committed
+
+
+def footer_stats(path: str) -> str:
+    """A Parquet file's Delta ``stats`` from its footer: rows and, per flat top-level
+    column with statistics on every row group, min, max and null count."""
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    schema = md.schema.to_arrow_schema()
+    lows: dict[str, Any] = {}
+    highs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    leaves = {md.schema.column(j).path: j for j in range(md.num_columns)}
+    for f in schema:
+        t = f.type
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_date(t) or pa.types.is_timestamp(t)
+                or pa.types.is_floating(t)):
+            continue
+        col = leaves.get(f.name)
+        if col is None:
+            continue
+        stats = [md.row_group(rg).column(col).statistics for rg in range(md.num_row_groups)]
+        if not stats or any(s is None or not s.has_null_count for s in stats):
+            continue
+        nulls[f.name] = sum(s.null_count for s in stats)
+        bounded = [s for s in stats if s.has_min_max]
+        if len(bounded) != len(stats) and nulls[f.name] == 0:
+            continue
+        if bounded:
+            lo, hi = min(s.min for s in bounded), max(s.max for s in bounded)
+            if isinstance(lo, float) and (lo != lo or hi != hi):
+                continue
+            lows[f.name], highs[f.name] = lo, hi
+    out = {"numRecords": md.num_rows, "minValues": _json_value(lows),
+           "maxValues": _json_value(highs, upper=True), "nullCount": nulls}
+    return json.dumps(out)
+
+
+def commit_delta_files(
+    root: str,
+    files: Sequence[tuple[str, Mapping[str, str | None]]],
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    mode: str,
+) -> int:
+    """Commit ``files`` (paths relative to ``root``, already in place, with their raw
+    partition values) to the Delta table at ``root`` as one transaction: a new table
+    (``mode`` "error"), an append or an overwrite. Returns the version made."""
+    from deltalake import DeltaTable
+    from deltalake import Schema as DeltaSchema
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    delta_schema = DeltaSchema.from_arrow(schema)
+
+    actions: list[Any] = []
+    for rel, partition in files:
+        full = os.path.join(root, *rel.split("/"))
+        actions.append(AddAction(path=rel, size=os.path.getsize(full),
+                                 partition_values=dict(partition),
+                                 modification_time=int(os.path.getmtime(full) * 1000),
+                                 data_change=True, stats=footer_stats(full)))
+    try:
+        if DeltaTable.is_deltatable(root):
+            if mode == "error":
+                raise UserInputError("a Delta table is already there (mode='error')", path=root)
+            table = DeltaTable(root)
+            table.create_write_transaction(actions, mode=mode, schema=delta_schema,
+                                           partition_by=list(partition_by) or None)
+            table.update_incremental()
+            return int(table.version())
+        create_table_with_add_actions(root, delta_schema, actions, mode="error",
+                                      partition_by=list(partition_by) or None)
+    except DeltaError as e:
+        raise TableCommitError(f"Delta commit failed: {e}", path=root) from None
+    return int(DeltaTable(root).version())
