@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
@@ -838,21 +839,23 @@ class Dataset(Planning):
         where: Where = None,
         *,
         filters: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> AggregateResult:
         """Exact ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` where
-        ``where`` holds (``dataset/aggregate.py`` says what each returns).
+        ``where`` holds (``dataset/aggregate.py`` says what each returns), as a dict.
 
         Row groups where every row matches are answered from zone maps and footer
-        statistics; only row groups with some matching rows are read.
-        ``self.last_aggregate_report`` says which was which.
+        statistics; only row groups with some matching rows are read. The result's
+        ``report`` says which was which (``self.last_aggregate_report`` is the last
+        one's, kept for older callers: with threads sharing the dataset, use the
+        result's own).
         """
         from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
 
         aggs = parse_aggregations(aggregates)
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        values, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
         self.last_aggregate_report = report
-        return result
+        return AggregateResult(values, report)
 
     @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
