@@ -34,3 +34,16 @@ def test_each_call_gets_its_own_report(tmp_path: Path) -> None:
     one = ds.aggregate(["count(*)", "max(id)"], "id >= 350")
     assert dict(one) == {"count(*)": 50, "max(id)": 399}
     assert one.report is ds.last_aggregate_report
+
+
+def test_scan_schema_is_known_before_any_read(tmp_path: Path) -> None:
+    """The projected schema of a scan that has not run: no data page read for it."""
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", "b"]}),
+                   tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "s": ["c"]}),
+                   tmp_path / "b.parquet")
+    ds = pqindex.dataset(tmp_path)
+    scan = ds.scan(["s", "id"], "id > 1")
+    assert scan.schema == pa.schema([("s", pa.string()), ("id", pa.int64())])
+    assert scan.report.pages_read == 0 and scan.report.rows_matched == 0
+    assert scan.to_table().num_rows == 2

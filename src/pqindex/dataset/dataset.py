@@ -971,6 +971,23 @@ class Scan:
         self._files_read: set[str] = set()
         self._premade: Plans | None = None  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The projected Arrow schema. Before the scan runs: ``Dataset.schema`` narrowed
+        to the columns (the given schema, a current manifest, or every footer: no data
+        page read); once it ran, the schema of the rows it returned (typed by the files
+        it read, as ``to_table``'s)."""
+        if self._schema is None:
+            from pqindex.dataset.interop import scan_schema
+
+            self._schema = scan_schema(self)
+        return self._schema
+
+    @schema.setter
+    def schema(self, value: pa.Schema) -> None:
+        self._schema = value
 
     def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report
