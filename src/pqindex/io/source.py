@@ -43,7 +43,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.io.errors import (
@@ -71,6 +71,7 @@ __all__ = [
     "coalesce",
     "in_order",
     "iter_ranges",
+    "listing_failed",
     "local_info",
     "open_error",
     "open_source",
@@ -403,6 +404,12 @@ def open_error(e: OSError, path: str, operation: str = "open") -> StorageError:
     if code == errno.EISDIR:
         return _not_a_file(path, operation)
     return StorageError(e.strerror or str(e), path=path, operation=operation)
+
+
+def listing_failed(e: OSError) -> NoReturn:
+    """``os.walk``'s ``onerror``: a directory that cannot be listed is an error saying
+    why (a permission denied), never a directory without files."""
+    raise open_error(e, os.fspath(e.filename) if e.filename else "?", "list")
 
 
 def _not_a_file(path: str, operation: str = "open") -> StorageError:
