@@ -514,7 +514,7 @@ class LocalFileSource(_BaseSource):
                         "its footer changed, and its mtime or status change time moved")
                 raise ObjectChangedError(
                     f"the file was modified since it was opened ({what}: rewritten with "
-                    f"the same size)", path=self.path, operation="read", )
+                    f"the same size)", path=self.path, operation="read")
         if now != self._identity:
             self._adopt(st)  # a touch, or metadata: the bytes the footer describes stand
         elif time.time_ns() > self._racy_until and pinned is not None:
