@@ -413,12 +413,13 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
+@click.option("--no-decode", is_flag=True,
+              help="Check page headers and checksums only, don't decode data.")
 @_storage_option
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ...] = ()) -> None:
-    """Check files end to end: footer, page headers, page index (decoded and
-    validated), Bloom filters (decoded; by default every value looked up), the
+    """Check files end to end: footer, page headers, page checksums (every page
+    CRC32 present), page index (decoded and validated), Bloom filters (decoded; by default every value looked up), the
     embedded index region (directory, checksums, each blob decoded), and (by
     default) the data."""
     from pqindex.format.file import ParquetFile
@@ -521,6 +522,8 @@ def explain(
     show_default=True,
     help="Print what was read and skipped to standard error.",
 )
+@click.option("--verify-checksums", is_flag=True,
+              help="Check the CRC32 of every page read that has one (a mismatch fails).")
 @_storage_option
 @_fail_cleanly
 def query(
@@ -531,6 +534,7 @@ def query(
     fmt: str,
     output: str | None,
     report: bool,
+    verify_checksums: bool = False,
     storage_option: tuple[str, ...] = (),
 ) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
@@ -547,7 +551,7 @@ def query(
     with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
         if output is not None:
             _check_output(output, ds.files)
-        scan = ds.scan(columns=_columns(columns), where=where)
+        scan = ds.scan(columns=_columns(columns), where=where, verify_checksums=verify_checksums)
         # --limit: Scan.head stops reading (and, on a lake, opening files) once it has them.
         # The table on the screen: a screenful, one more row telling whether rows are left.
         rows = _screen_rows() if screen else limit
@@ -650,7 +654,7 @@ def _emit(table: Any, fmt: str, output: str | None, left: int = 0) -> None:
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
-        pq.write_table(table, output)
+        pq.write_table(table, output, write_page_checksum=True)
         return
     if fmt == "csv":
         table = _csv_ready(table)
@@ -787,8 +791,10 @@ def index_command(
         IndexResult,
         bloom_scopes,
         index_file,
+        index_table_targets,
         index_targets,
         refresh_manifest,
+        split_table_targets,
     )
 
     options: dict[str, Any] = {
@@ -818,7 +824,8 @@ def index_command(
         return
     if output is not None:
         _check_output(output, path, directory=True)
-    targets = index_targets(list(path), output)
+    # Files of a Delta table are indexed by a commit; other tables' are refused.
+    targets, tables = split_table_targets(list(path), index_targets(list(path), output), output)
     for t in targets:
         if output is not None and os.path.realpath(t.output) == os.path.realpath(t.source):
             raise UserInputError(f"the output would overwrite the input {t.source}",
@@ -836,6 +843,11 @@ def index_command(
                 errors.append((t.source, str(e)))
                 if not keep_going:
                     break
+    if tables and (keep_going or not errors):
+        try:
+            results += index_table_targets(tables, **options)
+        except PqIndexError as e:
+            errors.append((e.path or "", str(e)))
     if len(path) == 1:
         refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:
