@@ -246,19 +246,28 @@ def test_manifest_reports_progress_and_the_cli_writes_it(tmp_path: Path) -> None
     assert res.stdout.strip() == f"{root}: manifest of 5 file(s), 50 rows"
 
 
-def test_same_size_rewrite_is_caught_by_mtime(tmp_path: Path) -> None:
-    root = tmp_path / "same"
+_PLAIN: dict[str, Any] = {"compression": "none", "use_dictionary": False}
+
+
+def _three_files_and_a_manifest(root: Path) -> Path:
+    """ids 0-9, 10-19, 20-29 in f0..f2 (fixed-width pages: a rewrite of f1 with other
+    ids has its size), a manifest; returns f1."""
     root.mkdir()
-    kw: dict[str, Any] = {"compression": "none", "use_dictionary": False}
     for k in range(3):
         pq.write_table(pa.table({"id": pa.array(np.arange(k * 10, k * 10 + 10))}),
-                       root / f"f{k}.parquet", **kw)
+                       root / f"f{k}.parquet", **_PLAIN)
     write_manifest(str(root))
-    size = os.path.getsize(root / "f1.parquet")
-    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), root / "f1.parquet", **kw)
-    assert os.path.getsize(root / "f1.parquet") == size
-    st = os.stat(root / "f1.parquet")
-    os.utime(root / "f1.parquet", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    return root / "f1.parquet"
+
+
+def test_same_size_rewrite_is_caught_by_mtime(tmp_path: Path) -> None:
+    root = tmp_path / "same"
+    f1 = _three_files_and_a_manifest(root)
+    size = os.path.getsize(f1)
+    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), f1, **_PLAIN)
+    assert os.path.getsize(f1) == size
+    st = os.stat(f1)
+    os.utime(f1, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert pqindex.dataset(str(root)).to_table(where="id = 505")["id"].to_pylist() == [505]
 
 
@@ -266,15 +275,9 @@ def test_same_size_rewrite_with_mtime_restored_is_caught_by_ctime(tmp_path: Path
     """Rewritten with the same size and its mtime put back: the ctime, which every
     write and utime moves, tells the entry is for another version (10 rows, not 0)."""
     root = tmp_path / "same"
-    root.mkdir()
-    kw: dict[str, Any] = {"compression": "none", "use_dictionary": False}
-    for k in range(3):
-        pq.write_table(pa.table({"id": pa.array(np.arange(k * 10, k * 10 + 10))}),
-                       root / f"f{k}.parquet", **kw)
-    write_manifest(str(root))
-    f1 = root / "f1.parquet"
+    f1 = _three_files_and_a_manifest(root)
     before = os.stat(f1)
-    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), f1, **kw)
+    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), f1, **_PLAIN)
     os.utime(f1, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = os.stat(f1)
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
