@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -63,6 +63,8 @@ class TableSource:
     rows: tuple[int | None, ...] = ()  # per file, as the snapshot records it
     # The first file the latest plan kept: the one a plan opens first.
     first: DataFile | None = None
+    # Physical -> logical top-level names (Delta column mapping; ``mapping.py``).
+    logical_names: dict[str, str] = field(default_factory=dict)
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -102,9 +104,10 @@ class TableSource:
 
 
 def _delta_source(snap: DeltaSnapshot) -> TableSource:
-    if snap.column_mapping:
-        raise UnsupportedError("column mapping (delta.columnMapping.mode) is not supported "
-                               "yet: read the table with deltalake", path=snap.location)
+    if snap.column_mapping and any(pa.types.is_nested(f.type) for f in snap.schema):
+        raise UnsupportedError("column mapping (delta.columnMapping.mode) over nested "
+                               "columns is not supported yet: read the table with deltalake",
+                               path=snap.location)
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
@@ -131,9 +134,13 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     def keep(expr: Expr) -> list[bool]:
         return [bool(k) for k in may_match(expr, stats, floats).to_pylist()]
 
+    # Files are read under the logical names (column mapping renames their footers).
+    schema = pa.schema([f for f in snap.schema if f.name not in snap.partition_columns],
+                       metadata=snap.schema.metadata)
+    logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
-                       Discovery(files, snap.partition_columns, types), snap.physical_schema,
-                       keep, tuple(f.rows for f in snap.files))
+                       Discovery(files, snap.partition_columns, types), schema,
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
