@@ -12,7 +12,6 @@ import datetime as dt
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +25,7 @@ import pqindex  # noqa: E402
 from pqindex.cli import cli  # noqa: E402
 from pqindex.errors import UnsupportedError, UserInputError  # noqa: E402
 from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
+from table_rows import normalize, random_predicate  # noqa: E402
 
 
 def _rows(n: int, start: int = 0, seed: int = 0) -> pa.Table:
@@ -39,14 +39,6 @@ def _rows(n: int, start: int = 0, seed: int = 0) -> pa.Table:
         "region": [rng.choice(["eu", "us", "ap"]) for _ in ids],
         "day": pa.array([dt.date(2024, 1, 1 + i % 5) for i in ids], pa.date32()),
     })
-
-
-def _normalize(t: pa.Table) -> list[dict[str, Any]]:
-    cols = sorted(t.column_names)
-    t = t.select(cols)
-    t = t.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type)
-                          or pa.types.is_string_view(f.type) else f for f in t.schema]))
-    return sorted(t.to_pylist(), key=lambda r: (r["id"], repr(r)))
 
 
 def _build(path: Path) -> dict[str, int]:
@@ -79,42 +71,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
     return path, _build(path)
 
 
-def _predicate(rng: random.Random) -> tuple[str, pc.Expression]:
-    """A random predicate as SQL text and as the same pyarrow expression."""
-    def leaf() -> tuple[str, pc.Expression]:
-        kind = rng.choice(["id", "user", "amount", "region", "day", "null"])
-        if kind == "id":
-            v = rng.randrange(-10, 3100)
-            op = rng.choice(["<", "<=", "=", ">=", ">", "!="])
-            ops = {"<": pc.field("id") < v, "<=": pc.field("id") <= v, "=": pc.field("id") == v,
-                   ">=": pc.field("id") >= v, ">": pc.field("id") > v,
-                   "!=": pc.field("id") != v}
-            return f"id {op} {v}", ops[op]
-        if kind == "user":
-            vs = [f"u{rng.randrange(520):04d}" for _ in range(rng.randrange(1, 4))]
-            return ("user IN (" + ", ".join(f"'{v}'" for v in vs) + ")",
-                    pc.field("user").isin(vs))
-        if kind == "amount":
-            v = round(rng.uniform(-60, 60), 2)
-            return f"amount > {v}", pc.field("amount") > v
-        if kind == "region":
-            v = rng.choice(["eu", "us", "ap", "xx"])
-            return f"region = '{v}'", pc.field("region") == v
-        if kind == "day":
-            d = dt.date(2024, 1, rng.randrange(1, 7))
-            return f"day <= DATE '{d}'", pc.field("day") <= pa.scalar(d)
-        return "amount IS NULL", pc.field("amount").is_null()
-
-    sql, expr = leaf()
-    for _ in range(rng.randrange(0, 3)):
-        s2, e2 = leaf()
-        if rng.random() < 0.5:
-            sql, expr = f"({sql}) AND ({s2})", expr & e2
-        else:
-            sql, expr = f"({sql}) OR ({s2})", expr | e2
-    return sql, expr
-
-
 def test_random_predicates_give_deltalakes_rows_at_every_version(
         table: tuple[Path, dict[str, int]]) -> None:
     from deltalake import DeltaTable
@@ -124,12 +80,12 @@ def test_random_predicates_give_deltalakes_rows_at_every_version(
     for name, version in versions.items():
         reference = DeltaTable(str(path), version=version).to_pyarrow_table()
         ds = pqindex.dataset(str(path), version=version)
-        assert _normalize(ds.to_table()) == _normalize(reference), name
+        assert normalize(ds.to_table()) == normalize(reference), name
         for _ in range(12):
-            sql, expr = _predicate(rng)
+            sql, expr = random_predicate(rng, 3100, 520)
             got = ds.to_table(where=sql)
             want = reference.filter(expr)
-            assert _normalize(got) == _normalize(want), f"{name}: {sql}"
+            assert normalize(got) == normalize(want), f"{name}: {sql}"
 
 
 def test_current_version_matches_polars_and_reads_no_removed_file(
@@ -142,7 +98,7 @@ def test_current_version_matches_polars_and_reads_no_removed_file(
     on_disk = {str(p) for p in path.rglob("*.parquet")}
     assert on_disk - active  # the delete, overwrite and compaction left removed files
     assert set(ds.files) == active
-    assert _normalize(ds.to_table()) == _normalize(pl.read_delta(str(path)).to_arrow())
+    assert normalize(ds.to_table()) == normalize(pl.read_delta(str(path)).to_arrow())
     scan = ds.scan(where="id < 50")
     scan.to_table()
     assert not scan.report.warnings
@@ -238,9 +194,9 @@ def test_a_table_on_s3_with_the_same_storage_options(s3: S3Endpoint) -> None:  #
     DeltaTable(url, storage_options=opts).delete("id < 50")
     reference = DeltaTable(url, storage_options=opts).to_pyarrow_table()
     ds = pqindex.dataset(url, storage_options=opts)
-    assert _normalize(ds.to_table()) == _normalize(reference)
+    assert normalize(ds.to_table()) == normalize(reference)
     got = ds.to_table(where="id BETWEEN 40 AND 60 AND region = 'eu'")
     want = reference.filter((pc.field("id") >= 40) & (pc.field("id") <= 60)
                             & (pc.field("region") == "eu"))
-    assert _normalize(got) == _normalize(want)
+    assert normalize(got) == normalize(want)
     assert pqindex.dataset(url, storage_options=opts, version=0).count_rows() == 200

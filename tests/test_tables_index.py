@@ -324,3 +324,18 @@ def test_a_concurrent_iceberg_commit_fails_the_index_cleanly(tmp_path: Path) -> 
     for task in t.scan().plan_files():
         assert os.path.getsize(task.file.file_path.removeprefix("file://")) == (
             task.file.file_size_in_bytes)
+
+
+def test_vacuum_removes_the_superseded_files_like_any_other(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    table = _delta_table(tmp_path / "t", partitioned=False)
+    before = _delta_rows(table)
+    old = {u.removeprefix("file://") for u in DeltaTable(str(table)).file_uris()}
+    add_indexes(str(table), bloom="user")
+    removed = DeltaTable(str(table)).vacuum(retention_hours=0, dry_run=False,
+                                            enforce_retention_duration=False)
+    assert {os.path.join(str(table), r) for r in removed} == old
+    assert not any(os.path.exists(p) for p in old)
+    assert _delta_rows(table) == before
+    _recorded_sizes_match(table)

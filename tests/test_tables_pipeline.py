@@ -70,3 +70,34 @@ def test_the_pipeline_writes_a_delta_table_every_reader_reads(spark: Any, tmp_pa
     assert got.report.files_skipped["table statistics"] >= len(adds) - 2
     pqindex.spark.write(spark.createDataFrame(second), path, mode="overwrite", **opts)
     assert _rows(DeltaTable(str(path)).to_pyarrow_table()) == _rows(second)
+
+
+def test_the_pipeline_writes_an_iceberg_table_through_a_catalog(spark: Any, tmp_path: Path
+                                                                ) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    (tmp_path / "wh").mkdir()
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/cat.db",
+               "warehouse": f"file://{tmp_path}/wh"}
+    load_catalog("pqindex", **catalog).create_namespace("ns")
+    first, second = _table(2000), _table(500, 2000)
+    opts: dict[str, Any] = dict(sort_by=["id"], bloom=["user"], page_rows=500,
+                                num_partitions=2, table_format="iceberg", catalog=catalog)
+    pqindex.spark.write(spark.createDataFrame(first), "ns.t", **opts)
+    done = pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="append", **opts)
+    table = load_catalog("pqindex", **catalog).load_table("ns.t")
+    assert done["snapshot_id"] == table.current_snapshot().snapshot_id
+    want = _rows(pa.concat_tables([first, second]))
+    assert _rows(table.scan().to_arrow()) == want
+    assert _rows(pqindex.dataset(table).to_table()) == want
+    for task in table.scan().plan_files():
+        path = task.file.file_path.removeprefix("file://")
+        assert Path(path).stat().st_size == task.file.file_size_in_bytes
+        with ParquetFile.open(path) as pf:
+            assert pf.column_chunk(0, 0).offset_index_offset is not None
+    got = pqindex.dataset(table).scan(where="id = 2100")
+    assert _rows(got.to_table()) == [r for r in want if r[0] == 2100]
+    assert got.report.files_skipped["table statistics"] >= 1
+    pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="overwrite", **opts)
+    table = load_catalog("pqindex", **catalog).load_table("ns.t")
+    assert _rows(table.scan().to_arrow()) == _rows(second)

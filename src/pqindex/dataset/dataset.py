@@ -532,7 +532,8 @@ class Dataset(Planning):
         the manifest matched against the listing, or the listing; built once."""
         facts = self._file_facts
         if facts is None or facts[0] is not view:
-            source: Source = (ListingSource(self.discovery) if view is None
+            source: Source = (self._table if self._table is not None  # a table snapshot
+                              else ListingSource(self.discovery) if view is None
                               else ManifestSource(view, self.discovery))
             facts = self._file_facts = (view, source.facts(), None)
         return facts[1]

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.prune import may_match, widen
@@ -59,8 +60,36 @@ class TableSource:
     schema: pa.Schema  # the files' columns (physical names), partition columns left out
     # Per file of ``discovery.files``, whether ``expr`` may match a row of it.
     may_match: Callable[[Expr], list[bool]]
+    rows: tuple[int | None, ...] = ()  # per file, as the snapshot records it
     # The first file the latest plan kept: the one a plan opens first.
     first: DataFile | None = None
+
+    # The staged planner's Source protocol (dataset/sources.py).
+    @property
+    def name(self) -> str:
+        return self.description
+
+    @property
+    def listed(self) -> bool:
+        return False  # the snapshot names its files: no LIST
+
+    def facts(self) -> FileFacts:
+        """The snapshot's files as FileFacts: sizes and rows the table records, raw
+        partition values; no per-column statistics there (``prune`` used them first)."""
+        files = self.discovery.files
+        n = len(files)
+        cols: list[pa.Array] = [
+            pa.array([f.path for f in files], pa.string()),
+            pa.array([None if f.info is None else f.info.size for f in files], pa.int64()),
+            pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()),
+            pa.array(list(self.rows) if len(self.rows) == n else [None] * n, pa.int64()),
+            pa.nulls(n, pa.int32())]
+        fields = list(FILES_SCHEMA)
+        for k in self.discovery.partition_columns:
+            cols.append(pa.array([dict(f.partition).get(k) for f in files], pa.string()))
+            fields.append(pa.field(partition_column(k), pa.string()))
+        return FileFacts(pa.Table.from_arrays(cols, schema=pa.schema(fields)), self.name,
+                         self.listed)
 
     def prune(self, expr: Expr) -> tuple[list[DataFile], int]:
         """The files whose statistics let a row satisfy ``expr``, and how many are not."""
@@ -104,7 +133,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), snap.physical_schema,
-                       keep)
+                       keep, tuple(f.rows for f in snap.files))
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -115,7 +144,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
         planned = snap.plan(expr)
         return [f.path in planned for f in files]
 
-    return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep)
+    return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
+                       tuple(f.rows for f in snap.files))
 
 
 def is_table_source(source: Any) -> bool:
