@@ -1,4 +1,10 @@
-"""Delta column mapping: a data file's physical column names read as the logical ones.
+"""Column names a table maps: a data file's columns read under the table's names.
+
+Iceberg binds columns by field id (``rename_by_field_id``): a file's column takes the
+current name of its field id, so a renamed column is found under its new name and a
+dropped one (even if a new column took its name) is not.
+
+Delta column mapping:
 
 Under ``delta.columnMapping.mode`` (``name`` or ``id``) the files name their columns
 by physical names (``col-<uuid>``) that the log maps to the logical names users see.
@@ -19,12 +25,44 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.schema import Schema
 from pqindex.format.thrift import encode
 
-__all__ = ["rename_columns"]
+__all__ = ["field_ids", "rename_by_field_id", "rename_columns"]
 
 
 # A file column that is no physical name of the table is read as absent (as the
 # protocol's readers resolve columns by physical name): it gets a name no query uses.
 UNMAPPED = "__pqindex_unmapped__"
+
+
+def _top_level(elements: list) -> list[int]:  # type: ignore[type-arg]
+    """The indexes of the root's children, walked by their child counts."""
+    i, top = 1, []
+    while i < len(elements):
+        top.append(i)
+        i = _skip(elements, i)
+    return top
+
+
+def field_ids(pf: ParquetFile) -> dict[str, int] | None:
+    """The file's top-level column names -> field ids, or None when a column has none."""
+    elements = pf.metadata.schema or []
+    out = {}
+    for at in _top_level(elements):
+        el = elements[at]
+        if el.field_id is None:
+            return None
+        out[el.name or ""] = el.field_id
+    return out
+
+
+def rename_by_field_id(pf: ParquetFile, names: Mapping[int, str]) -> bool:
+    """Rename ``pf``'s top-level columns to ``names[field id]`` (Iceberg: columns are
+    bound by field id, so a renamed column is found and a dropped one is not); False,
+    renaming nothing, when some column has no field id."""
+    ids = field_ids(pf)
+    if ids is None:
+        return False
+    rename_columns(pf, {name: names[i] for name, i in ids.items() if i in names})
+    return True
 
 
 def rename_columns(pf: ParquetFile, logical: Mapping[str, str]) -> None:
@@ -34,13 +72,9 @@ def rename_columns(pf: ParquetFile, logical: Mapping[str, str]) -> None:
     elements = md.schema or []
     if not elements:
         return
-    logical = {**{(el.name or ""): UNMAPPED + (el.name or "") for el in elements[1:]},
-               **logical}
-    # Top-level elements: the root's children, walked by their child counts.
-    i, top = 1, []
-    while i < len(elements):
-        top.append(i)
-        i = _skip(elements, i)
+    top = _top_level(elements)
+    logical = {**{(elements[at].name or ""): UNMAPPED + (elements[at].name or "")
+                  for at in top}, **logical}
     changed = False
     for at in top:
         el = elements[at]

@@ -21,9 +21,11 @@ from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
+from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
 from pqindex.errors import UnsupportedError, UserInputError
 from pqindex.expr.nodes import TRUE, Expr
+from pqindex.format.file import ParquetFile
 from pqindex.io.source import ObjectInfo
 
 __all__ = ["TableSource", "is_table_source", "table_source"]
@@ -65,6 +67,21 @@ class TableSource:
     first: DataFile | None = None
     # Physical -> logical top-level names (Delta column mapping; ``mapping.py``).
     logical_names: dict[str, str] = field(default_factory=dict)
+    # Field id -> current top-level name (Iceberg binds columns by id; ``mapping.py``).
+    field_names: dict[int, str] = field(default_factory=dict)
+    # Whether a column was renamed (or a name reused): a file without field ids is then
+    # not read by name.
+    renamed: bool = False
+
+    def rename(self, pf: ParquetFile) -> None:
+        """Give an opened file of the table the table's column names."""
+        if self.logical_names:
+            rename_columns(pf, self.logical_names)
+        elif self.field_names and not rename_by_field_id(pf, self.field_names) and (
+                self.renamed):
+            raise UnsupportedError("the file has no field ids and the table renamed columns: "
+                                   "reading it by name mapping is not supported yet",
+                                   path=pf.path)
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -152,7 +169,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
         return [f.path in planned for f in files]
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
-                       tuple(f.rows for f in snap.files))
+                       tuple(f.rows for f in snap.files), field_names=snap.field_names,
+                       renamed=snap.renamed)
 
 
 def is_table_source(source: Any) -> bool:
