@@ -230,3 +230,20 @@ def test_a_table_on_s3_with_the_same_storage_options(s3: S3Endpoint) -> None:  #
                             & (pc.field("region") == "eu"))
     assert normalize(got) == normalize(want)
     assert pqindex.dataset(url, storage_options=opts, version=0).count_rows() == 200
+
+
+def test_the_manifest_command_on_a_table_shows_its_log_and_writes_nothing(
+        table: tuple[Path, dict[str, int]]) -> None:
+    import json
+
+    from deltalake import DeltaTable
+
+    path, versions = table
+    res = CliRunner().invoke(cli, ["manifest", str(path), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    assert f"version {versions['evolved']}" in got["table"]
+    adds = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    assert sorted((f["size"], f["rows"]) for f in got["files"]) == sorted(
+        (a["size_bytes"], a["num_records"]) for a in adds)
+    assert not (path / "_pqindex_manifest.json").exists()

@@ -443,8 +443,23 @@ def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ..
 @_storage_option
 @_fail_cleanly
 def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = ()) -> None:
-    """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH."""
+    """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH.
+    For a Delta or Iceberg table the table's own log is its manifest: nothing is
+    written, the snapshot's files are shown."""
     from pqindex.dataset.manifest import write_manifest
+    from pqindex.dataset.tables.source import is_table_source, table_source
+
+    if is_table_source(path):
+        table = table_source(path, storage_options=_storage_options(storage_option))
+        files = [{"path": f.path, "size": None if f.info is None else f.info.size,
+                  "rows": rows} for f, rows in zip(table.discovery.files, table.rows,
+                                                   strict=True)]
+        if as_json:
+            click.echo(json.dumps({"table": table.description, "files": files}, indent=1))
+        else:
+            click.echo(f"{table.description}: the table's log is its manifest; nothing "
+                       "written")
+        return
 
     with _progress("reading footers") as update:
         m = write_manifest(path, _storage_options(storage_option),
