@@ -4,7 +4,7 @@
 ``.pqm`` suffix and the ``_pqindex`` directory keep it out of every data glob and
 directory scan: ``lake/*.parquet``, ``lake/**/*.parquet``, pyarrow's and Spark's
 ``_``-prefixed exclusion). One row per file: ``path``, ``bytes``, ``rows``,
-``schema``, ``etag``, ``mtime``, the JSON entry as written (``entry``: Spark's key
+``schema``, ``etag``, ``mtime``, ``ctime``, the JSON entry as written (``entry``: Spark's key
 ranges, summaries, the raw bound bytes), then per leaf column the statistics as
 sort keys (``dataset/sources.py``: ``min(c)``, ``max(c)``, ``nulls(c)``, ``nans(c)``,
 ``values(c)``, ``exact(c)``, ``all_nan(c)``), judged when it is written exactly as
@@ -102,6 +102,7 @@ def write_columnar(root: str, manifest: Mapping[str, Any]) -> None:
         "schema": pa.array([e.schema for e in entries], pa.int32()),
         "etag": pa.array([e.etag for e in entries], pa.string()),
         "mtime": pa.array([e.mtime for e in entries], pa.int64()),
+        "ctime": pa.array([e.ctime for e in entries], pa.int64()),
         "entry": pa.array([json.dumps(e, separators=(",", ":"), default=str) for e in files],
                           pa.string()),
     }
@@ -256,6 +257,8 @@ def columnar_view(columnar: Columnar, root: str, disc: Discovery) -> ManifestVie
     sizes = t.column("bytes").to_pylist()
     etags = t.column("etag").to_pylist()
     mtimes = t.column("mtime").to_pylist()
+    ctimes = (t.column("ctime").to_pylist() if "ctime" in t.column_names
+              else [None] * t.num_rows)
     schemas = t.column("schema").to_pylist()
     rows: dict[str, int] = {}
     base = root.rstrip(os.sep) + os.sep
@@ -268,10 +271,12 @@ def columnar_view(columnar: Columnar, root: str, disc: Discovery) -> ManifestVie
             info = df.info if df.info is not None else _local_info(df.path)
             if info is None or info.size != sizes[row]:
                 continue
+            # As manifest._matches: ETags when both sides have one, else the ctime of a
+            # local file (a rewrite with size and mtime restored still moves it), mtime.
             if etags[row] and info.etag:
                 if etags[row].strip('"') != info.etag.strip('"'):
                     continue
-            elif mtimes[row] is not None and info.mtime is not None and mtimes[row] != info.mtime:
+            elif (info.ctime is not None and ctimes[row] != info.ctime) or (mtimes[row] is not None and info.mtime is not None and mtimes[row] != info.mtime):
                 continue
         rows[df.path] = row
     manifest = Manifest(columnar.url, columnar.schemas, columnar.entries())
