@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 pyiceberg = pytest.importorskip("pyiceberg")
 
 import pqindex  # noqa: E402
-from pqindex.errors import UnsupportedError, UserInputError  # noqa: E402
+from pqindex.errors import UserInputError  # noqa: E402
 from table_rows import normalize, random_predicate  # noqa: E402
 
 
@@ -131,14 +132,34 @@ def test_an_added_column_is_null_in_older_files(table: tuple[Any, list[int]]) ->
     assert got.column("id").to_pylist() == [2003]
 
 
-def test_a_renamed_column_is_refused_not_read_as_null(tmp_path: Path) -> None:
+def test_columns_are_bound_by_field_id_renamed_and_dropped_ones_too(tmp_path: Path) -> None:
+    """Files name columns as they were at write time: ``user`` renamed ``customer`` is
+    found in old files by its field id, and ``amount`` dropped then added again (a new
+    id) is NULL in the files written before."""
+    from pyiceberg.types import DoubleType
+
     catalog = _catalog(tmp_path)
     t = catalog.create_table("ns.r", schema=_rows(1).schema)
-    t.append(_rows(20))
+    t.append(_rows(60))
     with t.update_schema() as update:
         update.rename_column("user", "customer")
-    with pytest.raises(UnsupportedError, match="renamed"):
-        pqindex.dataset(catalog.load_table("ns.r"))
+    with t.update_schema() as update:
+        update.delete_column("amount")
+    with t.update_schema() as update:
+        update.add_column("amount", DoubleType())
+    t = catalog.load_table("ns.r")
+    later = _rows(40, 100).rename_columns(["id", "customer", "amount", "day", "region"])
+    t.append(later.select([f.name for f in t.schema().as_arrow()]))
+    reference = t.scan().to_arrow()
+    ds = pqindex.dataset(t)
+    assert sorted(ds.schema.names) == sorted(reference.column_names)
+    got = ds.to_table()
+    assert normalize(got) == normalize(reference)
+    old = got.filter(pc.field("id") < 60)
+    assert old.column("amount").null_count == 60 and old.column("customer").null_count == 0
+    some = reference.column("customer")[3].as_py()
+    assert normalize(ds.to_table(where=f"customer = '{some}'")) == normalize(
+        reference.filter(pc.field("customer") == some))
 
 
 def test_an_unknown_snapshot_is_a_user_error(table: tuple[Any, list[int]]) -> None:
