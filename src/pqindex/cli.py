@@ -419,9 +419,9 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ...] = ()) -> None:
     """Check files end to end: footer, page headers, page checksums (every page
-    CRC32 present), page index (decoded and validated), Bloom filters (decoded; by default every value looked up), the
-    embedded index region (directory, checksums, each blob decoded), and (by
-    default) the data."""
+    CRC32 present), page index (decoded and validated), Bloom filters (decoded; by
+    default every value looked up), the embedded index region (directory,
+    checksums, each blob decoded), and (by default) the data."""
     from pqindex.format.file import ParquetFile
     from pqindex.format.pages import check_file, check_indexes
     from pqindex.inspect import check_embedded
