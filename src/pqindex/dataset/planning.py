@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
+from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys
 from pqindex.dataset.sources import FileFacts
 from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
         _ahead: dict[str, IOStats]  # files whose tail was read ahead
         _stand_in: OpenFile | None
         row_groups: dict[str, frozenset[int]]
+        storage_options: dict[str, Any]
         plan_options: PlanOptions
         max_workers: int
         _remote: bool  # behind a URL other than file://
@@ -449,6 +451,22 @@ class Planning:
         manifest_skips: dict[str, str | None] = {
             df.path: why for df in chosen
             if (why := decided[row_of[df.path]]) is not None and why != "partition"}
+        # The manifest's key index names the files and row groups of a key
+        # (dataset/key_index.py): the files it covers and does not name are never opened.
+        keyed = (lookup_keys(view, disc, expr, self.storage_options, report.warnings.append)
+                 if use_manifest else None)
+        if keyed is not None:
+            report.key_index = keyed.to_dict()
+            for df in chosen:
+                if keyed.named.get(df.path) == frozenset() and df.path not in partition_out:
+                    manifest_skips.setdefault(df.path, KEY_INDEX_SKIP)
+
+        def row_groups_of(df: DataFile) -> frozenset[int] | None:
+            given = self.row_groups.get(df.path)
+            named = None if keyed is None else keyed.named.get(df.path)
+            if named is None or given is None:
+                return given if named is None else named
+            return given & named
 
         def prune_by_partition(df: DataFile) -> bool:
             return df.path in partition_out
@@ -463,7 +481,8 @@ class Planning:
             why = manifest_skips.get(df.path)
             if why is not None:
                 part = disc.partition_values(df)
-                return (df, None, FilePlan(df.path, 0, (), "manifest", why, part), None), []
+                by = "key index" if why == KEY_INDEX_SKIP else "manifest"
+                return (df, None, FilePlan(df.path, 0, (), by, why, part), None), []
             before = waves_start.get(df.path, 0)
             of = self._file(df)  # waits for its tail when that is still in flight
             # Opening all files is a phase of its own; otherwise opening counts as planning.
@@ -505,7 +524,7 @@ class Planning:
                     partition=disc.partition_values(df),
                     options=options,
                     warnings=warnings,
-                    row_groups=self.row_groups.get(df.path),
+                    row_groups=row_groups_of(df),
                 )
             if adaptive:
                 dictionaries.record(plan, consulted)
@@ -524,7 +543,7 @@ class Planning:
                 return None  # the full path reports it, located
             with located(default=CorruptFileError, what="planning", path=df.path):
                 plan = settled_by_statistics(of.pf, bound, disc.partition_values(df),
-                                             self.row_groups.get(df.path))
+                                             row_groups_of(df))
             return None if plan is None else ((df, of, plan, bound), [])
 
         def _ruled_out(df: DataFile) -> tuple[Planned, list[str]] | None:
