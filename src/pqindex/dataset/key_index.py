@@ -141,6 +141,7 @@ class Shard:
     path: str  # relative to the dataset's root
     size: int
     etag: str | None
+    mtime: int | None  # local shards: a rewrite of the same size changes it
     entries: int
     min: Any  # sort keys of the first and last key
     max: Any
@@ -186,7 +187,8 @@ def parse_key_index(raw: Any) -> KeyIndex:
             path, size, n = s.get("path"), _int_or_none(s.get("bytes")), _int_or_none(s.get("entries"))
             if not isinstance(path, str) or size is None or n is None or ".." in path.split("/"):
                 raise ValueError(f"bad shard entry {s!r}")
-            shards.append(Shard(path, size, _str_or_none(s.get("etag")), n,
+            shards.append(Shard(path, size, _str_or_none(s.get("etag")),
+                                _int_or_none(s.get("mtime")), n,
                                 _key_from_json(s.get("min")), _key_from_json(s.get("max")),
                                 bool(s.get("delta"))))
         columns[str(name)] = ColumnIndex(str(name), base64.b64decode(c["schema"]), tuple(shards))
@@ -200,7 +202,8 @@ def _descriptor(index: KeyIndex) -> dict[str, Any]:
                    "mtime": f.mtime} for f in index.files],
         "columns": {c.column: {
             "schema": base64.b64encode(c.schema).decode("ascii"),
-            "shards": [{"path": s.path, "bytes": s.size, "etag": s.etag, "entries": s.entries,
+            "shards": [{"path": s.path, "bytes": s.size, "etag": s.etag, "mtime": s.mtime,
+                        "entries": s.entries,
                         "min": _key_json(s.min), "max": _key_json(s.max), "delta": s.delta}
                        for s in c.shards]} for c in index.columns.values()},
     }
@@ -311,7 +314,7 @@ def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
             vt = bound_order(spf.schema.leaves[0]).value_type
             stub = stub or schema_stub(spf)
         lo, hi = part.column(_KEY)[0].as_py(), part.column(_KEY)[-1].as_py()
-        shards.append(Shard(rel, info.size, info.etag, part.num_rows,
+        shards.append(Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
                             value_key(vt, lo), value_key(vt, hi), delta))
     return shards, stub
 
@@ -500,7 +503,11 @@ def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compar
     found.uncovered = len(disc.files) - len(by_id)
     probe = _probes(node)
     stand_in: ParquetFile = stub_file(column.schema, f"{root}#key_index/{column.column}")
-    bound = bind(probe, stand_in.schema)
+    try:
+        bound = bind(probe, stand_in.schema)
+    except UserInputError as e:
+        found.fallback = f"the keys do not bind to the index's key column: {e.reason}"
+        return
     keys = [k for p in _predicates(bound) for k in p.keys]
     keys.sort()
     chosen = [s for s in column.shards
@@ -508,11 +515,12 @@ def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compar
               and keys[bisect.bisect_left(keys, s.min)] <= s.max]
     named: dict[str, set[int]] = {p: set() for p in by_id.values()}
     if chosen:
-        files = tuple(DataFile(_join(root, s.path), info=ObjectInfo(s.size, s.etag))
+        files = tuple(DataFile(_join(root, s.path),
+                               info=ObjectInfo(s.size, s.etag, mtime=s.mtime))
                       for s in chosen)
-        shards = Dataset([f.path for f in files],
-                                        discovery=Discovery(files=files),
-                                        storage_options=storage_options)
+        # Page checksums checked: a damaged page must not name the wrong files.
+        shards = Dataset([f.path for f in files], discovery=Discovery(files=files),
+                         storage_options=storage_options, verify_checksums=True)
         scan = shards.scan(columns=[_FILE, _ROW_GROUP], where=probe)
         got = scan.to_table()
         rep = scan.report
