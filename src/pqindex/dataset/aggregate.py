@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.errors import PqIndexError, UserInputError
-from pqindex.expr.bind import BoundTrue
+from pqindex.expr.bind import BoundTrue, bound_leaves
 from pqindex.expr.evaluate import mask_bools, to_arrow_mask
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
@@ -70,7 +70,6 @@ from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
 from pqindex.plan.planner import RowGroupPlan, file_region
-from pqindex.plan.tree import leaves
 
 if TYPE_CHECKING:
     from pqindex.dataset.plan import DatasetPlan, FileEntry
@@ -673,7 +672,7 @@ def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan
     if not uncertain.is_empty:
         # The predicate's columns at the uncertain rows, checked row by row; aggregated
         # columns among them count their matching values from this same read.
-        pred_fields = {p.leaf.path[0] for p in leaves(bound)}
+        pred_fields = {leaf.path[0] for leaf in bound_leaves(bound)}
         checked = {c for c in todo if c.split(".")[0] in pred_fields}
         t = read(uncertain, sorted(pred_fields | {c.split(".")[0] for c in checked}))
         did_read = True

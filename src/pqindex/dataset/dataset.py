@@ -37,7 +37,7 @@ from pqindex.dataset.planning import (
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.errors import PqIndexError, UserInputError, public_api
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -55,7 +55,6 @@ from pqindex.format.structs import (
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
-from pqindex.plan.tree import leaves
 from pqindex.pools import python_slot, shared_pool
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
@@ -134,12 +133,12 @@ def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
         return None
     if not isinstance(of.pf.source, LocalFileSource):
         return None  # elsewhere a request costs more than the Python it saves
-    preds = leaves(bound)
+    read = bound_leaves(bound)
     n = len(of.pf.schema.leaves)
-    if any(len(p.leaf.path) != 1 or (p.leaf.index < n and p.leaf.max_repetition_level)
-           for p in preds):
+    if any(len(leaf.path) != 1 or (leaf.index < n and leaf.max_repetition_level)
+           for leaf in read):
         return None
-    return sorted({p.leaf.path[0] for p in preds})
+    return sorted({leaf.path[0] for leaf in read})
 
 
 def _footer_settled(plan: FilePlan | None) -> bool:

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
-from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind
+from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.nodes import Expr
 from pqindex.format.file import ParquetFile
@@ -39,7 +39,7 @@ from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, plan_file, settled_by_statistics
-from pqindex.plan.tree import evaluate, leaves
+from pqindex.plan.tree import evaluate
 from pqindex.pools import python_slot
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -576,7 +576,7 @@ class Planning:
                         if columns is None or c.path[0] in fields]
                 n_here = len(of.pf.schema.leaves)
                 if bound is not None:
-                    cols += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
+                    cols += [leaf.index for leaf in bound_leaves(bound) if leaf.index < n_here]
                 involved = involved_by_shape[key] = sorted(set(cols))
             for rg in plan.row_groups:
                 if rg.skipped:
