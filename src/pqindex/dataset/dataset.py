@@ -738,11 +738,25 @@ class Dataset(Planning):
         statistics; only row groups with some matching rows are read.
         ``self.last_aggregate_report`` says which was which.
         """
-        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
+        from pqindex.dataset.aggregate import (
+            AggregateReport,
+            is_expression_aggregate,
+            parse_aggregations,
+            run_aggregate,
+            run_expression_aggregates,
+        )
 
-        aggs = parse_aggregations(aggregates)
+        specs = [aggregates] if isinstance(aggregates, str) else list(aggregates)
+        # sum(price * (1 - discount)): evaluated on the matching rows of a scan.
+        of_expressions = [s for s in specs if is_expression_aggregate(s)]
+        aggs = parse_aggregations([s for s in specs if not is_expression_aggregate(s)])
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        result, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
+                          if aggs or not of_expressions else ({}, AggregateReport()))
+        if of_expressions:
+            result.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
+                columns=columns, where=where, filters=filters).to_table()))
+            result = {text.strip(): result[text.strip()] for text in specs}
         self.last_aggregate_report = report
         return result
 

@@ -35,7 +35,7 @@ from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
 
-__all__ = ["numpy_values_mask", "to_arrow_mask", "to_pyarrow_expression"]
+__all__ = ["numpy_values_mask", "table_column", "to_arrow_mask", "to_pyarrow_expression"]
 
 _COMPARE = {
     LeafOp.EQ: pc.equal, LeafOp.NE: pc.not_equal, LeafOp.LT: pc.less,
@@ -70,6 +70,11 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
         return computable(arr)  # string_view etc.: no kernels either
     raise UserInputError(f"the table has no column {'.'.join(path)!r}",
                          column=".".join(path))
+
+
+def table_column(table: pa.Table, name: str) -> Any:
+    """The values of the dotted column ``name`` in ``table`` (struct fields looked up)."""
+    return _column(table, tuple(name.split(".")))
 
 
 def _plain(value: Value) -> Any:

@@ -54,7 +54,7 @@ from pqindex.expr.nodes import (
 )
 from pqindex.format.match import LeafOp
 
-__all__ = ["parse_where"]
+__all__ = ["parse_value", "parse_where"]
 
 _MAX_DEPTH = 200  # nesting of parentheses / NOT; deeper input is refused, not recursed into
 
@@ -682,3 +682,15 @@ def parse_where(text: str) -> Expr:
         if not text.strip():
             raise UserInputError("the WHERE clause is empty")
     return _Parser(text).parse()
+
+
+def parse_value(text: str) -> Term:
+    """The tree of a SQL value expression (``l_extendedprice * (1 - l_discount)``)."""
+    if not isinstance(text, str) or not text.strip():
+        raise UserInputError(f"an expression must be non-empty text, not {text!r}")
+    parser = _Parser(text)
+    value = parser.parse_term()
+    if parser.tok.kind != "end":
+        parser._reject_unsupported(parser.tok)
+        raise parser.error(f"unexpected {parser._describe(parser.tok)}")
+    return value
