@@ -247,7 +247,20 @@ class Dataset(Planning):
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
+        version: int | str | Any = None,
     ) -> None:
+        # A lake table (a Delta table's root, a deltalake/pyiceberg table object): its
+        # snapshot names the files (dataset/tables/source.py).
+        self._table: Any = None
+        table_item = source[0] if (isinstance(source, Sequence) and not isinstance(
+            source, (str, bytes)) and len(source) == 1) else source
+        from pqindex.dataset.tables.source import is_table_source, table_source
+
+        if version is not None or is_table_source(table_item):
+            self._table = table_source(table_item, version=version,
+                                       storage_options=storage_options)
+            source, discovery = self._table.location, self._table.discovery
+            schema = self._table.schema if schema is None else schema
         if schema is not None and not isinstance(schema, pa.Schema):
             raise UserInputError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
         if schema is not None and len(set(schema.names)) != len(schema.names):
@@ -312,6 +325,18 @@ class Dataset(Planning):
     def discovery(self) -> Discovery:
         if self._discovery is None:
             self._discovery = discover(self._source, self.storage_options)
+            if self._discovery.delta_log is not None and self._remote and (
+                    self._table is None) and (
+                    self._discovery.delta_log.rstrip("/") == f"{self._source}".rstrip("/")
+                    + "/_delta_log"):
+                # A Delta table on a store, seen in the LIST: its log names the files.
+                from pqindex.dataset.tables.source import table_source
+
+                self._table = table_source(self._source, storage_options=self.storage_options)
+                self._discovery = self._table.discovery
+                if self._given_schema is None:
+                    self._given_schema = self._table.schema
+                return self._discovery
             delta = self._discovery.delta_warning()
             if delta is not None:  # once per dataset here, in every scan's report
                 logging.getLogger("pqindex").warning("%s", delta)
@@ -469,6 +494,9 @@ class Dataset(Planning):
     def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
         df = self.discovery.files[0]
+        if self._table is not None:
+            # A table's plan opens a file its statistics kept (the schema is the table's).
+            df = self._table.first or df
         view = self.manifest_view()
         if self._stand_in is None and view is not None and df.path not in self._open:
             pf = view.stand_in(df)
@@ -580,11 +608,24 @@ class Dataset(Planning):
         """Every file (or those of ``subset``) planned (``dataset/planning.py``);
         ``on_planned`` is called with each kept file as soon as it is planned, on a
         pool thread."""
+        ruled_out = 0
+        if self._table is not None and subset is None:
+            # The table's per-file statistics rule files out before any footer is read;
+            # one file stays when none is left (its footer binds the predicate).
+            subset, ruled_out = self._table.prune(expr)
+            if not subset:
+                subset, ruled_out = [self.discovery.files[0]], ruled_out - 1
+            self._table.first = subset[0]
         with self._lock:
             self._planning += 1  # the files this plan opens stay until it is made
         plans = None
         try:
             plans = self._plan_held(columns, expr, on_planned, subset)
+            if self._table is not None:
+                plans.report.table = self._table.description
+                plans.report.files_total += ruled_out
+                if ruled_out:
+                    plans.report.files_skipped["table statistics"] += ruled_out
             return plans
         finally:
             # What the plan read into its files (page-index entries...) counts from now;

@@ -177,6 +177,9 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
     lines.append(
         f"scan of {report.files_total} file(s)" + (f" where {predicate}" if predicate else "")
     )
+    if report.table is not None:
+        ruled_out = report.files_skipped.get("table statistics", 0)
+        lines.append(f"{report.table}: {ruled_out} file(s) ruled out by the table's statistics")
     maps_shown = maps_left_out = 0
     for df, of, plan, bound in files:
         if plan is None:
