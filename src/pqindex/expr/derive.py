@@ -39,6 +39,7 @@ from pqindex.expr.nodes import (
     Interval,
     Literal,
     Term,
+    add_months,
     and_,
     or_,
     term_columns,
@@ -46,7 +47,7 @@ from pqindex.expr.nodes import (
 from pqindex.expr.term_types import TermType, term_type
 from pqindex.format.match import LeafOp
 
-__all__ = ["add_months", "implied_leaves"]
+__all__ = ["implied_leaves"]
 
 _OPS = {op.value: op for op in (LeafOp.EQ, LeafOp.NE, LeafOp.LT, LeafOp.LE, LeafOp.GT,
                                   LeafOp.GE)}
@@ -236,17 +237,6 @@ def _shift(walk: _Walk, bound: Constant, k: Constant | Interval, subtract: bool)
     if isinstance(k, Fraction) and k.denominator == 1 and not isinstance(bound, dt.datetime):
         return bound + sign * dt.timedelta(days=int(k))  # a date plus days
     raise TypeError("a date shifted by something other than days or an interval")
-
-
-def add_months(value: dt.date, months: int) -> dt.date:
-    """``value`` plus ``months`` calendar months, the day clamped to the month's
-    last (DuckDB's and Spark's rule); a datetime keeps its time of day."""
-    total = value.year * 12 + (value.month - 1) + months
-    year, month = divmod(total, 12)
-    month += 1
-    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
-    last = (nxt - dt.timedelta(days=1)).day
-    return value.replace(year=year, month=month, day=min(value.day, last))
 
 
 def _constant(value: Term) -> Constant | None:

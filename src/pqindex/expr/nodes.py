@@ -28,11 +28,16 @@ __all__ = [
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
+    "Case",
+    "Cast",
     "Column",
     "Compare",
+    "Condition",
     "Expr",
     "ExprVisitor",
+    "Func",
     "In",
+    "Interval",
     "IsNan",
     "IsNull",
     "Like",
@@ -42,8 +47,13 @@ __all__ = [
     "Or",
     "Regexp",
     "StartsWith",
+    "Term",
+    "add_months",
     "and_",
+    "case",
     "col",
+    "compare_terms",
+    "func",
     "leaf_exprs",
     "leaf_node",
     "like",
@@ -51,6 +61,9 @@ __all__ = [
     "not_",
     "or_",
     "regexp_prefix",
+    "term",
+    "term_columns",
+    "term_sql",
     "visit",
 ]
 
@@ -227,6 +240,23 @@ class Term:
     """
 
     __slots__ = ()
+
+    def _key(self) -> tuple[object, ...]:
+        """The fields that make two terms of one class equal."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, Term):
+            return type(self) is type(other) and self._key() == other._key()
+        return compare_terms(LeafOp.EQ, self, term(other))
+
+    def __ne__(self, other: object) -> Any:
+        if isinstance(other, Term):
+            return not (type(self) is type(other) and self._key() == other._key())
+        return compare_terms(LeafOp.NE, self, term(other))
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
 
     def __add__(self, other: object) -> Term:
         return func("+", self, term(other))
@@ -447,7 +477,7 @@ def term(value: object) -> Term:
     return value if isinstance(value, Term) else lit(value)
 
 
-@dataclass(frozen=True, slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Interval(Term):
     """An ``INTERVAL``: months, days and microseconds, kept apart as SQL engines do
     (a month has no fixed number of days)."""
@@ -455,6 +485,9 @@ class Interval(Term):
     months: int = 0
     days: int = 0
     micros: int = 0
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.months, self.days, self.micros)
 
     def __str__(self) -> str:
         parts = [f"{n} {unit}" for n, unit in ((self.months, "MONTH"), (self.days, "DAY"),
@@ -495,7 +528,7 @@ _LITERAL_ARGS = {"like": (1, 2), "ilike": (1, 2), "regexp_matches": (1,), "start
 _INFIX = {"+": 6, "-": 6, "*": 7, "/": 7, "||": 5}
 
 
-@dataclass(frozen=True, slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Func(Term):
     """A function or operator applied to terms (``name`` one of ``FUNCTION_ARITY``)."""
 
@@ -521,16 +554,22 @@ class Func(Term):
             check_like_pattern(pattern.value, None if escape is None else escape_value(escape),
                                self.name.upper())
 
+    def _key(self) -> tuple[object, ...]:
+        return (self.name, self.args)
+
     def __str__(self) -> str:
         return term_sql(self)
 
 
-@dataclass(frozen=True, slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Case(Term):
     """``CASE WHEN condition THEN value ... ELSE default END``."""
 
     whens: tuple[tuple[Term, Term], ...]  # (boolean condition, value)
     default: Term
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.whens, self.default)
 
     def __str__(self) -> str:
         return term_sql(self)
@@ -589,12 +628,15 @@ def cast_type(type_name: str) -> str:
     return CAST_TYPES[text]
 
 
-@dataclass(frozen=True, slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Cast(Term):
     """``CAST(value AS type)``; ``type`` as :func:`cast_type` spells it."""
 
     value: Term
     type: str
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.value, self.type)
 
     def __str__(self) -> str:
         return term_sql(self)
@@ -654,15 +696,28 @@ def fold_constant(node: Func) -> Term | None:
     if node.name == "+" and isinstance(a, Interval):
         a, b = b, a
     if node.name in ("+", "-") and isinstance(a, Literal) and isinstance(b, Interval) \
-            and isinstance(a.value, dt.date) and b.months == 0:
+            and isinstance(a.value, dt.date):
+        sign = 1 if node.name == "+" else -1
         delta = dt.timedelta(days=b.days, microseconds=b.micros)
         day: dt.date = a.value
         try:
-            shifted = day + delta if node.name == "+" else day - delta
-        except OverflowError:
+            shifted = add_months(day, sign * b.months) + sign * delta
+        except (OverflowError, ValueError):
             return None
         return Literal(shifted)
     return None
+
+
+def add_months(value: dt.date, months: int) -> dt.date:
+    """``value`` plus ``months`` calendar months, the day clamped to the month's
+    last (DuckDB's and Spark's rule); a datetime keeps its time of day."""
+    total = value.year * 12 + (value.month - 1) + months
+    year, month = divmod(total, 12)
+    month += 1
+    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
+    last = (nxt - dt.timedelta(days=1)).day
+    return value.replace(year=year, month=month, day=min(value.day, last))
+
 
 
 def compare_terms(op: LeafOp, left: Term, right: Term) -> Expr:
