@@ -322,9 +322,8 @@ class Evaluator:
             return _CHECKED[name](a, b)
         except pa.ArrowInvalid as e:
             if pa.types.is_decimal(ta) or pa.types.is_decimal(tb):
-                # Precision beyond 38 digits: 76 digits hold any product of two.
-                wide = [x.cast(pa.decimal256(76, x.type.scale if pa.types.is_decimal(x.type)
-                                             else 0)) for x in (a, b)]
+                # Beyond 38 digits: 256-bit decimals hold 76.
+                wide = [_wide_decimal(x) for x in (a, b)]
                 try:
                     return _CHECKED[name](*wide)
                 except pa.ArrowInvalid:
@@ -380,6 +379,14 @@ class Evaluator:
             # Between naive and UTC-adjusted: the same wall clock, read as UTC.
             return v.cast(pa.int64()).cast(pa.timestamp(v.type.unit, target.tz))
         return v.cast(target)
+
+
+def _wide_decimal(v: Value) -> Value:
+    """``v`` as a 256-bit decimal of its own precision (integers: 19 digits)."""
+    t = v.type
+    if pa.types.is_decimal(t):
+        return v.cast(pa.decimal256(t.precision, t.scale))
+    return v.cast(pa.decimal256(19, 0))
 
 
 def _as_double(v: Value) -> Value:

@@ -727,9 +727,6 @@ def compare_terms(op: LeafOp, left: Term, right: Term) -> Expr:
         return Compare(op, left, right)
     if isinstance(left, Literal) and isinstance(right, Column):
         return Compare(FLIPPED[op], right, left)
-    if not term_columns(left) and not term_columns(right):
-        raise UserInputError(
-            f"the comparison {term_sql(left)} {op.value} {term_sql(right)} needs a column")
     return Condition(Func(op.value, (left, right)))
 
 
@@ -1066,10 +1063,6 @@ class Condition(Expr):
     where it is TRUE, not where it is FALSE or NULL."""
 
     term: Term
-
-    def __post_init__(self) -> None:
-        if not term_columns(self.term):
-            raise UserInputError(f"the condition {term_sql(self.term)} needs a column")
 
     @property
     def columns(self) -> list[str]:

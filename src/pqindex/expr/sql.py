@@ -136,6 +136,7 @@ class _Parser:
         self.tokens = _tokenize(text)
         self.i = 0
         self.depth = 0
+        self.in_case = 0  # CASE expressions open around the current token
 
     # ------------------------------------------------------------ tokens
 
@@ -222,7 +223,7 @@ class _Parser:
         tok = self.tok
         if self.at_op("("):
             # A parenthesized value, as in (a + b) * 2 > c, or a parenthesized condition.
-            at, depth = self.i, self.depth
+            at, depth, in_case = self.i, self.depth, self.in_case
             value: Term | None
             try:
                 value = self.parse_term()
@@ -230,7 +231,7 @@ class _Parser:
                 value = None
             if value is not None and self._continues_predicate(self.tok):
                 return self.parse_rest(value, tok)
-            self.i, self.depth = at, depth
+            self.i, self.depth, self.in_case = at, depth, in_case
             self.advance()
             self._nest()
             inner = self.parse_or()
@@ -340,7 +341,8 @@ class _Parser:
 
     def _compare(self, op: LeafOp, left: Term, right: Term, start: _Token,
                  right_tok: _Token) -> Expr:
-        if isinstance(left, Literal) and isinstance(right, Literal):
+        if isinstance(left, Literal) and isinstance(right, Literal) and not self.in_case:
+            # A constant condition is a mistake at the top; CASE WHEN 0 > 1 is not.
             raise self.error(
                 "a comparison needs a column on one side; both sides are literals", start)
         return self._built(lambda: compare_terms(op, left, right), start)
@@ -590,6 +592,7 @@ class _Parser:
     def _case(self) -> Term:
         case_tok = self.advance()
         self._nest()
+        self.in_case += 1
         operand = None if self.at_word("WHEN") else self.parse_term()
         whens: list[tuple[Expr | Term, Term]] = []
         while self.at_word("WHEN"):
@@ -609,6 +612,7 @@ class _Parser:
             default = self.parse_term()
         self.expect_word("END")
         self.depth -= 1
+        self.in_case -= 1
         return self._term(lambda: case(whens, default), case_tok)
 
     # ------------------------------------------------------------ operands
