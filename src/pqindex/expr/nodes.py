@@ -252,7 +252,8 @@ class Term:
 
     def __ne__(self, other: object) -> Any:
         if isinstance(other, Term):
-            return not (type(self) is type(other) and self._key() == other._key())
+            same = self.__eq__(other)  # a subclass's own structural equality
+            return same if same is NotImplemented else not same
         return compare_terms(LeafOp.NE, self, term(other))
 
     def __hash__(self) -> int:

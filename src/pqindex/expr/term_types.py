@@ -11,7 +11,6 @@ INTERVAL a TIMESTAMP, a DATE minus a DATE a number of days.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from enum import StrEnum
@@ -67,31 +66,20 @@ def column_type(kind: Kind) -> TermType:
     return _KIND_TYPES.get(kind, TermType.OTHER)
 
 
+# Python types of literal values and their families, first match wins (a bool is an
+# int, a datetime a date).
+_LITERAL_TYPES: tuple[tuple[type, TermType], ...] = (
+    (bool, TermType.BOOLEAN), (int, TermType.INTEGER), (Decimal, TermType.DECIMAL),
+    (float, TermType.DOUBLE), (str, TermType.VARCHAR), (bytes, TermType.BLOB),
+    (dt.datetime, TermType.TIMESTAMP), (dt.date, TermType.DATE), (dt.time, TermType.TIME),
+)
+
+
 def literal_type(value: object) -> TermType:
     """The family of a literal's value."""
     if value is None:
         return TermType.NULL
-    if isinstance(value, bool):
-        return TermType.BOOLEAN
-    if isinstance(value, int):
-        return TermType.INTEGER
-    if isinstance(value, Decimal):
-        return TermType.DECIMAL
-    if isinstance(value, float):
-        return TermType.DOUBLE
-    if isinstance(value, str):
-        return TermType.VARCHAR
-    if isinstance(value, bytes):
-        return TermType.BLOB
-    if isinstance(value, dt.datetime):
-        return TermType.TIMESTAMP
-    if isinstance(value, dt.date):
-        return TermType.DATE
-    if isinstance(value, dt.time):
-        return TermType.TIME
-    if isinstance(value, uuid.UUID):
-        return TermType.OTHER
-    return TermType.OTHER
+    return next((t for py, t in _LITERAL_TYPES if isinstance(value, py)), TermType.OTHER)
 
 
 def numeric_result(a: TermType, b: TermType) -> TermType:
