@@ -411,12 +411,13 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
+@click.option("--no-decode", is_flag=True,
+              help="Check page headers and checksums only, don't decode data.")
 @_storage_option
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ...] = ()) -> None:
-    """Check files end to end: footer, page headers, page index (decoded and
-    validated), Bloom filters (decoded; by default every value looked up), the
+    """Check files end to end: footer, page headers, page checksums (every page
+    CRC32 present), page index (decoded and validated), Bloom filters (decoded; by default every value looked up), the
     embedded index region (directory, checksums, each blob decoded), and (by
     default) the data."""
     from pqindex.format.file import ParquetFile
@@ -507,6 +508,8 @@ def explain(
     show_default=True,
     help="Print what was read and skipped to standard error.",
 )
+@click.option("--verify-checksums", is_flag=True,
+              help="Check the CRC32 of every page read that has one (a mismatch fails).")
 @_storage_option
 @_fail_cleanly
 def query(
@@ -517,6 +520,7 @@ def query(
     fmt: str,
     output: str | None,
     report: bool,
+    verify_checksums: bool = False,
     storage_option: tuple[str, ...] = (),
 ) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
@@ -530,7 +534,7 @@ def query(
     with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
         if output is not None:
             _check_output(output, [*path, *ds.files])
-        scan = ds.scan(columns=_columns(columns), where=where)
+        scan = ds.scan(columns=_columns(columns), where=where, verify_checksums=verify_checksums)
         # --limit: Scan.head stops reading (and, on a lake, opening files) once it has them.
         table = scan.head(limit) if limit is not None else scan.to_table()
     _write_result(table, fmt, output)
@@ -596,7 +600,7 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
-        pq.write_table(table, output)
+        pq.write_table(table, output, write_page_checksum=True)
         return
     if fmt == "csv":
         table = _csv_ready(table)

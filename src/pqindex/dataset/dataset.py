@@ -9,6 +9,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import numbers
 import os
@@ -36,6 +37,7 @@ from pqindex.dataset.planning import (
     gc_paused,
 )
 from pqindex.dataset.schema import conform, unify
+from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
@@ -223,12 +225,20 @@ class Dataset(Planning):
       index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
+    * ``verify_checksums``: check the CRC32 of every page read that has one, before it
+      is decoded: by scans (``ScanOptions.verify_checksums``; ``scan()`` may say
+      otherwise per scan) and by planning, for the dictionary pages it prunes with
+      (``PlanOptions.verify_checksums``).
     * ``schema``: the dataset's Arrow schema, given (as ``pyarrow.dataset``'s and
       Spark's readers take one) instead of unified from every file's footer: no footer
       is read for it, so a stream's first batch waits for its first file only. Each
       file's rows are cast to it (a value that does not convert is a ``UserInputError``
       naming the file and column); a column a file lacks is NULL there; a file column
       it lacks is not read. Hive partition columns it does not list are added.
+    * ``listing``: whether a directory is listed when a manifest pqindex's pipeline
+      committed names its files (``discovery.discover``). None: not locally; on a store
+      the LIST still goes out beside the manifest GET. False: never (one GET on a
+      store). True: always, the manifest's entries validated against the listing.
 
     ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
     between scans, estimated; past it the least recently used are dropped and opened
@@ -243,12 +253,18 @@ class Dataset(Planning):
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        verify_checksums: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
         version: int | str | Any = None,
+        snapshot_id: int | None = None,
+        listing: bool | None = None,
     ) -> None:
+        if listing not in (None, True, False):
+            raise UserInputError(f"listing must be True, False or None, not {listing!r}")
+        self._listing = listing
         # A lake table (a Delta table's root, a deltalake/pyiceberg table object): its
         # snapshot names the files (dataset/tables/source.py).
         self._table: Any = None
@@ -256,8 +272,8 @@ class Dataset(Planning):
             source, (str, bytes)) and len(source) == 1) else source
         from pqindex.dataset.tables.source import is_table_source, table_source
 
-        if version is not None or is_table_source(table_item):
-            self._table = table_source(table_item, version=version,
+        if version is not None or snapshot_id is not None or is_table_source(table_item):
+            self._table = table_source(table_item, version=version, snapshot_id=snapshot_id,
                                        storage_options=storage_options)
             source, discovery = self._table.location, self._table.discovery
             schema = self._table.schema if schema is None else schema
@@ -295,6 +311,8 @@ class Dataset(Planning):
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
         self._stand_in: OpenFile | None = None
+        # (manifest view it came from, the source's facts, each file's row in them)
+        self._file_facts: tuple[Any, FileFacts, dict[str, int] | None] | None = None
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
         self._open: OrderedDict[str, OpenFile] = OrderedDict()
@@ -318,13 +336,17 @@ class Dataset(Planning):
             self.max_workers if self._remote else min(8, os.cpu_count() or 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
+        if verify_checksums:  # the pages scans read, and the dictionaries planning reads
+            self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
+            self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
 
     # ------------------------------------------------------------ files
 
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source, self.storage_options)
+            self._discovery = discover(self._source, self.storage_options,
+                                       listing=self._listing)
             if self._discovery.delta_log is not None and self._remote and (
                     self._table is None) and (
                     self._discovery.delta_log.rstrip("/") == f"{self._source}".rstrip("/")
@@ -490,6 +512,40 @@ class Dataset(Planning):
                              self._manifest_io)
             self._manifest = view if view is not None else False
         return self._manifest or None
+
+    def source_description(self) -> str:
+        """Where the dataset's files came from, as ``explain`` prints it."""
+        disc = self.discovery
+        if self._table is not None:
+            return f"named by the table snapshot at {self._table.location}: no LIST"
+        if disc.named_by is not None:
+            return (f"named by the commit point {disc.named_by} (a manifest pqindex's "
+                    "pipeline committed): no LIST")
+        if disc.manifest is not None:
+            return (f"found by listing; the manifest {disc.manifest[0]} is used for the "
+                    "files whose entry matches the listing")
+        return "found by listing"
+
+    def _facts(self, view: Any) -> FileFacts:
+        """What the dataset's source knows of its files unopened (``dataset/sources.py``):
+        the manifest matched against the listing, or the listing; built once."""
+        facts = self._file_facts
+        if facts is None or facts[0] is not view:
+            source: Source = (self._table if self._table is not None  # a table snapshot
+                              else ListingSource(self.discovery) if view is None
+                              else ManifestSource(view, self.discovery))
+            facts = self._file_facts = (view, source.facts(), None)
+        return facts[1]
+
+    def _fact_rows(self, facts: FileFacts) -> dict[str, int]:
+        """Each file's row in ``facts`` (by path)."""
+        held = self._file_facts
+        if held is not None and held[1] is facts and held[2] is not None:
+            return held[2]
+        rows = {p: i for i, p in enumerate(facts.paths)}
+        if held is not None and held[1] is facts:
+            self._file_facts = (held[0], facts, rows)
+        return rows
 
     def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
@@ -692,22 +748,24 @@ class Dataset(Planning):
         filters: Sequence[Any] | None = None,
         batch_size: int = 65_536,
         plan: DatasetPlan | None = None,
+        verify_checksums: bool | None = None,
     ) -> Scan:
         """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds.
 
         ``plan``: what ``self.plan(columns, where)`` returned, read as it is (no second
         planning pass); ``columns`` and ``where`` are then taken from it.
+        ``verify_checksums``: check page CRCs (None: as the dataset's ``scan_options``).
         """
         if batch_size <= 0:
             raise UserInputError("batch_size must be positive")
         if plan is None:
-            return Scan(self, columns, _where(where, filters), batch_size)
+            return Scan(self, columns, _where(where, filters), batch_size, verify_checksums)
         made = plan.source
         if not isinstance(made, _Made) or made.dataset is not self:
             raise UserInputError("plan= takes a plan made by this dataset's plan()")
         if where is not None or filters is not None or columns is not None:
             raise UserInputError("plan= already holds columns and where: give neither")
-        scan = Scan(self, made.columns, made.expr, batch_size)
+        scan = Scan(self, made.columns, made.expr, batch_size, verify_checksums)
         # Once: a plan's report becomes its scan's; a second scan plans afresh.
         scan._premade, made.plans = made.plans, None
         return scan
@@ -867,10 +925,12 @@ class Dataset(Planning):
         if format == "json":
             import json
 
-            return json.dumps(explain_json(plans.files, plans.report), indent=2)
+            out = explain_json(plans.files, plans.report)
+            out["files_from"] = self.source_description()
+            return json.dumps(out, indent=2)
         if format != "text":
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
-        return explain_text(plans.files, plans.report)
+        return explain_text(plans.files, plans.report, self.source_description())
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""
@@ -900,9 +960,12 @@ class Scan:
     """A planned-on-demand read; ``report`` is filled in as it runs."""
 
     def __init__(
-        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
+        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int,
+        verify_checksums: bool | None = None,
     ) -> None:
         self._ds = ds
+        self._options = ds.scan_options if verify_checksums is None else dataclasses.replace(
+            ds.scan_options, verify_checksums=bool(verify_checksums))
         self._columns = column_list(columns)
         self._expr = expr
         self.batch_size = batch_size
@@ -924,7 +987,7 @@ class Scan:
         t0 = time.perf_counter()
         ds = self._ds
         before = ds._io_counts()  # a premade plan's reads were plan()'s
-        opts = ds.scan_options
+        opts = self._options
         data_clock = WaveClock()
         known: list[dict[str, pa.DataType]] = []
         Results = list[tuple[list[pa.Table], ScanStats, str]]

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from pqindex.dataset.discovery import DataFile, Discovery
 
 __all__ = [
+    "COMMIT_POINT",
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
     "Manifest",
@@ -67,6 +68,7 @@ __all__ = [
     "ManifestView",
     "annotate",
     "build_manifest",
+    "committed_files",
     "file_entry",
     "load_view",
     "manifest_keys",
@@ -326,8 +328,9 @@ def write_manifest(
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
     opened = _open_files(disc.files, base, storage_options, keep, progress)
+    # Written from a listing: not a commit point, whoever wrote the previous one.
     top = {k: v for k, v in old.items() if k not in ("version", "format", "schemas", "files",
-                                                       "rows", "bytes")}
+                                                       "rows", "bytes", COMMIT_POINT)}
     manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
     put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
@@ -528,6 +531,36 @@ def manifest_keys(data: bytes) -> list[str] | None:
     return [e["path"] for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
 
 
+# The top-level key pqindex's pipeline sets in the manifests its job commits write:
+# they name every file of the dataset (a commit point), so no LIST is needed.
+COMMIT_POINT = "commit_point"
+
+
+def committed_files(data: bytes) -> list[tuple[str, ObjectInfo]] | None:
+    """The (relative path, size/ETag/mtime) of every file a commit-point manifest
+    names, or None when ``data`` is not one (not a manifest, written over a listing
+    by ``write_manifest``, or any entry without a path and a size)."""
+    try:
+        m = json.loads(data)
+    except ValueError:
+        return None
+    if (not isinstance(m, dict) or m.get(COMMIT_POINT) is not True
+            or m.get("version") != MANIFEST_VERSION or not isinstance(m.get("files"), list)):
+        return None
+    out = []
+    for e in m["files"]:
+        if not isinstance(e, dict):
+            return None
+        rel, size = e.get("path"), e.get("bytes")
+        etag, mtime = e.get("etag"), e.get("mtime")
+        if (not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/")
+                or not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            return None
+        out.append((rel, ObjectInfo(size, etag if isinstance(etag, str) else None,
+                                    mtime=mtime if isinstance(mtime, int) else None)))
+    return out
+
+
 def parse_manifest(data: bytes, url: str) -> Manifest:
     """Parse and validate a manifest; ManifestError if anything is off."""
     try:
@@ -704,11 +737,14 @@ def load_view(
         _warn(warnings, str(e))
         return None
     matched: dict[str, tuple[FileEntry, ParquetFile]] = {}
-    infos = _listing_infos(disc.files)
+    # Files the manifest itself named (a commit point) are its entries: nothing to match.
+    named = getattr(disc, "named_by", None) == url
+    infos = {} if named else _listing_infos(disc.files)
     unmatched = 0
     for df in disc.files:
         entry = manifest.entries.get(_rel(root, df.path))
-        if entry is not None and entry.schema is not None and _matches(entry, infos[df.path]):
+        if entry is not None and entry.schema is not None and (
+                named or _matches(entry, infos[df.path])):
             matched[df.path] = (entry, manifest.schemas[entry.schema])
         else:
             unmatched += 1

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
+from pqindex.dataset.sources import FileFacts
+from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
 from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind, bound_leaves
 from pqindex.expr.bind import columns as columns_of
@@ -68,6 +70,8 @@ if TYPE_CHECKING:
         def discovery(self) -> Discovery: ...
         def _file(self, df: DataFile) -> OpenFile: ...
         def _first(self) -> OpenFile: ...
+        def _facts(self, view: Any) -> FileFacts: ...
+        def _fact_rows(self, facts: FileFacts) -> dict[str, int]: ...
         def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None: ...
         def _first_schema(self) -> pa.Schema: ...
         def _full_schema(self) -> pa.Schema: ...
@@ -389,9 +393,9 @@ class Planning:
                        if first_absent else first_bound)
         n_first = len(first.pf.schema.leaves)
 
-        def prune_by_partition(df: DataFile) -> bool:
-            if not disc.partition_columns or isinstance(prune_bound, BoundTrue):
-                return False
+        def partition_rules_out(df: DataFile) -> bool:
+            """One file's partition values against the predicate (the leaves the
+            vectorized partition stage has no form for)."""
             values = disc.partition_values(df)
 
             def leaf(pred: Any) -> Match:
@@ -426,12 +430,28 @@ class Planning:
                     stand_in_bound[id(pf)] = None  # the footer path reports it
             return stand_in_bound[id(pf)]
 
-        manifest_skips: dict[str, str | None] = {}
-        if view is not None and not isinstance(first_bound, BoundTrue):
-            for df in chosen:
-                if not prune_by_partition(df):
-                    manifest_skips[df.path] = view.prune(
-                        df, bind_stand_in, disc.partition_values(df))
+        # The file-level stages, over every file at once (dataset/stages.py): partition
+        # values, then the manifest's statistics and summaries. No request.
+        facts = self._facts(view)
+        row_of = self._fact_rows(facts)
+        all_files = disc.files
+        use_manifest = view is not None and not isinstance(first_bound, BoundTrue)
+        selection = file_stages(
+            facts, {k: disc.partition_types.get(k, "string") for k in disc.partition_columns},
+            partition_bound=prune_bound, n_leaves=n_first,
+            bind_schema=((lambda sid: bind_stand_in(facts.schemas[sid]))
+                         if use_manifest else None),
+            ask_partition=lambda i: partition_rules_out(all_files[i]),
+            ask_file=lambda i: view.prune(all_files[i], bind_stand_in,
+                                          disc.partition_values(all_files[i])))
+        decided = selection.decided_by
+        partition_out = {df.path for df in chosen if decided[row_of[df.path]] == "partition"}
+        manifest_skips: dict[str, str | None] = {
+            df.path: why for df in chosen
+            if (why := decided[row_of[df.path]]) is not None and why != "partition"}
+
+        def prune_by_partition(df: DataFile) -> bool:
+            return df.path in partition_out
 
         scan_fields = None if columns is None else fields
         dictionaries = DictionaryUse()

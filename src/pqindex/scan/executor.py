@@ -42,6 +42,7 @@ from pqindex.expr.bind import (
 )
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
+from pqindex.format.checksum import PageChecks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
@@ -133,6 +134,8 @@ class RowGroupReader:
         self.schema = known[1]
         self.stats = stats
         self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
+        # verify_checksums: every page's CRC checked as its bytes are read (_view).
+        self.checks = PageChecks(pf, plan.index) if options.verify_checksums else None
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
@@ -163,8 +166,13 @@ class RowGroupReader:
         self._page_memo.clear()
 
     def _view(self, offset: int, length: int) -> bytes | memoryview:
+        """The bytes of pages (a page range, a chunk) that decoders read, checked first
+        when verifying."""
         view = self.buffers.view(offset, length)
-        return self.buffers(offset, length) if view is None else view
+        data = self.buffers(offset, length) if view is None else view
+        if self.checks is not None:
+            self.checks.pages(offset, data)
+        return data
 
     def _encoded_pages(self, col: int, pages: list[int], target: pa.DataType) -> Any:
         """Pages of a flat fixed-width leaf decoded with numpy (None: use pyarrow)."""
@@ -356,6 +364,8 @@ class RowGroupReader:
             if not native:
                 # Fetch the chunks ourselves (coalesced, once); pyarrow reads from memory.
                 self.buffers.fetch(ranges)
+            for off, size in ranges if self.checks is not None else ():
+                self._view(off, size)  # natively read chunks are read once more to check
             t0 = time.perf_counter()
             # Dictionary-encoded string chunks stay dictionaries for predicates: one
             # comparison per distinct value instead of one per row.
@@ -433,7 +443,7 @@ class RowGroupReader:
             arr = self._encoded_pages(col, missing, target)
             if arr is None:
                 arr, _ = decode_pages(
-                    self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
+                    self.pf, self.rg, col, missing, self._view, arrow_type=target,
                     as_dictionary=as_dictionary,
                 )
             self._count(col, missing)
@@ -486,7 +496,7 @@ class RowGroupReader:
             self.buffers.fetch(field_byte_ranges(self.pf, self.rg, leaf_cols, per_leaf))
             t0 = time.perf_counter()
             arr = decode_field_pages(
-                self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
+                self.pf, self.rg, leaf_cols, per_leaf, self._view, arrow_type=target
             )
             for c, pages in zip(leaf_cols, per_leaf, strict=True):
                 self._count(c, pages)
@@ -535,7 +545,7 @@ class RowGroupReader:
         if rest:
             for i, arr in zip(rest, decode_columns(
                 self.pf, self.rg, [cols[i] for i in rest], [members[i][2] for i in rest],
-                self.buffers, arrow_types=[types[i] for i in rest],
+                self._view, arrow_types=[types[i] for i in rest],
             ), strict=True):
                 arrays[i] = arr
         for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
@@ -593,6 +603,8 @@ class RowGroupReader:
             self.buffers.fetch([(start, length)])
             view = self.buffers.view(start, length)
             raw = self.buffers(start, length) if view is None else view
+        if self.checks is not None:
+            self._view(start, length)  # a local chunk read in windows: read once more whole
         t0 = time.perf_counter()
         rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
         if rows is not None:

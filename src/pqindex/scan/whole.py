@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr
 from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.format.checksum import check_chunks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.views import computable_table
 from pqindex.io.source import LocalFileSource, coalesce
@@ -177,9 +178,11 @@ def _tasks(sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
 
 
 def _read_native(
-    pf: ParquetFile, path: str, rgs: list[int], file_fields: list[str]
+    pf: ParquetFile, path: str, rgs: list[int], file_fields: list[str], verify: bool
 ) -> pa.Table:
     try:
+        if verify:  # pyarrow reads the file itself: the chunks are read once more to check
+            check_chunks(pf, rgs, file_fields)
         with pa.OSFile(path) as f:
             reader = pq.ParquetFile(f, metadata=arrow_metadata(pf), pre_buffer=True)
             return reader.read_row_groups(rgs, columns=file_fields, use_threads=True)
@@ -188,18 +191,20 @@ def _read_native(
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_native(pf, path, [rg], file_fields)
+                _read_native(pf, path, [rg], file_fields, verify)
         raise _decode_error(pf, rgs, e) from e
 
 
 def _read_fetched(
-    pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
+    pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str], verify: bool
 ) -> pa.Table:
     # Imported here: pyarrow.dataset imports pandas (~0.2 s of every process's
     # ``import pqindex``, the CLI's and each Spark worker's).
     import pyarrow.dataset as pads
 
     try:
+        if verify:
+            check_chunks(pf, rgs, file_fields, buffers)
         fragment = pads.ParquetFileFormat().make_fragment(
             SourceFile(pf, buffers), row_groups=rgs
         )
@@ -272,7 +277,7 @@ def iter_whole_row_groups(
     parallel = map_fn is not map
 
     def read(rgs: list[int]) -> pa.Table:
-        return _read_native(pf, path, rgs, file_fields)
+        return _read_native(pf, path, rgs, file_fields, options.verify_checksums)
 
     for step in steps:
         stats = ScanStats()
@@ -308,13 +313,14 @@ def _fetched_parts(
         if pipelined and len(batch) > 1:
             units = _units([(rg, n) for rg, n in sizes if rg in batch], _unit_bytes(pf))
             if len(units) > 1:
-                t = _pipelined(pf, buffers, units, chunks, file_fields, stats)
+                t = _pipelined(pf, buffers, units, chunks, file_fields, stats,
+                               options.verify_checksums)
                 yield finish(t, batch, stats), stats
                 continue
         located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
         for rgs in [[rg] for rg in batch] if stream else [batch]:
             t0 = time.perf_counter()
-            t = _read_fetched(pf, buffers, rgs, file_fields)
+            t = _read_fetched(pf, buffers, rgs, file_fields, options.verify_checksums)
             stats.decode_seconds += time.perf_counter() - t0
             yield finish(t, rgs, stats), stats
             stats = ScanStats()
@@ -351,6 +357,7 @@ def _pipelined(
     chunks: Callable[[int], list[tuple[int, int]]],
     file_fields: list[str],
     stats: ScanStats,
+    verify: bool,
 ) -> pa.Table:
     """One wave for every unit's chunks (no request spans two units); each unit is
     decoded on the process-wide pool as soon as its bytes are in, while the others
@@ -362,7 +369,7 @@ def _pipelined(
     def decode(unit: list[int]) -> pa.Table:
         t0 = time.perf_counter()
         try:
-            return _read_fetched(pf, buffers, unit, file_fields)
+            return _read_fetched(pf, buffers, unit, file_fields, verify)
         finally:
             with lock:
                 stats.decode_seconds += time.perf_counter() - t0
@@ -439,7 +446,7 @@ def iter_sifted_row_groups(
             buffers = Buffers(pf, stats, options.coalesce_gap)
             located(pf, batch, buffers.fetch, ranges)
         t0 = time.perf_counter()
-        t = _read_sifted(pf, image, buffers, batch, file_fields)
+        t = _read_sifted(pf, image, buffers, batch, file_fields, options.verify_checksums)
         for name in names:
             if name in partition_types:
                 t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
@@ -464,8 +471,11 @@ def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[i
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
-                 rgs: list[int], file_fields: list[str]) -> pa.Table:
+                 rgs: list[int], file_fields: list[str], verify: bool) -> pa.Table:
     try:
+        if verify:
+            check_chunks(pf, rgs, file_fields, buffers if image is None else
+                         lambda o, n: memoryview(image)[o : o + n])
         source = pa.BufferReader(image) if image is not None else SourceFile(pf, buffers)
         reader = pq.ParquetFile(source, metadata=arrow_metadata(pf))
         return reader.read_row_groups(rgs, columns=file_fields, use_threads=False)
@@ -474,7 +484,7 @@ def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | No
     except DECODE_ERRORS as e:
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_sifted(pf, image, buffers, [rg], file_fields)
+                _read_sifted(pf, image, buffers, [rg], file_fields, verify)
         raise _decode_error(pf, rgs, e) from e
 
 

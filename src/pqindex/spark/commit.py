@@ -203,6 +203,7 @@ def commit_job(
         "bytes": sum(int(e["bytes"]) for e in entries.values()),
         "index_summary": _index_summary(entries.values(), info),
         "last_commit": summary,
+        "commit_point": True,  # names every file: readers need no LIST
     }
     from pqindex.dataset.manifest import annotate
 

@@ -8,19 +8,22 @@ min = max) rule files out for a scan's predicate (``prune.may_match``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.prune import may_match, widen
 from pqindex.errors import UnsupportedError, UserInputError
-from pqindex.expr.nodes import Expr
+from pqindex.expr.nodes import TRUE, Expr
 from pqindex.io.source import ObjectInfo
 
 __all__ = ["TableSource", "is_table_source", "table_source"]
@@ -55,17 +58,45 @@ class TableSource:
     location: str
     discovery: Discovery
     schema: pa.Schema  # the files' columns (physical names), partition columns left out
-    stats: pa.Table  # one row per file of ``discovery.files``, see prune.may_match
-    float_columns: frozenset[str]
+    # Per file of ``discovery.files``, whether ``expr`` may match a row of it.
+    may_match: Callable[[Expr], list[bool]]
+    rows: tuple[int | None, ...] = ()  # per file, as the snapshot records it
     # The first file the latest plan kept: the one a plan opens first.
     first: DataFile | None = None
+
+    # The staged planner's Source protocol (dataset/sources.py).
+    @property
+    def name(self) -> str:
+        return self.description
+
+    @property
+    def listed(self) -> bool:
+        return False  # the snapshot names its files: no LIST
+
+    def facts(self) -> FileFacts:
+        """The snapshot's files as FileFacts: sizes and rows the table records, raw
+        partition values; no per-column statistics there (``prune`` used them first)."""
+        files = self.discovery.files
+        n = len(files)
+        cols: list[pa.Array] = [
+            pa.array([f.path for f in files], pa.string()),
+            pa.array([None if f.info is None else f.info.size for f in files], pa.int64()),
+            pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()),
+            pa.array(list(self.rows) if len(self.rows) == n else [None] * n, pa.int64()),
+            pa.nulls(n, pa.int32())]
+        fields = list(FILES_SCHEMA)
+        for k in self.discovery.partition_columns:
+            cols.append(pa.array([dict(f.partition).get(k) for f in files], pa.string()))
+            fields.append(pa.field(partition_column(k), pa.string()))
+        return FileFacts(pa.Table.from_arrays(cols, schema=pa.schema(fields)), self.name,
+                         self.listed)
 
     def prune(self, expr: Expr) -> tuple[list[DataFile], int]:
         """The files whose statistics let a row satisfy ``expr``, and how many are not."""
         files = list(self.discovery.files)
-        if not files:
+        if not files or expr == TRUE:
             return files, 0
-        keep = may_match(expr, self.stats, self.float_columns).to_pylist()
+        keep = self.may_match(expr)
         kept = [f for f, k in zip(files, keep, strict=True) if k]
         return kept, len(files) - len(kept)
 
@@ -96,9 +127,25 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
                 stats = stats.drop_columns([name])
             stats = stats.append_column(name, arr)
     floats = frozenset(f.name for f in snap.schema if pa.types.is_floating(f.type))
+
+    def keep(expr: Expr) -> list[bool]:
+        return [bool(k) for k in may_match(expr, stats, floats).to_pylist()]
+
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), snap.physical_schema,
-                       stats, floats)
+                       keep, tuple(f.rows for f in snap.files))
+
+
+def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
+    # Partition source columns are in the data files: no partition column to add.
+    files = tuple(DataFile(f.path, (), ObjectInfo(f.size)) for f in snap.files)
+
+    def keep(expr: Expr) -> list[bool]:
+        planned = snap.plan(expr)
+        return [f.path in planned for f in files]
+
+    return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
+                       tuple(f.rows for f in snap.files))
 
 
 def is_table_source(source: Any) -> bool:
@@ -110,7 +157,14 @@ def is_table_source(source: Any) -> bool:
     p = os.fspath(source)
     if "://" in p and not p.startswith("file://"):
         return False  # detected by table_source when asked for (a request)
-    log = os.path.join(p.removeprefix("file://"), "_delta_log")
+    p = p.removeprefix("file://")
+    if p.endswith(".metadata.json") and os.path.isfile(p):
+        return True
+    meta = os.path.join(p, "metadata")
+    with contextlib.suppress(OSError):
+        if os.path.isdir(meta) and any(n.endswith(".metadata.json") for n in os.listdir(meta)):
+            return True
+    log = os.path.join(p, "_delta_log")
     try:
         # A log without a commit (or checkpoint) is no table yet.
         return os.path.isdir(log) and any(n.endswith((".json", ".parquet"))
@@ -119,15 +173,31 @@ def is_table_source(source: Any) -> bool:
         return False
 
 
+def _is_iceberg(source: Any) -> bool:
+    if type(source).__module__.startswith("pyiceberg"):
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    p = os.fspath(source).removeprefix("file://")
+    return p.endswith(".metadata.json") or (
+        "://" not in p and not os.path.isdir(os.path.join(p, "_delta_log"))
+        and os.path.isdir(os.path.join(p, "metadata")))
+
+
 def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
+                 snapshot_id: int | None = None,
                  storage_options: Mapping[str, Any] | None = None) -> TableSource:
-    """The source of a table: a ``deltalake.DeltaTable``, or a Delta table's root (path
-    or URL), at ``version`` (a number or a timestamp)."""
+    """The source of a table: a ``deltalake.DeltaTable`` or a Delta table's root (path
+    or URL) at ``version`` (a number or a timestamp); a pyiceberg ``Table``, an Iceberg
+    table's location or its metadata.json at ``snapshot_id``."""
+    if _is_iceberg(source):
+        if version is not None:
+            raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
+        return _iceberg_source(load_iceberg(source, snapshot_id))
+    if snapshot_id is not None:
+        raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
         return _delta_source(load_delta(source, version, storage_options))
     raise UserInputError(f"not a table: {type(source).__name__}")
 
-
-def files_of(source: TableSource) -> Sequence[str]:
-    return [f.path for f in source.discovery.files]
