@@ -356,3 +356,21 @@ def test_aggregates_of_expressions_match_duckdb(files: dict[str, Path],
             assert float(got[spec]) == pytest.approx(value), spec
         else:
             assert got[spec] == value, spec
+
+
+def test_conditions_on_hive_partition_columns(tmp_path: Path,
+                                              duck: duckdb.DuckDBPyConnection) -> None:
+    """A partition column inside an expression is read from the path, as a leaf's is."""
+    for p in (1, 2, 3):
+        (tmp_path / f"p={p}").mkdir()
+        pq.write_table(pa.table({"a": pa.array(range(p * 10, p * 10 + 20), pa.int64()),
+                                 "b": pa.array([x % 7 for x in range(20)], pa.int64())}),
+                       tmp_path / f"p={p}" / "f.parquet")
+    ds = pqindex.dataset(str(tmp_path))
+    for where in ["p + 1 > 2", "a < p * 11", "b * p = 6",
+                  "CASE WHEN p = 2 THEN a ELSE 0 END > 25", "NOT (a - p * 10 < 5)"]:
+        got = sorted(tuple(r.values()) for r in
+                     ds.scan(columns=["a", "b", "p"], where=where).to_table().to_pylist())
+        want = sorted(duck.sql(f"SELECT a, b, p FROM read_parquet('{tmp_path}/*/*.parquet', "
+                               f"hive_partitioning = true) WHERE {where}").fetchall())
+        assert got == want, where

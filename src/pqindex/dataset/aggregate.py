@@ -822,7 +822,11 @@ def run_expression_aggregates(specs: Sequence[str], rows: Callable[[list[str]], 
         m = _EXPRESSION_SPEC.match(text)
         assert m is not None
         func = m.group(1).lower()
-        parsed.append((text.strip(), "avg" if func == "mean" else func, parse_value(m.group(2))))
+        try:
+            value = parse_value(m.group(2))
+        except UserInputError as e:
+            raise UserInputError(f"cannot parse aggregate {text!r}: {e.reason}") from None
+        parsed.append((text.strip(), "avg" if func == "mean" else func, value))
     names = list(dict.fromkeys(n for _, _, t in parsed for n in term_columns(t)))
     table = rows(sorted({n.split(".")[0] for n in names}))
     values = {text: evaluate_term(t, lambda n: table_column(table, n), table.num_rows)
