@@ -28,6 +28,7 @@ from pqindex.format.checksum import page_crc
 from pqindex.format.file import ParquetFile
 from pqindex.format.pages import check_file, walk_pages
 from pqindex.format.schema import PageType
+from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 from test_scan_differential import assert_same_rows
 
 DATA = CORPUS / "data"
@@ -60,6 +61,15 @@ def pages_of(path: Path) -> list[Page]:
                      p.offset + p.total_length, p.page_type, p.header.crc)
                 for rg in range(pf.num_row_groups) for leaf in pf.schema.leaves
                 for p in walk_pages(pf, rg, leaf.index)]
+
+
+def first_row(path: Path, page: Page) -> int:
+    """The first row (in its row group) of a data page; 0 for a dictionary page."""
+    with ParquetFile.open(str(path)) as pf:
+        oi = pf.offset_index(page.row_group, pf.schema.leaf(page.column).index)
+        assert oi is not None and oi.page_locations
+        return next((loc.first_row_index or 0 for loc in oi.page_locations
+                     if loc.offset == page.offset), 0)
 
 
 def checked(path: Path) -> int:
@@ -161,12 +171,7 @@ def test_a_damaged_page_of_each_kind_is_found(tmp_path: Path, kind: str,
         assert_names(found.value, page)
         # A lookup through the page index reads the damaged page only when it holds
         # the row, and checks it then; another row group's rows read clean.
-        with ParquetFile.open(str(path)) as pf:
-            oi = pf.offset_index(1, pf.schema.leaf(column).index)
-            assert oi is not None and oi.page_locations
-            first = [loc.first_row_index or 0 for loc in oi.page_locations
-                     if loc.offset == page.offset]
-        row = 3_000 + (first[0] if first else 0)
+        row = 3_000 + first_row(path, page)
         with pytest.raises(CorruptFileError) as found:
             ds.scan(columns=["id", column], where=f"id = {row}",
                     verify_checksums=True).to_table()
@@ -333,3 +338,48 @@ def test_one_flipped_byte_is_found_in_exactly_its_page(tmp_path: Path, case: dic
     with pytest.raises(CorruptFileError) as found:
         pqindex.dataset(str(path), verify_checksums=True).to_table()
     assert_names(found.value, page)
+
+
+def test_small_row_groups_read_whole_are_checked(tmp_path: Path, monkeypatch: Any) -> None:
+    """Row groups sifted (decoded whole by pyarrow, then filtered) are checked first."""
+    from pqindex.scan import whole
+
+    path = write_with_crcs(tmp_path / "s.parquet", "v1")
+    page = [p for p in pages_of(path) if p.column == "text" and p.row_group == 1][1]
+    flip(path, (page.body + page.end) // 2)
+    sifted = []
+    read_sifted = whole._read_sifted
+    monkeypatch.setattr(whole, "_read_sifted", lambda *a: sifted.append(a) or read_sifted(*a))
+    with (pqindex.dataset(str(path), verify_checksums=True) as ds,
+          pytest.raises(CorruptFileError) as found):
+        ds.scan(["id", "text"], "value != 3").to_table()
+    assert sifted, "the read did not go through the sifted path"
+    assert_names(found.value, page)
+
+
+def test_pages_fetched_from_an_object_store_are_checked(s3: S3Endpoint,  # noqa: F811
+                                                        tmp_path: Path) -> None:
+    """Chunks fetched into buffers (pyarrow decodes from memory) and pages fetched
+    one by one are checked from the bytes fetched: no second request."""
+    path = write_with_crcs(tmp_path / "o.parquet", "v2")
+    page = [p for p in pages_of(path) if p.column == "value" and p.row_group == 1][1]
+    flip(path, (page.body + page.end) // 2)
+    bucket = s3.new_bucket()
+    s3.put(bucket, "o.parquet", path.read_bytes())
+    url = f"s3://{bucket}/o.parquet"
+    with pqindex.dataset(url, storage_options=s3.storage_options(),
+                         verify_checksums=True) as ds:
+        with pytest.raises(CorruptFileError) as found:
+            ds.scan(["id", "value"]).to_table()
+        assert found.value.path == url
+        assert (found.value.row_group, found.value.column, found.value.offset) == (
+            page.row_group, page.column, page.offset)
+        got = ds.scan(["id", "value"], "id < 500").to_table()
+        assert got.equals(pq.ParquetFile(path).read_row_group(0, columns=["id", "value"])
+                          .slice(0, 500))
+        before = len(s3.requests)
+        with pytest.raises(CorruptFileError) as found:
+            ds.scan(["id", "value"], f"id = {3_000 + first_row(path, page)}").to_table()
+        assert found.value.offset == page.offset
+        gets = [r.range for r in s3.requests[before:] if r.method == "GET"]
+        assert len(gets) == len(set(gets)), gets  # checked from the bytes fetched

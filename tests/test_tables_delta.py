@@ -12,7 +12,6 @@ import datetime as dt
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,8 +23,9 @@ pl = pytest.importorskip("polars")
 
 import pqindex  # noqa: E402
 from pqindex.cli import cli  # noqa: E402
-from pqindex.errors import UnsupportedError, UserInputError  # noqa: E402
+from pqindex.errors import UserInputError  # noqa: E402
 from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
+from table_rows import normalize, random_predicate  # noqa: E402
 
 
 def _rows(n: int, start: int = 0, seed: int = 0) -> pa.Table:
@@ -39,14 +39,6 @@ def _rows(n: int, start: int = 0, seed: int = 0) -> pa.Table:
         "region": [rng.choice(["eu", "us", "ap"]) for _ in ids],
         "day": pa.array([dt.date(2024, 1, 1 + i % 5) for i in ids], pa.date32()),
     })
-
-
-def _normalize(t: pa.Table) -> list[dict[str, Any]]:
-    cols = sorted(t.column_names)
-    t = t.select(cols)
-    t = t.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type)
-                          or pa.types.is_string_view(f.type) else f for f in t.schema]))
-    return sorted(t.to_pylist(), key=lambda r: (r["id"], repr(r)))
 
 
 def _build(path: Path) -> dict[str, int]:
@@ -79,42 +71,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int
     return path, _build(path)
 
 
-def _predicate(rng: random.Random) -> tuple[str, pc.Expression]:
-    """A random predicate as SQL text and as the same pyarrow expression."""
-    def leaf() -> tuple[str, pc.Expression]:
-        kind = rng.choice(["id", "user", "amount", "region", "day", "null"])
-        if kind == "id":
-            v = rng.randrange(-10, 3100)
-            op = rng.choice(["<", "<=", "=", ">=", ">", "!="])
-            ops = {"<": pc.field("id") < v, "<=": pc.field("id") <= v, "=": pc.field("id") == v,
-                   ">=": pc.field("id") >= v, ">": pc.field("id") > v,
-                   "!=": pc.field("id") != v}
-            return f"id {op} {v}", ops[op]
-        if kind == "user":
-            vs = [f"u{rng.randrange(520):04d}" for _ in range(rng.randrange(1, 4))]
-            return ("user IN (" + ", ".join(f"'{v}'" for v in vs) + ")",
-                    pc.field("user").isin(vs))
-        if kind == "amount":
-            v = round(rng.uniform(-60, 60), 2)
-            return f"amount > {v}", pc.field("amount") > v
-        if kind == "region":
-            v = rng.choice(["eu", "us", "ap", "xx"])
-            return f"region = '{v}'", pc.field("region") == v
-        if kind == "day":
-            d = dt.date(2024, 1, rng.randrange(1, 7))
-            return f"day <= DATE '{d}'", pc.field("day") <= pa.scalar(d)
-        return "amount IS NULL", pc.field("amount").is_null()
-
-    sql, expr = leaf()
-    for _ in range(rng.randrange(0, 3)):
-        s2, e2 = leaf()
-        if rng.random() < 0.5:
-            sql, expr = f"({sql}) AND ({s2})", expr & e2
-        else:
-            sql, expr = f"({sql}) OR ({s2})", expr | e2
-    return sql, expr
-
-
 def test_random_predicates_give_deltalakes_rows_at_every_version(
         table: tuple[Path, dict[str, int]]) -> None:
     from deltalake import DeltaTable
@@ -124,12 +80,12 @@ def test_random_predicates_give_deltalakes_rows_at_every_version(
     for name, version in versions.items():
         reference = DeltaTable(str(path), version=version).to_pyarrow_table()
         ds = pqindex.dataset(str(path), version=version)
-        assert _normalize(ds.to_table()) == _normalize(reference), name
+        assert normalize(ds.to_table()) == normalize(reference), name
         for _ in range(12):
-            sql, expr = _predicate(rng)
+            sql, expr = random_predicate(rng, 3100, 520)
             got = ds.to_table(where=sql)
             want = reference.filter(expr)
-            assert _normalize(got) == _normalize(want), f"{name}: {sql}"
+            assert normalize(got) == normalize(want), f"{name}: {sql}"
 
 
 def test_current_version_matches_polars_and_reads_no_removed_file(
@@ -142,7 +98,7 @@ def test_current_version_matches_polars_and_reads_no_removed_file(
     on_disk = {str(p) for p in path.rglob("*.parquet")}
     assert on_disk - active  # the delete, overwrite and compaction left removed files
     assert set(ds.files) == active
-    assert _normalize(ds.to_table()) == _normalize(pl.read_delta(str(path)).to_arrow())
+    assert normalize(ds.to_table()) == normalize(pl.read_delta(str(path)).to_arrow())
     scan = ds.scan(where="id < 50")
     scan.to_table()
     assert not scan.report.warnings
@@ -196,15 +152,45 @@ def test_time_travel_by_timestamp_and_a_table_object(tmp_path: Path) -> None:
         pqindex.dataset(str(path), version=7)
 
 
-def test_column_mapping_is_refused_clearly(tmp_path: Path) -> None:
-    from deltalake import write_deltalake
+def test_column_mapping_reads_logical_names_from_physical_files(tmp_path: Path) -> None:
+    """delta.columnMapping.mode=name: the files name columns col-<uuid>; the footers
+    are read under the logical names (tables/mapping.py), partition values too."""
+    from deltalake import DeltaTable, write_deltalake
 
     path = tmp_path / "t"
-    write_deltalake(str(path), _rows(10), configuration={
+    write_deltalake(str(path), _rows(200), partition_by=["region"], configuration={
         "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2",
         "delta.minWriterVersion": "5"})
-    with pytest.raises(UnsupportedError, match="column mapping"):
-        pqindex.dataset(str(path))
+    write_deltalake(str(path), _rows(150, 200), mode="append", partition_by=["region"])
+    DeltaTable(str(path)).delete("id >= 20 AND id < 60")
+    # deltalake's DataFusion reader: its to_pyarrow_table reads a column-mapped,
+    # partitioned table's columns as NULL (deltalake 1.6.6), and polars refuses it.
+    from deltalake import QueryBuilder
+
+    reference = pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(
+        "SELECT * FROM t").read_all())
+    reference = reference.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(
+        f.type) else f for f in reference.schema]))
+    some_file = next(iter(DeltaTable(str(path)).file_uris())).removeprefix("file://")
+    import pyarrow.parquet as pq
+
+    assert all(n.startswith("col-") for n in pq.read_schema(some_file).names)
+    ds = pqindex.dataset(str(path))
+    assert _names(ds.schema) == sorted(reference.column_names)
+    assert normalize(ds.to_table()) == normalize(reference)
+    rng = random.Random(41)
+    for _ in range(15):
+        sql, expr = random_predicate(rng, 400, 520)
+        assert normalize(ds.to_table(where=sql)) == normalize(reference.filter(expr)), sql
+    got = ds.aggregate(["count(*)", "max(id)"], where="user = 'u0007'")
+    want = reference.filter(pc.field("user") == "u0007")
+    assert got["count(*)"] == want.num_rows
+    # The data file read directly keeps its own (physical) names: only the table renames.
+    assert pqindex.dataset(some_file).schema.names[0].startswith("col-")
+
+
+def _names(schema: pa.Schema) -> list[str]:
+    return sorted(schema.names)
 
 
 def test_the_cli_reads_a_table_and_explains_its_version(table: tuple[Path, dict[str, int]]
@@ -238,9 +224,26 @@ def test_a_table_on_s3_with_the_same_storage_options(s3: S3Endpoint) -> None:  #
     DeltaTable(url, storage_options=opts).delete("id < 50")
     reference = DeltaTable(url, storage_options=opts).to_pyarrow_table()
     ds = pqindex.dataset(url, storage_options=opts)
-    assert _normalize(ds.to_table()) == _normalize(reference)
+    assert normalize(ds.to_table()) == normalize(reference)
     got = ds.to_table(where="id BETWEEN 40 AND 60 AND region = 'eu'")
     want = reference.filter((pc.field("id") >= 40) & (pc.field("id") <= 60)
                             & (pc.field("region") == "eu"))
-    assert _normalize(got) == _normalize(want)
+    assert normalize(got) == normalize(want)
     assert pqindex.dataset(url, storage_options=opts, version=0).count_rows() == 200
+
+
+def test_the_manifest_command_on_a_table_shows_its_log_and_writes_nothing(
+        table: tuple[Path, dict[str, int]]) -> None:
+    import json
+
+    from deltalake import DeltaTable
+
+    path, versions = table
+    res = CliRunner().invoke(cli, ["manifest", str(path), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    assert f"version {versions['evolved']}" in got["table"]
+    adds = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    assert sorted((f["size"], f["rows"]) for f in got["files"]) == sorted(
+        (a["size_bytes"], a["num_records"]) for a in adds)
+    assert not (path / "_pqindex_manifest.json").exists()

@@ -20,7 +20,8 @@ import pytest
 pyiceberg = pytest.importorskip("pyiceberg")
 
 import pqindex  # noqa: E402
-from pqindex.errors import UnsupportedError, UserInputError  # noqa: E402
+from pqindex.errors import UserInputError  # noqa: E402
+from table_rows import normalize, random_predicate  # noqa: E402
 
 
 def _rows(n: int, start: int = 0) -> pa.Table:
@@ -44,13 +45,6 @@ def _catalog(tmp: Path) -> Any:
     catalog = SqlCatalog("t", uri=f"sqlite:///{tmp}/cat.db", warehouse=f"file://{wh}")
     catalog.create_namespace("ns")
     return catalog
-
-
-def _normalize(t: pa.Table) -> list[dict[str, Any]]:
-    t = t.select(sorted(t.column_names))
-    t = t.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type)
-                          or pa.types.is_string_view(f.type) else f for f in t.schema]))
-    return sorted(t.to_pylist(), key=lambda r: (r["id"], repr(r)))
 
 
 @pytest.fixture(scope="module")
@@ -83,40 +77,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[int]]:
     return t, snapshots
 
 
-def _predicate(rng: random.Random) -> tuple[str, pc.Expression]:
-    def leaf() -> tuple[str, pc.Expression]:
-        kind = rng.choice(["id", "user", "amount", "day", "region", "null"])
-        if kind == "id":
-            v = rng.randrange(-10, 2100)
-            op = rng.choice(["<", "<=", "=", ">=", ">", "!="])
-            f = pc.field("id")
-            ops = {"<": f < v, "<=": f <= v, "=": f == v, ">=": f >= v, ">": f > v, "!=": f != v}
-            return f"id {op} {v}", ops[op]
-        if kind == "user":
-            vs = [f"u{rng.randrange(320):04d}" for _ in range(rng.randrange(1, 4))]
-            return ("user IN (" + ", ".join(f"'{v}'" for v in vs) + ")",
-                    pc.field("user").isin(vs))
-        if kind == "amount":
-            v = round(rng.uniform(-60, 60), 2)
-            return f"amount < {v}", pc.field("amount") < v
-        if kind == "day":
-            d = dt.date(2024, 1, rng.randrange(1, 8))
-            return f"day = DATE '{d}'", pc.field("day") == pa.scalar(d)
-        if kind == "region":
-            v = rng.choice(["eu", "us", "ap", "xx"])
-            return f"region = '{v}'", pc.field("region") == v
-        return "amount IS NOT NULL", pc.field("amount").is_valid()
-
-    sql, expr = leaf()
-    for _ in range(rng.randrange(0, 3)):
-        s2, e2 = leaf()
-        if rng.random() < 0.5:
-            sql, expr = f"({sql}) AND ({s2})", expr & e2
-        else:
-            sql, expr = f"({sql}) OR ({s2})", expr | e2
-    return sql, expr
-
-
 def test_random_predicates_give_pyicebergs_rows_at_every_snapshot(
         table: tuple[Any, list[int]]) -> None:
     t, snapshots = table
@@ -124,11 +84,11 @@ def test_random_predicates_give_pyicebergs_rows_at_every_snapshot(
     for snapshot_id in snapshots:
         reference = t.scan(snapshot_id=snapshot_id).to_arrow()
         ds = pqindex.dataset(t, snapshot_id=snapshot_id)
-        assert _normalize(ds.to_table()) == _normalize(reference), snapshot_id
+        assert normalize(ds.to_table()) == normalize(reference), snapshot_id
         for _ in range(10):
-            sql, expr = _predicate(rng)
+            sql, expr = random_predicate(rng, 2100, 320)
             got = ds.to_table(where=sql)
-            assert _normalize(got) == _normalize(reference.filter(expr)), sql
+            assert normalize(got) == normalize(reference.filter(expr)), sql
 
 
 def test_the_manifests_prune_files_and_explain_names_the_snapshot(
@@ -155,10 +115,10 @@ def test_a_location_and_a_metadata_file_read_the_current_snapshot(
 
     t, _ = table
     location = t.location().removeprefix("file://")
-    want = _normalize(t.scan().to_arrow())
-    assert _normalize(pqindex.dataset(location).to_table()) == want
-    assert _normalize(pqindex.dataset(t.metadata_location).to_table()) == want
-    assert _normalize(pl.scan_iceberg(t).collect().to_arrow()) == want
+    want = normalize(t.scan().to_arrow())
+    assert normalize(pqindex.dataset(location).to_table()) == want
+    assert normalize(pqindex.dataset(t.metadata_location).to_table()) == want
+    assert normalize(pl.scan_iceberg(t).collect().to_arrow()) == want
     # Only the snapshot's files: pointed at data/ the files of every snapshot are there.
     assert len(pqindex.dataset(location).files) < len(list(Path(location, "data").rglob(
         "*.parquet")))
@@ -172,14 +132,34 @@ def test_an_added_column_is_null_in_older_files(table: tuple[Any, list[int]]) ->
     assert got.column("id").to_pylist() == [2003]
 
 
-def test_a_renamed_column_is_refused_not_read_as_null(tmp_path: Path) -> None:
+def test_columns_are_bound_by_field_id_renamed_and_dropped_ones_too(tmp_path: Path) -> None:
+    """Files name columns as they were at write time: ``user`` renamed ``customer`` is
+    found in old files by its field id, and ``amount`` dropped then added again (a new
+    id) is NULL in the files written before."""
+    from pyiceberg.types import DoubleType
+
     catalog = _catalog(tmp_path)
     t = catalog.create_table("ns.r", schema=_rows(1).schema)
-    t.append(_rows(20))
+    t.append(_rows(60))
     with t.update_schema() as update:
         update.rename_column("user", "customer")
-    with pytest.raises(UnsupportedError, match="renamed"):
-        pqindex.dataset(catalog.load_table("ns.r"))
+    with t.update_schema() as update:
+        update.delete_column("amount")
+    with t.update_schema() as update:
+        update.add_column("amount", DoubleType())
+    t = catalog.load_table("ns.r")
+    later = _rows(40, 100).rename_columns(["id", "customer", "amount", "day", "region"])
+    t.append(later.select([f.name for f in t.schema().as_arrow()]))
+    reference = t.scan().to_arrow()
+    ds = pqindex.dataset(t)
+    assert sorted(ds.schema.names) == sorted(reference.column_names)
+    got = ds.to_table()
+    assert normalize(got) == normalize(reference)
+    old = got.filter(pc.field("id") < 60)
+    assert old.column("amount").null_count == 60 and old.column("customer").null_count == 0
+    some = reference.column("customer")[3].as_py()
+    assert normalize(ds.to_table(where=f"customer = '{some}'")) == normalize(
+        reference.filter(pc.field("customer") == some))
 
 
 def test_an_unknown_snapshot_is_a_user_error(table: tuple[Any, list[int]]) -> None:

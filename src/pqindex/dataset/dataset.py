@@ -384,6 +384,8 @@ class Dataset(Planning):
             stats = self._ahead.pop(df.path, None) or self._stats.get(df.path) or IOStats()
         pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
                               storage_options=self.storage_options, info=df.info)
+        if self._table is not None:
+            self._table.rename(pf)  # the table's column names (mapping, field ids)
         of = OpenFile(df, pf, stats)
         held = pf.retained_bytes()
         with self._lock:

@@ -20,7 +20,7 @@ from typing import Any
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
-from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
+from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url, listing_failed
 
 __all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover", "pattern_files", "split_pattern"]
 
@@ -96,7 +96,7 @@ def _hive_parts(rel_dirs: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 def _walk_local(root: str) -> list[DataFile]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         rel = os.path.relpath(dirpath, root)
         rel_dirs = [] if rel == "." else rel.split(os.sep)

@@ -14,7 +14,8 @@ Trust rules:
   warning), never partly trusted.
 * An entry is used only for a file the listing shows with the same relative
   path and size, and the same ETag when both sides have one (else the same
-  mtime when both have one). Files without a matching entry are planned from
+  mtime when both have one; a local file's ctime too, which a rewrite with its
+  size and mtime restored still moves). Files without a matching entry are planned from
   their footers, so a stale, partial or concurrently rewritten manifest gives
   the same rows as none.
 * Bounds are judged by the same code as footer statistics
@@ -50,7 +51,7 @@ from pqindex.format.thrift import encode
 from pqindex.format.values import Comparison, Kind, bound_order, statistics_bounds
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
-from pqindex.io.source import BytesSource, IOStats, ObjectInfo
+from pqindex.io.source import BytesSource, IOStats, ObjectInfo, local_info
 from pqindex.plan.file_level import fold_statistics
 from pqindex.plan.planner import file_region
 from pqindex.plan.tree import evaluate
@@ -190,6 +191,8 @@ def file_entry(pf: ParquetFile, rel: str, info: ObjectInfo | None, schema: int,
         entry["etag"] = info.etag
     if info is not None and info.mtime is not None:
         entry["mtime"] = info.mtime
+    if info is not None and info.ctime is not None:
+        entry["ctime"] = info.ctime
     entry["columns"] = [_column_entry(pf, leaf, cap) for leaf in pf.schema.leaves]
     entry["summaries"] = _summaries(pf)
     return entry
@@ -266,7 +269,7 @@ def annotate(root: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_ENTRY_KEYS = frozenset({"path", "bytes", "rows", "row_groups", "schema", "etag", "mtime",
+_ENTRY_KEYS = frozenset({"path", "bytes", "rows", "row_groups", "schema", "etag", "mtime", "ctime",
                          "columns", "summaries"})
 
 
@@ -276,11 +279,7 @@ def _rel(root: str, path: str) -> str:
 
 
 def _local_info(path: str) -> ObjectInfo | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return ObjectInfo(st.st_size, mtime=st.st_mtime_ns)
+    return local_info(path)
 
 
 def write_manifest(
@@ -431,6 +430,7 @@ class FileEntry:
     schema: int | None
     columns: tuple[tuple[Statistics, int] | None, ...] = ()
     summaries: tuple[Blob, ...] = ()
+    ctime: int | None = None
 
 
 def _parse_column(c: Any, what: str) -> tuple[Statistics, int] | None:
@@ -488,7 +488,8 @@ def _parse_entry(e: Any, n_schemas: int, leaves: Callable[[int], int]) -> FileEn
             summaries.append(Blob(s["kind"], s["column"], Scope.FILE, None, None, data,
                                   s.get("properties", {})))
     return FileEntry(e["path"], size, _opt_int(e, "rows", what), etag,
-                     _opt_int(e, "mtime", what), schema, columns, tuple(summaries))
+                     _opt_int(e, "mtime", what), schema, columns, tuple(summaries),
+                     _opt_int(e, "ctime", what))
 
 
 @dataclass
@@ -606,6 +607,10 @@ def _matches(e: FileEntry, info: ObjectInfo | None) -> bool:
         return False
     if e.etag and info.etag:  # Azure lists ETags bare, other paths quote them
         return e.etag.strip('"') == info.etag.strip('"')
+    if info.ctime is not None and e.ctime != info.ctime:
+        # A local file: a rewrite with its size and mtime restored still moves the ctime
+        # (an entry without one cannot rule that out).
+        return False
     if e.mtime is not None and info.mtime is not None:
         return e.mtime == info.mtime
     return True

@@ -76,6 +76,7 @@ from pqindex.scan.page_decode import (
 )
 from pqindex.scan.whole import (
     iter_whole_row_groups,
+    native_file,
     native_path,
     pyarrow_opens_free,
     read_native_ranges,
@@ -374,7 +375,7 @@ class RowGroupReader:
             ] or None
             if native and self._native is not None:
                 # A local file: pyarrow reads the chunks itself (no copy through Python).
-                with pa.OSFile(self._native) as f:
+                with native_file(self.pf) as f:
                     reader = pq.ParquetFile(f, metadata=arrow_metadata(self.pf),
                                             pre_buffer=True, read_dictionary=dictionary)
                     table = reader.read_row_group(self.rg, columns=todo,

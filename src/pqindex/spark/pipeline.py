@@ -334,13 +334,35 @@ def write(
     }
 
 
+@contextlib.contextmanager
+def _table_staging(parent: str) -> Iterator[tuple[str, list[str]]]:
+    """A staging directory under ``parent`` for a table write, and the list of the files
+    moved from it into the table: removed if the write or its commit fails. The
+    staging directory is removed either way."""
+    import shutil
+
+    root = os.path.join(parent, "_pqindex_table_staging")
+    staging = os.path.join(root, uuid.uuid4().hex)
+    moved: list[str] = []
+    try:
+        yield staging, moved
+    except BaseException:
+        for p in moved:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(root)  # (another write's staging may still be there)
+
+
 def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str] | None,
                  t0: float, options: dict[str, Any]) -> dict[str, Any]:
     """``write(..., table_format="delta")``: the files written to a staging directory
     inside the table (no Delta reader looks at a file its log does not name), moved
     beside the table's files under their (unique) names, then committed as one
     transaction. A failed job or commit removes what it wrote; the table is unchanged."""
-    import shutil
     import urllib.parse
 
     from pqindex.dataset.tables.commit import commit_delta_files
@@ -350,9 +372,7 @@ def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str
         raise UserInputError("table_format='delta' writes local tables for now", path=path)
     dest = os.path.abspath(path)
     parts = _names(partition_by)
-    staging = os.path.join(dest, "_pqindex_table_staging", uuid.uuid4().hex)
-    moved: list[str] = []
-    try:
+    with _table_staging(dest) as (staging, moved):
         summary = write(df, staging, mode="error", **options)
         files = []
         for rel in sorted(data_files(staging)):
@@ -370,13 +390,6 @@ def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str
             files.append((rel, values))
         schema = df.limit(0).toArrow().schema
         version = commit_delta_files(dest, files, schema, parts, mode)
-    except BaseException:
-        for p in moved:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
-        raise
-    finally:
-        shutil.rmtree(os.path.dirname(staging), ignore_errors=True)
     summary.update(path=dest, table_format="delta", version=version,
                    seconds=time.perf_counter() - t0)
     return summary
@@ -388,8 +401,6 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
     under the table's ``data/``, moved beside it, then committed by pyiceberg as one
     snapshot (``add_files`` reads each footer for the manifest's metrics). A failed
     job or commit removes what it wrote; the table is unchanged."""
-    import shutil
-
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import AlwaysTrue
@@ -415,9 +426,7 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
         raise UserInputError("table_format='iceberg' writes local tables for now",
                              path=location)
     data = os.path.join(location, "data")
-    staging = os.path.join(data, "_pqindex_table_staging", uuid.uuid4().hex)
-    moved: list[str] = []
-    try:
+    with _table_staging(data) as (staging, moved):
         summary = write(df, staging, mode="error", **options)
         for rel in sorted(data_files(staging)):
             target = os.path.join(data, os.path.basename(rel))
@@ -430,13 +439,6 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
                 tx.add_files([f"file://{p}" for p in moved])
         except Exception as e:  # pyiceberg's commit and validation errors
             raise TableCommitError(f"Iceberg commit failed: {e}", path=identifier) from None
-    except BaseException:
-        for p in moved:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
-        raise
-    finally:
-        shutil.rmtree(os.path.dirname(staging), ignore_errors=True)
     snapshot = table.current_snapshot()
     summary.update(path=location, table_format="iceberg",
                    snapshot_id=None if snapshot is None else snapshot.snapshot_id,

@@ -64,7 +64,7 @@ from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
-from pqindex.io.source import IOStats
+from pqindex.io.source import IOStats, listing_failed
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
@@ -128,7 +128,7 @@ def _is_data_name(name: str) -> bool:
 
 def _walk(root: str) -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         out += [os.path.join(dirpath, f) for f in sorted(filenames) if _is_data_name(f)]
     return out

@@ -10,10 +10,12 @@ From a table location, the metadata file is chosen as Iceberg's static readers
 choose it: ``metadata/version-hint.text`` when present, else the metadata file
 of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.json``).
 
-Not handled yet, refused with an UnsupportedError rather than read wrong: delete
-files (position or equality deletes; pyiceberg 0.12 writes neither), and a schema
-history where a field id changed its name or a name changed its field id (renamed
-or re-added columns: data files name columns by their name at write time).
+Columns are bound by field id: each data file opened is renamed to the snapshot
+schema's names by its columns' field ids (``mapping.rename_by_field_id``), so a
+renamed column is read under its new name and a dropped one is not read even when a
+new column took its name. Not handled yet, refused with an UnsupportedError rather
+than read wrong: delete files (position or equality deletes; pyiceberg 0.12 writes
+neither), and a file without field ids in a table that renamed columns (name mapping).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class IcebergSnapshot:
     schema: pa.Schema
     files: tuple[IcebergFile, ...]
     table: Any  # the pyiceberg Table
+    field_names: dict[int, str]  # the snapshot schema's top-level field ids -> names
+    renamed: bool  # some field id had another name, or some name another id, before
 
     def describe(self) -> str:
         return (f"Iceberg table {self.location}, snapshot {self.snapshot_id}, "
@@ -114,20 +118,14 @@ def _tasks(table: Any, snapshot_id: int | None, row_filter: Any) -> list[Any]:
     return list(scan.plan_files())
 
 
-def _check_schema_history(table: Any, location: str) -> None:
-    current = {f.field_id: f.name for f in table.schema().fields}
+def _renamed(table: Any, schema: Any) -> bool:
+    """Whether some field id of ``schema`` had another name in the table's history, or
+    some name another field id."""
+    current = {f.field_id: f.name for f in schema.fields}
     by_name = {n: i for i, n in current.items()}
-    for schema in table.metadata.schemas:
-        for f in schema.fields:
-            if f.field_id in current and current[f.field_id] != f.name:
-                raise UnsupportedError(
-                    f"column {f.name!r} was renamed to {current[f.field_id]!r}: reading "
-                    "columns by field id is not supported yet", path=location,
-                    column=current[f.field_id])
-            if f.name in by_name and by_name[f.name] != f.field_id:
-                raise UnsupportedError(
-                    f"column {f.name!r} was dropped and added again: reading columns by "
-                    "field id is not supported yet", path=location, column=f.name)
+    return any((f.field_id in current and current[f.field_id] != f.name)
+               or (f.name in by_name and by_name[f.name] != f.field_id)
+               for s in table.metadata.schemas for f in s.fields)
 
 
 def _plain_types(schema: pa.Schema) -> pa.Schema:
@@ -150,7 +148,6 @@ def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot
     try:
         if snapshot_id is not None and table.snapshot_by_id(snapshot_id) is None:
             raise UserInputError(f"no snapshot {snapshot_id} in the table", path=location)
-        _check_schema_history(table, location)
         schema = table.schema() if snapshot_id is None else _snapshot_schema(table, snapshot_id)
         tasks = _tasks(table, snapshot_id, _always_true())
     except PqIndexError:
@@ -164,7 +161,8 @@ def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot
     files = tuple(IcebergFile(_local(t.file.file_path), int(t.file.file_size_in_bytes),
                               int(t.file.record_count)) for t in tasks)
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
-        table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table)
+        table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
+        {f.field_id: f.name for f in schema.fields}, _renamed(table, schema))
 
 
 def _snapshot_schema(table: Any, snapshot_id: int) -> Any:

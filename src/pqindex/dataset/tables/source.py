@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -21,9 +21,11 @@ from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
+from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
 from pqindex.errors import UnsupportedError, UserInputError
 from pqindex.expr.nodes import TRUE, Expr
+from pqindex.format.file import ParquetFile
 from pqindex.io.source import ObjectInfo
 
 __all__ = ["TableSource", "is_table_source", "table_source"]
@@ -63,6 +65,23 @@ class TableSource:
     rows: tuple[int | None, ...] = ()  # per file, as the snapshot records it
     # The first file the latest plan kept: the one a plan opens first.
     first: DataFile | None = None
+    # Physical -> logical top-level names (Delta column mapping; ``mapping.py``).
+    logical_names: dict[str, str] = field(default_factory=dict)
+    # Field id -> current top-level name (Iceberg binds columns by id; ``mapping.py``).
+    field_names: dict[int, str] = field(default_factory=dict)
+    # Whether a column was renamed (or a name reused): a file without field ids is then
+    # not read by name.
+    renamed: bool = False
+
+    def rename(self, pf: ParquetFile) -> None:
+        """Give an opened file of the table the table's column names."""
+        if self.logical_names:
+            rename_columns(pf, self.logical_names)
+        elif self.field_names and not rename_by_field_id(pf, self.field_names) and (
+                self.renamed):
+            raise UnsupportedError("the file has no field ids and the table renamed columns: "
+                                   "reading it by name mapping is not supported yet",
+                                   path=pf.path)
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -102,9 +121,10 @@ class TableSource:
 
 
 def _delta_source(snap: DeltaSnapshot) -> TableSource:
-    if snap.column_mapping:
-        raise UnsupportedError("column mapping (delta.columnMapping.mode) is not supported "
-                               "yet: read the table with deltalake", path=snap.location)
+    if snap.column_mapping and any(pa.types.is_nested(f.type) for f in snap.schema):
+        raise UnsupportedError("column mapping (delta.columnMapping.mode) over nested "
+                               "columns is not supported yet: read the table with deltalake",
+                               path=snap.location)
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
@@ -131,9 +151,13 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     def keep(expr: Expr) -> list[bool]:
         return [bool(k) for k in may_match(expr, stats, floats).to_pylist()]
 
+    # Files are read under the logical names (column mapping renames their footers).
+    schema = pa.schema([f for f in snap.schema if f.name not in snap.partition_columns],
+                       metadata=snap.schema.metadata)
+    logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
-                       Discovery(files, snap.partition_columns, types), snap.physical_schema,
-                       keep, tuple(f.rows for f in snap.files))
+                       Discovery(files, snap.partition_columns, types), schema,
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -145,7 +169,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
         return [f.path in planned for f in files]
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
-                       tuple(f.rows for f in snap.files))
+                       tuple(f.rows for f in snap.files), field_names=snap.field_names,
+                       renamed=snap.renamed)
 
 
 def is_table_source(source: Any) -> bool:
