@@ -74,7 +74,18 @@ from pqindex.plan.planner import RowGroupPlan, file_region
 if TYPE_CHECKING:
     from pqindex.dataset.plan import DatasetPlan, FileEntry
 
-__all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
+__all__ = ["AggregateReport", "AggregateResult", "Aggregation", "parse_aggregations",
+           "run_aggregate"]
+
+
+class AggregateResult(dict[str, Any]):
+    """``Dataset.aggregate``'s answer: aggregate text -> value, and ``report``, what was
+    answered from metadata and what was read (its own: threads sharing a dataset each
+    get theirs)."""
+
+    def __init__(self, values: dict[str, Any], report: AggregateReport) -> None:
+        super().__init__(values)
+        self.report = report
 
 # A column: a dotted path of names, each bare or double-quoted ("my col", "a""b").
 _IDENT = r'(?:"(?:[^"]|"")+"|\w+)'

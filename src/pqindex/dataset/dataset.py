@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
@@ -533,9 +534,17 @@ class Dataset(Planning):
         the manifest matched against the listing, or the listing; built once."""
         facts = self._file_facts
         if facts is None or facts[0] is not view:
-            source: Source = (self._table if self._table is not None  # a table snapshot
-                              else ListingSource(self.discovery) if view is None
-                              else ManifestSource(view, self.discovery))
+            source: Source
+            if self._table is not None:  # a table snapshot
+                source = self._table
+            elif view is None:
+                source = ListingSource(self.discovery)
+            elif view.columnar is not None:
+                from pqindex.dataset.manifest_columnar import ColumnarManifestSource
+
+                source = ColumnarManifestSource(view, view.columnar, self.discovery)
+            else:
+                source = ManifestSource(view, self.discovery)
             facts = self._file_facts = (view, source.facts(), None)
         return facts[1]
 
@@ -831,13 +840,15 @@ class Dataset(Planning):
         where: Where = None,
         *,
         filters: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> AggregateResult:
         """Exact ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` where
-        ``where`` holds (``dataset/aggregate.py`` says what each returns).
+        ``where`` holds (``dataset/aggregate.py`` says what each returns), as a dict.
 
         Row groups where every row matches are answered from zone maps and footer
-        statistics; only row groups with some matching rows are read.
-        ``self.last_aggregate_report`` says which was which.
+        statistics; only row groups with some matching rows are read. The result's
+        ``report`` says which was which (``self.last_aggregate_report`` is the last
+        one's, kept for older callers: with threads sharing the dataset, use the
+        result's own).
         """
         from pqindex.dataset.aggregate import (
             AggregateReport,
@@ -852,14 +863,14 @@ class Dataset(Planning):
         of_expressions = [s for s in specs if is_expression_aggregate(s)]
         aggs = parse_aggregations([s for s in specs if not is_expression_aggregate(s)])
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        result, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        values, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
                           if aggs or not of_expressions else ({}, AggregateReport()))
         if of_expressions:
-            result.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
+            values.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
                 columns=columns, where=where, filters=filters).to_table()))
-            result = {text.strip(): result[text.strip()] for text in specs}
+            values = {text.strip(): values[text.strip()] for text in specs}
         self.last_aggregate_report = report
-        return result
+        return AggregateResult(values, report)
 
     @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
@@ -975,6 +986,23 @@ class Scan:
         self._files_read: set[str] = set()
         self._premade: Plans | None = None  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The projected Arrow schema. Before the scan runs: ``Dataset.schema`` narrowed
+        to the columns (the given schema, a current manifest, or every footer: no data
+        page read); once it ran, the schema of the rows it returned (typed by the files
+        it read, as ``to_table``'s)."""
+        if self._schema is None:
+            from pqindex.dataset.interop import scan_schema
+
+            self._schema = scan_schema(self)
+        return self._schema
+
+    @schema.setter
+    def schema(self, value: pa.Schema) -> None:
+        self._schema = value
 
     def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report
