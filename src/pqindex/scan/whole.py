@@ -2,9 +2,12 @@
 
 Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would:
 
-* a **local file** is opened by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
+* a **local file** is read by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
   its I/O threads, pre-buffered, no copy through Python bytes) with the footer we
-  already decoded, so the footer is not read or parsed again. The row groups are
+  already decoded, so the footer is not read or parsed again. pyarrow opens the
+  descriptor the footer came from (:func:`native_file`), never the path again, and
+  the file is checked unchanged once it has read (a file rewritten meanwhile is an
+  ``ObjectChangedError``, never rows of two versions). The row groups are
   split into a few contiguous tasks run side by side, as pyarrow's dataset scanner
   does, on a pool of threads kept for the process (as pyarrow keeps its own). What
   pyarrow reads — the projected chunks, merged like our own reads — is counted in
@@ -24,6 +27,7 @@ and column costs more there (see ``dataset._segments``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -57,6 +61,7 @@ __all__ = [
     "iter_sifted_row_groups",
     "iter_whole_row_groups",
     "located",
+    "native_file",
     "native_path",
     "pyarrow_opens_free",
     "read_native_ranges",
@@ -134,18 +139,32 @@ def _decode_error(pf: ParquetFile, batch: Sequence[int], e: BaseException) -> Pq
 
 
 def native_path(pf: ParquetFile) -> str | None:
-    """The path pyarrow may open itself: a local file still as we opened it (else its
-    bytes could disagree with our footer)."""
+    """The local file's path when pyarrow may read it itself (through
+    :func:`native_file`), else None. ObjectChangedError when the file is no longer the
+    version the footer came from."""
     src = pf.source
-    if not isinstance(src, LocalFileSource):
+    if not isinstance(src, LocalFileSource) or not src.native_readable:
         return None
-    try:
-        st = os.stat(src.path)
-    except OSError:
-        return None
-    if st.st_size != src.size() or st.st_mtime_ns != src.mtime_ns:
-        return None
+    src.verify()
     return src.path
+
+
+@contextlib.contextmanager
+def native_file(pf: ParquetFile) -> Iterator[pa.NativeFile]:
+    """pyarrow's file for a local ``pf`` (see :func:`native_path`), opened through the
+    descriptor its footer came from; the file is checked unchanged when the block
+    ends without an error, so what pyarrow read there is of that one version."""
+    src = pf.source
+    assert isinstance(src, LocalFileSource)
+    f = src.native_file()
+    try:
+        yield f
+    except BaseException:
+        f.close()
+        src.verify()  # a file changed under pyarrow: that, not what pyarrow made of it
+        raise
+    f.close()
+    src.verify()
 
 
 def read_native_ranges(
@@ -178,12 +197,12 @@ def _tasks(sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
 
 
 def _read_native(
-    pf: ParquetFile, path: str, rgs: list[int], file_fields: list[str], verify: bool
+    pf: ParquetFile, rgs: list[int], file_fields: list[str], verify: bool
 ) -> pa.Table:
     try:
         if verify:  # pyarrow reads the file itself: the chunks are read once more to check
             check_chunks(pf, rgs, file_fields)
-        with pa.OSFile(path) as f:
+        with native_file(pf) as f:
             reader = pq.ParquetFile(f, metadata=arrow_metadata(pf), pre_buffer=True)
             return reader.read_row_groups(rgs, columns=file_fields, use_threads=True)
     except PqIndexError as e:
@@ -191,7 +210,7 @@ def _read_native(
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_native(pf, path, [rg], file_fields, verify)
+                _read_native(pf, [rg], file_fields, verify)
         raise _decode_error(pf, rgs, e) from e
 
 
@@ -277,7 +296,7 @@ def iter_whole_row_groups(
     parallel = map_fn is not map
 
     def read(rgs: list[int]) -> pa.Table:
-        return _read_native(pf, path, rgs, file_fields, options.verify_checksums)
+        return _read_native(pf, rgs, file_fields, options.verify_checksums)
 
     for step in steps:
         stats = ScanStats()

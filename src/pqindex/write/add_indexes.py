@@ -58,16 +58,16 @@ from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
+from pqindex.format.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.format.value_type import Kind
 from pqindex.format.values import BoundOrder, Comparison, bound_order
 from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
-from pqindex.io.source import IOStats
+from pqindex.io.source import IOStats, listing_failed
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
-from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.write.writer import index_kinds
 
 __all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "TableTargets", "add_indexes",
@@ -128,7 +128,7 @@ def _is_data_name(name: str) -> bool:
 
 def _walk(root: str) -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         out += [os.path.join(dirpath, f) for f in sorted(filenames) if _is_data_name(f)]
     return out
