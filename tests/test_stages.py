@@ -262,6 +262,6 @@ def test_stage_selection_composes() -> None:
     a = sel.then("partition", np.array([True, False, False, False]))
     b = a.then("statistics", np.array([True, True, False, False]),
                np.array([False, False, True, False]))
-    assert b.decided_by == ("partition", "statistics", None, None)
+    assert b.decided_by.tolist() == ["partition", "statistics", None, None]
     assert b.undecided.tolist() == [False, False, True, False]
     assert b.kept.tolist() == [False, False, True, True]

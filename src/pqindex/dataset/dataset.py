@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
@@ -39,7 +40,7 @@ from pqindex.dataset.planning import (
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -57,7 +58,6 @@ from pqindex.format.structs import (
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
-from pqindex.plan.tree import leaves
 from pqindex.pools import python_slot, shared_pool
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
@@ -136,12 +136,12 @@ def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
         return None
     if not isinstance(of.pf.source, LocalFileSource):
         return None  # elsewhere a request costs more than the Python it saves
-    preds = leaves(bound)
+    read = bound_leaves(bound)
     n = len(of.pf.schema.leaves)
-    if any(len(p.leaf.path) != 1 or (p.leaf.index < n and p.leaf.max_repetition_level)
-           for p in preds):
+    if any(len(leaf.path) != 1 or (leaf.index < n and leaf.max_repetition_level)
+           for leaf in read):
         return None
-    return sorted({p.leaf.path[0] for p in preds})
+    return sorted({leaf.path[0] for leaf in read})
 
 
 def _footer_settled(plan: FilePlan | None) -> bool:
@@ -534,9 +534,17 @@ class Dataset(Planning):
         the manifest matched against the listing, or the listing; built once."""
         facts = self._file_facts
         if facts is None or facts[0] is not view:
-            source: Source = (self._table if self._table is not None  # a table snapshot
-                              else ListingSource(self.discovery) if view is None
-                              else ManifestSource(view, self.discovery))
+            source: Source
+            if self._table is not None:  # a table snapshot
+                source = self._table
+            elif view is None:
+                source = ListingSource(self.discovery)
+            elif view.columnar is not None:
+                from pqindex.dataset.manifest_columnar import ColumnarManifestSource
+
+                source = ColumnarManifestSource(view, view.columnar, self.discovery)
+            else:
+                source = ManifestSource(view, self.discovery)
             facts = self._file_facts = (view, source.facts(), None)
         return facts[1]
 
@@ -832,21 +840,37 @@ class Dataset(Planning):
         where: Where = None,
         *,
         filters: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> AggregateResult:
         """Exact ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` where
-        ``where`` holds (``dataset/aggregate.py`` says what each returns).
+        ``where`` holds (``dataset/aggregate.py`` says what each returns), as a dict.
 
         Row groups where every row matches are answered from zone maps and footer
-        statistics; only row groups with some matching rows are read.
-        ``self.last_aggregate_report`` says which was which.
+        statistics; only row groups with some matching rows are read. The result's
+        ``report`` says which was which (``self.last_aggregate_report`` is the last
+        one's, kept for older callers: with threads sharing the dataset, use the
+        result's own).
         """
-        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
+        from pqindex.dataset.aggregate import (
+            AggregateReport,
+            is_expression_aggregate,
+            parse_aggregations,
+            run_aggregate,
+            run_expression_aggregates,
+        )
 
-        aggs = parse_aggregations(aggregates)
+        specs = [aggregates] if isinstance(aggregates, str) else list(aggregates)
+        # sum(price * (1 - discount)): evaluated on the matching rows of a scan.
+        of_expressions = [s for s in specs if is_expression_aggregate(s)]
+        aggs = parse_aggregations([s for s in specs if not is_expression_aggregate(s)])
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        values, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
+                          if aggs or not of_expressions else ({}, AggregateReport()))
+        if of_expressions:
+            values.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
+                columns=columns, where=where, filters=filters).to_table()))
+            values = {text.strip(): values[text.strip()] for text in specs}
         self.last_aggregate_report = report
-        return result
+        return AggregateResult(values, report)
 
     @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
@@ -962,6 +986,23 @@ class Scan:
         self._files_read: set[str] = set()
         self._premade: Plans | None = None  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The projected Arrow schema. Before the scan runs: ``Dataset.schema`` narrowed
+        to the columns (the given schema, a current manifest, or every footer: no data
+        page read); once it ran, the schema of the rows it returned (typed by the files
+        it read, as ``to_table``'s)."""
+        if self._schema is None:
+            from pqindex.dataset.interop import scan_schema
+
+            self._schema = scan_schema(self)
+        return self._schema
+
+    @schema.setter
+    def schema(self, value: pa.Schema) -> None:
+        self._schema = value
 
     def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report

@@ -279,6 +279,15 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
     url = f"{base}/{MANIFEST_NAME}" if remote else os.path.join(base, MANIFEST_NAME)
     if not remote and not os.path.isfile(url):
         return None
+    if not remote:
+        from pqindex.dataset.manifest_columnar import read_columnar
+
+        columnar = read_columnar(base)
+        if columnar is not None:
+            if not columnar.commit_point:
+                return None
+            return _named(base, remote, columnar.table.column("path").to_pylist(), [],
+                          stats, url, None)
     try:
         data = get_object(url, storage_options, stats)
     except PqIndexError:
@@ -286,12 +295,19 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
     named = None if data is None else committed_files(data)
     if named is None:
         return None
+    return _named(base, remote, [rel for rel, _ in named], [info for _, info in named],
+                  stats, url, data)
+
+
+def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectInfo],
+           stats: IOStats, url: str, data: bytes | None) -> Discovery | None:
+    """The Discovery of the files ``rels`` a commit point at ``url`` names."""
     files = []
-    for rel, info in named:
+    for i, rel in enumerate(rels):
         parts = rel.split("/")
         full = f"{base}/{rel}" if remote else os.path.join(base, *parts)
         # A local file is opened as the walk would give it (its size from the file).
-        files.append(DataFile(full, _hive_parts(parts[:-1]), info if remote else None))
+        files.append(DataFile(full, _hive_parts(parts[:-1]), infos[i] if remote else None))
     if not files:
         return None
     ks: list[str] = []
@@ -300,9 +316,9 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
             if k not in ks:
                 ks.append(k)
     types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in ks}
-    assert data is not None
-    return Discovery(tuple(files), tuple(ks), types, stats,
-                     (url, ObjectInfo(len(data))), data, None, url)
+    size = len(data) if data is not None else os.path.getsize(url)
+    return Discovery(tuple(files), tuple(ks), types, stats, (url, ObjectInfo(size)), data,
+                     None, url)
 
 
 def discover(

@@ -48,6 +48,7 @@ from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, PhysicalType
 from pqindex.format.structs import FileMetaData, KeyValue, Statistics
 from pqindex.format.thrift import encode
+from pqindex.format.truncate import DEFAULT_CAP, lower_bound, upper_bound
 from pqindex.format.values import Comparison, Kind, bound_order, statistics_bounds
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
@@ -55,7 +56,6 @@ from pqindex.io.source import BytesSource, IOStats, ObjectInfo, local_info
 from pqindex.plan.file_level import fold_statistics
 from pqindex.plan.planner import file_region
 from pqindex.plan.tree import evaluate
-from pqindex.write.truncate import DEFAULT_CAP, lower_bound, upper_bound
 
 if TYPE_CHECKING:
     from pqindex.dataset.discovery import DataFile, Discovery
@@ -333,6 +333,10 @@ def write_manifest(
     manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
     put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
+    if "://" not in base:
+        from pqindex.dataset.manifest_columnar import write_columnar
+
+        write_columnar(base, manifest)
     return manifest
 
 
@@ -498,7 +502,7 @@ class Manifest:
 
     url: str
     schemas: list[ParquetFile]  # footer-only stand-ins, one per distinct schema
-    entries: dict[str, FileEntry]  # by relative path
+    entries: Mapping[str, FileEntry]  # by relative path
     # The key index descriptor, as written (dataset/key_index.py parses it when used).
     key_index: Any = None
 
@@ -656,13 +660,19 @@ class ManifestView:
 
     manifest: Manifest
     root: str
-    matched: dict[str, tuple[FileEntry, ParquetFile]]  # data file path -> (entry, stand-in)
+    # data file path -> (entry, stand-in)
+    matched: Mapping[str, tuple[FileEntry, ParquetFile]]
     unmatched: int  # listed data files planned from their footers
     stats: IOStats = field(default_factory=IOStats)
     _files: dict[str, _Summaries] = field(default_factory=dict)
+    # The columnar manifest the view was read from (manifest_columnar.py), if any.
+    columnar: Any = None
 
     def stand_in(self, df: DataFile) -> ParquetFile | None:
         """The footer-only file carrying ``df``'s schema, when the manifest knows it."""
+        if self.columnar is not None:  # its schema column: no entry parsed
+            row = getattr(self.matched, "rows", {}).get(df.path)
+            return None if row is None else self.manifest.schemas[self.columnar.schema_of(row)]
         hit = self.matched.get(df.path)
         return None if hit is None else hit[1]
 
@@ -729,6 +739,12 @@ def load_view(
     url, _info = found
     root = url[: -len(MANIFEST_NAME)].rstrip("/").rstrip(os.sep)
     stats = stats if stats is not None else IOStats()
+    if "://" not in url:
+        from pqindex.dataset.manifest_columnar import columnar_view, read_columnar
+
+        columnar = read_columnar(root)
+        if columnar is not None:
+            return columnar_view(columnar, root, disc)
     data: bytes | None = getattr(disc, "manifest_data", None)
     try:
         if data is None:

@@ -159,10 +159,15 @@ class Source(Protocol):
 def _files_table(paths: Sequence[str], sizes: Sequence[int | None],
                  etags: Sequence[str | None], mtimes: Sequence[int | None],
                  rows: Sequence[int | None], schemas: Sequence[int | None],
-                 partitions: Mapping[str, Sequence[str | None]]) -> pa.Table:
-    cols = [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()),
-            pa.array(etags, pa.string()), pa.array(mtimes, pa.int64()),
-            pa.array(rows, pa.int64()), pa.array(schemas, pa.int32())]
+                 partitions: Mapping[str, Sequence[str | None]],
+                 given: Mapping[str, Any] | None = None) -> pa.Table:
+    """The files table; ``given``: columns already built (Arrow), by name."""
+    g = dict(given or {})
+    cols = [pa.array(paths, pa.string())]
+    for name, values, arrow in (("size", sizes, pa.int64()), ("etag", etags, pa.string()),
+                                ("mtime", mtimes, pa.int64()), ("rows", rows, pa.int64()),
+                                ("schema", schemas, pa.int32())):
+        cols.append(g[name] if name in g else pa.array(values, arrow))
     fields = list(FILES_SCHEMA)
     for k, vals in partitions.items():
         cols.append(pa.array(vals, pa.string()))

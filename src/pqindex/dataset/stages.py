@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.dataset.sources import ColumnStatistics, FileFacts, key_type, partition_column
-from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound
+from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound, has_condition
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind
@@ -63,17 +63,21 @@ class FileSelection:
     which stage; ``undecided``: files whose outcome needs their own evidence."""
 
     ruled_out: Mask
-    decided_by: tuple[str | None, ...]
+    decided_by: npt.NDArray[np.object_]  # per file: the stage (its reason), or None
     undecided: Mask
 
     @staticmethod
     def everything(n: int) -> FileSelection:
-        return FileSelection(np.zeros(n, np.bool_), (None,) * n, np.zeros(n, np.bool_))
+        return FileSelection(np.zeros(n, np.bool_), np.full(n, None, object),
+                             np.zeros(n, np.bool_))
 
     def then(self, stage: str, out: Mask, undecided: Mask | None = None) -> FileSelection:
         """This selection with ``out`` (files ``stage`` ruled out) added."""
         new = out & ~self.ruled_out
-        by = tuple(stage if n else b for b, n in zip(self.decided_by, new.tolist(), strict=True))
+        by = self.decided_by
+        if new.any():
+            by = by.copy()
+            by[new] = stage
         und = self.undecided if undecided is None else (self.undecided | undecided)
         return FileSelection(self.ruled_out | out, by, und & ~(self.ruled_out | out))
 
@@ -179,8 +183,9 @@ def ruled_out(bound: BoundExpr, n: int,
 
     out = fold_bound(bound, leaf=one, true=np.zeros(n, np.bool_), false=np.ones(n, np.bool_),
                      and_=np.logical_or, or_=np.logical_and,
-                     and_done=_never, or_done=_never)
-    return out, residual
+                     and_done=_never, or_done=_never,
+                     unknown=np.zeros(n, np.bool_))  # a condition on an expression
+    return out, residual or has_condition(bound)
 
 
 def _never(_m: Mask) -> bool:
@@ -309,7 +314,11 @@ def embedded_stage(facts: FileFacts, selection: FileSelection,
             out[i] = True
             reasons[i] = why
     sel = selection.then("embedded", out)
-    by = tuple(reasons.get(i, b) for i, b in enumerate(sel.decided_by))
+    by = sel.decided_by
+    if reasons:
+        by = by.copy()
+        for i, why in reasons.items():
+            by[i] = why
     return FileSelection(sel.ruled_out, by, np.zeros(facts.num_files, np.bool_))
 
 

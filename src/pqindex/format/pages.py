@@ -208,8 +208,10 @@ def check_indexes(pf: ParquetFile, *, values: bool = True) -> list[str]:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
 
-                try:
-                    reader = pq.ParquetFile(pf.path)
+                from pqindex.io.pyfile import for_pyarrow
+
+                try:  # the version the footer came from, never the path opened again
+                    reader = pq.ParquetFile(for_pyarrow(pf.path, pf.source))
                 except (pa.ArrowException, OSError, ValueError) as e:
                     raise CorruptFileError(f"pyarrow cannot read the file: {e}",
                                            path=pf.path) from None

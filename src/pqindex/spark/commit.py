@@ -253,3 +253,6 @@ def write_manifest(dest: str, manifest: Mapping[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, default=str)
     os.replace(tmp, os.path.join(dest, MANIFEST))
+    from pqindex.dataset.manifest_columnar import write_columnar
+
+    write_columnar(dest, manifest)  # the same facts as Arrow columns, for planning

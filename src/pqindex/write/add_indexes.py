@@ -58,6 +58,7 @@ from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
+from pqindex.format.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.format.value_type import Kind
 from pqindex.format.values import BoundOrder, Comparison, bound_order
 from pqindex.indexes.base import Scope
@@ -67,7 +68,6 @@ from pqindex.indexes.region import encode_region
 from pqindex.io.source import IOStats, listing_failed
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
-from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.write.writer import index_kinds
 
 __all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "TableTargets", "add_indexes",

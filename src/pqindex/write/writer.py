@@ -438,9 +438,9 @@ def _tail(
 ) -> tuple[Any, dict[str, str], dict[str, list[str]]]:
     """The new index tail of the file pyarrow wrote, the boundary orders it has and
     the embedded indexes (``{kind: columns}``) it holds."""
+    from pqindex.format.truncate import truncate_column_index
     from pqindex.indexes.build import build_region
     from pqindex.write.tail import Tail
-    from pqindex.write.truncate import truncate_column_index
 
     if sort:
         _check_order(pf, sort, target)
