@@ -134,6 +134,7 @@ class Covered:
     size: int
     etag: str | None
     mtime: int | None
+    ctime: int | None = None  # local files: a rewrite with size and mtime restored moves it
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def parse_key_index(raw: Any) -> KeyIndex:
         if fid is None or not isinstance(path, str) or size is None:
             raise ValueError(f"bad file entry {f!r}")
         files.append(Covered(fid, path, size, _str_or_none(f.get("etag")),
-                             _int_or_none(f.get("mtime"))))
+                             _int_or_none(f.get("mtime")), _int_or_none(f.get("ctime"))))
     columns = {}
     for name, c in (raw.get("columns") or {}).items():
         shards = []
@@ -199,7 +200,7 @@ def _descriptor(index: KeyIndex) -> dict[str, Any]:
     return {
         "version": INDEX_VERSION,
         "files": [{"id": f.id, "path": f.path, "bytes": f.size, "etag": f.etag,
-                   "mtime": f.mtime} for f in index.files],
+                   "mtime": f.mtime, "ctime": f.ctime} for f in index.files],
         "columns": {c.column: {
             "schema": base64.b64encode(c.schema).decode("ascii"),
             "shards": [{"path": s.path, "bytes": s.size, "etag": s.etag, "mtime": s.mtime,
@@ -215,6 +216,8 @@ def _same_object(c: Covered, info: ObjectInfo | None) -> bool:
         return False
     if c.etag and info.etag:
         return c.etag.strip('"') == info.etag.strip('"')
+    if info.ctime is not None and c.ctime != info.ctime:
+        return False
     if c.mtime is not None and info.mtime is not None:
         return c.mtime == info.mtime
     return True
@@ -378,7 +381,7 @@ def build_key_index(
         except (OSError, pa.ArrowException) as e:
             raise UserInputError(f"the file cannot be read for the key index: {e}",
                                  path=df.path) from None
-        new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime))
+        new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
         next_id += 1
     out_columns: dict[str, ColumnIndex] = {}
     for c in cols:
@@ -460,7 +463,12 @@ def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
     ``col = v`` / ``col IN (...)`` conjunct, or None when there is no such conjunct
     on an indexed column. Any doubt (a shard missing, changed or damaged) gives a
     lookup with ``fallback`` set, and the files are planned as without the index."""
-    raw = None if view is None else view.manifest.key_index
+    raw = None
+    if view is not None:
+        raw = view.manifest.key_index
+        columnar = getattr(view, "columnar", None)  # its top-level keys, as the JSON's
+        if raw is None and columnar is not None:
+            raw = columnar.top.get(MANIFEST_KEY)
     if raw is None:
         return None
     try:
