@@ -40,7 +40,7 @@ from pqindex.dataset.planning import (
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -58,7 +58,6 @@ from pqindex.format.structs import (
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
-from pqindex.plan.tree import leaves
 from pqindex.pools import python_slot, shared_pool
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
@@ -137,12 +136,12 @@ def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
         return None
     if not isinstance(of.pf.source, LocalFileSource):
         return None  # elsewhere a request costs more than the Python it saves
-    preds = leaves(bound)
+    read = bound_leaves(bound)
     n = len(of.pf.schema.leaves)
-    if any(len(p.leaf.path) != 1 or (p.leaf.index < n and p.leaf.max_repetition_level)
-           for p in preds):
+    if any(len(leaf.path) != 1 or (leaf.index < n and leaf.max_repetition_level)
+           for leaf in read):
         return None
-    return sorted({p.leaf.path[0] for p in preds})
+    return sorted({leaf.path[0] for leaf in read})
 
 
 def _footer_settled(plan: FilePlan | None) -> bool:
@@ -852,11 +851,25 @@ class Dataset(Planning):
         one's, kept for older callers: with threads sharing the dataset, use the
         result's own).
         """
-        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
+        from pqindex.dataset.aggregate import (
+            AggregateReport,
+            is_expression_aggregate,
+            parse_aggregations,
+            run_aggregate,
+            run_expression_aggregates,
+        )
 
-        aggs = parse_aggregations(aggregates)
+        specs = [aggregates] if isinstance(aggregates, str) else list(aggregates)
+        # sum(price * (1 - discount)): evaluated on the matching rows of a scan.
+        of_expressions = [s for s in specs if is_expression_aggregate(s)]
+        aggs = parse_aggregations([s for s in specs if not is_expression_aggregate(s)])
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        values, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        values, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
+                          if aggs or not of_expressions else ({}, AggregateReport()))
+        if of_expressions:
+            values.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
+                columns=columns, where=where, filters=filters).to_table()))
+            values = {text.strip(): values[text.strip()] for text in specs}
         self.last_aggregate_report = report
         return AggregateResult(values, report)
 

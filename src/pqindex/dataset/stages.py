@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.dataset.sources import ColumnStatistics, FileFacts, key_type, partition_column
-from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound
+from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound, has_condition
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind
@@ -183,8 +183,9 @@ def ruled_out(bound: BoundExpr, n: int,
 
     out = fold_bound(bound, leaf=one, true=np.zeros(n, np.bool_), false=np.ones(n, np.bool_),
                      and_=np.logical_or, or_=np.logical_and,
-                     and_done=_never, or_done=_never)
-    return out, residual
+                     and_done=_never, or_done=_never,
+                     unknown=np.zeros(n, np.bool_))  # a condition on an expression
+    return out, residual or has_condition(bound)
 
 
 def _never(_m: Mask) -> bool:

@@ -27,6 +27,7 @@ from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
     BoundExpr,
     BoundPredicate,
+    bound_leaves,
 )
 from pqindex.format.checksum import check_page
 from pqindex.format.column_index import PageIndex
@@ -522,7 +523,8 @@ def plan_file(
     preds = leaves(expr)
     pred_cols = sorted({p.leaf.index for p in preds if p.leaf.index < n_leaves})
     on_partition = any(p.leaf.index >= n_leaves for p in preds)
-    read_cols = sorted(set(columns) | set(pred_cols))
+    # A condition on an expression reads its columns too (bound_leaves has them).
+    read_cols = sorted(set(columns) | {c.index for c in bound_leaves(expr) if c.index < n_leaves})
     plans: list[RowGroupPlan] = []
     pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
     for rg in range(pf.num_row_groups):

@@ -32,7 +32,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
-from pqindex.expr.bind import BoundAnd, BoundExpr, BoundPredicate, BoundTrue
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundExpr,
+    BoundPredicate,
+    BoundTrue,
+    bound_leaves,
+    has_condition,
+)
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
 from pqindex.format.checksum import PageChecks
@@ -43,7 +50,6 @@ from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
-from pqindex.plan.tree import leaves
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
@@ -741,7 +747,7 @@ class RowGroupReader:
 def predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
     """File leaf columns the exact predicate check reads."""
     n_leaves = len(pf.schema.leaves)
-    return sorted({p.leaf.index for p in leaves(expr) if p.leaf.index < n_leaves})
+    return sorted({leaf.index for leaf in bound_leaves(expr) if leaf.index < n_leaves})
 
 
 def uncertain_rows(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
@@ -776,34 +782,36 @@ def exact_rows(
     exact = plan.all
     uncertain = plan.maybe - plan.all
     n_leaves = len(pf.schema.leaves)
-    preds = [] if isinstance(expr, BoundTrue) else leaves(expr)
+    # The columns the exact check reads: its predicates' and its conditions'.
+    read = [] if isinstance(expr, BoundTrue) else bound_leaves(expr)
+    # The encoded paths evaluate on dictionary entries and leave null rows out: a
+    # condition on an expression (coalesce, IS NULL of a sum) is evaluated decoded.
+    one = len(read) == 1 and not has_condition(expr)
     found = None
-    if uncertain.count() == reader.n and len({p.leaf.index for p in preds}) == 1 and (
-        preds[0].leaf.index < n_leaves and _match_encoded(reader, preds[0].leaf.index, fields)
+    if uncertain.count() == reader.n and one and (
+        read[0].index < n_leaves and _match_encoded(reader, read[0].index, fields)
     ):
         # Every row of the row group, one column: evaluated on its encoded pages (a
         # returned one only on dictionary pages, see _match_encoded).
-        found = reader.encoded_matches(expr, preds[0].leaf.index)
-    elif not uncertain.is_empty and len({p.leaf.index for p in preds}) == 1 and (
-        preds[0].leaf.index < n_leaves and _match_encoded(reader, preds[0].leaf.index, fields)
+        found = reader.encoded_matches(expr, read[0].index)
+    elif not uncertain.is_empty and one and (
+        read[0].index < n_leaves and _match_encoded(reader, read[0].index, fields)
     ):
         # Some pages, the same way (rows of those pages outside ``uncertain`` dropped).
-        found = reader.encoded_page_matches(expr, preds[0].leaf.index, uncertain)
+        found = reader.encoded_page_matches(expr, read[0].index, uncertain)
         if found is not None:
             found = within(uncertain, found)
     if found is not None:
         exact = exact | ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
-        for p in preds:
-            name = p.leaf.name
-            if name in cols:
-                continue
-            if p.leaf.index >= n_leaves:
+        for leaf in read:
+            name = leaf.name
+            if leaf.index >= n_leaves:
                 value = partition.get(name)
                 cols[name] = pa.array([value] * uncertain.count(), type=partition_types[name])
             else:
-                cols[name] = reader.leaf_values(p.leaf.index, uncertain)
+                cols[name] = reader.leaf_values(leaf.index, uncertain)
         table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
         t0 = time.perf_counter()
         matched = matched_ranges(uncertain, to_arrow_mask(expr, table))
