@@ -751,7 +751,7 @@ def page_index_futile(pf: ParquetFile, leaf: LeafColumn) -> str | None:
     read in the planner's first wave). If they are, no page rules out more than its
     row group did, and the other row groups' column indexes are neither fetched nor
     parsed: TPC-H Q6 on the generator's file parsed 159 of them for nothing (0.6 s).
-    Row groups that declare the leaf as their sort column, ordered column indexes,
+    Row groups that declare the leaf as their sort column,
     page-scope embedded indexes and files of one row group keep the page level."""
     got = pf.derived.get(("page_index_futile", leaf.index))
     return got if isinstance(got, str) else None
@@ -835,7 +835,7 @@ def _unclustered_pages(pf: ParquetFile, leaf: LeafColumn, sample: int,
     """Whether the pages of row group ``sample`` span as much of it as the row groups
     span of the file (then: why the page index is futile), else None."""
     pi = _page_index(pf, sample, leaf.index, [])
-    if pi is None or pi.reason is not None or pi.ordered or pi.num_pages < 2:
+    if pi is None or pi.reason is not None or pi.num_pages < 2:
         return None
     keys = [k for p in range(pi.num_pages) if (k := pi.page_keys(p)) is not None]
     if len(keys) < 2:
