@@ -17,8 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pqindex.expr.bind import BoundAnd, BoundExpr, BoundOr, bound_and, bound_or
-from pqindex.plan.tree import leaves
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundExpr,
+    BoundOr,
+    bound_and,
+    bound_leaves,
+    bound_or,
+    has_condition,
+)
 
 __all__ = ["ColumnGroups", "column_groups", "conjuncts"]
 
@@ -83,13 +90,15 @@ def _factored(e: BoundOr) -> list[BoundExpr] | None:
 
 def column_groups(expr: BoundExpr, file_leaves: int) -> ColumnGroups:
     """``expr``'s conjuncts grouped by the one file leaf (index below
-    ``file_leaves``) each reads; partition columns and conjuncts over several
-    columns go to ``rest``."""
+    ``file_leaves``) each reads; partition columns, conditions on expressions and
+    conjuncts over several columns go to ``rest``."""
     by_column: dict[int, BoundExpr] = {}
     rest: BoundExpr | None = None
     for c in conjuncts(expr):
-        cols = {p.leaf.index for p in leaves(c)}
-        if len(cols) == 1 and (col := next(iter(cols))) < file_leaves:
+        cols = {leaf.index for leaf in bound_leaves(c)}
+        # A condition on an expression (a sum, coalesce, a column against a column) is
+        # evaluated decoded, with its nulls: not on the encoded pages.
+        if len(cols) == 1 and (col := next(iter(cols))) < file_leaves and not has_condition(c):
             by_column[col] = c if col not in by_column else bound_and(by_column[col], c)
         else:
             rest = c if rest is None else bound_and(rest, c)
