@@ -20,7 +20,7 @@ from typing import Any
 from pqindex.dataset.dataset import column_list
 from pqindex.errors import PqIndexError
 
-__all__ = ["SparkPlan", "explain", "plan", "read"]
+__all__ = ["SparkPlan", "explain", "plan", "read", "table"]
 
 
 @dataclass
@@ -690,3 +690,30 @@ def explain(
     if show:
         print(p)
     return p.to_dict()
+
+
+def table(
+    spark: Any,
+    name: str,
+    path: str | os.PathLike[str],
+    *,
+    where: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Any:
+    """The dataset at ``path`` as the temporary view ``name`` of ``spark``'s session,
+    read by the ``"pqindex"`` data source: ``spark.sql("SELECT ... FROM name WHERE
+    ...")`` and the DataFrame returned, filtered, prune with pqindex's indexes (the
+    filters Spark pushes, see :mod:`pqindex.spark.filters`). ``where``: a predicate
+    every query of the view gets (SQL text, ANDed with the pushed filters)."""
+    from pqindex.spark.pipeline import register
+    from pqindex.spark.secrets import hide
+
+    register(spark)
+    reader = spark.read.format("pqindex")
+    if where is not None and where.strip():
+        reader = reader.option("where", where)
+    if storage_options:
+        reader = reader.option("storage_options", hide(spark, storage_options))
+    df = reader.load(os.fspath(path))
+    df.createOrReplaceTempView(name)
+    return df
