@@ -700,8 +700,10 @@ def index_command(
         IndexResult,
         bloom_scopes,
         index_file,
+        index_table_targets,
         index_targets,
         refresh_manifest,
+        split_table_targets,
     )
 
     options: dict[str, Any] = {
@@ -729,7 +731,8 @@ def index_command(
         elif done:
             _render_index(done)
         return
-    targets = index_targets(list(path), output)
+    # Files of a Delta table are indexed by a commit; other tables' are refused.
+    targets, tables = split_table_targets(list(path), index_targets(list(path), output), output)
     results: list[IndexResult] = []
     errors: list[tuple[str, str]] = []
     with _progress("indexing", len(targets)) as update:
@@ -743,6 +746,11 @@ def index_command(
                 errors.append((t.source, str(e)))
                 if not keep_going:
                     break
+    if tables and (keep_going or not errors):
+        try:
+            results += index_table_targets(tables, **options)
+        except PqIndexError as e:
+            errors.append((e.path or "", str(e)))
     if len(path) == 1:
         refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:
