@@ -213,6 +213,21 @@ def test_filters_and_sql_prune_damaged_row_groups(spark: Any, sorted_file: Path)
 
 
 @pytest.mark.spark
+def test_a_query_with_nothing_to_push_gets_every_row(spark: Any, tmp_path: Path) -> None:
+    """PySpark 4.3 keeps the last pushdown's partitions and reader on a relation and reuses
+    them for a later query of it with no filter it can push (an OR, no WHERE): a guarded
+    frame (``frame``/``table``) always pushes its guard, so each query plans afresh."""
+    path = tmp_path / "small.parquet"
+    pq.write_table(pa.table({"id": np.arange(50)}), path, row_group_size=10,
+                   write_page_index=True)
+    df = ps.table(spark, "pushdown_small", path)
+    assert df.columns == ["id"]
+    assert df.where("id = 3").count() == 1
+    assert df.where("id < 2 OR id > 45").count() == 6  # nothing Spark can push
+    assert spark.sql("SELECT * FROM pushdown_small").count() == 50
+
+
+@pytest.mark.spark
 def test_where_option_and_pushed_filters_combine(spark: Any, sorted_file: Path) -> None:
     from pyspark.sql import functions as fn
 

@@ -11,7 +11,8 @@ set (``PYSPARK_PYTHON``, ``spark.archives``). See :mod:`pqindex.spark.workers`.
   data source with a staging/commit protocol and a manifest;
 * :func:`register` — ``df.write.format("pqindex")`` and ``spark.read.format("pqindex")``
   in a session, with Spark's filter pushdown on: DataFrame filters and SQL prune;
-* :func:`table` — a dataset as a Spark SQL temporary view read through pqindex;
+* :func:`frame` / :func:`table` — a dataset as a DataFrame / a Spark SQL temporary view
+  read through pqindex, whose filters and SQL prune;
 * :func:`read` / :func:`explain` — plan on the driver; read the kept pages through
   the ``"pqindex"`` data source's reader, or the kept files with Spark's
   (``engine="auto"|"native"|"pqindex"``);
@@ -24,7 +25,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["add_indexes", "explain", "read", "register", "table", "write"]
+__all__ = ["add_indexes", "explain", "frame", "read", "register", "table", "write"]
 
 
 def register(spark: Any) -> None:
@@ -33,6 +34,13 @@ def register(spark: Any) -> None:
     from pqindex.spark.pipeline import register as _register
 
     _register(spark)
+
+
+def frame(spark: Any, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """See :func:`pqindex.spark.reading.frame`."""
+    from pqindex.spark.reading import frame as _frame
+
+    return _frame(spark, path, **kwargs)
 
 
 def table(spark: Any, name: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
@@ -43,7 +44,16 @@ from pqindex.expr.nodes import Expr, and_
 from pqindex.expr.sql import parse_where
 from pqindex.spark.secrets import reveal
 
-__all__ = ["FileUnit", "PqIndexReader", "units_of"]
+__all__ = ["GUARD", "FileUnit", "PqIndexReader", "units_of"]
+
+# The column of a guarded read (option ``guard``, see :func:`pqindex.spark.reading.frame`):
+# constant 1, and every query of a guarded DataFrame filters on ``IS NOT NULL`` of it, so
+# Spark pushes at least that filter to every query. PySpark 4.3 keeps the partitions and
+# reader of the last filter pushdown on the data source object of a DataFrame's relation
+# (PythonDataSourceV2.setReadInfo) and reuses them for a later query of the same relation
+# that has no filter it can push: without the guard, that query would get the rows of the
+# earlier query's filters.
+GUARD = "__pqindex_query"
 
 # A task reads at most this many of a file's kept row groups (more tasks, more
 # parallelism on a file with many kept row groups).
@@ -117,7 +127,8 @@ class PqIndexReader(DataSourceReader):
         self.path = path
         self.where = options.get("where") or None
         self.columns: list[str] = (json.loads(options["columns"]) if "columns" in options
-                                   else list(schema.fieldNames()))
+                                   else [c for c in schema.fieldNames() if c != GUARD])
+        self.guarded = GUARD in schema.fieldNames()
         self.storage_options: dict[str, Any] = reveal(options.get("storage_options"))
         self.units_json = options.get("units")
         self.per_task = int(options.get("row_groups_per_task", ROW_GROUPS_PER_TASK))
@@ -150,7 +161,9 @@ class PqIndexReader(DataSourceReader):
 
         if self.units_json is not None:  # planned on the driver already (pqindex.spark.read)
             return list(filters)
-        used, rest = split_filters(filters, self.spark_schema)
+        guards = [f for f in filters if type(f).__name__ == "IsNotNull"
+                  and tuple(f.attribute) == (GUARD,)]  # true of every row: nothing to do
+        used, rest = split_filters([f for f in filters if f not in guards], self.spark_schema)
         while used:
             self.pushed = and_(*(e for _, e in used))
             try:
@@ -193,4 +206,7 @@ class PqIndexReader(DataSourceReader):
         with self.open(partition.path, discovery=disc,
                        row_groups={partition.path: partition.row_groups}) as ds:
             for batch in ds.scan(self.columns, self.predicate()).to_batches():
+                if self.guarded:
+                    batch = batch.append_column(GUARD, pa.array(np.ones(batch.num_rows,
+                                                                        np.int32)))
                 yield as_spark(batch, self.target)
