@@ -8,10 +8,12 @@ written once by pqindex's pipeline as scripts/demo.py writes it (sorted by
 ``l_shipmode``, a page-scope embedded Bloom index on ``l_orderkey``) and once by
 Spark itself (``df.write.parquet``), one ``local[*]`` session runs TPC-H Q6's and
 Q14's filters, an order-key lookup and an absent ship mode, each as a DataFrame
-filter (``df.where(col(...) ...).select(...)``) and as SQL over a view, with:
+filter (``df.where(col(...) ...).select(...)``, decimal literals as ``Decimal``: a float
+literal makes Spark compare the decimal column cast to double, which it cannot push)
+and as SQL over a view, with:
 
-* *pqindex*: ``spark.read.format("pqindex").load(lake)`` (``pqindex.spark.table``
-  for SQL): Spark pushes the filters to the data source, pqindex plans with them;
+* *pqindex*: ``pqindex.spark.frame(spark, lake)`` (``spark.read.format("pqindex")``,
+  guarded; ``pqindex.spark.table`` for SQL): Spark pushes the filters to the data source, pqindex plans with them;
   Python data sources get no column pruning, so every column of the matching
   rows is read and handed to Spark;
 * *native*: ``spark.read.parquet(lake)``, the same files;
@@ -35,6 +37,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +72,8 @@ def queries(scale: float) -> list[tuple[str, str, list[str], Callable[[], Any]]]
          "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24",
          ["l_extendedprice", "l_discount"],
          lambda: ((c("l_shipdate") >= dt.date(1994, 1, 1)) & (c("l_shipdate") < dt.date(1995, 1, 1))
-                  & c("l_discount").between(0.05, 0.07) & (c("l_quantity") < 24))),
+                  & c("l_discount").between(Decimal("0.05"), Decimal("0.07"))
+                  & (c("l_quantity") < 24))),
         ("TPC-H Q14 filter",
          "l_shipdate >= DATE '1995-09-01' AND l_shipdate < DATE '1995-10-01'",
          ["l_partkey", "l_extendedprice", "l_discount"],
@@ -189,7 +193,7 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MiB; sorted on `l_shipdate`, "
         "Parquet Bloom filters on `l_orderkey`, a distinct index on `l_shipmode`, a "
         "page-scope embedded Bloom index on `l_orderkey`) and by Spark itself. *pqindex*: "
-        "`spark.read.format(\"pqindex\").load(lake)` (SQL: `pqindex.spark.table`), the "
+        "`pqindex.spark.frame(spark, lake)` (SQL: `pqindex.spark.table`), the "
         "filters pushed by Spark; it hands Spark every column of the matching rows (Python "
         "data sources get no column pruning). *native*: `spark.read.parquet` of the same "
         "files; *own copy*: of Spark's copy; *every column*: the same files, `SELECT *`. "

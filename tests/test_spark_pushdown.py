@@ -305,7 +305,7 @@ def _atoms(writer: str) -> st.SearchStrategy[str]:
     if writer == "odd_strings":
         words = st.sampled_from(["it''s", "say \"hi\"", "a\\\\b", "100%", "a_b", "", "O''Neil",
                                  "ünï", "zz"])
-        parts = st.sampled_from(["'", "\\\\", "%", "_", "a", "i", "ü", "t"])
+        parts = st.sampled_from(["''", "\\\\", "%", "_", "a", "i", "ü", "t"])
         return st.one_of(
             st.builds(lambda o, v: f"w {o} '{v}'", ops, words),
             st.builds(lambda v: f"startswith(w, '{v}')", parts),
@@ -365,7 +365,7 @@ def cases(draw: st.DrawFn) -> tuple[str, str, bool]:
 
 
 @pytest.mark.spark
-@settings(max_examples=10, deadline=None, derandomize=False,
+@settings(max_examples=8, deadline=None, derandomize=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cases())
 def test_random_predicates_match_spark(spark: Any, views: dict[str, tuple[str, str]],
