@@ -26,6 +26,7 @@ from pqindex.dataset.tables.detect import TableFormat, find_table  # noqa: E402
 from pqindex.errors import UnsupportedError  # noqa: E402
 from pqindex.format.file import ParquetFile  # noqa: E402
 from pqindex.write.add_indexes import add_indexes, index_file  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 
 
 def _rows(n: int, start: int = 0) -> pa.Table:
@@ -268,3 +269,93 @@ def test_a_kill_during_indexing_leaves_the_table_at_its_old_version(tmp_path: Pa
     assert _delta_rows(table) == before
     assert _polars_rows(table) == before
     _recorded_sizes_match(table)
+
+
+def test_an_iceberg_table_object_is_indexed_by_an_overwrite_snapshot(tmp_path: Path) -> None:
+    import polars as pl
+
+    t = _iceberg_table(tmp_path)
+    before = _sorted(t.scan().to_arrow())
+    old_snapshot = t.current_snapshot().snapshot_id
+    old_files = {task.file.file_path for task in t.scan().plan_files()}
+    results = add_indexes(t, distinct="cat", bloom="user")
+    assert len(results) == len(old_files)
+    assert t.current_snapshot().snapshot_id != old_snapshot
+    tasks = list(t.scan().plan_files())
+    for task in tasks:
+        assert task.file.file_path not in old_files
+        path = task.file.file_path.removeprefix("file://")
+        assert os.path.getsize(path) == task.file.file_size_in_bytes
+        with ParquetFile.open(path) as pf:
+            assert any(kv.key.startswith("pqindex")
+                       for kv in pf.metadata.key_value_metadata or [])
+    assert _sorted(t.scan().to_arrow()) == before
+    assert _sorted(t.scan(snapshot_id=old_snapshot).to_arrow()) == before
+    os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
+    assert _sorted(pl.scan_iceberg(t).collect().to_arrow().cast(
+        t.scan().to_arrow().schema)) == before
+    import pqindex
+
+    assert _sorted(pqindex.dataset(t).to_table(where="cat = 'c3'")) == [
+        r for r in before if r["cat"] == "c3"]
+
+
+def test_a_concurrent_iceberg_commit_fails_the_index_cleanly(tmp_path: Path) -> None:
+    """Another writer deletes rows (rewriting the same data files) between planning and
+    pqindex's commit: pyiceberg's validation refuses pqindex's snapshot."""
+    from pqindex.dataset.tables.commit import index_iceberg_table
+
+    t = _iceberg_table(tmp_path)
+    other = t.catalog.load_table("ns.t")
+    written: list[str] = []
+
+    def index_then_race(src: str, dst: str) -> Any:
+        out = index_file(src, output=dst, distinct="cat")
+        written.append(dst)
+        if len(written) == 1:
+            other.delete("id < 120")
+        return out
+
+    with pytest.raises(TableCommitError, match="table is unchanged"):
+        index_iceberg_table(t, index_then_race)
+    for p in written:
+        assert not os.path.exists(p)
+    t = t.catalog.load_table("ns.t")
+    assert [r["id"] for r in _sorted(t.scan().to_arrow())] == list(range(120, 150))
+    for task in t.scan().plan_files():
+        assert os.path.getsize(task.file.file_path.removeprefix("file://")) == (
+            task.file.file_size_in_bytes)
+
+
+def test_vacuum_removes_the_superseded_files_like_any_other(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    table = _delta_table(tmp_path / "t", partitioned=False)
+    before = _delta_rows(table)
+    old = {u.removeprefix("file://") for u in DeltaTable(str(table)).file_uris()}
+    add_indexes(str(table), bloom="user")
+    removed = DeltaTable(str(table)).vacuum(retention_hours=0, dry_run=False,
+                                            enforce_retention_duration=False)
+    assert {os.path.join(str(table), r) for r in removed} == old
+    assert not any(os.path.exists(p) for p in old)
+    assert _delta_rows(table) == before
+    _recorded_sizes_match(table)
+
+
+def test_a_delta_table_on_s3_is_refused_and_no_object_changes(s3: S3Endpoint) -> None:  # noqa: F811
+    from deltalake import DeltaTable, write_deltalake
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/lake/t"
+    opts = s3.storage_options()
+    write_deltalake(url, _rows(100), partition_by=["part"],
+                    storage_options={**opts, "aws_s3_allow_unsafe_rename": "true"})
+    client = s3.boto3()
+    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
+    data = next(k for k in before if k.endswith(".parquet"))
+    for target in (url, f"s3://{bucket}/{data}"):
+        with pytest.raises(UnsupportedError, match="Delta table"):
+            add_indexes(target, distinct="cat", storage_options=opts)
+    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert after == before
+    assert DeltaTable(url, storage_options=opts).to_pyarrow_table().num_rows == 100

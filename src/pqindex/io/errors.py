@@ -9,6 +9,7 @@ user.
 from __future__ import annotations
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import StorageError as _StorageRoot
 
 __all__ = [
     "ObjectChangedError",
@@ -23,8 +24,9 @@ __all__ = [
 ]
 
 
-class StorageError(PqIndexError):
-    """A request to a store failed; ``path`` is the URL, ``operation`` what was tried."""
+class StorageError(_StorageRoot):
+    """A request to a store or the local file system failed; ``path`` is the URL or
+    path, ``operation`` what was tried."""
 
     operation: str = ""
     detail: str = ""

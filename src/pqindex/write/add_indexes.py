@@ -58,16 +58,16 @@ from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
+from pqindex.format.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.format.value_type import Kind
 from pqindex.format.values import BoundOrder, Comparison, bound_order
 from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
-from pqindex.io.source import IOStats
+from pqindex.io.source import IOStats, listing_failed
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
-from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.write.writer import index_kinds
 
 __all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "TableTargets", "add_indexes",
@@ -128,7 +128,7 @@ def _is_data_name(name: str) -> bool:
 
 def _walk(root: str) -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         out += [os.path.join(dirpath, f) for f in sorted(filenames) if _is_data_name(f)]
     return out
@@ -626,6 +626,10 @@ def split_table_targets(paths: Paths, targets: Sequence[IndexTarget],
         if table is None:
             plain.append(t)
             continue
+        if table.format is TableFormat.ICEBERG:
+            raise _refuse_table("Iceberg", table.root, "its commits go through its catalog: "
+                                "pass the pyiceberg Table (catalog.load_table(...)) to "
+                                "pqindex.add_indexes to index it by a commit")
         if table.format is not TableFormat.DELTA:
             raise _refuse_table(table.format.value.capitalize(), table.root,
                                 "pqindex cannot commit indexes to it")
@@ -683,7 +687,9 @@ def add_indexes(
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
     ``paths``: files, directories (walked recursively, names starting with ``_``
-    or ``.`` skipped), or a list of them. ``distinct``/``bloom``/``zone_maps``/
+    or ``.`` skipped), or a list of them; or a pyiceberg ``Table``. Files of a
+    Delta table, and an Iceberg table given as a Table, are indexed by a table
+    commit (``dataset/tables/commit.py``); files of other tables are refused. ``distinct``/``bloom``/``zone_maps``/
     ``hll`` name the flat columns each embedded index kind covers; the new region
     replaces the file's old one (a call naming no kind keeps it). ``truncate``
     cuts ColumnIndex string bounds to 64 bytes (an int sets the cap, False keeps
@@ -707,6 +713,18 @@ def add_indexes(
     ``bytes_uploaded`` and ``bytes_copied_server_side`` in each result say what
     it cost.
     """
+    if type(paths).__module__.startswith("pyiceberg"):
+        # An Iceberg table object: its data files indexed by a commit (dataset/tables).
+        from pqindex.dataset.tables.commit import index_iceberg_table
+
+        if output is not None:
+            raise UserInputError("output is not supported for an Iceberg table (a commit)")
+        done, _snapshot = index_iceberg_table(
+            paths, lambda src, dst: index_file(
+                src, output=dst, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
+                truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
+                bloom_scope=bloom_scope), progress=progress)
+        return list(done)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):
         if output is not None:

@@ -1,4 +1,6 @@
-"""Indexing a Delta table as a commit: a file the log records is never rewritten.
+"""Indexing a lake table as a commit: a file a table records is never rewritten.
+
+Delta:
 
 Each active file chosen is indexed into a copy under a new name beside it
 (``<name>.pqindex-<token>.parquet``); then one transaction removes the old files
@@ -10,6 +12,10 @@ names, which ``VACUUM`` removes. A concurrent commit that conflicts (delta-rs's
 conflict checker: another writer removed one of the same files) fails the
 commit: the copies are removed and a ``TableCommitError`` raised. A commit that
 does not conflict (another writer appended) goes through, as Delta allows.
+
+Iceberg (a pyiceberg ``Table``, committed through its catalog): the same copies,
+then one overwrite snapshot that deletes each old data file and adds its copy with
+the old entry's partition, metrics and split offsets (the data pages did not move).
 """
 
 from __future__ import annotations
@@ -21,15 +27,16 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from pqindex.dataset.tables.delta import DeltaFile, DeltaSnapshot, load_delta, partition_text
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
 
-__all__ = ["TableCommitError", "index_delta_table", "indexed_name"]
+__all__ = ["TableCommitError", "commit_delta_files", "footer_stats", "index_delta_table",
+           "index_iceberg_table", "indexed_name"]
 
 INDEXED_MARKER = ".pqindex-"
 
@@ -158,3 +165,157 @@ def index_delta_table(
         raise
     snapshot.table.update_incremental()  # the commit made, and any made since
     return results, snapshot.table.version()
+
+
+def _copy_data_file(table: Any, old: Any, path: str, size: int) -> Any:
+    """``old``'s manifest entry for its indexed copy: the same rows, partition, column
+    metrics and row-group offsets (the data pages did not move); a new path and size."""
+    from pyiceberg.manifest import DATA_FILE_TYPE, DataFile
+
+    version = table.format_version
+    fields = {f.name: getattr(old, f.name) for f in DATA_FILE_TYPE[version].fields}
+    fields.update(file_path=path, file_size_in_bytes=size)
+    new = DataFile.from_args(_table_format_version=version, **fields)
+    new.spec_id = old.spec_id
+    return new
+
+
+def index_iceberg_table(
+    table: Any,
+    index_one: Callable[[str, str], Any],
+    *,
+    only: Collection[str] | None = None,
+    progress: Callable[[int, int, Any], None] | None = None,
+) -> tuple[list[Any], int | None]:
+    """Index the data files of a pyiceberg ``Table``'s current snapshot (those of
+    ``only`` when given) into copies beside them, then commit one overwrite snapshot
+    that replaces each file by its copy (same rows, metrics and partition values).
+    Returns the results and the new snapshot's id (None when nothing changed).
+
+    A concurrent commit is checked by pyiceberg (its commit window validation and the
+    catalog's compare-and-swap); a failed commit removes the copies and raises
+    ``TableCommitError``: the table is unchanged."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    location = table.location()
+    tasks = list(table.scan().plan_files())
+    if any(t.delete_files for t in tasks):
+        raise UnsupportedError("the snapshot has delete files: indexing such a table is not "
+                               "supported yet; no file was changed", path=location)
+    wanted = None if only is None else {os.path.realpath(p) for p in only}
+    written: list[str] = []
+    results: list[Any] = []
+    swaps: list[tuple[Any, Any]] = []
+    chosen = [t.file for t in tasks if wanted is None
+              or os.path.realpath(t.file.file_path.removeprefix("file://")) in wanted]
+    try:
+        for old in chosen:
+            uri = old.file_path
+            if "://" in uri and not uri.startswith("file://"):
+                raise UnsupportedError("Iceberg data files are indexed locally only for now",
+                                       path=uri)
+            src = uri.removeprefix("file://")
+            out = indexed_name(src)
+            results.append(index_one(src, out))
+            written.append(out)
+            new_uri = ("file://" + out) if uri.startswith("file://") else out
+            swaps.append((old, _copy_data_file(table, old, new_uri, os.path.getsize(out))))
+            if progress is not None:
+                progress(len(results), len(chosen), results[-1])
+        if not swaps:
+            return results, None
+        with table.transaction() as tx, tx.update_snapshot(
+                snapshot_properties={"pqindex.operation": "index"}).overwrite() as overwrite:
+            for old, new in swaps:
+                overwrite.delete_data_file(old)
+                overwrite.append_data_file(new)
+    except BaseException as e:
+        for p in written:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        if isinstance(e, CommitFailedException | ValidationException):
+            raise TableCommitError(f"commit of the indexed files failed (a concurrent "
+                                   f"commit conflicts): {e}; the table is unchanged",
+                                   path=location) from None
+        raise
+    return results, table.current_snapshot().snapshot_id
+
+
+# ---------------------------------------------------------------- new files committed
+
+
+def footer_stats(path: str) -> str:
+    """A Parquet file's Delta ``stats`` from its footer: rows and, per flat top-level
+    column with statistics on every row group, min, max and null count."""
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    schema = md.schema.to_arrow_schema()
+    lows: dict[str, Any] = {}
+    highs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    leaves = {md.schema.column(j).path: j for j in range(md.num_columns)}
+    for f in schema:
+        t = f.type
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_date(t) or pa.types.is_timestamp(t)
+                or pa.types.is_floating(t)):
+            continue
+        col = leaves.get(f.name)
+        if col is None:
+            continue
+        stats = [md.row_group(rg).column(col).statistics for rg in range(md.num_row_groups)]
+        if not stats or any(s is None or not s.has_null_count for s in stats):
+            continue
+        nulls[f.name] = sum(s.null_count for s in stats)
+        bounded = [s for s in stats if s.has_min_max]
+        if len(bounded) != len(stats) and nulls[f.name] == 0:
+            continue
+        if bounded:
+            lo, hi = min(s.min for s in bounded), max(s.max for s in bounded)
+            if isinstance(lo, float) and (lo != lo or hi != hi):
+                continue
+            lows[f.name], highs[f.name] = lo, hi
+    out = {"numRecords": md.num_rows, "minValues": _json_value(lows),
+           "maxValues": _json_value(highs, upper=True), "nullCount": nulls}
+    return json.dumps(out)
+
+
+def commit_delta_files(
+    root: str,
+    files: Sequence[tuple[str, Mapping[str, str | None]]],
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    mode: str,
+) -> int:
+    """Commit ``files`` (paths relative to ``root``, already in place, with their raw
+    partition values) to the Delta table at ``root`` as one transaction: a new table
+    (``mode`` "error"), an append or an overwrite. Returns the version made."""
+    from deltalake import DeltaTable
+    from deltalake import Schema as DeltaSchema
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    delta_schema = DeltaSchema.from_arrow(schema)
+
+    actions: list[Any] = []
+    for rel, partition in files:
+        full = os.path.join(root, *rel.split("/"))
+        actions.append(AddAction(path=rel, size=os.path.getsize(full),
+                                 partition_values=dict(partition),
+                                 modification_time=int(os.path.getmtime(full) * 1000),
+                                 data_change=True, stats=footer_stats(full)))
+    try:
+        if DeltaTable.is_deltatable(root):
+            if mode == "error":
+                raise UserInputError("a Delta table is already there (mode='error')", path=root)
+            table = DeltaTable(root)
+            table.create_write_transaction(actions, mode=mode, schema=delta_schema,
+                                           partition_by=list(partition_by) or None)
+            table.update_incremental()
+            return int(table.version())
+        create_table_with_add_actions(root, delta_schema, actions, mode="error",
+                                      partition_by=list(partition_by) or None)
+    except DeltaError as e:
+        raise TableCommitError(f"Delta commit failed: {e}", path=root) from None
+    return int(DeltaTable(root).version())

@@ -57,14 +57,6 @@ class DeltaSnapshot:
     def column_mapping(self) -> bool:
         return any(k != v for k, v in self.physical.items())
 
-    @property
-    def physical_schema(self) -> pa.Schema:
-        """The files' schema: the logical one with physical top-level names (partition
-        columns left out: their values are in the log, not the files)."""
-        return pa.schema([f.with_name(self.physical.get(f.name, f.name)) for f in self.schema
-                          if f.name not in self.partition_columns],
-                         metadata=self.schema.metadata)
-
     def describe(self) -> str:
         return f"Delta table {self.location}, version {self.version}, {len(self.files)} files"
 
