@@ -82,8 +82,6 @@ def check_pipeline(out: dict[str, Any], lake: Path, python: str) -> None:
     assert out["add_indexes"]["files"] == out["write"]["files"]
     assert out["after_add"]["manifest"] == "current"
     assert out["after_add_rows_equal"] is True
-    # Spark's own filters and SQL, pushed to the "pqindex" data source (issue 42).
-    assert out["pushdown"] == {"mismatches": [], "conf": "true"}, out["pushdown"]
     check_lake(lake)
     # The workers lacked pqindex: they got this checkout's, as a zip named after it.
     shipped = out["write"]["shipped"]
@@ -177,7 +175,7 @@ def test_pipeline_on_standalone_cluster(
     env = base_env(tmp_path, PYSPARK_PYTHON=python_without_pqindex, **aws_env(s3))
     events = tmp_path / "events"
     events.mkdir()
-    out, err = run_driver(tmp_path, "--master", cluster, "--steps", "raw,pipeline,pushdown,s3",
+    out, err = run_driver(tmp_path, "--master", cluster, "--steps", "raw,pipeline,s3",
                           "--s3-bucket", bucket, *event_log_conf(events), env=env)
     # Unguarded, a write fails as the issue reports, deep inside an AnalysisException.
     assert out.get("raw_error") and "No module named 'pqindex'" in out["raw_error"], err[-3000:]
@@ -198,7 +196,7 @@ def test_pipeline_on_connect(
     bucket = s3.new_bucket()
     s3.reset_log()
     env = base_env(tmp_path, **aws_env(s3))
-    out, err = run_driver(tmp_path, "--remote", connect, "--steps", "pipeline,pushdown,s3",
+    out, err = run_driver(tmp_path, "--remote", connect, "--steps", "pipeline,s3",
                           "--s3-bucket", bucket, env=env)
     assert out["connect"] is True, err[-2000:]
     # The server's workers lacked pqindex: it went over as a session artifact.
