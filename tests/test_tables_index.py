@@ -26,6 +26,7 @@ from pqindex.dataset.tables.detect import TableFormat, find_table  # noqa: E402
 from pqindex.errors import UnsupportedError  # noqa: E402
 from pqindex.format.file import ParquetFile  # noqa: E402
 from pqindex.write.add_indexes import add_indexes, index_file  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 
 
 def _rows(n: int, start: int = 0) -> pa.Table:
@@ -339,3 +340,22 @@ def test_vacuum_removes_the_superseded_files_like_any_other(tmp_path: Path) -> N
     assert not any(os.path.exists(p) for p in old)
     assert _delta_rows(table) == before
     _recorded_sizes_match(table)
+
+
+def test_a_delta_table_on_s3_is_refused_and_no_object_changes(s3: S3Endpoint) -> None:  # noqa: F811
+    from deltalake import DeltaTable, write_deltalake
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/lake/t"
+    opts = s3.storage_options()
+    write_deltalake(url, _rows(100), partition_by=["part"],
+                    storage_options={**opts, "aws_s3_allow_unsafe_rename": "true"})
+    client = s3.boto3()
+    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
+    data = next(k for k in before if k.endswith(".parquet"))
+    for target in (url, f"s3://{bucket}/{data}"):
+        with pytest.raises(UnsupportedError, match="Delta table"):
+            add_indexes(target, distinct="cat", storage_options=opts)
+    after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert after == before
+    assert DeltaTable(url, storage_options=opts).to_pyarrow_table().num_rows == 100
