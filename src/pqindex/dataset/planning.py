@@ -451,14 +451,15 @@ class Planning:
         # manifest rules it out; and those a stage ruled out, planned here at once.
         stage_out: dict[str, str] = {}
         ruled: dict[str, tuple[Planned, list[str]]] = {}
+        hive = bool(disc.partition_columns)
         for df in chosen:
             why = decided[row_of[df.path]]
             if why is None:
                 continue
             stage_out[df.path] = why
             ruled[df.path] = ((df, None, None, None) if why == "partition" else (
-                df, None, FilePlan(df.path, 0, (), "manifest", why, disc.partition_values(df)),
-                None), [])
+                df, None, FilePlan(df.path, 0, (), "manifest", why,
+                                   disc.partition_values(df) if hive else {}), None), [])
         # The manifest's key index names the files and row groups of a key
         # (dataset/key_index.py): the files it covers and does not name are never opened.
         keyed = (lookup_keys(view, disc, expr, self.storage_options, report.warnings.append)
@@ -549,9 +550,6 @@ class Planning:
                                              row_groups_of(df))
             return None if plan is None else ((df, of, plan, bound), [])
 
-        def _ruled_out(df: DataFile) -> tuple[Planned, list[str]] | None:
-            return ruled.get(df.path) or footer_settled(df)
-
         tails = None
         if not every:
             # Tails of the files still in play, in one wave (counted here, not per file);
@@ -580,9 +578,9 @@ class Planning:
                 # Files their partition values or the manifest rule out, and open files
                 # their footer statistics rule out, are settled here: no task (planning
                 # needs no request then; a task, and a fresh pool's thread, cost more).
-                settled = dict(ruled)
-                settled.update((df.path, r) for df in chosen if df.path not in ruled
-                               and (r := footer_settled(df)) is not None)
+                settled = ruled  # plan_one answers these from it as well
+                settled.update([(df.path, r) for df in chosen if df.path not in ruled
+                                and (r := footer_settled(df)) is not None])
                 tasks = self._as_landed(pool, plan_one,
                                    [df for df in chosen if df.path not in settled])
                 try:
@@ -600,7 +598,8 @@ class Planning:
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         involved_by_shape: dict[tuple[int, int], list[int]] = {}
         for (df, of, plan, bound), warnings in results:
-            report.warnings += [f"{df.path}: {w}" for w in warnings]
+            if warnings:
+                report.warnings += [f"{df.path}: {w}" for w in warnings]
             if plan is None or of is None:
                 report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
                 files.append((df, of, plan, bound))

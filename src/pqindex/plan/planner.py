@@ -26,6 +26,7 @@ import numpy as np
 
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
+    BoundCondition,
     BoundExpr,
     BoundPredicate,
     bound_leaves,
@@ -49,6 +50,7 @@ from pqindex.indexes.evidence import (
     DictionaryEvidence,
     Evidence,
     bloom_hashes,
+    compared_columns,
 )
 from pqindex.indexes.region import Region, read_region
 from pqindex.io.cache import DICTIONARY_EVIDENCE
@@ -447,7 +449,17 @@ def _staged_match(
             answers[key] = m
             return m
 
-        last = evaluate(expr, leaf_match)
+        def condition_match(cond: BoundCondition, source: Any = source) -> Match:
+            # Two columns compared: their statistics (min/max) may rule the unit out.
+            nonlocal consulted
+            if cond.compared is None:
+                return Match.SOME
+            op, left, right = cond.compared
+            found = compared_columns(op, (source(left), left), (source(right), right))
+            consulted = consulted or found != Match.SOME
+            return found
+
+        last = evaluate(expr, leaf_match, condition_match)
         if consulted:
             used.append(name)
         if last != Match.SOME:
