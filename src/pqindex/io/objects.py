@@ -42,7 +42,9 @@ def get_object(
         except OSError as e:
             raise translate(e, url, "read") from None
     elif is_object_store_url(url):
-        import obstore as obs
+        from pqindex.io.native import obstore_api
+
+        obs = obstore_api()
 
         from pqindex.io.objstore import get_store, run
 
@@ -94,7 +96,9 @@ def put_object(
         _put_local(path, data, mode)
         return
     if is_object_store_url(url):
-        import obstore as obs
+        from pqindex.io.native import obstore_api
+
+        obs = obstore_api()
 
         from pqindex.io.objstore import get_store, run
 

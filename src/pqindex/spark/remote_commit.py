@@ -71,7 +71,9 @@ def _manifest_url(dest: str) -> str:
 
 def _get(url: str, storage_options: Mapping[str, Any] | None) -> tuple[bytes | None, str | None]:
     """The object and its ETag, or (None, None) when there is none."""
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
@@ -116,7 +118,9 @@ def _each(dest: str, storage_options: Mapping[str, Any] | None, op: str,
           pairs: Sequence[tuple[str, str]]) -> None:
     """Copy (``op="copy"``: (from key, to key)) or delete (first of each pair) objects
     of ``dest``'s store, ``_PARALLEL`` at a time."""
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
@@ -304,7 +308,9 @@ def commit_job_remote(
 
 def _put_manifest(url: str, body: bytes, base_etag: str | None,
                   storage_options: Mapping[str, Any] | None) -> None:
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
