@@ -31,7 +31,7 @@ import secrets
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
 
@@ -42,7 +42,7 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import Http, Response, store_settings
+from pqindex.io.restcall import Http, Response, client_options, store_settings
 
 __all__ = ["API_VERSION", "MAX_BLOCKS", "MAX_COPY_BLOCK_BYTES", "AzureBlocks", "AzureConfig",
            "BlockNotSupportedError", "azure_config", "blob_sas", "shared_key_signature"]
@@ -80,6 +80,7 @@ class AzureConfig:
     token: str | None = None
     timeout: float = 60.0
     max_retries: int = 5
+    client_options: Mapping[str, Any] = field(default_factory=dict)  # proxy, TLS
 
     def __repr__(self) -> str:  # never print secrets
         return f"AzureConfig(account={self.account!r}, container={self.container!r}, ...)"
@@ -132,7 +133,8 @@ def azure_config(url: str, storage_options: Mapping[str, Any] | None = None
     return AzureConfig(account=account, container=container, endpoint=endpoint.rstrip("/"),
                        key=secret, sas=sas, token=s.get("token") or None,
                        timeout=float(s.get("timeout", "60").rstrip("s") or 60),
-                       max_retries=int(retries) if retries.isdigit() else 5)
+                       max_retries=int(retries) if retries.isdigit() else 5,
+                       client_options=client_options(storage_options))
 
 
 # ---------------------------------------------------------------- signing
@@ -228,7 +230,7 @@ class AzureBlocks:
     def __init__(self, config: AzureConfig) -> None:
         self.config = config
         self.http = Http(config.endpoint, timeout=config.timeout,
-                         max_retries=config.max_retries)
+                         max_retries=config.max_retries, client_options=config.client_options)
 
     def close(self) -> None:
         self.http.close()

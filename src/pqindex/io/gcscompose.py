@@ -31,7 +31,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pqindex.io.errors import (
@@ -41,7 +41,14 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff, store_settings
+from pqindex.io.restcall import (
+    RETRY_STATUS,
+    Http,
+    Response,
+    backoff,
+    client_options,
+    store_settings,
+)
 
 __all__ = ["MAX_COMPOSE_SOURCES", "GcsCompose", "GcsConfig", "gcs_config", "temp_name"]
 
@@ -65,6 +72,7 @@ class GcsConfig:
     timeout: float = 60.0
     max_retries: int = 5
     token: UserToken | None = None
+    client_options: Mapping[str, Any] = field(default_factory=dict)  # proxy, TLS
 
 
 _TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -124,7 +132,8 @@ def gcs_config(url: str, storage_options: Mapping[str, Any] | None = None) -> Gc
     s = _settings(storage_options)
     retries = s.get("max_retries", "")
     extra = {"timeout": float(s.get("timeout", "60").rstrip("s") or 60),
-             "max_retries": int(retries) if retries.isdigit() else 5}
+             "max_retries": int(retries) if retries.isdigit() else 5,
+             "client_options": client_options(storage_options)}
     if s.get("anon", "").strip().lower() in ("1", "true", "yes", "on"):
         return GcsConfig(u.netloc, _PUBLIC, **extra)  # type: ignore[arg-type]
     raw = s.get("key")
@@ -191,7 +200,7 @@ class GcsCompose:
     def __init__(self, config: GcsConfig) -> None:
         self.config = config
         self.http = Http(config.base_url, timeout=config.timeout,
-                         max_retries=config.max_retries)
+                         max_retries=config.max_retries, client_options=config.client_options)
 
     def close(self) -> None:
         self.http.close()
@@ -252,10 +261,10 @@ class GcsCompose:
         now has a new generation and ``expect_size`` bytes (the lost attempt
         succeeded)."""
         dest: dict[str, Any] = {}
-        for field in ("contentType", "contentEncoding", "contentDisposition",
+        for name in ("contentType", "contentEncoding", "contentDisposition",
                       "contentLanguage", "cacheControl", "metadata"):
-            if keep and keep.get(field) is not None:
-                dest[field] = keep[field]
+            if keep and keep.get(name) is not None:
+                dest[name] = keep[name]
         body = {"sourceObjects": [
             {"name": n, "generation": str(g),
              "objectPreconditions": {"ifGenerationMatch": str(g)}} for n, g in sources],

@@ -32,11 +32,12 @@ import threading
 import types
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, TypeVarTuple
 
 from pqindex.errors import CorruptFileError, UserInputError
+from pqindex.io.credentials import S3CredentialChoice, s3_credentials
 from pqindex.io.errors import ObjectChangedError, StorageConfigError, StorageError, translate
 from pqindex.io.source import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -260,6 +261,11 @@ class StoreHandle:
     max_in_flight: int
     # Azure Blob Storage has no suffix ranges: a tail needs the size (listing or HEAD).
     suffix_ranges: bool = True
+    # obstore's client options as given (proxy, TLS, timeouts): requests pqindex
+    # sends itself (io.restcall) honour them too.
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    # S3: what signs requests, for obstore and for pqindex's own (io.credentials).
+    s3_credentials: S3CredentialChoice | None = None
 
 
 _stores: dict[tuple[str, str], StoreHandle] = {}
@@ -371,17 +377,22 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
             with _stores_lock:
                 _by_fast_key[fast] = handle
         return handle, key
-    from pqindex.io.native import from_url
+    from pqindex.io.native import from_url, obstore_api
 
     config, client, retry, in_flight = _configure(opts)
     if root.startswith("http://"):
         client.setdefault("allow_http", True)  # the URL itself asks for plain HTTP
+    choice = s3_credentials(opts) if root.split("://", 1)[0] in ("s3", "s3a") else None
+    extra: dict[str, Any] = {}
+    if choice is not None and choice.obstore_provider is not None:
+        extra["credential_provider"] = choice.obstore_provider  # one provider for both
     try:
         store = from_url(
             root,
             config=config or None,
             client_options=client or None,
             retry_config=retry or None,
+            **extra,
         )
     except Exception as e:
         err = translate(e, url, "configure the store")
@@ -390,7 +401,8 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
                 from None
         raise err from None
     handle = StoreHandle(store, root, in_flight,
-                         suffix_ranges=type(store).__name__ != "AzureStore")
+                         suffix_ranges=not isinstance(store, obstore_api()._store.AzureStore),
+                         client_options=client, s3_credentials=choice)
     with _stores_lock:
         handle = _stores.setdefault(cache_key, handle)
         if fast is not None:
