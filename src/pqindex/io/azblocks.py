@@ -42,7 +42,14 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import Http, Response, client_options, store_settings
+from pqindex.io.restcall import (
+    RETRY_STATUS,
+    Http,
+    Response,
+    backoff,
+    client_options,
+    store_settings,
+)
 
 __all__ = ["API_VERSION", "MAX_BLOCKS", "MAX_COPY_BLOCK_BYTES", "AzureBlocks", "AzureConfig",
            "BlockNotSupportedError", "azure_config", "blob_sas", "shared_key_signature"]
@@ -202,6 +209,7 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
     code, message = _code(resp)
     detail = f"HTTP {resp.status}" + (f" {code}" if code else "") + (
         f": {message}" if message else "")
+    status = resp.status
     if resp.status == 412 or "ConditionNotMet" in code:
         return ObjectChangedError(
             f"the object changed while it was read (ETag mismatch; {detail})",
@@ -217,8 +225,9 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
                                   path=url, operation=operation)
     if resp.status in (429, 503):
         return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    return StorageError(detail, path=url, operation=operation)
+                              operation=operation, status=status, code=code, transient=True)
+    return StorageError(detail, path=url, operation=operation, status=status, code=code,
+                        transient=status in RETRY_STATUS)
 
 
 # ---------------------------------------------------------------- requests
@@ -256,7 +265,8 @@ class AzureBlocks:
 
     def request(self, method: str, blob: str, operation: str, *,
                 query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
-                body: bytes = b"", ok: Sequence[int] = (200, 201)) -> Response:
+                body: bytes = b"", ok: Sequence[int] = (200, 201),
+                retries: int | None = None) -> Response:
         path = self._path(blob)
         cfg = self.config
         full_query = list(query)
@@ -281,7 +291,7 @@ class AzureBlocks:
             return h
 
         resp = self.http.send(method, target, url=self.url(blob), operation=operation,
-                              headers=signed, body=body)
+                              headers=signed, body=body, retries=retries)
         if resp.status not in ok:
             raise _error(resp, self.url(blob), operation)
         return resp
@@ -331,7 +341,11 @@ class AzureBlocks:
         """Commit ``blocks`` as (``Committed``|``Latest``, id) in order, only if the
         blob's ETag is still ``if_match``; ``keep``: the blob's Get Blob Properties
         headers, whose content headers and metadata are carried over. Returns the
-        new ETag."""
+        new ETag.
+
+        Transient failures are sent again. A 412 to a second attempt is ours when
+        the blob's committed block list is now exactly ``blocks`` (the ids are new
+        and random): the first attempt committed and its answer was lost."""
         body = ('<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
             f"<{kind}>{bid}</{kind}>" for kind, bid in blocks) + "</BlockList>").encode()
         headers = {"Content-Type": "application/xml"}
@@ -343,9 +357,27 @@ class AzureBlocks:
             elif name in ("content-type", "content-encoding", "content-language",
                           "content-disposition", "cache-control"):
                 headers[f"x-ms-blob-{name}"] = value
-        r = self.request("PUT", blob, "Put Block List", query=[("comp", "blocklist")],
-                         headers=headers, body=body)
-        return r.headers.get("etag", "")
+        attempts = self.config.max_retries + 1
+        for attempt in range(attempts):
+            # One attempt per call: an answer lost after the commit must not be taken
+            # for a concurrent change when the list is sent again.
+            try:
+                r = self.request("PUT", blob, "Put Block List",
+                                 query=[("comp", "blocklist")], headers=headers, body=body,
+                                 retries=0)
+                return r.headers.get("etag", "")
+            except ObjectChangedError:
+                if attempt == 0:
+                    raise
+                etag, committed = self.committed_blocks(blob)
+                if [b for b, _n in committed] == [b for _kind, b in blocks]:
+                    return etag
+                raise
+            except StorageError as e:
+                if not e.transient or attempt == attempts - 1:
+                    raise
+                backoff(attempt)
+        raise AssertionError("unreachable")
 
 
 def new_block_ids(count: int, taken: Sequence[str], size: int = 32) -> list[str]:

@@ -178,6 +178,7 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
     except ValueError:
         message = resp.body[:200].decode("utf-8", "replace").strip()
     detail = f"HTTP {resp.status}" + (f": {message}" if message else "")
+    status = resp.status
     if resp.status == 412:
         return ObjectChangedError(
             f"the object changed while it was read (generation mismatch; {detail})",
@@ -190,8 +191,9 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
                                   path=url, operation=operation)
     if resp.status == 429:
         return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    return StorageError(detail, path=url, operation=operation)
+                              operation=operation, status=status, transient=True)
+    return StorageError(detail, path=url, operation=operation, status=status,
+                        transient=status in RETRY_STATUS)
 
 
 class GcsCompose:
@@ -288,9 +290,7 @@ class GcsCompose:
                     return now
                 raise
             except StorageError as e:
-                transient = isinstance(e, ThrottledError) or "cannot connect" in e.detail \
-                    or any(e.detail.startswith(f"HTTP {s}") for s in RETRY_STATUS)
-                if not transient or attempt == attempts - 1:
+                if not e.transient or attempt == attempts - 1:
                     raise
                 backoff(attempt)
         raise AssertionError("unreachable")

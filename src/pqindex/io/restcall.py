@@ -179,9 +179,9 @@ def connection_error(e: BaseException, timeout: float, url: str,
     """What a request that never got an answer (after its last retry) raises."""
     if isinstance(e, TimeoutError):
         return StorageTimeoutError(f"timed out after {timeout:g} s", path=url,
-                                   operation=operation)
+                                   operation=operation, transient=True)
     return StorageError(f"cannot connect to the store ({type(e).__name__}: {e})", path=url,
-                        operation=operation)
+                        operation=operation, transient=True)
 
 
 def backoff(attempt: int) -> None:

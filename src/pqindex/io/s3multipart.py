@@ -32,7 +32,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from pqindex.io.credentials import CredentialSource, s3_settings
-from pqindex.io.errors import StorageError, StorageTimeoutError, ThrottledError, s3_error
+from pqindex.io.errors import StorageError, s3_error
 from pqindex.io.restcall import (
     RETRY_STATUS,
     Http,
@@ -297,15 +297,11 @@ class S3Multipart:
                                  body=body.encode(), retries=0, error_in_body=True)
                 return _text(_xml(r.body), "ETag") or ""
             except StorageError as e:
-                if "NoSuchUpload" in e.detail and attempt > 0:
+                if e.code == "NoSuchUpload" and attempt > 0:
                     etag, got = self.head(key)
                     if _unquote(etag).endswith(f"-{len(parts)}") and size in (None, got):
                         return etag
-                transient = isinstance(e, (ThrottledError, StorageTimeoutError)) or (
-                    type(e) is StorageError and (
-                        "cannot connect" in e.detail or "InternalError" in e.detail
-                        or any(f"HTTP {s}" in e.detail for s in RETRY_STATUS)))
-                if not transient or attempt == attempts - 1:
+                if not e.transient or attempt == attempts - 1:
                     raise
                 backoff(attempt)
         raise AssertionError("unreachable")
@@ -315,7 +311,7 @@ class S3Multipart:
         try:
             self.request("DELETE", key, "AbortMultipartUpload", query=[("uploadId", upload_id)])
         except StorageError as e:
-            if "NoSuchUpload" not in e.detail:
+            if e.code != "NoSuchUpload":
                 raise
 
 
