@@ -43,10 +43,9 @@ def get_object(
             raise translate(e, url, "read") from None
     elif is_object_store_url(url):
         from pqindex.io.native import obstore_api
+        from pqindex.io.objstore import get_store, run
 
         obs = obstore_api()
-
-        from pqindex.io.objstore import get_store, run
 
         handle, key = get_store(url, storage_options)
 
@@ -97,10 +96,9 @@ def put_object(
         return
     if is_object_store_url(url):
         from pqindex.io.native import obstore_api
+        from pqindex.io.objstore import get_store, run
 
         obs = obstore_api()
-
-        from pqindex.io.objstore import get_store, run
 
         handle, key = get_store(url, storage_options)
 
@@ -110,7 +108,7 @@ def put_object(
         try:
             run(put())
         except Exception as e:
-            if type(e).__name__ == "AlreadyExistsError":
+            if isinstance(e, obs.exceptions.AlreadyExistsError):
                 raise StorageError("the object already exists", path=url,
                                    operation="PUT (create)") from None
             raise translate(e, url, "PUT") from None

@@ -583,10 +583,10 @@ class ObjectStoreSource:
             data, start, end = run(self._get(options, "GET (tail)"))
         except Exception as e:
             err = translate(e, self.path, "GET (tail)")
-            text = str(e).lower()
-            unsatisfiable = "range not satisfiable" in text or "non-partial response" in text
-            if unsatisfiable and self.size() == 0:
-                return b""  # an empty object has no suffix to give
+            # An empty object has no suffix to give: the store refuses the range (416,
+            # or a whole answer), an error of no specific class. A HEAD tells.
+            if type(err) is StorageError and self._size is None and self.size() == 0:
+                return b""
             raise err from None
         self.stats.record(start, end - start)
         self.stats.record_wave()
