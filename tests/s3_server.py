@@ -292,7 +292,7 @@ class S3Endpoint:
     benchmarks; tests keep the thread, which starts faster)."""
 
     def __init__(self, separate_process: bool = False) -> None:
-        from moto.server import ThreadedMotoServer
+        from moto.server import ThreadedMotoServer  # tests: the s3 fixture checks first
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
         self._moto: Any
@@ -428,6 +428,9 @@ class S3Endpoint:
 @pytest.fixture(scope="session")
 def s3() -> Iterator[S3Endpoint]:
     """One moto server and proxy for the whole test session."""
+    from conftest import import_or_missing
+
+    import_or_missing("moto.server", "moto (the S3 emulator, test extra)")
     ep = S3Endpoint()
     try:
         yield ep

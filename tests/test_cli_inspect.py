@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from conftest import PARQUET_TESTING
 from pqindex.cli import cli
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing"
+CORPUS = PARQUET_TESTING
 DATA = CORPUS / "data"
 BAD = CORPUS / "bad_data"
 

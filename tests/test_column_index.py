@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import PARQUET_TESTING
 from pqindex.format.column_index import PageIndex, prefix_upper_bound
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
@@ -45,7 +46,7 @@ from pqindex.format.structs import (
 )
 from pqindex.format.values import total_order_key
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
 IEEE_ORDER = ColumnOrder(IEEE_754_TOTAL_ORDER=IEEE754TotalOrder())
 N, S, A = Match.NONE, Match.SOME, Match.ALL

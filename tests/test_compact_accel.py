@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from conftest import PARQUET_TESTING
 from pqindex.format import thrift
 from pqindex.format.structs import (
     ColumnIndex,
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.skipif(
     thrift._accel is None, reason="C decoder disabled (PQINDEX_PURE_PYTHON)"
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 
 FALLBACK = "fallback"
 

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pqindex
+from conftest import PARQUET_TESTING
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.format import codec as fc
 from pqindex.format.file import ParquetFile, chunk_range
@@ -30,7 +31,7 @@ from pqindex.format.schema import Codec
 from pqindex.scan import decompress as dm
 from pqindex.scan import encoded
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 MAGIC = b"\x28\xb5\x2f\xfd"
 
 

@@ -220,3 +220,47 @@ def test_open_files_share_one_bounded_budget_for_what_they_keep(
     del ds
     gc.collect()
     assert [b.used for b in budgets] == used0
+
+
+def test_the_c_splitter_returns_none_when_its_buffer_changes_under_it() -> None:
+    """The C splitter measures the values, then copies them without the GIL: a
+    writable buffer another thread changes meanwhile makes it return None (the
+    Python walk then splits a copy, or says the page is corrupt), never offsets
+    padded with zeros. A thread flips one value's length between its own and one
+    past the buffer's end while the splitter runs on the same buffer."""
+    if plain._c is None:
+        pytest.skip("the C module _plain was not built")
+    import sys
+    import threading
+
+    values = [bytes([65 + i % 26]) * (1 + i % 7) for i in range(50_000)]
+    buf = bytearray(_encoded(values))
+    at = len(_encoded(values[:40_000]))  # the length field of value 40,000
+    small, huge = buf[at : at + 4], struct.pack("<I", 1 << 30)
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            buf[at : at + 4] = huge
+            buf[at : at + 4] = small
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the GIL back to this thread soon after each call
+    t = threading.Thread(target=flip)
+    t.start()
+    results = []
+    try:
+        for _ in range(200):
+            results.append(plain._c.split(buf, len(values)))
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(switch)
+    want = _encoded(values)
+    for got in results:
+        if got is None:
+            continue
+        offsets, body = got
+        ends = np.frombuffer(offsets, dtype=np.int32)
+        assert int(ends[-1]) == len(body) and bool((np.diff(ends) >= 0).all())
+        assert len(body) == len(want) - 4 * len(values)

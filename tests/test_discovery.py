@@ -138,16 +138,16 @@ def test_index_takes_a_pattern_and_manifest_refuses_one(tmp_path: Path) -> None:
         write_manifest(pattern)
 
 
-def test_a_delta_table_is_read_as_parquet_with_a_warning(
+def test_an_empty_delta_log_is_read_as_parquet_with_a_warning(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A directory holding ``_delta_log`` is a Delta Lake table: its files are still
-    read (as Spark's read.parquet and DuckDB's read_parquet read them), and every scan's
-    report, and the log once, say that files the log removed are included."""
+    """A directory holding a ``_delta_log`` without any commit is no Delta table yet:
+    its files are read (as Spark's read.parquet and DuckDB's read_parquet read them),
+    and every scan's report, and the log once, say so. (A table with commits is read
+    through its log: tests/test_tables_delta.py; a damaged log is an error.)"""
     import logging
 
     _tree(tmp_path)
     (tmp_path / "_delta_log").mkdir()
-    (tmp_path / "_delta_log" / "00000000000000000000.json").write_text("{}")
     with caplog.at_level(logging.WARNING, logger="pqindex"):
         ds = pqindex.dataset(tmp_path)
         scan = ds.scan(columns=["id"])
@@ -156,3 +156,6 @@ def test_a_delta_table_is_read_as_parquet_with_a_warning(
     assert sum("Delta Lake" in r.getMessage() for r in caplog.records) == 1
     plain = pqindex.dataset(tmp_path / "dt=2024-01-01").scan()
     assert plain.to_table().num_rows == 20 and not plain.report.warnings
+    (tmp_path / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    with pytest.raises(pqindex.UserInputError, match="Delta"):
+        pqindex.dataset(tmp_path)

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import pqindex
 import writers
+from conftest import PARQUET_TESTING
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.scan import decompress, encoded, page_values
 from pqindex.scan.page_decode import arrow_schema
@@ -32,7 +33,7 @@ from pqindex.scan.page_decode import arrow_schema
 # read whole and filtered instead (conftest.page_by_page).
 pytestmark = pytest.mark.usefixtures("page_by_page")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 CODECS = ["none", "snappy", "gzip", "brotli", "zstd", "lz4"]
 
 

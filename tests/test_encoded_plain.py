@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import pqindex
 import writers
+from conftest import PARQUET_TESTING
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
@@ -36,7 +37,7 @@ from pqindex.scan.page_decode import arrow_schema
 # read whole and filtered instead (conftest.page_by_page).
 pytestmark = pytest.mark.usefixtures("page_by_page")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 CODECS = ["none", "snappy", "gzip", "brotli", "zstd", "lz4"]
 NUMERIC = {"i32": pa.int32(), "i64": pa.int64(), "f32": pa.float32(), "f64": pa.float64()}
 

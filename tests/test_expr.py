@@ -296,13 +296,13 @@ def test_wrong_literal_type_names_column_and_types(sql: str, parts: list[str]) -
     ("s GLOB 'a*'", ["GLOB is not supported", "position 2"]),
     ("s ILIKE 'a%' ESCAPE '!!'", ["ESCAPE needs a string of one character"]),
     ("s = 'a' ESCAPE '!'", ["ESCAPE outside LIKE is not supported"]),
-    ("x < y", ["column-to-column comparison x < y", "position 0"]),
-    ("a.b = c.d", ["column-to-column", "a.b = c.d"]),
-    ("x + 1 > 2", ["arithmetic ('+')", "position 2"]),
-    ("x > 2 * 3", ["arithmetic ('*')", "position 6"]),
-    ("x = -y", ["arithmetic ('-')"]),
+    ("x % 2 = 1", ["modulo operator '%' is not supported", "position 2"]),
+    ("x IS DISTINCT FROM y", ["IS [NOT] DISTINCT FROM is not supported"]),
+    ("sum(x) > 2", ["aggregate function sum() is not allowed", "position 0"]),
+    ("x > foo(3)", ["function foo() is not supported", "position 4"]),
+    ("x = TRY_CAST(y AS INT)", ["function TRY_CAST() is not supported"]),
     ("1 = 1", ["both sides are literals"]),
-    ("lower(s) = 'a'", ["function calls are not supported: lower(...)"]),
+    ("x < DATE '2024-01-01' + INTERVAL 1 FORTNIGHT", ["INTERVAL unit", "'FORTNIGHT'"]),
     ("x = 1 AND", ["at the end of"]),
     ("x = 1)", ["unexpected ')'", "position 5"]),
     ("(x = 1", ["expected ')'"]),
@@ -323,7 +323,7 @@ def test_parse_errors_say_what_and_where(sql: str, parts: list[str]) -> None:
 
 
 def test_builder_errors() -> None:
-    assert "column-to-column" in error_of(lambda: col("x") < col("y"))
+    assert "unsupported literal" in error_of(lambda: col("x") < object())
     assert "unsupported literal" in error_of(lambda: col("x") == object())
     with pytest.raises(TypeError, match="no truth value"):
         bool(col("x") == 1)

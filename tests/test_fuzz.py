@@ -28,9 +28,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import pqindex
+from conftest import PARQUET_TESTING
 from pqindex.errors import InternalError, PqIndexError
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing"
+CORPUS = PARQUET_TESTING
 CASES = int(os.environ.get("PQINDEX_FUZZ_CASES", "24"))
 SEED = int(os.environ.get("PQINDEX_FUZZ_SEED", "20261124"))
 LIMIT_SECONDS = 20  # per operation; generous: a hang, not slowness, is what fails

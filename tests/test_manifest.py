@@ -79,10 +79,19 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
 
 
 def _copy(lake: tuple[Path, pa.Table], dst: Path, manifest: bool = True) -> Path:
+    """The lake copied (mtimes kept), its manifest's entries given the copies' ctimes:
+    as if written for these files (a copy's new ctimes alone leave every entry
+    unmatched, see test_a_copied_lake_plans_from_footers_until_its_manifest_is_written)."""
     root, _ = lake
-    shutil.copytree(root, dst)  # copy2 keeps mtimes: the manifest still matches
+    shutil.copytree(root, dst)
+    path = dst / MANIFEST_NAME
     if not manifest:
-        (dst / MANIFEST_NAME).unlink()
+        path.unlink()
+        return dst
+    m = json.loads(path.read_text())
+    for e in m["files"]:
+        e["ctime"] = os.stat(dst / e["path"]).st_ctime_ns
+    path.write_text(json.dumps(m))
     return dst
 
 
@@ -237,20 +246,61 @@ def test_manifest_reports_progress_and_the_cli_writes_it(tmp_path: Path) -> None
     assert res.stdout.strip() == f"{root}: manifest of 5 file(s), 50 rows"
 
 
-def test_same_size_rewrite_is_caught_by_mtime(tmp_path: Path) -> None:
-    root = tmp_path / "same"
+_PLAIN: dict[str, Any] = {"compression": "none", "use_dictionary": False}
+
+
+def _three_files_and_a_manifest(root: Path) -> Path:
+    """ids 0-9, 10-19, 20-29 in f0..f2 (fixed-width pages: a rewrite of f1 with other
+    ids has its size), a manifest; returns f1."""
     root.mkdir()
-    kw: dict[str, Any] = {"compression": "none", "use_dictionary": False}
     for k in range(3):
         pq.write_table(pa.table({"id": pa.array(np.arange(k * 10, k * 10 + 10))}),
-                       root / f"f{k}.parquet", **kw)
+                       root / f"f{k}.parquet", **_PLAIN)
     write_manifest(str(root))
-    size = os.path.getsize(root / "f1.parquet")
-    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), root / "f1.parquet", **kw)
-    assert os.path.getsize(root / "f1.parquet") == size
-    st = os.stat(root / "f1.parquet")
-    os.utime(root / "f1.parquet", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    return root / "f1.parquet"
+
+
+def test_same_size_rewrite_is_caught_by_mtime(tmp_path: Path) -> None:
+    root = tmp_path / "same"
+    f1 = _three_files_and_a_manifest(root)
+    size = os.path.getsize(f1)
+    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), f1, **_PLAIN)
+    assert os.path.getsize(f1) == size
+    st = os.stat(f1)
+    os.utime(f1, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert pqindex.dataset(str(root)).to_table(where="id = 505")["id"].to_pylist() == [505]
+
+
+def test_same_size_rewrite_with_mtime_restored_is_caught_by_ctime(tmp_path: Path) -> None:
+    """Rewritten with the same size and its mtime put back: the ctime, which every
+    write and utime moves, tells the entry is for another version (10 rows, not 0)."""
+    root = tmp_path / "same"
+    f1 = _three_files_and_a_manifest(root)
+    before = os.stat(f1)
+    pq.write_table(pa.table({"id": pa.array(np.arange(500, 510))}), f1, **_PLAIN)
+    os.utime(f1, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(f1)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    scan = pqindex.dataset(str(root)).scan(where="id >= 500")
+    assert sorted(scan.to_table()["id"].to_pylist()) == list(range(500, 510))
+    assert scan.report.files_skipped.get("manifest", 0) == 2
+
+
+def test_a_copied_lake_plans_from_footers_until_its_manifest_is_written(
+    lake: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    """Copied with mtimes kept (copy2): every ctime is new, so no entry is trusted
+    (the rows are the same); ``write_manifest`` again makes them count."""
+    root, _ = lake
+    dst = tmp_path / "copied"
+    shutil.copytree(root, dst)
+    scan = pqindex.dataset(str(dst)).scan(where="id = 90001")
+    assert scan.to_table().num_rows == 0
+    assert scan.report.files_skipped.get("manifest", 0) == 0
+    write_manifest(str(dst))
+    scan = pqindex.dataset(str(dst)).scan(where="id = 90001")
+    assert scan.to_table().num_rows == 0
+    assert scan.report.files_skipped["manifest"] == FILES
 
 
 def test_partial_manifest_plans_new_files_from_footers(

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import writers
+from conftest import PARQUET_TESTING
 from pqindex.errors import PqIndexError
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import Encoding, PageType
@@ -32,7 +33,7 @@ from pqindex.scan.page_decode import (
     page_row_spans,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 ROWS = 1_200
 RG_ROWS = 500
 PAGE_ROWS = 60

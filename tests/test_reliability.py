@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pqindex
+from conftest import PARQUET_TESTING
 from pqindex.cli import cli
 from pqindex.errors import (
     CorruptFileError,
@@ -34,7 +35,7 @@ from pqindex.errors import (
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.pages import walk_pages
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing"
+CORPUS = PARQUET_TESTING
 
 
 def _run(*args: str) -> Any:

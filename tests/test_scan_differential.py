@@ -42,10 +42,11 @@ import pytest
 import pqindex
 import scan_fixtures
 import writers
+from conftest import PARQUET_TESTING
 from pqindex import pools
 from pqindex.format.file import ParquetFile
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 CASES = int(os.environ.get("PQINDEX_DIFF_CASES", "16"))
 
 

@@ -24,11 +24,12 @@ import pytest
 import pqindex
 import scan_fixtures
 import writers
+from conftest import PARQUET_TESTING
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 PAGE = 10
 
 

@@ -21,12 +21,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("pyspark")
-
 import pqindex.spark as ps
+from conftest import import_or_missing
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.spark.secrets import PATTERN, REDACTION_CONF, hide, reveal
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
+
+import_or_missing("pyspark", "pyspark")
 
 # Writers whose files the differential reads (one file each, several row groups).
 WRITERS = ("pyarrow_v2_snappy_dict", "pyarrow_bloom", "duckdb", "polars")

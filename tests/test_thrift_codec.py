@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import PARQUET_TESTING
 from pqindex.format import structs as S
 from pqindex.format import thrift
 from pqindex.format.thrift import (
@@ -34,7 +35,7 @@ from pqindex.format.thrift import (
     encode,
 )
 
-CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", str(Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing")))
+CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", str(PARQUET_TESTING)))
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 

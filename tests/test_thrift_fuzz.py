@@ -22,11 +22,12 @@ from typing import Any
 
 import pytest
 
+from conftest import PARQUET_TESTING
 from pqindex.format import structs as S
 from pqindex.format import thrift
 from pqindex.format.thrift import ThriftError, ThriftStruct, decode, encode
 
-CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", str(Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing")))
+CORPUS = Path(os.environ.get("PQINDEX_PARQUET_TESTING", str(PARQUET_TESTING)))
 CASES = int(os.environ.get("PQINDEX_FUZZ_CASES", "3000"))
 SEED = int(os.environ.get("PQINDEX_FUZZ_SEED", "1729"))
 CASE_SECONDS = 2.0  # one decode of a mangled 40 KB footer takes milliseconds

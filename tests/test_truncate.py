@@ -27,8 +27,8 @@ from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
 from pqindex.format.schema import BoundaryOrder, LeafColumn
 from pqindex.format.structs import ColumnIndex, OffsetIndex
+from pqindex.format.truncate import lower_bound, truncate_column_index, upper_bound
 from pqindex.format.values import validate_column_index
-from pqindex.write.truncate import lower_bound, truncate_column_index, upper_bound
 
 # ---------------------------------------------------------------- helpers
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import PARQUET_TESTING
 from pqindex.format.schema import LeafColumn, PhysicalType, Schema
 from pqindex.format.structs import (
     ColumnChunk,
@@ -52,7 +53,7 @@ from pqindex.format.values import (
     validate_column_index,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "parquet-testing" / "data"
+CORPUS = PARQUET_TESTING / "data"
 
 TYPE_ORDER = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
 IEEE_ORDER = ColumnOrder(IEEE_754_TOTAL_ORDER=IEEE754TotalOrder())

@@ -35,6 +35,7 @@ import writers
 from pqindex.errors import CorruptFileError, UnsupportedError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.format.structs import ColumnIndex, SortingColumn
+from pqindex.format.truncate import truncate_column_index
 from pqindex.write.tail import (
     REGION_KEY,
     RewriteError,
@@ -45,7 +46,6 @@ from pqindex.write.tail import (
     region_locator,
     rewrite,
 )
-from pqindex.write.truncate import truncate_column_index
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 REGION = b"PQIX" + bytes(range(256)) * 40

@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -168,8 +168,10 @@ _ENCODING_ABBREV = {
 
 def _console() -> Console:
     con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=200)
+    if not con.is_terminal:  # 200 columns, or what COLUMNS says
+        import shutil
+
+        con = Console(highlight=False, width=shutil.get_terminal_size((200, 24)).columns)
     return con
 
 
@@ -411,14 +413,15 @@ def _render_pages(con: Console, rg: int, c: dict[str, Any]) -> None:
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--no-decode", is_flag=True, help="Check page headers only, don't decode data.")
+@click.option("--no-decode", is_flag=True,
+              help="Check page headers and checksums only, don't decode data.")
 @_storage_option
 @_fail_cleanly
 def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ...] = ()) -> None:
-    """Check files end to end: footer, page headers, page index (decoded and
-    validated), Bloom filters (decoded; by default every value looked up), the
-    embedded index region (directory, checksums, each blob decoded), and (by
-    default) the data."""
+    """Check files end to end: footer, page headers, page checksums (every page
+    CRC32 present), page index (decoded and validated), Bloom filters (decoded; by
+    default every value looked up), the embedded index region (directory,
+    checksums, each blob decoded), and (by default) the data."""
     from pqindex.format.file import ParquetFile
     from pqindex.format.pages import check_file, check_indexes
     from pqindex.inspect import check_embedded
@@ -440,8 +443,23 @@ def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ..
 @_storage_option
 @_fail_cleanly
 def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = ()) -> None:
-    """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH."""
+    """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH.
+    For a Delta or Iceberg table the table's own log is its manifest: nothing is
+    written, the snapshot's files are shown."""
     from pqindex.dataset.manifest import write_manifest
+    from pqindex.dataset.tables.source import is_table_source, table_source
+
+    if is_table_source(path):
+        table = table_source(path, storage_options=_storage_options(storage_option))
+        files = [{"path": f.path, "size": None if f.info is None else f.info.size,
+                  "rows": rows} for f, rows in zip(table.discovery.files, table.rows,
+                                                   strict=True)]
+        if as_json:
+            click.echo(json.dumps({"table": table.description, "files": files}, indent=1))
+        else:
+            click.echo(f"{table.description}: the table's log is its manifest; nothing "
+                       "written")
+        return
 
     with _progress("reading footers") as update:
         m = write_manifest(path, _storage_options(storage_option),
@@ -453,7 +471,17 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
 
 
 def _columns(values: tuple[str, ...]) -> list[str] | None:
-    out = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    """``--columns`` values: comma-separated names; a name holding a comma in double
+    quotes, as in CSV (``'"a,b",c'``; a quote inside such a name is doubled)."""
+    import csv
+
+    out: list[str] = []
+    for v in values:
+        try:
+            names = next(csv.reader([v], skipinitialspace=True, strict=True))
+        except (csv.Error, StopIteration) as e:
+            raise UserInputError(f"--columns {v!r}: {e or 'empty'}") from None
+        out += [c.strip() for c in names if c.strip()]
     return out or None
 
 
@@ -484,7 +512,9 @@ def explain(
 @click.argument("path", nargs=-1, required=True)
 @click.option("--where", "where", default=None, help="SQL WHERE text.")
 @click.option("--columns", "columns", multiple=True, help="Columns to read (comma-separated).")
-@click.option("--limit", type=int, default=None, help="At most this many rows.")
+@click.option("--limit", type=int, default=None,
+              help="At most this many rows (table format to the screen: a screenful by "
+              "default, a last line saying how many were left out).")
 @click.option(
     "--format",
     "fmt",
@@ -507,6 +537,8 @@ def explain(
     show_default=True,
     help="Print what was read and skipped to standard error.",
 )
+@click.option("--verify-checksums", is_flag=True,
+              help="Check the CRC32 of every page read that has one (a mismatch fails).")
 @_storage_option
 @_fail_cleanly
 def query(
@@ -517,6 +549,7 @@ def query(
     fmt: str,
     output: str | None,
     report: bool,
+    verify_checksums: bool = False,
     storage_option: tuple[str, ...] = (),
 ) -> None:
     """Read the rows of PATH that match --where, using every index the files have."""
@@ -527,33 +560,72 @@ def query(
         raise pqindex.UserInputError("--limit must be at least 0")
     if fmt == "parquet" and output is None:
         raise pqindex.UserInputError("--format parquet needs --output FILE")
+    if output is not None:
+        _check_output(output, path)
+    screen = limit is None and fmt == "table" and output is None
     with pqindex.dataset(list(path), storage_options=_storage_options(storage_option)) as ds:
         if output is not None:
-            _check_output(output, [*path, *ds.files])
-        scan = ds.scan(columns=_columns(columns), where=where)
+            _check_output(output, ds.files)
+        scan = ds.scan(columns=_columns(columns), where=where, verify_checksums=verify_checksums)
         # --limit: Scan.head stops reading (and, on a lake, opening files) once it has them.
-        table = scan.head(limit) if limit is not None else scan.to_table()
-    _write_result(table, fmt, output)
+        # The table on the screen: a screenful, one more row telling whether rows are left.
+        rows = _screen_rows() if screen else limit
+        table = scan.head(rows + screen) if rows is not None else scan.to_table()
+        left = 0
+        if screen and rows is not None and table.num_rows > rows:
+            table = table.slice(0, rows)
+            left = ds.count_rows(where) - rows
+    _write_result(table, fmt, output, left)
     if report:
         click.echo(f"pqindex: {scan.report}", err=True)
 
 
-def _check_output(output: str, inputs: list[str]) -> None:
-    """Refuse an --output that is one of the inputs or lies in a missing directory."""
-    directory = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(directory):
-        raise UserInputError(f"the output's directory {directory} does not exist", path=output)
-    if os.path.isdir(output):
-        raise UserInputError("the output is a directory", path=output)
-    if not os.path.exists(output):
-        return
-    for p in inputs:
-        if "://" in p or not os.path.exists(p):
+def _screen_rows() -> int:
+    """Rows of a table that fit the terminal (24 lines when it cannot tell)."""
+    import shutil
+
+    return max(10, shutil.get_terminal_size((80, 24)).lines - 6)
+
+
+def _local_input(p: str) -> str | None:
+    """The local path an input names (a glob pattern: its base directory), or None
+    for an object store URL."""
+    from pqindex.dataset.discovery import split_pattern
+
+    if "://" in p and not p.startswith("file://"):
+        return None
+    p = os.path.expanduser(p[len("file://"):] if p.startswith("file://") else p)
+    glob = split_pattern(p)
+    return (glob[0] or ".") if glob is not None else p
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it (symbolic links resolved as
+    far as the path exists; it need not)."""
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _check_output(output: str, inputs: Sequence[str], *, directory: bool = False) -> None:
+    """Refuse an --output that is one of the inputs or lies inside an input directory,
+    existing or not (the next read of that directory would read it too), and a file
+    output whose directory is missing or that is a directory."""
+    if not directory:
+        parent = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(parent):
+            raise UserInputError(f"the output's directory {parent} does not exist",
+                                 path=output)
+        if os.path.isdir(output):
+            raise UserInputError("the output is a directory", path=output)
+    for given in inputs:
+        p = _local_input(given)
+        if p is None or not os.path.exists(p):
             continue
-        if os.path.samefile(output, p) or (
-            os.path.isdir(p) and os.path.realpath(output).startswith(os.path.realpath(p) + os.sep)
-        ):
-            raise UserInputError(f"the output would overwrite the input {p}", path=output)
+        if _inside(output, p) if os.path.isdir(p) else (
+                os.path.exists(output) and os.path.samefile(output, p)):
+            raise UserInputError(f"the output lies inside the input {given}" if os.path.isdir(p)
+                                 else f"the output would overwrite the input {given}",
+                                 path=output)
 
 
 def _csv_ready(table: Any) -> Any:
@@ -573,11 +645,12 @@ def _csv_ready(table: Any) -> Any:
     return table
 
 
-def _write_result(table: Any, fmt: str, output: str | None) -> None:
+def _write_result(table: Any, fmt: str, output: str | None, left: int = 0) -> None:
     """The result on standard output, or into ``output`` through a temporary file
-    renamed into place (a failed write leaves no partial file)."""
+    renamed into place (a failed write leaves no partial file). ``left``: matching
+    rows not in ``table`` (the table format says so)."""
     if output is None:
-        _emit(table, fmt, None)
+        _emit(table, fmt, None, left)
         return
     d, name = os.path.split(os.path.abspath(output))
     tmp = os.path.join(d, f".{name}.pqindex-query-{os.getpid()}")
@@ -591,12 +664,12 @@ def _write_result(table: Any, fmt: str, output: str | None) -> None:
             os.unlink(tmp)
 
 
-def _emit(table: Any, fmt: str, output: str | None) -> None:
+def _emit(table: Any, fmt: str, output: str | None, left: int = 0) -> None:
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
     if fmt == "parquet":
-        pq.write_table(table, output)
+        pq.write_table(table, output, write_page_checksum=True)
         return
     if fmt == "csv":
         table = _csv_ready(table)
@@ -616,18 +689,51 @@ def _emit(table: Any, fmt: str, output: str | None) -> None:
         else:
             click.echo(text, nl=False)
         return
-    con = _console()
-    t = Table(show_edge=False)
-    for name in table.column_names:
-        t.add_column(name, overflow="fold")
-    for row in table.to_pylist():
-        t.add_row(*(_short(v) for v in row.values()))
-    if output:
-        with open(output, "w", encoding="utf-8") as f:
-            Console(file=f, width=200).print(t)
-    else:
+    widths = _column_widths(table)
+    with contextlib.ExitStack() as stack:
+        if output:  # a file: every column
+            f = stack.enter_context(open(output, "w", encoding="utf-8"))
+            con = Console(file=f, width=max(80, sum(widths)), highlight=False)
+        else:
+            con = _console()
+        shown = _fitting(widths, con.width)
+        # One line a row: cells cut short (…), never wrapped; the columns that fit.
+        t = Table(show_edge=False, pad_edge=False)
+        names = table.column_names[:shown]
+        for name in names:
+            t.add_column(name, no_wrap=True, overflow="ellipsis", max_width=_DISPLAY_WIDTH)
+        cells = [[_short(v) for v in table.column(n).to_pylist()] for n in names]
+        for row in zip(*cells, strict=True):
+            t.add_row(*row)
         con.print(t)
-        con.print(f"{table.num_rows:,} rows")
+        if output:
+            return
+        notes = [f"{table.num_rows:,} rows"]
+        if left:
+            notes.append(f"{left:,} more not shown (--limit N shows N)")
+        hidden = table.column_names[shown:]
+        if hidden:
+            names = ", ".join(hidden[:12]) + (", …" if len(hidden) > 12 else "")
+            notes.append(f"{len(hidden)} more column(s) not shown: {names} (--columns chooses)")
+        con.print("; ".join(notes), markup=False, highlight=False, soft_wrap=True)
+
+
+def _column_widths(table: Any) -> list[int]:
+    """Each column's width in the table format: its name or its widest cell (of the
+    first 200), at most :data:`_DISPLAY_WIDTH`, plus the separator."""
+    return [min(_DISPLAY_WIDTH, max([len(name), *(len(_short(v)) for v in
+                                                   table.column(k).slice(0, 200).to_pylist())]))
+            + 3 for k, name in enumerate(table.column_names)]
+
+
+def _fitting(widths: Sequence[int], width: int) -> int:
+    """How many of the first columns fit ``width`` side by side (at least one)."""
+    used = 0
+    for k, w in enumerate(widths):
+        if k and used + w > width:
+            return k
+        used += w
+    return len(widths)
 
 
 @cli.command(name="index")
@@ -700,8 +806,10 @@ def index_command(
         IndexResult,
         bloom_scopes,
         index_file,
+        index_table_targets,
         index_targets,
         refresh_manifest,
+        split_table_targets,
     )
 
     options: dict[str, Any] = {
@@ -729,7 +837,14 @@ def index_command(
         elif done:
             _render_index(done)
         return
-    targets = index_targets(list(path), output)
+    if output is not None:
+        _check_output(output, path, directory=True)
+    # Files of a Delta table are indexed by a commit; other tables' are refused.
+    targets, tables = split_table_targets(list(path), index_targets(list(path), output), output)
+    for t in targets:
+        if output is not None and os.path.realpath(t.output) == os.path.realpath(t.source):
+            raise UserInputError(f"the output would overwrite the input {t.source}",
+                                 path=output)
     results: list[IndexResult] = []
     errors: list[tuple[str, str]] = []
     with _progress("indexing", len(targets)) as update:
@@ -743,6 +858,11 @@ def index_command(
                 errors.append((t.source, str(e)))
                 if not keep_going:
                     break
+    if tables and (keep_going or not errors):
+        try:
+            results += index_table_targets(tables, **options)
+        except PqIndexError as e:
+            errors.append((e.path or "", str(e)))
     if len(path) == 1:
         refresh_manifest(path[0], output)  # the directory's manifest matches the new files
     if as_json:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pqindex.errors import PqIndexError, UserInputError
-from pqindex.expr.bind import BoundTrue
+from pqindex.expr.bind import BoundTrue, bound_leaves
 from pqindex.expr.evaluate import mask_bools, to_arrow_mask
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
@@ -70,12 +70,22 @@ from pqindex.indexes.region import BlobEntry, Region
 from pqindex.indexes.zone_maps import ZoneMapEvidence
 from pqindex.indexes.zone_maps import aggregates as zone_map_aggregates
 from pqindex.plan.planner import RowGroupPlan, file_region
-from pqindex.plan.tree import leaves
 
 if TYPE_CHECKING:
     from pqindex.dataset.plan import DatasetPlan, FileEntry
 
-__all__ = ["AggregateReport", "Aggregation", "parse_aggregations", "run_aggregate"]
+__all__ = ["AggregateReport", "AggregateResult", "Aggregation", "parse_aggregations",
+           "run_aggregate"]
+
+
+class AggregateResult(dict[str, Any]):
+    """``Dataset.aggregate``'s answer: aggregate text -> value, and ``report``, what was
+    answered from metadata and what was read (its own: threads sharing a dataset each
+    get theirs)."""
+
+    def __init__(self, values: dict[str, Any], report: AggregateReport) -> None:
+        super().__init__(values)
+        self.report = report
 
 # A column: a dotted path of names, each bare or double-quoted ("my col", "a""b").
 _IDENT = r'(?:"(?:[^"]|"")+"|\w+)'
@@ -673,7 +683,7 @@ def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan
     if not uncertain.is_empty:
         # The predicate's columns at the uncertain rows, checked row by row; aggregated
         # columns among them count their matching values from this same read.
-        pred_fields = {p.leaf.path[0] for p in leaves(bound)}
+        pred_fields = {leaf.path[0] for leaf in bound_leaves(bound)}
         checked = {c for c in todo if c.split(".")[0] in pred_fields}
         t = read(uncertain, sorted(pred_fields | {c.split(".")[0] for c in checked}))
         did_read = True
@@ -795,6 +805,59 @@ def run_aggregate(dplan: DatasetPlan, aggs: Sequence[Aggregation]
                 v = +v  # -0.00 as 0.00
         out[a.text] = v
     return out, report
+
+
+# An aggregate of a value expression: sum(l_extendedprice * (1 - l_discount)).
+_EXPRESSION_SPEC = re.compile(r"^\s*(count|sum|min|max|avg|mean)\s*\((.+)\)\s*$",
+                              re.IGNORECASE | re.DOTALL)
+
+
+def is_expression_aggregate(text: object) -> bool:
+    """Whether ``text`` aggregates an expression rather than a column."""
+    return isinstance(text, str) and not _SPEC.match(text) and bool(
+        _EXPRESSION_SPEC.match(text))
+
+
+def run_expression_aggregates(specs: Sequence[str], rows: Callable[[list[str]], pa.Table]
+                              ) -> dict[str, Any]:
+    """``sum`` / ``avg`` / ``min`` / ``max`` / ``count`` of value expressions over the
+    matching rows: ``rows(columns)`` scans them, each expression is evaluated on them
+    (``expr/compute.py``) and aggregated as a column of that type is."""
+    from pqindex.expr.compute import evaluate_term
+    from pqindex.expr.evaluate import table_column
+    from pqindex.expr.nodes import term_columns
+    from pqindex.expr.sql import parse_value
+
+    parsed = []
+    for text in specs:
+        m = _EXPRESSION_SPEC.match(text)
+        assert m is not None
+        func = m.group(1).lower()
+        try:
+            value = parse_value(m.group(2))
+        except UserInputError as e:
+            raise UserInputError(f"cannot parse aggregate {text!r}: {e.reason}") from None
+        parsed.append((text.strip(), "avg" if func == "mean" else func, value))
+    names = list(dict.fromkeys(n for _, _, t in parsed for n in term_columns(t)))
+    table = rows(sorted({n.split(".")[0] for n in names}))
+    values = {text: evaluate_term(t, lambda n: table_column(table, n), table.num_rows)
+              for text, _, t in parsed}
+    out: dict[str, Any] = {}
+    for text, func, _ in parsed:
+        col = values[text]
+        one = pa.table({"value": col})
+        if func == "avg":
+            total = _from_rows(one, Aggregation(text, "sum", "value"))
+            count = _from_rows(one, Aggregation(text, "count", "value"))
+            out[text] = _average(total, count, col.type.scale
+                                 if pa.types.is_decimal(col.type) else 0)
+            continue
+        v = _from_rows(one, Aggregation(text, func, "value"))
+        if isinstance(v, Decimal):
+            with localcontext(_EXACT):
+                v = +v  # -0.00 as 0.00
+        out[text] = v
+    return out
 
 
 def _average(total: Any, count: int, scale: int) -> Any:

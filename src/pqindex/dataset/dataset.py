@@ -9,6 +9,7 @@ and read concurrently on threads (file I/O and pyarrow release the GIL).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import numbers
 import os
@@ -23,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
@@ -36,8 +38,9 @@ from pqindex.dataset.planning import (
     gc_paused,
 )
 from pqindex.dataset.schema import conform, unify
+from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
 from pqindex.errors import PqIndexError, UserInputError, public_api
-from pqindex.expr.bind import BoundExpr, BoundTrue
+from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
@@ -55,7 +58,6 @@ from pqindex.format.structs import (
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
-from pqindex.plan.tree import leaves
 from pqindex.pools import python_slot, shared_pool
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import (
@@ -134,12 +136,12 @@ def _sift_fields(of: OpenFile, bound: BoundExpr | None) -> list[str] | None:
         return None
     if not isinstance(of.pf.source, LocalFileSource):
         return None  # elsewhere a request costs more than the Python it saves
-    preds = leaves(bound)
+    read = bound_leaves(bound)
     n = len(of.pf.schema.leaves)
-    if any(len(p.leaf.path) != 1 or (p.leaf.index < n and p.leaf.max_repetition_level)
-           for p in preds):
+    if any(len(leaf.path) != 1 or (leaf.index < n and leaf.max_repetition_level)
+           for leaf in read):
         return None
-    return sorted({p.leaf.path[0] for p in preds})
+    return sorted({leaf.path[0] for leaf in read})
 
 
 def _footer_settled(plan: FilePlan | None) -> bool:
@@ -224,12 +226,20 @@ class Dataset(Planning):
       index, embedded-index directory). Default 64 KiB local, 512 KiB remote.
     * ``plan_options`` / ``scan_options``: which index levels to use, and how to read
       (``PlanOptions``, ``ScanOptions``).
+    * ``verify_checksums``: check the CRC32 of every page read that has one, before it
+      is decoded: by scans (``ScanOptions.verify_checksums``; ``scan()`` may say
+      otherwise per scan) and by planning, for the dictionary pages it prunes with
+      (``PlanOptions.verify_checksums``).
     * ``schema``: the dataset's Arrow schema, given (as ``pyarrow.dataset``'s and
       Spark's readers take one) instead of unified from every file's footer: no footer
       is read for it, so a stream's first batch waits for its first file only. Each
       file's rows are cast to it (a value that does not convert is a ``UserInputError``
       naming the file and column); a column a file lacks is NULL there; a file column
       it lacks is not read. Hive partition columns it does not list are added.
+    * ``listing``: whether a directory is listed when a manifest pqindex's pipeline
+      committed names its files (``discovery.discover``). None: not locally; on a store
+      the LIST still goes out beside the manifest GET. False: never (one GET on a
+      store). True: always, the manifest's entries validated against the listing.
 
     ``max_open_bytes`` (an attribute, default 256 MiB): what the open files may hold
     between scans, estimated; past it the least recently used are dropped and opened
@@ -244,11 +254,30 @@ class Dataset(Planning):
         max_workers: int | None = None,
         plan_options: PlanOptions | None = None,
         scan_options: ScanOptions | None = None,
+        verify_checksums: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         discovery: Discovery | None = None,
         row_groups: Mapping[str, Collection[int]] | None = None,
         schema: pa.Schema | None = None,
+        version: int | str | Any = None,
+        snapshot_id: int | None = None,
+        listing: bool | None = None,
     ) -> None:
+        if listing not in (None, True, False):
+            raise UserInputError(f"listing must be True, False or None, not {listing!r}")
+        self._listing = listing
+        # A lake table (a Delta table's root, a deltalake/pyiceberg table object): its
+        # snapshot names the files (dataset/tables/source.py).
+        self._table: Any = None
+        table_item = source[0] if (isinstance(source, Sequence) and not isinstance(
+            source, (str, bytes)) and len(source) == 1) else source
+        from pqindex.dataset.tables.source import is_table_source, table_source
+
+        if version is not None or snapshot_id is not None or is_table_source(table_item):
+            self._table = table_source(table_item, version=version, snapshot_id=snapshot_id,
+                                       storage_options=storage_options)
+            source, discovery = self._table.location, self._table.discovery
+            schema = self._table.schema if schema is None else schema
         if schema is not None and not isinstance(schema, pa.Schema):
             raise UserInputError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
         if schema is not None and len(set(schema.names)) != len(schema.names):
@@ -283,6 +312,8 @@ class Dataset(Planning):
         self._manifest: Any = None  # ManifestView, False when there is none (loaded once)
         self._manifest_io = IOStats()  # the manifest GET (when the LIST did not bring it)
         self._stand_in: OpenFile | None = None
+        # (manifest view it came from, the source's facts, each file's row in them)
+        self._file_facts: tuple[Any, FileFacts, dict[str, int] | None] | None = None
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
         self._open: OrderedDict[str, OpenFile] = OrderedDict()
@@ -306,13 +337,29 @@ class Dataset(Planning):
             self.max_workers if self._remote else min(8, os.cpu_count() or 2))
         self.plan_options = plan_options or PlanOptions()
         self.scan_options = scan_options or ScanOptions()
+        if verify_checksums:  # the pages scans read, and the dictionaries planning reads
+            self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
+            self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
 
     # ------------------------------------------------------------ files
 
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
-            self._discovery = discover(self._source, self.storage_options)
+            self._discovery = discover(self._source, self.storage_options,
+                                       listing=self._listing)
+            if self._discovery.delta_log is not None and self._remote and (
+                    self._table is None) and (
+                    self._discovery.delta_log.rstrip("/") == f"{self._source}".rstrip("/")
+                    + "/_delta_log"):
+                # A Delta table on a store, seen in the LIST: its log names the files.
+                from pqindex.dataset.tables.source import table_source
+
+                self._table = table_source(self._source, storage_options=self.storage_options)
+                self._discovery = self._table.discovery
+                if self._given_schema is None:
+                    self._given_schema = self._table.schema
+                return self._discovery
             delta = self._discovery.delta_warning()
             if delta is not None:  # once per dataset here, in every scan's report
                 logging.getLogger("pqindex").warning("%s", delta)
@@ -338,6 +385,8 @@ class Dataset(Planning):
             stats = self._ahead.pop(df.path, None) or self._stats.get(df.path) or IOStats()
         pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
                               storage_options=self.storage_options, info=df.info)
+        if self._table is not None:
+            self._table.rename(pf)  # the table's column names (mapping, field ids)
         of = OpenFile(df, pf, stats)
         held = pf.retained_bytes()
         with self._lock:
@@ -467,9 +516,54 @@ class Dataset(Planning):
             self._manifest = view if view is not None else False
         return self._manifest or None
 
+    def source_description(self) -> str:
+        """Where the dataset's files came from, as ``explain`` prints it."""
+        disc = self.discovery
+        if self._table is not None:
+            return f"named by the table snapshot at {self._table.location}: no LIST"
+        if disc.named_by is not None:
+            return (f"named by the commit point {disc.named_by} (a manifest pqindex's "
+                    "pipeline committed): no LIST")
+        if disc.manifest is not None:
+            return (f"found by listing; the manifest {disc.manifest[0]} is used for the "
+                    "files whose entry matches the listing")
+        return "found by listing"
+
+    def _facts(self, view: Any) -> FileFacts:
+        """What the dataset's source knows of its files unopened (``dataset/sources.py``):
+        the manifest matched against the listing, or the listing; built once."""
+        facts = self._file_facts
+        if facts is None or facts[0] is not view:
+            source: Source
+            if self._table is not None:  # a table snapshot
+                source = self._table
+            elif view is None:
+                source = ListingSource(self.discovery)
+            elif view.columnar is not None:
+                from pqindex.dataset.manifest_columnar import ColumnarManifestSource
+
+                source = ColumnarManifestSource(view, view.columnar, self.discovery)
+            else:
+                source = ManifestSource(view, self.discovery)
+            facts = self._file_facts = (view, source.facts(), None)
+        return facts[1]
+
+    def _fact_rows(self, facts: FileFacts) -> dict[str, int]:
+        """Each file's row in ``facts`` (by path)."""
+        held = self._file_facts
+        if held is not None and held[1] is facts and held[2] is not None:
+            return held[2]
+        rows = {p: i for i, p in enumerate(facts.paths)}
+        if held is not None and held[1] is facts:
+            self._file_facts = (held[0], facts, rows)
+        return rows
+
     def _first(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
         df = self.discovery.files[0]
+        if self._table is not None:
+            # A table's plan opens a file its statistics kept (the schema is the table's).
+            df = self._table.first or df
         view = self.manifest_view()
         if self._stand_in is None and view is not None and df.path not in self._open:
             pf = view.stand_in(df)
@@ -581,11 +675,24 @@ class Dataset(Planning):
         """Every file (or those of ``subset``) planned (``dataset/planning.py``);
         ``on_planned`` is called with each kept file as soon as it is planned, on a
         pool thread."""
+        ruled_out = 0
+        if self._table is not None and subset is None:
+            # The table's per-file statistics rule files out before any footer is read;
+            # one file stays when none is left (its footer binds the predicate).
+            subset, ruled_out = self._table.prune(expr)
+            if not subset:
+                subset, ruled_out = [self.discovery.files[0]], ruled_out - 1
+            self._table.first = subset[0]
         with self._lock:
             self._planning += 1  # the files this plan opens stay until it is made
         plans = None
         try:
             plans = self._plan_held(columns, expr, on_planned, subset)
+            if self._table is not None:
+                plans.report.table = self._table.description
+                plans.report.files_total += ruled_out
+                if ruled_out:
+                    plans.report.files_skipped["table statistics"] += ruled_out
             return plans
         finally:
             # What the plan read into its files (page-index entries...) counts from now;
@@ -652,22 +759,24 @@ class Dataset(Planning):
         filters: Sequence[Any] | None = None,
         batch_size: int = 65_536,
         plan: DatasetPlan | None = None,
+        verify_checksums: bool | None = None,
     ) -> Scan:
         """A lazy scan of ``columns`` (top-level fields; all when None) where ``where`` holds.
 
         ``plan``: what ``self.plan(columns, where)`` returned, read as it is (no second
         planning pass); ``columns`` and ``where`` are then taken from it.
+        ``verify_checksums``: check page CRCs (None: as the dataset's ``scan_options``).
         """
         if batch_size <= 0:
             raise UserInputError("batch_size must be positive")
         if plan is None:
-            return Scan(self, columns, _where(where, filters), batch_size)
+            return Scan(self, columns, _where(where, filters), batch_size, verify_checksums)
         made = plan.source
         if not isinstance(made, _Made) or made.dataset is not self:
             raise UserInputError("plan= takes a plan made by this dataset's plan()")
         if where is not None or filters is not None or columns is not None:
             raise UserInputError("plan= already holds columns and where: give neither")
-        scan = Scan(self, made.columns, made.expr, batch_size)
+        scan = Scan(self, made.columns, made.expr, batch_size, verify_checksums)
         # Once: a plan's report becomes its scan's; a second scan plans afresh.
         scan._premade, made.plans = made.plans, None
         return scan
@@ -731,21 +840,37 @@ class Dataset(Planning):
         where: Where = None,
         *,
         filters: Sequence[Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> AggregateResult:
         """Exact ``count(*)``, ``count(col)``, ``sum``, ``avg``, ``min``, ``max`` where
-        ``where`` holds (``dataset/aggregate.py`` says what each returns).
+        ``where`` holds (``dataset/aggregate.py`` says what each returns), as a dict.
 
         Row groups where every row matches are answered from zone maps and footer
-        statistics; only row groups with some matching rows are read.
-        ``self.last_aggregate_report`` says which was which.
+        statistics; only row groups with some matching rows are read. The result's
+        ``report`` says which was which (``self.last_aggregate_report`` is the last
+        one's, kept for older callers: with threads sharing the dataset, use the
+        result's own).
         """
-        from pqindex.dataset.aggregate import parse_aggregations, run_aggregate
+        from pqindex.dataset.aggregate import (
+            AggregateReport,
+            is_expression_aggregate,
+            parse_aggregations,
+            run_aggregate,
+            run_expression_aggregates,
+        )
 
-        aggs = parse_aggregations(aggregates)
+        specs = [aggregates] if isinstance(aggregates, str) else list(aggregates)
+        # sum(price * (1 - discount)): evaluated on the matching rows of a scan.
+        of_expressions = [s for s in specs if is_expression_aggregate(s)]
+        aggs = parse_aggregations([s for s in specs if not is_expression_aggregate(s)])
         cols = sorted({a.column.split(".")[0] for a in aggs if a.column is not None})
-        result, report = run_aggregate(self.plan(cols, where, filters=filters), aggs)
+        values, report = (run_aggregate(self.plan(cols, where, filters=filters), aggs)
+                          if aggs or not of_expressions else ({}, AggregateReport()))
+        if of_expressions:
+            values.update(run_expression_aggregates(of_expressions, lambda columns: self.scan(
+                columns=columns, where=where, filters=filters).to_table()))
+            values = {text.strip(): values[text.strip()] for text in specs}
         self.last_aggregate_report = report
-        return result
+        return AggregateResult(values, report)
 
     @public_api
     def statistics(self) -> dict[str, dict[str, Any]]:
@@ -813,10 +938,12 @@ class Dataset(Planning):
         if format == "json":
             import json
 
-            return json.dumps(explain_json(plans.files, plans.report), indent=2)
+            out = explain_json(plans.files, plans.report)
+            out["files_from"] = self.source_description()
+            return json.dumps(out, indent=2)
         if format != "text":
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
-        return explain_text(plans.files, plans.report)
+        return explain_text(plans.files, plans.report, self.source_description())
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""
@@ -846,9 +973,12 @@ class Scan:
     """A planned-on-demand read; ``report`` is filled in as it runs."""
 
     def __init__(
-        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int
+        self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int,
+        verify_checksums: bool | None = None,
     ) -> None:
         self._ds = ds
+        self._options = ds.scan_options if verify_checksums is None else dataclasses.replace(
+            ds.scan_options, verify_checksums=bool(verify_checksums))
         self._columns = column_list(columns)
         self._expr = expr
         self.batch_size = batch_size
@@ -856,6 +986,23 @@ class Scan:
         self._files_read: set[str] = set()
         self._premade: Plans | None = None  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The projected Arrow schema. Before the scan runs: ``Dataset.schema`` narrowed
+        to the columns (the given schema, a current manifest, or every footer: no data
+        page read); once it ran, the schema of the rows it returned (typed by the files
+        it read, as ``to_table``'s)."""
+        if self._schema is None:
+            from pqindex.dataset.interop import scan_schema
+
+            self._schema = scan_schema(self)
+        return self._schema
+
+    @schema.setter
+    def schema(self, value: pa.Schema) -> None:
+        self._schema = value
 
     def _finish(self, before: dict[str, tuple[int, int, int]], t0: float) -> None:
         rep = self.report
@@ -870,7 +1017,7 @@ class Scan:
         t0 = time.perf_counter()
         ds = self._ds
         before = ds._io_counts()  # a premade plan's reads were plan()'s
-        opts = ds.scan_options
+        opts = self._options
         data_clock = WaveClock()
         known: list[dict[str, pa.DataType]] = []
         Results = list[tuple[list[pa.Table], ScanStats, str]]

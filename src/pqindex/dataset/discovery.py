@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pqindex.errors import UserInputError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
-from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url
+from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url, listing_failed
 
 __all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover", "pattern_files", "split_pattern"]
 
@@ -53,6 +53,9 @@ class Discovery:
     # A Delta Lake log beside the files (``<dir>/_delta_log``): they are read as plain
     # Parquet, files the log removed included; scans say so (``delta_warning``).
     delta_log: str | None = None
+    # The files were named by this commit point (a manifest pqindex's pipeline
+    # committed), not found by a LIST or a walk of the directory.
+    named_by: str | None = None
 
     def delta_warning(self) -> str | None:
         if self.delta_log is None:
@@ -93,7 +96,7 @@ def _hive_parts(rel_dirs: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 def _walk_local(root: str) -> list[DataFile]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         rel = os.path.relpath(dirpath, root)
         rel_dirs = [] if rel == "." else rel.split(os.sep)
@@ -264,15 +267,90 @@ def pattern_files(base: str, pattern: list[str], remote: bool,
     return [df for df in listed if _glob_match(rel[df.path], pattern)]
 
 
+def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | None,
+               stats: IOStats, keys: Sequence[str]) -> Discovery | None:
+    """The files a commit-point manifest in directory ``root`` names (one GET on a
+    store, none of LIST), or None when there is no such manifest (absent, not a
+    commit point, not readable: the directory is listed instead)."""
+    from pqindex.dataset.manifest import committed_files
+    from pqindex.io.objects import get_object
+
+    base = root.rstrip("/") if remote else root.rstrip(os.sep)
+    url = f"{base}/{MANIFEST_NAME}" if remote else os.path.join(base, MANIFEST_NAME)
+    if not remote and not os.path.isfile(url):
+        return None
+    if not remote:
+        from pqindex.dataset.manifest_columnar import read_columnar
+
+        columnar = read_columnar(base)
+        if columnar is not None:
+            if not columnar.commit_point:
+                return None
+            return _named(base, remote, columnar.table.column("path").to_pylist(), [],
+                          stats, url, None)
+    try:
+        data = get_object(url, storage_options, stats)
+    except PqIndexError:
+        return None
+    named = None if data is None else committed_files(data)
+    if named is None:
+        return None
+    return _named(base, remote, [rel for rel, _ in named], [info for _, info in named],
+                  stats, url, data)
+
+
+def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectInfo],
+           stats: IOStats, url: str, data: bytes | None) -> Discovery | None:
+    """The Discovery of the files ``rels`` a commit point at ``url`` names."""
+    files = []
+    for i, rel in enumerate(rels):
+        parts = rel.split("/")
+        full = f"{base}/{rel}" if remote else os.path.join(base, *parts)
+        # A local file is opened as the walk would give it (its size from the file).
+        files.append(DataFile(full, _hive_parts(parts[:-1]), infos[i] if remote else None))
+    if not files:
+        return None
+    ks: list[str] = []
+    for f in files:
+        for k, _ in f.partition:
+            if k not in ks:
+                ks.append(k)
+    types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in ks}
+    size = len(data) if data is not None else os.path.getsize(url)
+    return Discovery(tuple(files), tuple(ks), types, stats, (url, ObjectInfo(size)), data,
+                     None, url)
+
+
 def discover(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     storage_options: Mapping[str, Any] | None = None,
+    *,
+    listing: bool | None = None,
 ) -> Discovery:
     """The files of a file, a directory tree, a glob pattern (``lake/*/*.parquet``,
-    ``s3://b/lake/**/*.parquet``), or a list of these (local paths or URLs)."""
+    ``s3://b/lake/**/*.parquet``), or a list of these (local paths or URLs).
+
+    ``listing``: whether a directory is listed when a manifest that pqindex's pipeline
+    committed names its files. None (default): not listed locally (the manifest is
+    read instead of walking the tree); on a store the LIST goes out as before, the
+    manifest GET beside its first page. False: never listed then (on a store one GET
+    of the manifest, no LIST). True: always listed, every entry validated against
+    the listing as for a manifest written over someone else's directory."""
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not items:
         raise UserInputError("no paths given")
+    if len(items) == 1 and listing is not True:
+        p = os.fspath(items[0])
+        remote = "://" in p and not p.startswith("file://")
+        if not remote:
+            p = os.path.expanduser(p[len("file://"):] if p.startswith("file://") else p)
+        if split_pattern(p) is None and (
+                (remote and listing is False and not p.lower().endswith(_FILE_SUFFIXES)
+                 and p.split("://", 1)[0].lower() not in ("http", "https"))
+                or (not remote and os.path.isdir(p))):
+            got = _committed(p, remote, storage_options, IOStats(), [])
+            if got is not None:
+                return got
     files: list[DataFile] = []
     stats = IOStats()
     found: dict[str, ObjectInfo] = {}

@@ -170,13 +170,20 @@ def _skipped_line(run: Sequence[RowGroupPlan]) -> str:
     return f"│  ├─ {which}: skipped by {first.decided_by} — {first.reason}"
 
 
-def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport) -> str:
+def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report: ScanReport,
+                 source: str | None = None) -> str:
+    """``source``: where the files came from (``Dataset.source_description``)."""
     lines = []
     total_bytes = 0
     predicate = next((str(b) for _, _, p, b in files if b is not None), None)
     lines.append(
         f"scan of {report.files_total} file(s)" + (f" where {predicate}" if predicate else "")
     )
+    if source is not None:
+        lines.append(f"files: {source}")
+    if report.table is not None:
+        ruled_out = report.files_skipped.get("table statistics", 0)
+        lines.append(f"{report.table}: {ruled_out} file(s) ruled out by the table's statistics")
     maps_shown = maps_left_out = 0
     for df, of, plan, bound in files:
         if plan is None:

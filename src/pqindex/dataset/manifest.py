@@ -14,7 +14,8 @@ Trust rules:
   warning), never partly trusted.
 * An entry is used only for a file the listing shows with the same relative
   path and size, and the same ETag when both sides have one (else the same
-  mtime when both have one). Files without a matching entry are planned from
+  mtime when both have one; a local file's ctime too, which a rewrite with its
+  size and mtime restored still moves). Files without a matching entry are planned from
   their footers, so a stale, partial or concurrently rewritten manifest gives
   the same rows as none.
 * Bounds are judged by the same code as footer statistics
@@ -47,19 +48,20 @@ from pqindex.format.match import Match
 from pqindex.format.schema import LeafColumn, PhysicalType
 from pqindex.format.structs import FileMetaData, KeyValue, Statistics
 from pqindex.format.thrift import encode
+from pqindex.format.truncate import DEFAULT_CAP, lower_bound, upper_bound
 from pqindex.format.values import Comparison, Kind, bound_order, statistics_bounds
 from pqindex.indexes.base import REGISTRY, Blob, Scope
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
-from pqindex.io.source import BytesSource, IOStats, ObjectInfo
+from pqindex.io.source import BytesSource, IOStats, ObjectInfo, local_info
 from pqindex.plan.file_level import fold_statistics
 from pqindex.plan.planner import file_region
 from pqindex.plan.tree import evaluate
-from pqindex.write.truncate import DEFAULT_CAP, lower_bound, upper_bound
 
 if TYPE_CHECKING:
     from pqindex.dataset.discovery import DataFile, Discovery
 
 __all__ = [
+    "COMMIT_POINT",
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
     "Manifest",
@@ -67,6 +69,7 @@ __all__ = [
     "ManifestView",
     "annotate",
     "build_manifest",
+    "committed_files",
     "file_entry",
     "load_view",
     "manifest_keys",
@@ -188,6 +191,8 @@ def file_entry(pf: ParquetFile, rel: str, info: ObjectInfo | None, schema: int,
         entry["etag"] = info.etag
     if info is not None and info.mtime is not None:
         entry["mtime"] = info.mtime
+    if info is not None and info.ctime is not None:
+        entry["ctime"] = info.ctime
     entry["columns"] = [_column_entry(pf, leaf, cap) for leaf in pf.schema.leaves]
     entry["summaries"] = _summaries(pf)
     return entry
@@ -264,7 +269,7 @@ def annotate(root: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_ENTRY_KEYS = frozenset({"path", "bytes", "rows", "row_groups", "schema", "etag", "mtime",
+_ENTRY_KEYS = frozenset({"path", "bytes", "rows", "row_groups", "schema", "etag", "mtime", "ctime",
                          "columns", "summaries"})
 
 
@@ -274,11 +279,7 @@ def _rel(root: str, path: str) -> str:
 
 
 def _local_info(path: str) -> ObjectInfo | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return ObjectInfo(st.st_size, mtime=st.st_mtime_ns)
+    return local_info(path)
 
 
 def write_manifest(
@@ -326,11 +327,16 @@ def write_manifest(
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
     opened = _open_files(disc.files, base, storage_options, keep, progress)
+    # Written from a listing: not a commit point, whoever wrote the previous one.
     top = {k: v for k, v in old.items() if k not in ("version", "format", "schemas", "files",
-                                                       "rows", "bytes")}
+                                                       "rows", "bytes", COMMIT_POINT)}
     manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
     put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
+    if "://" not in base:
+        from pqindex.dataset.manifest_columnar import write_columnar
+
+        write_columnar(base, manifest)
     return manifest
 
 
@@ -428,6 +434,7 @@ class FileEntry:
     schema: int | None
     columns: tuple[tuple[Statistics, int] | None, ...] = ()
     summaries: tuple[Blob, ...] = ()
+    ctime: int | None = None
 
 
 def _parse_column(c: Any, what: str) -> tuple[Statistics, int] | None:
@@ -485,7 +492,8 @@ def _parse_entry(e: Any, n_schemas: int, leaves: Callable[[int], int]) -> FileEn
             summaries.append(Blob(s["kind"], s["column"], Scope.FILE, None, None, data,
                                   s.get("properties", {})))
     return FileEntry(e["path"], size, _opt_int(e, "rows", what), etag,
-                     _opt_int(e, "mtime", what), schema, columns, tuple(summaries))
+                     _opt_int(e, "mtime", what), schema, columns, tuple(summaries),
+                     _opt_int(e, "ctime", what))
 
 
 @dataclass
@@ -494,7 +502,7 @@ class Manifest:
 
     url: str
     schemas: list[ParquetFile]  # footer-only stand-ins, one per distinct schema
-    entries: dict[str, FileEntry]  # by relative path
+    entries: Mapping[str, FileEntry]  # by relative path
 
 
 # The JSON parsed by manifest_keys, kept for parse_manifest of the same bytes: a
@@ -526,6 +534,36 @@ def manifest_keys(data: bytes) -> list[str] | None:
     if not isinstance(files, list):
         return None
     return [e["path"] for e in files if isinstance(e, dict) and isinstance(e.get("path"), str)]
+
+
+# The top-level key pqindex's pipeline sets in the manifests its job commits write:
+# they name every file of the dataset (a commit point), so no LIST is needed.
+COMMIT_POINT = "commit_point"
+
+
+def committed_files(data: bytes) -> list[tuple[str, ObjectInfo]] | None:
+    """The (relative path, size/ETag/mtime) of every file a commit-point manifest
+    names, or None when ``data`` is not one (not a manifest, written over a listing
+    by ``write_manifest``, or any entry without a path and a size)."""
+    try:
+        m = json.loads(data)
+    except ValueError:
+        return None
+    if (not isinstance(m, dict) or m.get(COMMIT_POINT) is not True
+            or m.get("version") != MANIFEST_VERSION or not isinstance(m.get("files"), list)):
+        return None
+    out = []
+    for e in m["files"]:
+        if not isinstance(e, dict):
+            return None
+        rel, size = e.get("path"), e.get("bytes")
+        etag, mtime = e.get("etag"), e.get("mtime")
+        if (not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/")
+                or not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            return None
+        out.append((rel, ObjectInfo(size, etag if isinstance(etag, str) else None,
+                                    mtime=mtime if isinstance(mtime, int) else None)))
+    return out
 
 
 def parse_manifest(data: bytes, url: str) -> Manifest:
@@ -573,6 +611,10 @@ def _matches(e: FileEntry, info: ObjectInfo | None) -> bool:
         return False
     if e.etag and info.etag:  # Azure lists ETags bare, other paths quote them
         return e.etag.strip('"') == info.etag.strip('"')
+    if info.ctime is not None and e.ctime != info.ctime:
+        # A local file: a rewrite with its size and mtime restored still moves the ctime
+        # (an entry without one cannot rule that out).
+        return False
     if e.mtime is not None and info.mtime is not None:
         return e.mtime == info.mtime
     return True
@@ -616,13 +658,19 @@ class ManifestView:
 
     manifest: Manifest
     root: str
-    matched: dict[str, tuple[FileEntry, ParquetFile]]  # data file path -> (entry, stand-in)
+    # data file path -> (entry, stand-in)
+    matched: Mapping[str, tuple[FileEntry, ParquetFile]]
     unmatched: int  # listed data files planned from their footers
     stats: IOStats = field(default_factory=IOStats)
     _files: dict[str, _Summaries] = field(default_factory=dict)
+    # The columnar manifest the view was read from (manifest_columnar.py), if any.
+    columnar: Any = None
 
     def stand_in(self, df: DataFile) -> ParquetFile | None:
         """The footer-only file carrying ``df``'s schema, when the manifest knows it."""
+        if self.columnar is not None:  # its schema column: no entry parsed
+            row = getattr(self.matched, "rows", {}).get(df.path)
+            return None if row is None else self.manifest.schemas[self.columnar.schema_of(row)]
         hit = self.matched.get(df.path)
         return None if hit is None else hit[1]
 
@@ -689,6 +737,12 @@ def load_view(
     url, _info = found
     root = url[: -len(MANIFEST_NAME)].rstrip("/").rstrip(os.sep)
     stats = stats if stats is not None else IOStats()
+    if "://" not in url:
+        from pqindex.dataset.manifest_columnar import columnar_view, read_columnar
+
+        columnar = read_columnar(root)
+        if columnar is not None:
+            return columnar_view(columnar, root, disc)
     data: bytes | None = getattr(disc, "manifest_data", None)
     try:
         if data is None:
@@ -704,11 +758,14 @@ def load_view(
         _warn(warnings, str(e))
         return None
     matched: dict[str, tuple[FileEntry, ParquetFile]] = {}
-    infos = _listing_infos(disc.files)
+    # Files the manifest itself named (a commit point) are its entries: nothing to match.
+    named = getattr(disc, "named_by", None) == url
+    infos = {} if named else _listing_infos(disc.files)
     unmatched = 0
     for df in disc.files:
         entry = manifest.entries.get(_rel(root, df.path))
-        if entry is not None and entry.schema is not None and _matches(entry, infos[df.path]):
+        if entry is not None and entry.schema is not None and (
+                named or _matches(entry, infos[df.path])):
             matched[df.path] = (entry, manifest.schemas[entry.schema])
         else:
             unmatched += 1

@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
+from pqindex.dataset.sources import FileFacts
+from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
-from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind
+from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.nodes import Expr
 from pqindex.format.file import ParquetFile
@@ -39,7 +41,7 @@ from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
 from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, PlanOptions, plan_file, settled_by_statistics
-from pqindex.plan.tree import evaluate, leaves
+from pqindex.plan.tree import evaluate
 from pqindex.pools import python_slot
 from pqindex.scan.page_decode import arrow_schema
 from pqindex.scan.report import ScanReport
@@ -68,6 +70,8 @@ if TYPE_CHECKING:
         def discovery(self) -> Discovery: ...
         def _file(self, df: DataFile) -> OpenFile: ...
         def _first(self) -> OpenFile: ...
+        def _facts(self, view: Any) -> FileFacts: ...
+        def _fact_rows(self, facts: FileFacts) -> dict[str, int]: ...
         def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None: ...
         def _first_schema(self) -> pa.Schema: ...
         def _full_schema(self) -> pa.Schema: ...
@@ -389,9 +393,9 @@ class Planning:
                        if first_absent else first_bound)
         n_first = len(first.pf.schema.leaves)
 
-        def prune_by_partition(df: DataFile) -> bool:
-            if not disc.partition_columns or isinstance(prune_bound, BoundTrue):
-                return False
+        def partition_rules_out(df: DataFile) -> bool:
+            """One file's partition values against the predicate (the leaves the
+            vectorized partition stage has no form for)."""
             values = disc.partition_values(df)
 
             def leaf(pred: Any) -> Match:
@@ -426,24 +430,41 @@ class Planning:
                     stand_in_bound[id(pf)] = None  # the footer path reports it
             return stand_in_bound[id(pf)]
 
-        manifest_skips: dict[str, str | None] = {}
-        if view is not None and not isinstance(first_bound, BoundTrue):
-            for df in chosen:
-                if not prune_by_partition(df):
-                    manifest_skips[df.path] = view.prune(
-                        df, bind_stand_in, disc.partition_values(df))
-
+        # The file-level stages, over every file at once (dataset/stages.py): partition
+        # values, then the manifest's statistics and summaries. No request.
+        facts = self._facts(view)
+        row_of = self._fact_rows(facts)
+        all_files = disc.files
+        use_manifest = view is not None and not isinstance(first_bound, BoundTrue)
+        selection = file_stages(
+            facts, {k: disc.partition_types.get(k, "string") for k in disc.partition_columns},
+            partition_bound=prune_bound, n_leaves=n_first,
+            bind_schema=((lambda sid: bind_stand_in(facts.schemas[sid]))
+                         if use_manifest else None),
+            ask_partition=lambda i: partition_rules_out(all_files[i]),
+            ask_file=lambda i: view.prune(all_files[i], bind_stand_in,
+                                          disc.partition_values(all_files[i])))
+        decided = selection.decided_by
+        # Each file's outcome of the file stages: None (kept), "partition", or why the
+        # manifest rules it out; and those a stage ruled out, planned here at once.
+        stage_out: dict[str, str] = {}
+        ruled: dict[str, tuple[Planned, list[str]]] = {}
+        for df in chosen:
+            why = decided[row_of[df.path]]
+            if why is None:
+                continue
+            stage_out[df.path] = why
+            ruled[df.path] = ((df, None, None, None) if why == "partition" else (
+                df, None, FilePlan(df.path, 0, (), "manifest", why, disc.partition_values(df)),
+                None), [])
         scan_fields = None if columns is None else fields
         dictionaries = DictionaryUse()
         no_dictionaries = replace(self.plan_options, dictionary=False)
 
         def plan_one(df: DataFile) -> tuple[Planned, list[str]]:
-            if prune_by_partition(df):
-                return (df, None, None, None), []
-            why = manifest_skips.get(df.path)
-            if why is not None:
-                part = disc.partition_values(df)
-                return (df, None, FilePlan(df.path, 0, (), "manifest", why, part), None), []
+            settled = ruled.get(df.path)
+            if settled is not None:
+                return settled
             before = waves_start.get(df.path, 0)
             of = self._file(df)  # waits for its tail when that is still in flight
             # Opening all files is a phase of its own; otherwise opening counts as planning.
@@ -495,8 +516,7 @@ class Planning:
             """The plan of an open file its folded footer statistics rule out, else
             None: what ``plan_file`` would decide first, without a task or a wave."""
             of = self._open.get(df.path)
-            if (not self.plan_options.statistics or of is None or prune_by_partition(df)
-                    or manifest_skips.get(df.path) is not None):
+            if not self.plan_options.statistics or of is None or df.path in stage_out:
                 return None
             try:
                 bound = first_bound if of is first else bind_like(of)
@@ -508,16 +528,13 @@ class Planning:
             return None if plan is None else ((df, of, plan, bound), [])
 
         def _ruled_out(df: DataFile) -> tuple[Planned, list[str]] | None:
-            if prune_by_partition(df) or manifest_skips.get(df.path) is not None:
-                return plan_one(df)
-            return footer_settled(df)
+            return ruled.get(df.path) or footer_settled(df)
 
         tails = None
         if not every:
             # Tails of the files still in play, in one wave (counted here, not per file);
             # each file is planned as soon as its own tail lands.
-            tails = self._start_ahead([df for df in chosen if not prune_by_partition(df)
-                                     and manifest_skips.get(df.path) is None])
+            tails = self._start_ahead([df for df in chosen if df.path not in stage_out])
             if tails is not None:
                 first_waves += 1
                 with self._lock:
@@ -532,8 +549,7 @@ class Planning:
                     # at every pread wait for it (a cold 100-file lookup took 1.6x as
                     # long on 4 threads). The pool plans and reads what is not settled.
                     for df in chosen:
-                        if (df.path in self._open or prune_by_partition(df)
-                                or manifest_skips.get(df.path) is not None):
+                        if df.path in self._open or df.path in stage_out:
                             continue
                         before = waves_start.get(df.path, 0)
                         waves = self._file(df).stats.round_trips
@@ -542,8 +558,9 @@ class Planning:
                 # Files their partition values or the manifest rule out, and open files
                 # their footer statistics rule out, are settled here: no task (planning
                 # needs no request then; a task, and a fresh pool's thread, cost more).
-                settled = {df.path: r for df in chosen
-                           if (r := _ruled_out(df)) is not None}
+                settled = dict(ruled)
+                settled.update((df.path, r) for df in chosen if df.path not in ruled
+                               and (r := footer_settled(df)) is not None)
                 tasks = self._as_landed(pool, plan_one,
                                    [df for df in chosen if df.path not in settled])
                 try:
@@ -576,7 +593,7 @@ class Planning:
                         if columns is None or c.path[0] in fields]
                 n_here = len(of.pf.schema.leaves)
                 if bound is not None:
-                    cols += [p.leaf.index for p in leaves(bound) if p.leaf.index < n_here]
+                    cols += [leaf.index for leaf in bound_leaves(bound) if leaf.index < n_here]
                 involved = involved_by_shape[key] = sorted(set(cols))
             for rg in plan.row_groups:
                 if rg.skipped:

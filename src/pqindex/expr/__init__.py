@@ -1,12 +1,13 @@
 """The ``expr`` layer: predicate trees, their parsers, binding and exact evaluation.
 
-Build a predicate with ``col("x") == 3``, ``parse_where("x BETWEEN 1 AND 5")`` or
-``from_dnf([("x", "=", 3)])``; ``bind`` it to a file's schema; evaluate the bound
+Build a predicate with ``col("x") == 3``, ``col("a") * 2 < col("b")``,
+``parse_where("x BETWEEN 1 AND 5")`` or ``from_dnf([("x", "=", 3)])``; ``bind`` it to a file's schema; evaluate the bound
 tree on a table with ``to_arrow_mask``. Semantics: ``docs/semantics.md``.
 """
 
 from pqindex.expr.bind import (
     BoundAnd,
+    BoundCondition,
     BoundExpr,
     BoundFalse,
     BoundOr,
@@ -25,11 +26,16 @@ from pqindex.expr.nodes import (
     AlwaysFalse,
     AlwaysTrue,
     And,
+    Case,
+    Cast,
     Column,
     Compare,
+    Condition,
     Expr,
     ExprVisitor,
+    Func,
     In,
+    Interval,
     IsNan,
     IsNull,
     Like,
@@ -38,8 +44,11 @@ from pqindex.expr.nodes import (
     Or,
     Regexp,
     StartsWith,
+    Term,
     and_,
+    case,
     col,
+    func,
     like,
     lit,
     not_,
@@ -47,7 +56,7 @@ from pqindex.expr.nodes import (
     visit,
 )
 from pqindex.expr.normalize import push_not
-from pqindex.expr.sql import parse_where
+from pqindex.expr.sql import parse_value, parse_where
 
 __all__ = [
     "FALSE",
@@ -56,17 +65,23 @@ __all__ = [
     "AlwaysTrue",
     "And",
     "BoundAnd",
+    "BoundCondition",
     "BoundExpr",
     "BoundFalse",
     "BoundOr",
     "BoundPredicate",
     "BoundTrue",
     "BoundVisitor",
+    "Case",
+    "Cast",
     "Column",
     "Compare",
+    "Condition",
     "Expr",
     "ExprVisitor",
+    "Func",
     "In",
+    "Interval",
     "IsNan",
     "IsNull",
     "Like",
@@ -75,15 +90,19 @@ __all__ = [
     "Or",
     "Regexp",
     "StartsWith",
+    "Term",
     "and_",
     "bind",
+    "case",
     "col",
     "columns",
     "from_dnf",
+    "func",
     "like",
     "lit",
     "not_",
     "or_",
+    "parse_value",
     "parse_where",
     "push_not",
     "to_arrow_mask",

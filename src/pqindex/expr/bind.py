@@ -27,9 +27,11 @@ from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 from pqindex.errors import UserInputError
+from pqindex.expr.derive import implied_leaves
 from pqindex.expr.nodes import (
     Column,
     Compare,
+    Condition,
     Expr,
     ExprVisitor,
     In,
@@ -37,18 +39,23 @@ from pqindex.expr.nodes import (
     IsNull,
     LeafExpr,
     Like,
+    Literal,
     LiteralValue,
     Regexp,
     StartsWith,
+    Term,
     leaf_exprs,
     leaf_sql,
     literal_sql,
     literal_type_name,
     regexp_prefix,
+    replace_columns,
     starts_with_sql,
+    term_sql,
     visit,
 )
 from pqindex.expr.normalize import push_not
+from pqindex.expr.term_types import TermType, column_type, term_type
 from pqindex.format.match import LeafOp
 from pqindex.format.schema import LeafColumn, PhysicalType, Schema
 from pqindex.format.value_type import Kind, NanoTimestamp, Value, ValueType
@@ -56,6 +63,7 @@ from pqindex.format.values import bound_order
 
 __all__ = [
     "BoundAnd",
+    "BoundCondition",
     "BoundExpr",
     "BoundFalse",
     "BoundOr",
@@ -64,6 +72,8 @@ __all__ = [
     "BoundVisitor",
     "absent_columns",
     "bind",
+    "bound_leaves",
+    "has_condition",
     "visit_bound",
 ]
 
@@ -137,6 +147,23 @@ class BoundPredicate(BoundExpr):
 
 
 @dataclass(frozen=True, slots=True)
+class BoundCondition(BoundExpr):
+    """A predicate on value expressions (``nodes.Condition``), evaluated on the rows
+    (``expr/compute.py``). No index answers it: planning treats it as "some rows may
+    match", and prunes with the leaves ``bind`` derives from it and ANDs beside it.
+
+    ``term`` names columns as the unbound tree does (columns the file lacks already
+    replaced by NULL); ``leaves`` are the columns it reads.
+    """
+
+    term: Term
+    leaves: tuple[LeafColumn, ...]
+
+    def __hash__(self) -> int:
+        return hash((self.term, tuple(leaf.path for leaf in self.leaves)))
+
+
+@dataclass(frozen=True, slots=True)
 class BoundAnd(BoundExpr):
     left: BoundExpr
     right: BoundExpr
@@ -184,6 +211,9 @@ class BoundVisitor(ABC, Generic[T]):
     @abstractmethod
     def visit_predicate(self, pred: BoundPredicate) -> T: ...
 
+    @abstractmethod
+    def visit_condition(self, cond: BoundCondition) -> T: ...
+
 
 def visit_bound(expr: BoundExpr, visitor: BoundVisitor[T]) -> T:
     """Post-order walk of a bound tree; iterative, like ``nodes.visit``."""
@@ -201,6 +231,8 @@ def visit_bound(expr: BoundExpr, visitor: BoundVisitor[T]) -> T:
                            else visitor.visit_or(left, right))
         elif isinstance(node, BoundPredicate):
             results.append(visitor.visit_predicate(node))
+        elif isinstance(node, BoundCondition):
+            results.append(visitor.visit_condition(node))
         elif isinstance(node, BoundTrue):
             results.append(visitor.visit_true())
         elif isinstance(node, BoundFalse):
@@ -235,12 +267,14 @@ def fold_bound(
     or_: Callable[[T, T], T],
     and_done: Callable[[T], bool],
     or_done: Callable[[T], bool],
+    unknown: T | None = None,
 ) -> T:
     """Evaluate a bound tree with short-circuits, without recursion.
 
     Chains of one connective are flattened; an AND stops at the first operand
     for which ``and_done`` holds (an OR at ``or_done``), leaving the rest
     unevaluated, as the recursive form did. Depth costs heap, not stack.
+    ``unknown``: the answer for a :class:`BoundCondition` (no index knows it).
     """
     # Frames: [is_and, operands, next operand, accumulated value or None].
     frames: list[list[Any]] = []
@@ -252,6 +286,8 @@ def fold_bound(
             node = ops[0]
         if isinstance(node, BoundPredicate):
             value = leaf(node)
+        elif isinstance(node, BoundCondition) and unknown is not None:
+            value = unknown
         elif isinstance(node, BoundTrue):
             value = true
         elif isinstance(node, BoundFalse):
@@ -299,6 +335,9 @@ class _BoundPrinter(BoundVisitor[tuple[str, int]]):
 
     def visit_or(self, left: tuple[str, int], right: tuple[str, int]) -> tuple[str, int]:
         return self._join("OR", 1, left, right)
+
+    def visit_condition(self, cond: BoundCondition) -> tuple[str, int]:
+        return term_sql(cond.term), 3
 
     def visit_predicate(self, pred: BoundPredicate) -> tuple[str, int]:
         name = str(Column(pred.name))
@@ -736,6 +775,8 @@ class _Binder(ExprVisitor[BoundExpr]):
         return bound_or(left, right)
 
     def visit_leaf(self, node: LeafExpr) -> BoundExpr:
+        if isinstance(node, Condition):
+            return self._bind_condition(node)
         target = self.targets.get(node.column.name)
         if target is None:  # a column the file lacks (bind's ``absent``)
             if not self.absent_null or node.leaf_op == LeafOp.IS_NULL:
@@ -760,9 +801,69 @@ class _Binder(ExprVisitor[BoundExpr]):
         return _bind_starts_with(target, node)
 
 
+    def _bind_condition(self, node: Condition) -> BoundExpr:
+        """The condition with the leaves it implies ANDed before it (they prune; the
+        condition itself is evaluated on the rows)."""
+        names = node.columns
+        missing = {n: Literal(None) for n in names if n not in self.targets}
+        if missing and not self.absent_null:
+            return BoundTrue()  # may keep too much, never too little
+        value = replace_columns(node.term, missing) if missing else node.term
+        types = {n: column_type(t.vt.kind) for n, t in self.targets.items()}
+        for n in names:
+            if n in types and types[n] == TermType.OTHER:
+                target = self.targets[n]
+                raise UserInputError(f"{term_sql(node.term)}: {target.vt.name} columns are not "
+                                     "supported in expressions", column=n)
+        result = term_type(value, types.__getitem__)
+        if result not in (TermType.BOOLEAN, TermType.NULL):
+            raise UserInputError(f"{term_sql(node.term)} is {result}, not a condition")
+        out: BoundExpr = BoundCondition(value, tuple(
+            self.targets[n].leaf for n in names if n in self.targets))
+        for implied in reversed(implied_leaves(value, types.__getitem__)):
+            try:
+                out = bound_and(visit(implied, self), out)
+            except UserInputError:
+                continue  # a bound that cannot be bound prunes nothing: the rows decide
+        return out
+
+
+def _leaf_columns(node: LeafExpr) -> list[str]:
+    return node.columns if isinstance(node, Condition) else [node.column.name]
+
+
 def columns(expr: Expr) -> list[str]:
     """The distinct column names ``expr`` refers to, in order of appearance."""
-    return list(dict.fromkeys(node.column.name for node in leaf_exprs(expr)))
+    return list(dict.fromkeys(n for node in leaf_exprs(expr) for n in _leaf_columns(node)))
+
+
+def bound_leaves(expr: BoundExpr) -> list[LeafColumn]:
+    """The distinct columns a bound tree reads to evaluate it on rows (its
+    predicates' and its conditions'), left to right."""
+    out: dict[int, LeafColumn] = {}
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BoundPredicate):
+            out.setdefault(e.leaf.index, e.leaf)
+        elif isinstance(e, BoundCondition):
+            for leaf in e.leaves:
+                out.setdefault(leaf.index, leaf)
+        elif isinstance(e, (BoundAnd, BoundOr)):
+            stack += [e.right, e.left]
+    return list(out.values())
+
+
+def has_condition(expr: BoundExpr) -> bool:
+    """Whether the tree holds a :class:`BoundCondition` (only row evaluation answers it)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BoundCondition):
+            return True
+        if isinstance(e, (BoundAnd, BoundOr)):
+            stack += [e.right, e.left]
+    return False
 
 
 def absent_columns(expr: Expr, schema: Schema, known: Collection[str]) -> frozenset[str]:

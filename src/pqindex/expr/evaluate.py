@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from pqindex.errors import UserInputError
 from pqindex.expr.bind import (
     BoundAnd,
+    BoundCondition,
     BoundExpr,
     BoundFalse,
     BoundOr,
@@ -29,11 +30,12 @@ from pqindex.expr.bind import (
     BoundVisitor,
     visit_bound,
 )
+from pqindex.expr.nodes import term_sql
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
 
-__all__ = ["numpy_values_mask", "to_arrow_mask", "to_pyarrow_expression"]
+__all__ = ["numpy_values_mask", "table_column", "to_arrow_mask", "to_pyarrow_expression"]
 
 _COMPARE = {
     LeafOp.EQ: pc.equal, LeafOp.NE: pc.not_equal, LeafOp.LT: pc.less,
@@ -68,6 +70,11 @@ def _column(table: pa.Table, path: tuple[str, ...]) -> Any:
         return computable(arr)  # string_view etc.: no kernels either
     raise UserInputError(f"the table has no column {'.'.join(path)!r}",
                          column=".".join(path))
+
+
+def table_column(table: pa.Table, name: str) -> Any:
+    """The values of the dotted column ``name`` in ``table`` (struct fields looked up)."""
+    return _column(table, tuple(name.split(".")))
 
 
 def _plain(value: Value) -> Any:
@@ -285,6 +292,19 @@ class _Mask(BoundVisitor[Any]):
     def visit_or(self, left: Any, right: Any) -> Any:
         return pc.or_(left, right)
 
+    def visit_condition(self, cond: BoundCondition) -> Any:
+        from pqindex.expr.compute import condition_mask  # it imports like_mask from here
+
+        paths = {leaf.name: leaf.path for leaf in cond.leaves}
+
+        def column(name: str) -> Any:
+            path = paths[name]
+            if path not in self.arrays:
+                self.arrays[path] = _column(self.table, path)
+            return self.arrays[path]
+
+        return _no_null(condition_mask(cond.term, column, self.table.num_rows))
+
     def visit_predicate(self, pred: BoundPredicate) -> Any:
         path = pred.leaf.path
         if path not in self.arrays:
@@ -409,6 +429,10 @@ class _Expression(BoundVisitor[Any]):
 
     def visit_or(self, left: Any, right: Any) -> Any:
         return left | right
+
+    def visit_condition(self, cond: BoundCondition) -> Any:
+        raise UserInputError(f"{term_sql(cond.term)}: conditions on expressions have no "
+                             "pyarrow Expression form here; use to_arrow_mask")
 
     def visit_predicate(self, pred: BoundPredicate) -> Any:
         field = pc.field(*pred.leaf.path)

@@ -11,11 +11,12 @@ IEEE floats; see ``docs/semantics.md``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, Generic, TypeAlias, TypeVar, assert_never
 
 from pqindex.errors import UserInputError
@@ -27,11 +28,16 @@ __all__ = [
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
+    "Case",
+    "Cast",
     "Column",
     "Compare",
+    "Condition",
     "Expr",
     "ExprVisitor",
+    "Func",
     "In",
+    "Interval",
     "IsNan",
     "IsNull",
     "Like",
@@ -41,8 +47,13 @@ __all__ = [
     "Or",
     "Regexp",
     "StartsWith",
+    "Term",
+    "add_months",
     "and_",
+    "case",
     "col",
+    "compare_terms",
+    "func",
     "leaf_exprs",
     "leaf_node",
     "like",
@@ -50,6 +61,9 @@ __all__ = [
     "not_",
     "or_",
     "regexp_prefix",
+    "term",
+    "term_columns",
+    "term_sql",
     "visit",
 ]
 
@@ -215,47 +229,178 @@ def column_sql(name: str) -> str:
     return ".".join(parts)
 
 
+class Term:
+    """A value expression: a :class:`Column`, a :class:`Literal`, an :class:`Interval`,
+    a :class:`Func` (operators and functions), a :class:`Case` or a :class:`Cast`.
+
+    ``+ - * /`` and unary ``-`` build :class:`Func` nodes; ``< <= > >=`` and
+    :meth:`eq` / :meth:`ne` build predicates. ``==`` and ``!=`` between two terms
+    are structural equality (a bool, which keeps trees comparable); with any other
+    value they build a predicate.
+    """
+
+    __slots__ = ()
+
+    def _key(self) -> tuple[object, ...]:
+        """The fields that make two terms of one class equal."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, Term):
+            return type(self) is type(other) and self._key() == other._key()
+        return compare_terms(LeafOp.EQ, self, term(other))
+
+    def __ne__(self, other: object) -> Any:
+        if isinstance(other, Term):
+            same = self.__eq__(other)  # a subclass's own structural equality
+            return same if same is NotImplemented else not same
+        return compare_terms(LeafOp.NE, self, term(other))
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __add__(self, other: object) -> Term:
+        return func("+", self, term(other))
+
+    def __radd__(self, other: object) -> Term:
+        return func("+", term(other), self)
+
+    def __sub__(self, other: object) -> Term:
+        return func("-", self, term(other))
+
+    def __rsub__(self, other: object) -> Term:
+        return func("-", term(other), self)
+
+    def __mul__(self, other: object) -> Term:
+        return func("*", self, term(other))
+
+    def __rmul__(self, other: object) -> Term:
+        return func("*", term(other), self)
+
+    def __truediv__(self, other: object) -> Term:
+        return func("/", self, term(other))
+
+    def __rtruediv__(self, other: object) -> Term:
+        return func("/", term(other), self)
+
+    def __neg__(self) -> Term:
+        return func("negate", self)
+
+    def __lt__(self, other: object) -> Expr:
+        return compare_terms(LeafOp.LT, self, term(other))
+
+    def __le__(self, other: object) -> Expr:
+        return compare_terms(LeafOp.LE, self, term(other))
+
+    def __gt__(self, other: object) -> Expr:
+        return compare_terms(LeafOp.GT, self, term(other))
+
+    def __ge__(self, other: object) -> Expr:
+        return compare_terms(LeafOp.GE, self, term(other))
+
+    def eq(self, other: object) -> Expr:
+        """``self = other`` as a predicate (also between two columns)."""
+        return compare_terms(LeafOp.EQ, self, term(other))
+
+    def ne(self, other: object) -> Expr:
+        """``self != other`` as a predicate (also between two columns)."""
+        return compare_terms(LeafOp.NE, self, term(other))
+
+    def isin(self, values: Iterable[object]) -> Expr:
+        """``self IN (values)``; at most ``MAX_IN_VALUES`` of them."""
+        return in_terms(self, literal_list(values))
+
+    def is_null(self) -> Expr:
+        return condition(func("is_null", self))
+
+    def is_not_null(self) -> Expr:
+        return not_(self.is_null())
+
+    def between(self, low: object, high: object) -> Expr:
+        """``low <= self AND self <= high`` (inclusive, like SQL BETWEEN)."""
+        return and_(compare_terms(LeafOp.GE, self, term(low)),
+                    compare_terms(LeafOp.LE, self, term(high)))
+
+    def like(self, pattern: str, escape: str | None = None) -> Expr:
+        """``self LIKE pattern [ESCAPE escape]``."""
+        return like_term(self, pattern, escape=escape)
+
+    def ilike(self, pattern: str, escape: str | None = None) -> Expr:
+        """``self ILIKE pattern``."""
+        return like_term(self, pattern, ignore_case=True, escape=escape)
+
+    def startswith(self, prefix: str) -> Expr:
+        """``starts_with(self, prefix)``."""
+        return predicate_term(func("starts_with", self, term(prefix)))
+
+    def endswith(self, suffix: str) -> Expr:
+        """``ends_with(self, suffix)``."""
+        return predicate_term(func("ends_with", self, term(suffix)))
+
+    def contains(self, part: str) -> Expr:
+        """``contains(self, part)``."""
+        return predicate_term(func("contains", self, term(part)))
+
+    def cast(self, type_name: str) -> Term:
+        """``CAST(self AS type_name)`` (``BIGINT``, ``DOUBLE``, ``DECIMAL(p, s)``, ...)."""
+        return Cast(self, cast_type(type_name))
+
+    def abs(self) -> Term:
+        return func("abs", self)
+
+    def round(self, digits: int = 0) -> Term:
+        return func("round", self, Literal(digits))
+
+    def lower(self) -> Term:
+        return func("lower", self)
+
+    def upper(self) -> Term:
+        return func("upper", self)
+
+    def length(self) -> Term:
+        return func("length", self)
+
+    def trim(self) -> Term:
+        return func("trim", self)
+
+    def substr(self, start: int, length: int | None = None) -> Term:
+        """SQL ``substr``: ``start`` counts from 1 (negative: from the end)."""
+        args = (Literal(start),) if length is None else (Literal(start), Literal(length))
+        return func("substr", self, *args)
+
+    def year(self) -> Term:
+        return func("year", self)
+
+    def month(self) -> Term:
+        return func("month", self)
+
+    def day(self) -> Term:
+        return func("day", self)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class Column:
+class Column(Term):
     """A column by its dotted leaf path; comparing it with a value builds a predicate.
 
     ``Column == Column`` is structural equality (a bool), which keeps trees
-    comparable; column-to-column predicates are not supported.
+    comparable; ``col("a").eq(col("b"))`` is the predicate, and ``<`` between two
+    columns builds one directly.
     """
 
     name: str
 
     def __eq__(self, other: object) -> Any:
-        if isinstance(other, Column):
-            return self.name == other.name
+        if isinstance(other, Term) and not isinstance(other, Literal):
+            return isinstance(other, Column) and self.name == other.name
         return Compare(LeafOp.EQ, self, lit(other))
 
     def __ne__(self, other: object) -> Any:
-        if isinstance(other, Column):
-            return self.name != other.name
+        if isinstance(other, Term) and not isinstance(other, Literal):
+            return not (isinstance(other, Column) and self.name == other.name)
         return Compare(LeafOp.NE, self, lit(other))
 
     def __hash__(self) -> int:
         return hash(("Column", self.name))
-
-    def __lt__(self, other: object) -> Compare:
-        return Compare(LeafOp.LT, self, self._operand(other, "<"))
-
-    def __le__(self, other: object) -> Compare:
-        return Compare(LeafOp.LE, self, self._operand(other, "<="))
-
-    def __gt__(self, other: object) -> Compare:
-        return Compare(LeafOp.GT, self, self._operand(other, ">"))
-
-    def __ge__(self, other: object) -> Compare:
-        return Compare(LeafOp.GE, self, self._operand(other, ">="))
-
-    def _operand(self, other: object, op: str) -> Literal:
-        if isinstance(other, Column):
-            raise UserInputError(
-                f"column-to-column comparison {self} {op} {other} is not supported",
-                column=self.name)
-        return lit(other)
 
     def isin(self, values: Iterable[object]) -> In:
         """``x IN (values)``; at most ``MAX_IN_VALUES`` of them."""
@@ -296,7 +441,7 @@ class Column:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Literal:
+class Literal(Term):
     """A constant; equal only to a literal of the same Python type and value."""
 
     value: LiteralValue
@@ -326,6 +471,406 @@ def col(name: str) -> Column:
 def lit(value: object) -> Literal:
     """A literal from a Python value (None is SQL NULL)."""
     return value if isinstance(value, Literal) else Literal(_literal_value(value))
+
+
+def term(value: object) -> Term:
+    """A term as it is, anything else as a literal."""
+    return value if isinstance(value, Term) else lit(value)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Interval(Term):
+    """An ``INTERVAL``: months, days and microseconds, kept apart as SQL engines do
+    (a month has no fixed number of days)."""
+
+    months: int = 0
+    days: int = 0
+    micros: int = 0
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.months, self.days, self.micros)
+
+    def __str__(self) -> str:
+        parts = [f"{n} {unit}" for n, unit in ((self.months, "MONTH"), (self.days, "DAY"),
+                                                (self.micros, "MICROSECOND")) if n]
+        return " + ".join(f"INTERVAL {p}" for p in parts) if parts else "INTERVAL 0 DAY"
+
+
+# The functions a Func node may name: (fewest, most) arguments; None: any number.
+# Operators are functions too ("+", "=", "and", ...).
+FUNCTION_ARITY: dict[str, tuple[int, int | None]] = {
+    "+": (2, 2), "-": (2, 2), "*": (2, 2), "/": (2, 2), "||": (2, 2), "negate": (1, 1),
+    "abs": (1, 1), "round": (1, 2), "floor": (1, 1), "ceil": (1, 1),
+    "lower": (1, 1), "upper": (1, 1), "length": (1, 1), "trim": (1, 1), "ltrim": (1, 1),
+    "rtrim": (1, 1), "substr": (2, 3), "concat": (1, None), "coalesce": (1, None),
+    "nullif": (2, 2),
+    "year": (1, 1), "quarter": (1, 1), "month": (1, 1), "day": (1, 1), "hour": (1, 1),
+    "minute": (1, 1), "second": (1, 1), "dayofweek": (1, 1), "dayofyear": (1, 1),
+    # boolean-valued
+    "=": (2, 2), "!=": (2, 2), "<": (2, 2), "<=": (2, 2), ">": (2, 2), ">=": (2, 2),
+    "in": (2, None), "is_null": (1, 1), "isnan": (1, 1), "like": (2, 3), "ilike": (2, 3),
+    "regexp_matches": (2, 2), "starts_with": (2, 2), "ends_with": (2, 2),
+    "contains": (2, 2), "not": (1, 1), "and": (2, 2), "or": (2, 2),
+}
+PREDICATE_FUNCTIONS = frozenset({
+    "=", "!=", "<", "<=", ">", ">=", "in", "is_null", "isnan", "like", "ilike",
+    "regexp_matches", "starts_with", "ends_with", "contains", "not", "and", "or"})
+# Other spellings DuckDB and Spark users write.
+FUNCTION_ALIASES = {
+    "substring": "substr", "char_length": "length", "character_length": "length",
+    "lcase": "lower", "ucase": "upper", "ceiling": "ceil", "startswith": "starts_with",
+    "endswith": "ends_with", "suffix": "ends_with", "prefix": "starts_with",
+    "dayofmonth": "day", "dow": "dayofweek", "doy": "dayofyear", "ifnull": "coalesce",
+    "nvl": "coalesce",
+}
+# Arguments that must be literals (the kernels take them as options).
+_LITERAL_ARGS = {"like": (1, 2), "ilike": (1, 2), "regexp_matches": (1,), "starts_with": (1,),
+                 "ends_with": (1,), "contains": (1,), "substr": (1, 2), "round": (1,)}
+_INFIX = {"+": 6, "-": 6, "*": 7, "/": 7, "||": 5}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Func(Term):
+    """A function or operator applied to terms (``name`` one of ``FUNCTION_ARITY``)."""
+
+    name: str
+    args: tuple[Term, ...]
+
+    def __post_init__(self) -> None:
+        arity = FUNCTION_ARITY.get(self.name)
+        if arity is None:
+            raise UserInputError(f"function {self.name}() is not supported")
+        low, high = arity
+        if len(self.args) < low or (high is not None and len(self.args) > high):
+            want = f"{low}" if low == high else f"{low} to {high}" if high else f"{low} or more"
+            raise UserInputError(
+                f"{self.name}() takes {want} arguments, not {len(self.args)}")
+        for i in _LITERAL_ARGS.get(self.name, ()):
+            if i < len(self.args) and not isinstance(self.args[i], Literal):
+                raise UserInputError(
+                    f"argument {i + 1} of {self.name}() must be a literal, not {self.args[i]}")
+        if self.name in ("like", "ilike"):
+            pattern, escape = self.args[1], self.args[2] if len(self.args) > 2 else None
+            assert isinstance(pattern, Literal)
+            check_like_pattern(pattern.value, None if escape is None else escape_value(escape),
+                               self.name.upper())
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.name, self.args)
+
+    def __str__(self) -> str:
+        return term_sql(self)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Case(Term):
+    """``CASE WHEN condition THEN value ... ELSE default END``."""
+
+    whens: tuple[tuple[Term, Term], ...]  # (boolean condition, value)
+    default: Term
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.whens, self.default)
+
+    def __str__(self) -> str:
+        return term_sql(self)
+
+
+def case(whens: Sequence[tuple[Expr | Term, object]], default: object = None) -> Term:
+    """``CASE WHEN cond THEN value ... ELSE default END`` (conditions as predicates
+    or boolean terms)."""
+    if not whens:
+        raise UserInputError("CASE needs at least one WHEN")
+    return Case(tuple((as_term(c) if isinstance(c, Expr) else c, term(v)) for c, v in whens),
+                term(default))
+
+
+def as_term(expr: Expr) -> Term:
+    """A predicate as the boolean term that evaluates it (for CASE conditions and
+    NOT over a :class:`Condition`)."""
+    return visit(expr, _AsTerm())
+
+
+# CAST targets: the SQL spellings of each type, and the name it is printed as.
+CAST_TYPES = {
+    "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN",
+    "TINYINT": "TINYINT", "INT1": "TINYINT", "BYTE": "TINYINT",
+    "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "SHORT": "SMALLINT",
+    "INTEGER": "INTEGER", "INT": "INTEGER", "INT4": "INTEGER", "SIGNED": "INTEGER",
+    "BIGINT": "BIGINT", "INT8": "BIGINT", "LONG": "BIGINT",
+    "REAL": "FLOAT", "FLOAT": "FLOAT", "FLOAT4": "FLOAT",
+    "DOUBLE": "DOUBLE", "FLOAT8": "DOUBLE",
+    "VARCHAR": "VARCHAR", "STRING": "VARCHAR", "TEXT": "VARCHAR",
+    "DATE": "DATE", "TIMESTAMP": "TIMESTAMP", "TIMESTAMPTZ": "TIMESTAMPTZ",
+    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL",
+}
+_DECIMAL_TYPE = re.compile(r"^(?:DECIMAL|NUMERIC)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+
+
+def cast_type(type_name: str) -> str:
+    """The canonical spelling of a CAST target (``DECIMAL(p,s)`` with both numbers)."""
+    if not isinstance(type_name, str):
+        raise UserInputError(f"CAST needs a type name, not {type_name!r}")
+    text = " ".join(type_name.upper().split())
+    m = _DECIMAL_TYPE.match(text)
+    if m:
+        precision = int(m.group(1) or 18)
+        scale = int(m.group(2) or (0 if m.group(1) else 3))
+        if not 1 <= precision <= 38 or scale > precision:
+            raise UserInputError(f"CAST to {type_name}: precision 1 to 38, scale at most "
+                                 "the precision")
+        return f"DECIMAL({precision},{scale})"
+    if text == "DOUBLE PRECISION":
+        return "DOUBLE"
+    if text not in CAST_TYPES:
+        raise UserInputError(f"CAST to {type_name} is not supported (types: "
+                             "BOOLEAN, TINYINT, SMALLINT, INTEGER, BIGINT, FLOAT, DOUBLE, "
+                             "DECIMAL(p,s), VARCHAR, DATE, TIMESTAMP)")
+    return CAST_TYPES[text]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Cast(Term):
+    """``CAST(value AS type)``; ``type`` as :func:`cast_type` spells it."""
+
+    value: Term
+    type: str
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.value, self.type)
+
+    def __str__(self) -> str:
+        return term_sql(self)
+
+
+def func(name: str, *args: Term) -> Term:
+    """``name(args)``, constant-folded when every argument is a literal it can fold
+    exactly (numbers, dates and intervals)."""
+    name = FUNCTION_ALIASES.get(name, name)
+    node = Func(name, tuple(args))
+    folded = fold_constant(node)
+    return node if folded is None else folded
+
+
+def escape_value(arg: Term) -> str:
+    if not isinstance(arg, Literal) or not isinstance(arg.value, str) or len(arg.value) != 1:
+        raise UserInputError(f"ESCAPE needs a string of one character, not {arg}")
+    return arg.value
+
+
+def check_like_pattern(pattern: object, escape: str | None, word: str) -> None:
+    """UserInputError for a pattern ``like`` refuses (see :func:`like`)."""
+    if not isinstance(pattern, str):
+        raise UserInputError(f"{word} needs a string pattern, not {pattern!r}")
+    if escape is None and "\\" in pattern:
+        raise UserInputError(
+            f"{word} patterns with a backslash are not supported ({literal_sql(pattern)}) "
+            "without ESCAPE: DuckDB reads it as a character, Spark as an escape")
+    like_tokens(pattern, escape)
+
+
+def _plain_number(value: LiteralValue) -> bool:
+    return isinstance(value, (int, Decimal)) and not isinstance(value, bool)
+
+
+def fold_constant(node: Func) -> Term | None:
+    """The literal a function of literals equals, where folding is exact and agrees
+    with evaluation: integer and decimal ``+ - *`` and negation, and a date or
+    timestamp plus or minus an interval of days. None otherwise (evaluated per row)."""
+    args = node.args
+    if node.name == "negate" and isinstance(args[0], Literal):
+        x0 = args[0].value
+        if isinstance(x0, (int, Decimal)) and _plain_number(x0):
+            return Literal(-x0)
+    if node.name not in ("+", "-", "*") or len(args) != 2:
+        return None
+    a, b = args
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        x, y = a.value, b.value
+        if isinstance(x, (int, Decimal)) and isinstance(y, (int, Decimal)) \
+                and _plain_number(x) and _plain_number(y):
+            with localcontext() as ctx:
+                ctx.prec = 2 * MAX_LITERAL_DIGITS + 1  # exact for any literal accepted
+                out = x + y if node.name == "+" else x - y if node.name == "-" else x * y
+            return Literal(out)
+        return None
+    if node.name == "+" and isinstance(a, Interval):
+        a, b = b, a
+    if node.name in ("+", "-") and isinstance(a, Literal) and isinstance(b, Interval) \
+            and isinstance(a.value, dt.date):
+        sign = 1 if node.name == "+" else -1
+        delta = dt.timedelta(days=b.days, microseconds=b.micros)
+        day: dt.date = a.value
+        try:
+            shifted = add_months(day, sign * b.months) + sign * delta
+        except (OverflowError, ValueError):
+            return None
+        return Literal(shifted)
+    return None
+
+
+def add_months(value: dt.date, months: int) -> dt.date:
+    """``value`` plus ``months`` calendar months, the day clamped to the month's
+    last (DuckDB's and Spark's rule); a datetime keeps its time of day."""
+    total = value.year * 12 + (value.month - 1) + months
+    year, month = divmod(total, 12)
+    month += 1
+    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
+    last = (nxt - dt.timedelta(days=1)).day
+    return value.replace(year=year, month=month, day=min(value.day, last))
+
+
+
+def compare_terms(op: LeafOp, left: Term, right: Term) -> Expr:
+    """``left op right``: a column against a literal is the :class:`Compare` leaf,
+    anything else a :class:`Condition`."""
+    if isinstance(left, Column) and isinstance(right, Literal):
+        return Compare(op, left, right)
+    if isinstance(left, Literal) and isinstance(right, Column):
+        return Compare(FLIPPED[op], right, left)
+    return Condition(Func(op.value, (left, right)))
+
+
+def in_terms(value: Term, values: tuple[Literal, ...], negated: bool = False) -> Expr:
+    """``value [NOT] IN (values)``: the :class:`In` leaf for a column."""
+    if isinstance(value, Column):
+        return In(value, values, negated=negated)
+    found = Condition(Func("in", (value, *values)))
+    return not_(found) if negated else found
+
+
+def like_term(value: Term, pattern: str, negated: bool = False, *,
+              ignore_case: bool = False, escape: str | None = None) -> Expr:
+    """``value [NOT] [I]LIKE pattern``: :func:`like`'s leaves for a column."""
+    if isinstance(value, Column):
+        return like(value, pattern, negated, ignore_case=ignore_case, escape=escape)
+    name = "ilike" if ignore_case else "like"
+    extra = () if escape is None else (Literal(escape),)
+    found = Condition(Func(name, (value, Literal(pattern), *extra)))
+    return not_(found) if negated else found
+
+
+def predicate_term(value: Term) -> Expr:
+    """A boolean-valued term as a predicate: the leaves pqindex prunes best where
+    they apply (``starts_with(col, 'p')``, ``isnan(col)``, ``regexp_matches(col,
+    'p')``, a bare column), else a :class:`Condition`."""
+    if isinstance(value, Column):
+        return Compare(LeafOp.EQ, value, Literal(True))  # `WHERE flag`
+    if isinstance(value, Literal):
+        raise UserInputError(f"expected a condition, found the literal {value}")
+    if isinstance(value, Func) and value.args and isinstance(value.args[0], Column):
+        column, rest = value.args[0], value.args[1:]
+        arg = rest[0].value if rest and isinstance(rest[0], Literal) else None
+        if value.name == "isnan":
+            return IsNan(column)
+        if value.name == "starts_with" and isinstance(arg, (str, bytes)):
+            return StartsWith(column, arg)
+        if value.name == "regexp_matches" and isinstance(arg, str):
+            return Regexp(column, arg)
+    if isinstance(value, Func) and value.name not in PREDICATE_FUNCTIONS:
+        raise UserInputError(f"expected a condition, found {term_sql(value)} "
+                             "(compare it with something)")
+    return Condition(value)
+
+
+def condition(value: Term) -> Expr:
+    """``value`` (a boolean term) as a predicate, without looking for simpler leaves."""
+    return Condition(value)
+
+
+def term_columns(value: Term) -> list[str]:
+    """The distinct column names of a term, in order of appearance."""
+    out: dict[str, None] = {}
+    todo: list[Term] = [value]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, Column):
+            out.setdefault(t.name)
+        elif isinstance(t, Func):
+            todo += reversed(t.args)
+        elif isinstance(t, Cast):
+            todo.append(t.value)
+        elif isinstance(t, Case):
+            todo.append(t.default)
+            for cond, then in reversed(t.whens):
+                todo += [then, cond]
+    return list(out)
+
+
+def replace_columns(value: Term, by: Mapping[str, Term]) -> Term:
+    """``value`` with the columns named in ``by`` replaced (a column a file lacks
+    becomes NULL)."""
+    if isinstance(value, Column):
+        return by.get(value.name, value)
+    if isinstance(value, Func):
+        return Func(value.name, tuple(replace_columns(a, by) for a in value.args))
+    if isinstance(value, Cast):
+        return Cast(replace_columns(value.value, by), value.type)
+    if isinstance(value, Case):
+        return Case(tuple((replace_columns(c, by), replace_columns(t, by))
+                          for c, t in value.whens), replace_columns(value.default, by))
+    return value
+
+
+# Binding strength of infix operators in printed SQL (higher binds tighter).
+_CMP_STRENGTH, _ATOM = 4, 9
+
+
+def term_sql(value: Term) -> str:
+    """SQL text of a term, parenthesized where the operators need it."""
+    return _term_sql(value)[0]
+
+
+def _term_sql(value: Term) -> tuple[str, int]:
+    if isinstance(value, Func):
+        name, args = value.name, value.args
+        if name in _INFIX:
+            strength = _INFIX[name]
+            left, right = _term_sql(args[0]), _term_sql(args[1])
+            ltext = left[0] if left[1] >= strength else f"({left[0]})"
+            # a - (b - c): the right side of a left-associative operator needs more
+            rtext = right[0] if right[1] > strength else f"({right[0]})"
+            return f"{ltext} {name} {rtext}", strength
+        if name == "negate":
+            inner = _term_sql(args[0])
+            return f"-{inner[0] if inner[1] >= _ATOM else '(' + inner[0] + ')'}", _ATOM
+        if name in ("=", "!=", "<", "<=", ">", ">="):
+            left, right = _term_sql(args[0]), _term_sql(args[1])
+            return (f"{_wrap(left, _CMP_STRENGTH + 1)} {name} "
+                    f"{_wrap(right, _CMP_STRENGTH + 1)}", _CMP_STRENGTH)
+        if name in ("and", "or"):
+            word = name.upper()
+            strength = 2 if name == "and" else 1
+            return (f"{_wrap(_term_sql(args[0]), strength)} {word} "
+                    f"{_wrap(_term_sql(args[1]), strength)}", strength)
+        if name == "not":
+            return f"NOT {_wrap(_term_sql(args[0]), _ATOM)}", 3
+        if name == "is_null":
+            return f"{_wrap(_term_sql(args[0]), _CMP_STRENGTH + 1)} IS NULL", _CMP_STRENGTH
+        if name == "in":
+            items = ", ".join(term_sql(a) for a in args[1:])
+            return f"{_wrap(_term_sql(args[0]), _CMP_STRENGTH + 1)} IN ({items})", _CMP_STRENGTH
+        if name in ("like", "ilike"):
+            escape = f" ESCAPE {term_sql(args[2])}" if len(args) > 2 else ""
+            return (f"{_wrap(_term_sql(args[0]), _CMP_STRENGTH + 1)} {name.upper()} "
+                    f"{term_sql(args[1])}{escape}", _CMP_STRENGTH)
+        return f"{name}({', '.join(term_sql(a) for a in args)})", _ATOM
+    if isinstance(value, Case):
+        whens = " ".join(f"WHEN {term_sql(c)} THEN {term_sql(t)}" for c, t in value.whens)
+        default = "" if value.default == Literal(None) else f" ELSE {term_sql(value.default)}"
+        return f"CASE {whens}{default} END", _ATOM
+    if isinstance(value, Cast):
+        return f"CAST({term_sql(value.value)} AS {value.type})", _ATOM
+    text = str(value)
+    if isinstance(value, Literal) and isinstance(value.value, (int, float, Decimal)) \
+            and text.startswith("-"):
+        return text, 8  # -1 * x, but (-1) is not needed around a product
+    return text, _ATOM
+
+
+def _wrap(part: tuple[str, int], strength: int) -> str:
+    return part[0] if part[1] >= strength else f"({part[0]})"
+
 
 
 # ---------------------------------------------------------------- predicates
@@ -512,6 +1057,19 @@ class Regexp(Expr):
         return LeafOp.NOT_REGEXP if self.negated else LeafOp.REGEXP
 
 
+@dataclass(frozen=True, slots=True, eq=True)
+class Condition(Expr):
+    """A predicate on value expressions: ``term`` is boolean-valued (terms compared,
+    IN / LIKE / IS NULL of a term, a boolean function, a CASE); the row is selected
+    where it is TRUE, not where it is FALSE or NULL."""
+
+    term: Term
+
+    @property
+    def columns(self) -> list[str]:
+        return term_columns(self.term)
+
+
 def _tree_eq(a: Expr, b: object) -> bool:
     """Structural equality without recursion (a 10,000-term OR is 10,000 deep)."""
     stack: list[tuple[object, object]] = [(a, b)]
@@ -571,7 +1129,7 @@ class Not(Expr):
         return _tree_hash(self)
 
 
-LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith | Like | Regexp
+LeafExpr: TypeAlias = Compare | In | IsNull | IsNan | StartsWith | Like | Regexp | Condition
 
 
 def leaf_node(op: LeafOp, column: Column, values: tuple[Literal, ...] = ()) -> LeafExpr:
@@ -765,6 +1323,11 @@ def not_(expr: Expr) -> Expr:
         return FALSE if expr.value else TRUE
     if isinstance(expr, Not):
         return expr.child
+    if isinstance(expr, Condition):
+        inner = expr.term
+        if isinstance(inner, Func) and inner.name == "not":
+            return Condition(inner.args[0])
+        return Condition(Func("not", (inner,)))
     if isinstance(expr, (In, IsNull, IsNan, StartsWith, Like, Regexp)):
         return leaf_node(_FLIP_NEGATED[expr.leaf_op], expr.column,
                          leaf_values(expr))
@@ -851,7 +1414,8 @@ def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:
             results.append(visitor.visit_true())
         elif isinstance(node, AlwaysFalse):
             results.append(visitor.visit_false())
-        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith, Like, Regexp)):
+        elif isinstance(node, (Compare, In, IsNull, IsNan, StartsWith, Like, Regexp,
+                               Condition)):
             results.append(visitor.visit_leaf(node))
         else:
             raise UserInputError(f"not a predicate: {node!r}")
@@ -879,6 +1443,46 @@ class _Leaves(ExprVisitor[None]):
 
     def visit_leaf(self, node: LeafExpr) -> None:
         self.found.append(node)
+
+
+class _AsTerm(ExprVisitor[Term]):
+    def visit_true(self) -> Term:
+        return Literal(True)
+
+    def visit_false(self) -> Term:
+        return Literal(False)
+
+    def visit_not(self, child: Term) -> Term:
+        return Func("not", (child,))
+
+    def visit_and(self, left: Term, right: Term) -> Term:
+        return Func("and", (left, right))
+
+    def visit_or(self, left: Term, right: Term) -> Term:
+        return Func("or", (left, right))
+
+    def visit_leaf(self, node: LeafExpr) -> Term:
+        if isinstance(node, Condition):
+            return node.term
+        column: Term = node.column
+        out: Term
+        if isinstance(node, Compare):
+            return Func(node.op.value, (column, node.literal))
+        if isinstance(node, In):
+            out = Func("in", (column, *node.values))
+        elif isinstance(node, IsNull):
+            out = Func("is_null", (column,))
+        elif isinstance(node, IsNan):
+            out = Func("isnan", (column,))
+        elif isinstance(node, StartsWith):
+            out = Func("starts_with", (column, Literal(node.prefix)))
+        elif isinstance(node, Regexp):
+            out = Func("regexp_matches", (column, Literal(node.pattern)))
+        else:
+            extra = () if node.escape is None else (Literal(node.escape),)
+            out = Func("ilike" if node.ignore_case else "like",
+                       (column, Literal(node.pattern), *extra))
+        return Func("not", (out,)) if node.negated else out
 
 
 def leaf_exprs(expr: Expr) -> list[LeafExpr]:
@@ -984,6 +1588,9 @@ class _SqlPrinter(ExprVisitor[tuple[str, int]]):
         return self._join("OR", _OR, left, right)
 
     def visit_leaf(self, node: LeafExpr) -> tuple[str, int]:
+        if isinstance(node, Condition):
+            text, strength = _term_sql(node.term)
+            return text, min(strength, _LEAF) if strength >= _CMP_STRENGTH else strength
         name = str(node.column)
         if isinstance(node, StartsWith):
             text = starts_with_sql(name, node.prefix, node.negated)

@@ -31,6 +31,7 @@ from pqindex.expr.nodes import (
     TRUE,
     Column,
     Compare,
+    Condition,
     Expr,
     ExprVisitor,
     IsNan,
@@ -38,6 +39,7 @@ from pqindex.expr.nodes import (
     and_,
     leaf_node,
     leaf_values,
+    not_,
     or_,
     visit,
 )
@@ -109,6 +111,8 @@ class _Negate(ExprVisitor[Expr]):
         return and_(left, right)
 
     def visit_leaf(self, node: LeafExpr) -> Expr:
+        if isinstance(node, Condition):
+            return not_(node)  # NOT of a term: exact under three-valued logic
         op = node.leaf_op
         if (isinstance(node, Compare) and op in _ORDERING
                 and is_nan_literal(node.literal.value)):

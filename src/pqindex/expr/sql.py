@@ -21,33 +21,40 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from pqindex.errors import UserInputError
 from pqindex.expr.nodes import (
     FALSE,
-    FLIPPED,
+    FUNCTION_ALIASES,
+    FUNCTION_ARITY,
     MAX_LITERAL_DIGITS,
     TRUE,
+    Cast,
     Column,
-    Compare,
     Expr,
-    In,
-    IsNan,
+    Interval,
     IsNull,
     Literal,
     LiteralValue,
-    Regexp,
-    StartsWith,
+    Term,
     and_,
-    like,
+    case,
+    cast_type,
+    compare_terms,
+    func,
+    in_terms,
+    like_term,
     not_,
     or_,
+    predicate_term,
+    term_sql,
 )
 from pqindex.format.match import LeafOp
 
-__all__ = ["parse_where"]
+__all__ = ["parse_value", "parse_where"]
 
 _MAX_DEPTH = 200  # nesting of parentheses / NOT; deeper input is refused, not recursed into
 
@@ -57,20 +64,37 @@ _TOKEN = re.compile(r"""
   | (?P<string>'(?:[^']|'')*')
   | (?P<qident>"(?:[^"]|"")*"|`(?:[^`]|``)*`)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_$]*)
-  | (?P<op><>|!=|<=|>=|==|=|<|>|\|\||[-+*/%(),.;])
+  | (?P<op>::|<>|!=|<=|>=|==|=|<|>|\|\||[-+*/%(),.;])
 """, re.VERBOSE)
 
 _COMPARISONS = {"=": LeafOp.EQ, "==": LeafOp.EQ, "!=": LeafOp.NE, "<>": LeafOp.NE,
                 "<": LeafOp.LT, "<=": LeafOp.LE, ">": LeafOp.GT, ">=": LeafOp.GE}
-_ARITHMETIC = {"+", "-", "*", "/", "%", "||"}
+# Binary operators of value expressions and their binding strength.
+_BINARY = {"||": 1, "+": 2, "-": 2, "*": 3, "/": 3}
 # Words that can never start or continue an operand unquoted.
 _RESERVED = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "ILIKE", "TRUE",
-             "FALSE"}
+             "FALSE", "WHEN", "THEN", "ELSE", "END"}
 _UNSUPPORTED_WORDS = {
     "GLOB": "GLOB", "SIMILAR": "SIMILAR TO", "REGEXP": "REGEXP",
-    "RLIKE": "RLIKE", "ESCAPE": "ESCAPE outside LIKE", "CASE": "CASE expressions",
-    "CAST": "CAST", "INTERVAL": "INTERVAL literals", "EXISTS": "subqueries",
-    "SELECT": "subqueries", "DISTINCT": "IS [NOT] DISTINCT FROM",
+    "RLIKE": "RLIKE", "ESCAPE": "ESCAPE outside LIKE", "EXISTS": "subqueries",
+    "SELECT": "subqueries", "DISTINCT": "IS [NOT] DISTINCT FROM", "OVER": "window functions",
+    "COLLATE": "COLLATE", "ANY": "ANY / ALL", "ALL": "ANY / ALL", "SOME": "ANY / ALL",
+}
+_AGGREGATES = {"count", "sum", "avg", "min", "max", "mean", "stddev", "variance",
+               "any_value", "first", "last", "median"}
+# Operators are named as functions inside the tree; they are not callable by name.
+_OPERATOR_NAMES = {"negate", "is_null", "in", "not", "and", "or", "like", "ilike"}
+_EXTRACT_PARTS = {"year": "year", "quarter": "quarter", "month": "month", "day": "day",
+                  "hour": "hour", "minute": "minute", "second": "second",
+                  "dow": "dayofweek", "dayofweek": "dayofweek", "doy": "dayofyear",
+                  "dayofyear": "dayofyear", "years": "year", "months": "month",
+                  "days": "day"}
+# INTERVAL units (singular): the field they add to and how many of its units one is.
+_INTERVAL_UNITS: dict[str, tuple[str, int]] = {
+    "YEAR": ("months", 12), "QUARTER": ("months", 3), "MONTH": ("months", 1),
+    "WEEK": ("days", 7), "DAY": ("days", 1), "HOUR": ("micros", 3_600_000_000),
+    "MINUTE": ("micros", 60_000_000), "SECOND": ("micros", 1_000_000),
+    "MILLISECOND": ("micros", 1_000), "MICROSECOND": ("micros", 1),
 }
 
 
@@ -106,15 +130,13 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
-_Operand = Column | Literal
-
-
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
         self.depth = 0
+        self.in_case = 0  # CASE expressions open around the current token
 
     # ------------------------------------------------------------ tokens
 
@@ -200,6 +222,16 @@ class _Parser:
     def parse_predicate(self) -> Expr:
         tok = self.tok
         if self.at_op("("):
+            # A parenthesized value, as in (a + b) * 2 > c, or a parenthesized condition.
+            at, depth, in_case = self.i, self.depth, self.in_case
+            value: Term | None
+            try:
+                value = self.parse_term()
+            except UserInputError:
+                value = None
+            if value is not None and self._continues_predicate(self.tok):
+                return self.parse_rest(value, tok)
+            self.i, self.depth, self.in_case = at, depth, in_case
             self.advance()
             self._nest()
             inner = self.parse_or()
@@ -211,9 +243,7 @@ class _Parser:
         if tok.word in ("TRUE", "FALSE") and not self._continues_predicate(self.peek()):
             self.advance()
             return TRUE if tok.word == "TRUE" else FALSE
-        if tok.kind == "ident" and self.peek().kind == "op" and self.peek().text == "(":
-            return self.parse_function()
-        left = self.parse_operand()
+        left = self.parse_term()
         return self.parse_rest(left, tok)
 
     @staticmethod
@@ -221,12 +251,19 @@ class _Parser:
         return ((tok.kind == "op" and tok.text in _COMPARISONS)
                 or tok.word in ("IS", "IN", "BETWEEN", "LIKE", "ILIKE", "NOT"))
 
-    def parse_rest(self, left: _Operand, start: _Token) -> Expr:
+    def _built(self, make: Callable[[], Expr], tok: _Token) -> Expr:
+        """``make()``, its UserInputError placed at ``tok``."""
+        try:
+            return make()
+        except UserInputError as e:
+            raise self.error(e.reason, tok) from None
+
+    def parse_rest(self, left: Term, start: _Token) -> Expr:
         tok = self.tok
         if tok.kind == "op" and tok.text in _COMPARISONS:
             self.advance()
             right_tok = self.tok
-            right = self.parse_operand()
+            right = self.parse_term()
             return self._compare(_COMPARISONS[tok.text], left, right, start, right_tok)
         if tok.word == "IS":
             self.advance()
@@ -241,22 +278,28 @@ class _Parser:
                     raise self.error(f"{what} is not supported; use = or IS NULL", found)
                 raise self.error(f"expected NULL after IS, found {self._describe(found)}")
             self.advance()
-            return IsNull(self._need_column(left, "IS NULL", start), negated=negated)
+            value = self._need_value(left, "IS NULL", start)
+            if isinstance(value, Column):
+                return IsNull(value, negated=negated)
+            null_test = self._built(lambda: value.is_null(), start)
+            return not_(null_test) if negated else null_test
         negated = False
         if tok.word == "NOT" and self.peek().word in ("BETWEEN", "IN", "LIKE", "ILIKE"):
             self.advance()
             negated = True
         if self.at_word("BETWEEN"):
             self.advance()
-            column = self._need_column(left, "BETWEEN", start)
-            low = self._need_literal(self.parse_operand(), "BETWEEN bounds")
+            value = self._need_value(left, "BETWEEN", start)
+            low_tok = self.tok
+            low = self.parse_term()
             self.expect_word("AND")
-            high = self._need_literal(self.parse_operand(), "BETWEEN bounds")
-            between = and_(Compare(LeafOp.GE, column, low), Compare(LeafOp.LE, column, high))
+            high = self.parse_term()
+            between = self._built(lambda: and_(compare_terms(LeafOp.GE, value, low),
+                                               compare_terms(LeafOp.LE, value, high)), low_tok)
             return not_(between) if negated else between
         if self.at_word("IN"):
             self.advance()
-            column = self._need_column(left, "IN", start)
+            value = self._need_value(left, "IN", start)
             if not self.at_op("("):
                 raise self.error(f"expected '(' after IN, found {self._describe(self.tok)}")
             self.advance()
@@ -264,114 +307,114 @@ class _Parser:
             while True:
                 if self.at_word("SELECT"):
                     raise self.error("subqueries are not supported")
-                values.append(self._need_literal(self.parse_operand(), "IN lists"))
+                values.append(self._need_literal(self.parse_term(), "IN lists"))
                 if self.at_op(","):
                     self.advance()
                     continue
                 self.expect_op(")")
                 break
-            return In(column, tuple(values), negated=negated)
+            return self._built(lambda: in_terms(value, tuple(values), negated), start)
         if self.at_word("LIKE", "ILIKE"):
             word = "ILIKE" if self.advance().word == "ILIKE" else "LIKE"
-            column = self._need_column(left, word, start)
+            value = self._need_value(left, word, start)
             pattern_tok = self.tok
-            pattern = self._need_literal(self.parse_operand(), f"{word} patterns")
+            pattern = self._need_literal(self.parse_term(), f"{word} patterns")
             if not isinstance(pattern.value, str):
                 raise self.error(f"{word} needs a string pattern", pattern_tok)
             escape: str | None = None
             if self.at_word("ESCAPE"):
                 self.advance()
                 escape_tok = self.tok
-                given = self._need_literal(self.parse_operand(), "ESCAPE characters")
+                given = self._need_literal(self.parse_term(), "ESCAPE characters")
                 if not isinstance(given.value, str) or len(given.value) != 1:
                     raise self.error("ESCAPE needs a string of one character", escape_tok)
                 escape = given.value
-            try:
-                return like(column, pattern.value, negated, ignore_case=word == "ILIKE",
-                            escape=escape)
-            except UserInputError as e:
-                raise self.error(e.reason, pattern_tok) from None
-        if isinstance(left, Column):
-            # A bare column is a boolean condition, as in `WHERE flag`.
-            return Compare(LeafOp.EQ, left, Literal(True))
-        self._reject_unsupported(tok)
-        raise self.error(f"expected a condition, found the literal {start.text!r}", start)
+            text = pattern.value
+            return self._built(lambda: like_term(value, text, negated,
+                                                 ignore_case=word == "ILIKE", escape=escape),
+                               pattern_tok)
+        if isinstance(left, Literal):
+            self._reject_unsupported(tok)
+            raise self.error(f"expected a condition, found the literal {start.text!r}", start)
+        # A bare column is a boolean condition, as in `WHERE flag`; so is a boolean function.
+        return self._built(lambda: predicate_term(left), start)
 
-    def parse_function(self) -> Expr:
-        name_tok = self.advance()
-        name = name_tok.text.lower()
-        self.expect_op("(")
-        if name not in ("starts_with", "isnan", "regexp_matches"):
-            raise self.error(f"function calls are not supported: {name_tok.text}(...)",
-                             name_tok)
-        arg_tok = self.tok
-        column = self._need_column(self.parse_operand(), f"{name}()", arg_tok)
-        result: Expr
-        if name == "isnan":
-            result = IsNan(column)
-        elif name == "regexp_matches":
-            self.expect_op(",")
-            pattern_tok = self.tok
-            pattern = self._need_literal(self.parse_operand(), "regexp_matches() patterns")
-            if not isinstance(pattern.value, str):
-                raise self.error("regexp_matches() needs a string pattern", pattern_tok)
-            if self.at_op(","):
-                raise self.error("regexp_matches() options are not supported", self.tok)
-            result = Regexp(column, pattern.value)
-        else:
-            self.expect_op(",")
-            prefix_tok = self.tok
-            prefix = self._need_literal(self.parse_operand(), "starts_with() prefixes")
-            if not isinstance(prefix.value, (str, bytes)):
-                raise self.error("starts_with() needs a string prefix", prefix_tok)
-            result = StartsWith(column, prefix.value)
-        self.expect_op(")")
-        return result
-
-    def _compare(self, op: LeafOp, left: _Operand, right: _Operand, start: _Token,
+    def _compare(self, op: LeafOp, left: Term, right: Term, start: _Token,
                  right_tok: _Token) -> Expr:
-        if isinstance(left, Column) and isinstance(right, Column):
+        if isinstance(left, Literal) and isinstance(right, Literal) and not self.in_case:
+            # A constant condition is a mistake at the top; CASE WHEN 0 > 1 is not.
             raise self.error(
-                f"column-to-column comparison {left} {op.value} {right} is not supported",
-                start)
-        if isinstance(left, Column) and isinstance(right, Literal):
-            return Compare(op, left, right)
-        if isinstance(left, Literal) and isinstance(right, Column):
-            return Compare(FLIPPED[op], right, left)
-        raise self.error("a comparison needs a column on one side; both sides are literals",
-                         start)
+                "a comparison needs a column on one side; both sides are literals", start)
+        return self._built(lambda: compare_terms(op, left, right), start)
 
-    def _need_column(self, operand: _Operand, what: str, tok: _Token) -> Column:
-        if not isinstance(operand, Column):
+    def _need_value(self, value: Term, what: str, tok: _Token) -> Term:
+        if isinstance(value, Literal):
             raise self.error(f"{what} needs a column, found the literal {tok.text!r}", tok)
-        return operand
+        return value
 
-    def _need_literal(self, operand: _Operand, what: str) -> Literal:
-        if not isinstance(operand, Literal):
-            raise self.error(f"{what} must be literals, found the column {operand}",
+    def _need_literal(self, value: Term, what: str) -> Literal:
+        if not isinstance(value, Literal):
+            found = f"the column {value}" if isinstance(value, Column) else term_sql(value)
+            raise self.error(f"{what} must be literals, found {found}",
                              self.tokens[self.i - 1])
-        return operand
+        return value
 
     def _reject_unsupported(self, tok: _Token) -> None:
-        if tok.kind == "op" and tok.text in _ARITHMETIC:
-            raise self.error(f"arithmetic ({tok.text!r}) is not supported", tok)
+        if tok.kind == "op" and tok.text == "%":
+            raise self.error("the modulo operator '%' is not supported", tok)
         if tok.word in _UNSUPPORTED_WORDS:
             raise self.error(f"{_UNSUPPORTED_WORDS[tok.word]} is not supported", tok)
 
-    # ------------------------------------------------------------ operands
+    # ------------------------------------------------------------ value expressions
 
-    def parse_operand(self) -> _Operand:
-        operand = self._operand()
-        if self.tok.kind == "op" and self.tok.text in _ARITHMETIC:
-            raise self.error(f"arithmetic ({self.tok.text!r}) is not supported")
-        return operand
+    def parse_term(self, min_strength: int = 0) -> Term:
+        """A value expression: operators by precedence (``||`` < ``+ -`` < ``* /``),
+        left to right."""
+        left = self._unary()
+        while self.tok.kind == "op" and _BINARY.get(self.tok.text, -1) >= min_strength:
+            op_tok = self.advance()
+            right = self.parse_term(_BINARY[op_tok.text] + 1)
+            left = self._binary(op_tok, left, right)
+        if self.at_op("%"):
+            self._reject_unsupported(self.tok)
+        return left
 
-    def _operand(self) -> _Operand:
+    def _binary(self, op_tok: _Token, left: Term, right: Term) -> Term:
+        try:
+            return func(op_tok.text, left, right)
+        except UserInputError as e:
+            raise self.error(e.reason, op_tok) from None
+
+    def _term(self, make: Callable[[], Term], tok: _Token) -> Term:
+        try:
+            return make()
+        except UserInputError as e:
+            raise self.error(e.reason, tok) from None
+
+    def _unary(self) -> Term:
         tok = self.tok
-        if tok.kind == "op" and tok.text in ("-", "+") and self.peek().kind == "number":
+        if tok.kind == "op" and tok.text in ("-", "+"):
             self.advance()
-            number = self._number(self.advance())
-            return Literal(-number if tok.text == "-" else number)
+            if self.tok.kind == "number":
+                number = self._number(self.advance())
+                value: Term = Literal(-number if tok.text == "-" else number)
+            else:
+                self._nest()
+                inner = self._unary()
+                self.depth -= 1
+                value = inner if tok.text == "+" else self._term(
+                    lambda: func("negate", inner), tok)
+        else:
+            value = self._primary()
+        while self.at_op("::"):
+            self.advance()
+            type_tok = self.tok
+            type_name = self._type_name()
+            value = self._cast_to(value, type_name, type_tok)
+        return value
+
+    def _primary(self) -> Term:
+        tok = self.tok
         if tok.kind == "number":
             return Literal(self._number(self.advance()))
         if tok.kind == "string":
@@ -394,12 +437,185 @@ class _Parser:
                 return Literal(bytes.fromhex(self._string(hex_tok)))
             except ValueError:
                 raise self.error("invalid hex in X'...' literal", hex_tok) from None
+        if word == "INTERVAL":
+            return self._interval()
+        if word == "CASE":
+            return self._case()
+        if word in ("CAST", "EXTRACT") and self.peek().text == "(":
+            return self._cast() if word == "CAST" else self._extract()
+        if tok.kind == "ident" and self.peek().kind == "op" and self.peek().text == "(":
+            return self._call()
         if tok.kind == "qident" or (tok.kind == "ident" and word not in _RESERVED):
             return self._column()
-        if tok.kind == "op" and tok.text == "(":
-            raise self.error("parenthesized operands are not supported")
+        if self.at_op("("):
+            self.advance()
+            self._nest()
+            inner = self.parse_term()
+            self.depth -= 1
+            self.expect_op(")")
+            return inner
         self._reject_unsupported(tok)
         raise self.error(f"expected a column or a literal, found {self._describe(tok)}")
+
+    def _call(self) -> Term:
+        name_tok = self.advance()
+        name = name_tok.text.lower()
+        self.expect_op("(")
+        if name in _AGGREGATES:
+            raise self.error(f"aggregate function {name}() is not allowed in a WHERE clause",
+                             name_tok)
+        if FUNCTION_ALIASES.get(name, name) not in FUNCTION_ARITY or name in _OPERATOR_NAMES:
+            raise self.error(f"function {name_tok.text}() is not supported", name_tok)
+        args: list[Term] = []
+        self._nest()
+        if not self.at_op(")"):
+            while True:
+                args.append(self.parse_term())
+                if not self.at_op(","):
+                    break
+                self.advance()
+        self.depth -= 1
+        if name == "regexp_matches" and len(args) > 2:
+            raise self.error("regexp_matches() options are not supported", self.tok)
+        self.expect_op(")")
+        if self.at_word("OVER"):
+            raise self.error("window functions (OVER) are not supported")
+        return self._term(lambda: func(name, *args), name_tok)
+
+    def _type_name(self) -> str:
+        """The words of a type name (``DECIMAL(10, 2)``, ``DOUBLE PRECISION``)."""
+        parts: list[str] = []
+        while self.tok.kind == "ident":
+            parts.append(self.advance().text)
+            if self.at_op("("):
+                while not self.at_op(")"):
+                    if self.tok.kind == "end":
+                        raise self.error("expected ')' closing the type")
+                    parts.append(self.advance().text)
+                parts.append(self.advance().text)
+                break
+        if not parts:
+            raise self.error(f"expected a type name, found {self._describe(self.tok)}")
+        return " ".join(parts).replace("( ", "(").replace(" )", ")").replace(" ,", ",")
+
+    def _cast(self) -> Term:
+        self.advance()
+        self.expect_op("(")
+        self._nest()
+        value = self.parse_term()
+        self.depth -= 1
+        self.expect_word("AS")
+        type_tok = self.tok
+        type_name = self._type_name()
+        self.expect_op(")")
+        return self._cast_to(value, type_name, type_tok)
+
+    def _cast_to(self, value: Term, type_name: str, tok: _Token) -> Term:
+        try:
+            return Cast(value, cast_type(type_name))
+        except UserInputError as e:
+            raise self.error(e.reason, tok) from None
+
+    def _extract(self) -> Term:
+        self.advance()
+        self.expect_op("(")
+        part_tok = self.advance()
+        part = part_tok.text.lower()
+        part = _EXTRACT_PARTS.get(part, part)
+        if part_tok.kind != "ident" or part not in _EXTRACT_PARTS.values():
+            raise self.error(f"EXTRACT({part_tok.text} FROM ...) is not supported", part_tok)
+        self.expect_word("FROM")
+        self._nest()
+        value = self.parse_term()
+        self.depth -= 1
+        self.expect_op(")")
+        return self._term(lambda: func(part, value), part_tok)
+
+    def _interval(self) -> Term:
+        """``INTERVAL 3 DAY``, ``INTERVAL '3' MONTH``, ``INTERVAL '1 year 2 days'``."""
+        interval_tok = self.advance()
+        amounts: list[tuple[str, str]] = []  # (number, unit)
+        sign = ""
+        if self.at_op("-", "+"):
+            sign = self.advance().text
+        if self.tok.kind == "number":
+            amounts.append((sign + self.advance().text, self._interval_unit()))
+        elif self.tok.kind == "string":
+            text = self._string(self.advance()).strip()
+            if self.tok.kind == "ident" and self.tok.text.upper().rstrip("S") in _INTERVAL_UNITS:
+                amounts.append((sign + text, self._interval_unit()))
+            else:
+                words = text.split()
+                if not words or len(words) % 2:
+                    raise self.error(f"invalid INTERVAL {text!r}: expected 'number unit ...'",
+                                     interval_tok)
+                for number, unit in zip(words[::2], words[1::2], strict=True):
+                    if unit.upper().rstrip("S") not in _INTERVAL_UNITS:
+                        raise self.error(f"INTERVAL unit {unit!r} is not supported",
+                                         interval_tok)
+                    amounts.append((sign + number, unit.upper().rstrip("S")))
+        else:
+            raise self.error("expected a number after INTERVAL", self.tok)
+        months = days = micros = 0
+        for amount, unit in amounts:
+            try:
+                n = int(amount.replace("+-", "-").replace("--", ""))
+            except ValueError:
+                raise self.error(f"INTERVAL needs a whole number, not {amount!r}",
+                                 interval_tok) from None
+            field, scale = _INTERVAL_UNITS[unit]
+            if field == "months":
+                months += n * scale
+            elif field == "days":
+                days += n * scale
+            else:
+                micros += n * scale
+        return Interval(months, days, micros)
+
+    def _interval_unit(self) -> str:
+        tok = self.tok
+        unit = tok.text.upper().rstrip("S") if tok.kind == "ident" else ""
+        if unit not in _INTERVAL_UNITS:
+            raise self.error(f"expected an INTERVAL unit (YEAR, MONTH, DAY, HOUR, ...), "
+                             f"found {self._describe(tok)}", tok)
+        self.advance()
+        if self.at_word("TO"):
+            raise self.error("INTERVAL ... TO ... is not supported")
+        return unit
+
+    def _when_equal(self, subject: Term, value: Term, tok: _Token) -> Expr:
+        """The condition of a simple CASE's WHEN: ``subject = value``."""
+        if isinstance(subject, Literal) and isinstance(value, Literal):
+            return TRUE if subject == value else FALSE
+        return self._built(lambda: compare_terms(LeafOp.EQ, subject, value), tok)
+
+    def _case(self) -> Term:
+        case_tok = self.advance()
+        self._nest()
+        self.in_case += 1
+        operand = None if self.at_word("WHEN") else self.parse_term()
+        whens: list[tuple[Expr | Term, Term]] = []
+        while self.at_word("WHEN"):
+            when_tok = self.advance()
+            cond: Expr | Term
+            if operand is None:
+                cond = self.parse_or()
+            else:
+                cond = self._when_equal(operand, self.parse_term(), when_tok)
+            self.expect_word("THEN")
+            whens.append((cond, self.parse_term()))
+        if not whens:
+            raise self.error("CASE needs at least one WHEN", case_tok)
+        default: Term = Literal(None)
+        if self.at_word("ELSE"):
+            self.advance()
+            default = self.parse_term()
+        self.expect_word("END")
+        self.depth -= 1
+        self.in_case -= 1
+        return self._term(lambda: case(whens, default), case_tok)
+
+    # ------------------------------------------------------------ operands
 
     def _column(self) -> Column:
         parts = [self._ident(self.advance())]
@@ -470,3 +686,15 @@ def parse_where(text: str) -> Expr:
         if not text.strip():
             raise UserInputError("the WHERE clause is empty")
     return _Parser(text).parse()
+
+
+def parse_value(text: str) -> Term:
+    """The tree of a SQL value expression (``l_extendedprice * (1 - l_discount)``)."""
+    if not isinstance(text, str) or not text.strip():
+        raise UserInputError(f"an expression must be non-empty text, not {text!r}")
+    parser = _Parser(text)
+    value = parser.parse_term()
+    if parser.tok.kind != "end":
+        parser._reject_unsupported(parser.tok)
+        raise parser.error(f"unexpected {parser._describe(parser.tok)}")
+    return value

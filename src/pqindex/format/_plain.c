@@ -5,7 +5,9 @@
  * The walk is sequential (each length says where the next one is), which numpy
  * cannot vectorize: in Python it cost ~15 ms per 30,000-entry dictionary page.
  * Every length is checked against the bytes left before it is used; anything
- * malformed returns None and plain.py's Python walk reports the error.
+ * malformed returns None and plain.py's Python walk reports the error. The copy
+ * runs without the GIL, so a writable buffer may change between the two passes:
+ * lengths that no longer add up return None too (never offsets filled with zeros).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,7 +44,8 @@ PyDoc_STRVAR(split_doc,
 "split(buffer, count) -> (offsets, body) | None\n\n"
 "The first ``count`` PLAIN BYTE_ARRAY values of ``buffer``: ``count + 1``\n"
 "native int32 offsets and the values' bytes, as bytes objects; None when the\n"
-"buffer is too short for them or they pass 2 GiB.");
+"buffer is too short for them, they pass 2 GiB, or the buffer changed while\n"
+"they were copied.");
 
 static PyObject *
 split(PyObject *Py_UNUSED(self), PyObject *args)
@@ -50,6 +53,7 @@ split(PyObject *Py_UNUSED(self), PyObject *args)
     Py_buffer view = {0};
     Py_ssize_t count;
     int64_t total;
+    int changed = 0;
     PyObject *offsets = NULL, *body = NULL, *result = NULL;
 
     if (!PyArg_ParseTuple(args, "y*n:split", &view, &count))
@@ -80,7 +84,7 @@ split(PyObject *Py_UNUSED(self), PyObject *args)
             /* Measured above; checked again, should the buffer have changed. */
             int64_t len = view.len - pos >= 4 ? (int64_t)load_le32(p + pos) : -1;
             if (len < 0 || len > view.len - pos - 4 || len > total - at) {
-                memset(off + i + 1, 0, (size_t)(count - i) * 4);
+                changed = 1;
                 break;
             }
             memcpy(out + at, p + pos + 4, (size_t)len);
@@ -88,9 +92,10 @@ split(PyObject *Py_UNUSED(self), PyObject *args)
             at += len;
             off[i + 1] = (int32_t)at;
         }
+        changed = changed || at != total;
     }
     Py_END_ALLOW_THREADS
-    result = PyTuple_Pack(2, offsets, body);
+    result = changed ? Py_NewRef(Py_None) : PyTuple_Pack(2, offsets, body);
 done:
     Py_XDECREF(offsets);
     Py_XDECREF(body);

@@ -2,8 +2,10 @@
 
 The page walk reads each header (never the page data) and checks that the
 pages tile the chunk and that their value counts add up to the chunk's. The
-deep check then lets pyarrow decode every column chunk, so that damaged levels
-or values surface as a :class:`CorruptFileError` naming the row group and column.
+file check then reads each chunk to check the CRC32 of every page whose header
+has one (``format.checksum``), and the deep check lets pyarrow decode every
+column chunk, so that damaged levels or values surface as a
+:class:`CorruptFileError` naming the row group and column.
 """
 
 from __future__ import annotations
@@ -15,8 +17,27 @@ from pqindex.errors import CorruptFileError, UnsupportedError, public_api
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.schema import PageType
 from pqindex.format.structs import PageHeader
+from pqindex.format.thrift import ThriftError, decode
 
-__all__ = ["PageInfo", "check_file", "check_indexes", "walk_pages"]
+__all__ = ["PageInfo", "check_file", "check_indexes", "header_at", "walk_pages"]
+
+# A header is rarely longer; a window this size is decoded first and grown when the
+# header runs past it (the Thrift decoder copies what it is given).
+_HEADER_WINDOW = 512
+
+
+def header_at(raw: bytes | memoryview, pos: int) -> tuple[PageHeader, int] | None:
+    """The page header at ``raw[pos:]`` and where it ends; None when none decodes before
+    ``raw`` ends (a damaged header, or one cut by the end of a range)."""
+    window = _HEADER_WINDOW
+    while True:
+        try:
+            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
+            return ph, pos + length
+        except ThriftError:
+            if pos + window >= len(raw):
+                return None
+            window *= 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +208,10 @@ def check_indexes(pf: ParquetFile, *, values: bool = True) -> list[str]:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
 
-                try:
-                    reader = pq.ParquetFile(pf.path)
+                from pqindex.io.pyfile import for_pyarrow
+
+                try:  # the version the footer came from, never the path opened again
+                    reader = pq.ParquetFile(for_pyarrow(pf.path, pf.source))
                 except (pa.ArrowException, OSError, ValueError) as e:
                     raise CorruptFileError(f"pyarrow cannot read the file: {e}",
                                            path=pf.path) from None
@@ -202,17 +225,26 @@ def check_indexes(pf: ParquetFile, *, values: bool = True) -> list[str]:
 
 
 @public_api
-def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
-    """Raise a PqIndexError for the first problem found in the file.
+def check_file(pf: ParquetFile, *, decode: bool = True) -> int:
+    """Raise a PqIndexError for the first problem found in the file; return how many
+    page checksums were checked.
 
-    Walks every page header of every chunk; with ``decode`` also decodes each
-    column chunk with pyarrow (levels, values, dictionary indexes).
+    Walks every page header of every chunk, checks the CRC32 of every page that has
+    one (a mismatch names the row group, column and the page's offset); with
+    ``decode`` also decodes each column chunk with pyarrow (levels, values,
+    dictionary indexes).
     """
+    from pqindex.format.checksum import PageChecks  # it walks pages with header_at
+
+    crcs = 0
     for rg in range(pf.num_row_groups):
+        checks = PageChecks(pf, rg)
         for col in range(len(pf.schema.leaves)):
             _check_chunk(pf, rg, col)
+            checks.chunk(col)  # after the walk: the pages are known to tile the chunk
+        crcs += checks.checked
     if not decode:
-        return
+        return crcs
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -240,3 +272,4 @@ def check_file(pf: ParquetFile, *, decode: bool = True) -> None:
                 raise CorruptFileError(
                     f"column data does not decode: {e}", path=pf.path, row_group=rg, column=name
                 ) from None
+    return crcs

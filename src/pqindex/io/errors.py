@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import StorageError as _StorageRoot
 
 __all__ = [
     "ObjectChangedError",
@@ -25,8 +26,9 @@ __all__ = [
 ]
 
 
-class StorageError(PqIndexError):
-    """A request to a store failed; ``path`` is the URL, ``operation`` what was tried."""
+class StorageError(_StorageRoot):
+    """A request to a store or the local file system failed; ``path`` is the URL or
+    path, ``operation`` what was tried."""
 
     operation: str = ""
     detail: str = ""

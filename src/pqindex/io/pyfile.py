@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from pqindex.io.source import ByteSource
+from pqindex.io.source import ByteSource, LocalFileSource
 
 __all__ = ["SourceReader", "for_pyarrow"]
 
@@ -48,8 +48,11 @@ class SourceReader(io.RawIOBase):
 
 
 def for_pyarrow(path: str, source: ByteSource) -> Any:
-    """What to hand pyarrow for the file at ``path``: the path itself when it is
-    local, else a file object over ``source``."""
+    """What to hand pyarrow for the file at ``path``: a local file opened through the
+    descriptor ``source`` holds (the version its footer came from, never the path
+    opened again), else a file object over ``source``."""
+    if isinstance(source, LocalFileSource) and source.native_readable:
+        return source.native_file()
     if "://" in path and not path.startswith("file://"):
         return SourceReader(source)
     return path

@@ -34,15 +34,25 @@ and the trace of ranges), which tests assert instead of timings.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 
 from pqindex.errors import CorruptFileError, PqIndexError
+from pqindex.io.errors import (
+    ObjectChangedError,
+    ObjectNotFoundError,
+    StorageAccessError,
+    StorageError,
+    translate,
+)
 from pqindex.pools import shared_pool
 
 __all__ = [
@@ -61,6 +71,9 @@ __all__ = [
     "coalesce",
     "in_order",
     "iter_ranges",
+    "listing_failed",
+    "local_info",
+    "open_error",
     "open_source",
     "quoted_etag",
 ]
@@ -80,6 +93,13 @@ DEFAULT_MAX_IN_FLIGHT = 64
 # rare-value query that reads 10 MB).
 PARALLEL_READ_BYTES = 2 << 20
 _READ_THREADS = 4
+# A file's timestamps resolve changes this finely or better (ext4/xfs: a clock tick;
+# network and FAT file systems: up to 2 s). A file modified this recently when it was
+# opened could be rewritten again with stat showing nothing: its footer bytes decide.
+RACY_NS = 2_000_000_000
+# Where a descriptor can be opened again as a file of its own (the same inode,
+# whatever its name points to now): pyarrow's reader takes paths, not descriptors.
+_DESCRIPTOR_DIR = next((d for d in ("/proc/self/fd", "/dev/fd") if os.path.isdir(d)), None)
 _T = TypeVar("_T")
 
 
@@ -137,13 +157,25 @@ class ObjectInfo:
     """What a listing says about an object, so opening it needs no HEAD.
 
     ``etag`` or ``mtime`` (ns since the epoch) tell versions of the same URL apart
-    (the metadata cache's key).
+    (the metadata cache's key). ``ctime`` (local files: the inode's status change
+    time, ns) moves with every write and with any ``utime``, so a file rewritten with
+    its size and mtime restored is still told apart.
     """
 
     size: int
     etag: str | None = None
     version: str | None = None
     mtime: int | None = None
+    ctime: int | None = None
+
+
+def local_info(path: str | os.PathLike[str]) -> ObjectInfo | None:
+    """What ``stat`` says of a local file (size, mtime, ctime), or None when it cannot."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return ObjectInfo(st.st_size, mtime=st.st_mtime_ns, ctime=st.st_ctime_ns)
 
 
 def quoted_etag(etag: str | None) -> str | None:
@@ -310,8 +342,6 @@ class _Descriptors:
             try:
                 if src._fd is None:
                     src._fd = src._reopen()
-                else:
-                    src._check_unchanged(src._fd)
             except BaseException:
                 src._users -= 1
                 raise
@@ -362,6 +392,35 @@ def _descriptor_limit() -> int:
 _descriptors = _Descriptors()
 
 
+def open_error(e: OSError, path: str, operation: str = "open") -> StorageError:
+    """The :class:`~pqindex.io.errors.StorageError` saying why a local path could not be
+    opened or listed: missing, not readable, a directory where a file was expected."""
+    code = e.errno
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        what = "no such file" if code == errno.ENOENT else "a part of the path is not a directory"
+        return ObjectNotFoundError(what, path=path, operation=operation)
+    if code in (errno.EACCES, errno.EPERM):
+        return StorageAccessError("permission denied", path=path, operation=operation)
+    if code == errno.EISDIR:
+        return _not_a_file(path, operation)
+    return StorageError(e.strerror or str(e), path=path, operation=operation)
+
+
+def listing_failed(e: OSError) -> NoReturn:
+    """``os.walk``'s ``onerror``: a directory that cannot be listed is an error saying
+    why (a permission denied), never a directory without files."""
+    raise open_error(e, os.fspath(e.filename) if e.filename else "?", "list")
+
+
+def _not_a_file(path: str, operation: str = "open") -> StorageError:
+    return StorageError("is a directory, not a file", path=path, operation=operation)
+
+
+def _stat_identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What tells versions of a local file apart: device, inode, size, mtime, ctime."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 class LocalFileSource(_BaseSource):
     """A local file read with ``os.pread`` (thread-safe, releases the GIL).
 
@@ -369,6 +428,16 @@ class LocalFileSource(_BaseSource):
     serves them, and a request here costs microseconds. The descriptor is leased
     per read from a process-wide pool (:class:`_Descriptors`), so many open files
     hold few descriptors.
+
+    One version: every read is checked after it returns (``fstat`` of the descriptor
+    it used) against the file as opened (device, inode, size, mtime, ctime), so bytes
+    of a file rewritten in place never pass as the version the footer came from.
+    Where stat cannot tell (the mtime or ctime moved with the size unchanged, or the
+    file was modified within :data:`RACY_NS` of its opening, where a rewrite in the
+    same timestamp tick shows in no field), the footer bytes the first tail read
+    returned decide: the same bytes are a touch, other bytes
+    :class:`~pqindex.io.errors.ObjectChangedError`. pyarrow reads the file through
+    the descriptor (:meth:`native_file`), never by its path.
     """
 
     def __init__(self, path: str | os.PathLike[str], stats: IOStats | None = None) -> None:
@@ -377,59 +446,129 @@ class LocalFileSource(_BaseSource):
         self._closed = False
         self.path = os.fspath(path)
         self.stats = stats if stats is not None else IOStats()
-        if os.path.isdir(self.path):
-            raise PqIndexError("is a directory, not a file", path=self.path)
+        # The footer bytes the first tail read returned: (offset, bytes).
+        self._pinned: tuple[int, bytes] | None = None
         fd = self._open()
         st = os.fstat(fd)
-        self._identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            raise _not_a_file(self.path)
         self._size = st.st_size
-        self.mtime_ns = st.st_mtime_ns
+        self._adopt(st)
         self._fd = fd
         _descriptors.acquire(self)
         _descriptors.release(self)  # idle from now on: the pool may close it
 
+    @property
+    def mtime_ns(self) -> int:
+        return self._identity[3]
+
+    def _adopt(self, st: os.stat_result) -> None:
+        """Take ``st`` as the file's version (at open, and after a touch)."""
+        self._identity = _stat_identity(st)
+        recent = max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS
+        self._racy_until = recent if recent > time.time_ns() else 0
+
     def _open(self) -> int:
         try:
             return os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        except FileNotFoundError:
-            raise PqIndexError("no such file", path=self.path) from None
-        except IsADirectoryError:
-            raise PqIndexError("is a directory, not a file", path=self.path) from None
         except OSError as e:
-            raise PqIndexError(f"cannot open: {e.strerror}", path=self.path) from None
+            raise open_error(e, self.path) from None
 
     def _reopen(self) -> int:
         """The file opened again (its descriptor was closed while idle), if it is still
-        the file first opened: same device, inode, size and mtime."""
-        from pqindex.io.errors import ObjectChangedError
-
+        the file first opened: same device and inode (then :meth:`_verify`)."""
         try:
             fd = self._open()
         except PqIndexError as e:
             raise ObjectChangedError(f"the file is gone or unreadable ({e.reason})",
                                      path=self.path, operation="reopen") from None
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self._identity:
+        try:
+            st = os.fstat(fd)
+            if _stat_identity(st)[:2] != self._identity[:2]:
+                raise ObjectChangedError(
+                    "the file was replaced or modified since it was opened (another "
+                    "file has its name now)", path=self.path, operation="reopen")
+            self._verify(fd)
+        except BaseException:
             os.close(fd)
-            raise ObjectChangedError("the file was replaced or modified since it was opened",
-                                     path=self.path, operation="reopen")
+            raise
         return fd
 
-    def _check_unchanged(self, fd: int) -> None:
-        """ObjectChangedError when the open file was rewritten in place (same inode, other
-        size): its bytes would no longer be the ones the footer describes. The size, not
-        the mtime: a touched file (same bytes, newer mtime) stays readable. A file
-        replaced by a rename keeps the old one open, unchanged."""
-        from pqindex.io.errors import ObjectChangedError
+    def _verify(self, fd: int) -> None:
+        """ObjectChangedError unless the open file is still the version opened (see the
+        class docstring). Called after each read, with the descriptor it used."""
+        st = os.fstat(fd)
+        now = _stat_identity(st)
+        if now == self._identity and not self._racy_until:
+            return
+        if now[2] != self._identity[2]:
+            raise ObjectChangedError(
+                f"the file was modified since it was opened (its size changed from "
+                f"{self._identity[2]} to {now[2]} bytes)", path=self.path, operation="read")
+        pinned = self._pinned
+        if pinned is not None:
+            off, data = pinned
+            if self._pread(fd, off, len(data)) != data:
+                what = ("its footer changed" if now == self._identity else
+                        "its footer changed, and its mtime or status change time moved")
+                raise ObjectChangedError(
+                    f"the file was modified since it was opened ({what}: rewritten with "
+                    f"the same size)", path=self.path, operation="read")
+        if now != self._identity:
+            self._adopt(st)  # a touch, or metadata: the bytes the footer describes stand
+        elif time.time_ns() > self._racy_until and pinned is not None:
+            self._racy_until = 0  # any later change moves a timestamp
 
-        if os.fstat(fd).st_size != self._size:
-            raise ObjectChangedError("the file was modified since it was opened (its size "
-                                     "changed)", path=self.path, operation="read")
+    def verify(self) -> None:
+        """ObjectChangedError unless the file is still the version opened: for reads
+        this source did not make itself (pyarrow's, through :meth:`native_file`)."""
+        fd = _descriptors.acquire(self)
+        try:
+            self._verify(fd)
+        finally:
+            _descriptors.release(self)
+
+    @property
+    def native_readable(self) -> bool:
+        """Whether :meth:`native_file` can open this file for pyarrow here."""
+        return _DESCRIPTOR_DIR is not None
+
+    def native_file(self) -> Any:
+        """The file as a ``pyarrow.OSFile`` opened through this source's descriptor (the
+        inode the footer came from, whatever its path names now; see
+        :attr:`native_readable`). Its reads are not checked: the caller calls
+        :meth:`verify` once they are done."""
+        if _DESCRIPTOR_DIR is None:
+            raise PqIndexError("no descriptor directory to open the file through",
+                               path=self.path)
+        import pyarrow as pa
+
+        fd = _descriptors.acquire(self)
+        try:
+            f = pa.OSFile(f"{_DESCRIPTOR_DIR}/{fd}")
+            self._verify(fd)
+        except OSError as e:
+            raise open_error(e, self.path) from None
+        finally:
+            _descriptors.release(self)
+        return f
+
+    def tail(self, length: int) -> bytes:
+        data = super().tail(length)
+        if self._pinned is None and len(data) >= 8:
+            # The footer (with its length and magic) is what later checks compare.
+            n = int.from_bytes(data[-8:-4], "little") + 8 if data[-4:] == b"PAR1" else 8
+            n = min(len(data), n)
+            self._pinned = (self._size - n, bytes(data[-n:]))
+        return data
 
     def _read(self, offset: int, length: int) -> bytes:
         fd = _descriptors.acquire(self)
         try:
-            return self._pread(fd, offset, length)
+            data = self._pread(fd, offset, length)
+            self._verify(fd)
+            return data
         finally:
             _descriptors.release(self)
 
@@ -473,10 +612,12 @@ class LocalFileSource(_BaseSource):
                         f"read failed: {e.strerror}", path=self.path, offset=offset + got
                     ) from None
                 if not n:
+                    self._verify(fd)
                     raise CorruptFileError(
                         f"short read: wanted {length} bytes, got {got} (file changed?)",
                         path=self.path, offset=offset)
                 got += n
+            self._verify(fd)
         finally:
             _descriptors.release(self)
 
@@ -520,9 +661,11 @@ class LocalFileSource(_BaseSource):
             self._check(o, n)
         fd = _descriptors.acquire(self)
         try:
-            out = [self._checked(o, n, self._pread(fd, o, n)) for o, n in ranges]
+            out = [self._pread(fd, o, n) for o, n in ranges]
+            self._verify(fd)
         finally:
             _descriptors.release(self)
+        out = [self._checked(o, n, d) for (o, n), d in zip(ranges, out, strict=True)]
         self.stats.record_many(ranges)
         self.stats.record_wave()
         return out
@@ -583,8 +726,6 @@ class FsspecSource(_BaseSource):
     ) -> None:
         import fsspec
 
-        from pqindex.io.errors import translate
-
         self.path = url
         self.stats = stats if stats is not None else IOStats()
         try:
@@ -606,11 +747,11 @@ class FsspecSource(_BaseSource):
         try:
             meta = fs.info(fpath)
         except FileNotFoundError:
-            raise PqIndexError("no such file", path=url) from None
+            raise ObjectNotFoundError("no such file", path=url, operation="stat") from None
         except Exception as e:
             raise translate(e, url, "stat") from None
         if meta.get("type") == "directory":
-            raise PqIndexError("is a directory, not a file", path=url)
+            raise _not_a_file(url, "stat")
         self._size = int(meta["size"])
         etag = meta.get("ETag") or meta.get("etag")
         self.etag = str(etag) if etag else None
@@ -618,8 +759,6 @@ class FsspecSource(_BaseSource):
         self._mtime = str(mtime) if mtime is not None else None
 
     def _read(self, offset: int, length: int) -> bytes:
-        from pqindex.io.errors import translate
-
         try:
             data: bytes = self._fs.cat_file(self._fpath, start=offset, end=offset + length)
         except Exception as e:
@@ -627,8 +766,6 @@ class FsspecSource(_BaseSource):
         return data
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        from pqindex.io.errors import translate
-
         if len(ranges) <= 1:
             return super().read_ranges(ranges)
         for o, n in ranges:

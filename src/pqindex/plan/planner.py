@@ -27,7 +27,9 @@ from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.expr.bind import (
     BoundExpr,
     BoundPredicate,
+    bound_leaves,
 )
+from pqindex.format.checksum import check_page
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
@@ -69,13 +71,15 @@ ROUND_TRIP_BYTES_REMOTE = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class PlanOptions:
-    """Which levels to use; all on by default."""
+    """Which levels to use; all on by default. ``verify_checksums``: the CRC32 of each
+    dictionary page read to prune is checked first (``format.checksum``)."""
 
     statistics: bool = True
     dictionary: bool = True
     page_index: bool = True
     bloom: bool = True
     embedded: bool = True
+    verify_checksums: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,7 @@ class _RowGroupEvidence:
     def _read_dictionary(self, pred: BoundPredicate, num_values: int | None) -> Evidence | None:
         pf, rg, col = self.pf, self.rg, pred.leaf.index
         ext = pf.dictionary_extent(rg, col)
+        offset = ext[0] if ext is not None else 0
         if ext is not None and ext[1] <= MAX_DICTIONARY_BYTES:
             # The offset index tells where the dictionary ends: one read, header included.
             whole = pf.read_bytes(ext[0], ext[1], keep=True)
@@ -234,7 +239,7 @@ class _RowGroupEvidence:
             page = pf.dictionary_page(rg, col)
             if page is None or page.total_length > MAX_DICTIONARY_BYTES:
                 return None
-            header, hlen = page.header, page.header_length
+            header, hlen, offset = page.header, page.header_length, page.offset
             # Header and data together, kept: the scan decodes with this same page.
             whole = pf.read_bytes(page.offset, page.total_length, keep=True)
         dh = header.dictionary_page_header
@@ -244,6 +249,8 @@ class _RowGroupEvidence:
         if size is None or dh.num_values > MAX_DICTIONARY_VALUES:
             return None
         raw = whole[hlen : hlen + (header.compressed_page_size or 0)]
+        if self.options.verify_checksums:
+            check_page(pf.path, rg, pred.leaf.name, offset, header, raw)
         cmd = pf.column_meta(rg, col)
         data = decompress(raw, cmd.codec or 0, size)
         if data is None:
@@ -516,7 +523,8 @@ def plan_file(
     preds = leaves(expr)
     pred_cols = sorted({p.leaf.index for p in preds if p.leaf.index < n_leaves})
     on_partition = any(p.leaf.index >= n_leaves for p in preds)
-    read_cols = sorted(set(columns) | set(pred_cols))
+    # A condition on an expression reads its columns too (bound_leaves has them).
+    read_cols = sorted(set(columns) | {c.index for c in bound_leaves(expr) if c.index < n_leaves})
     plans: list[RowGroupPlan] = []
     pending: list[tuple[int, _RowGroupEvidence, Match, str, str]] = []
     for rg in range(pf.num_row_groups):

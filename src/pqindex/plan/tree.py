@@ -48,7 +48,8 @@ def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> 
     if isinstance(expr, BoundPredicate):  # one leaf, the common predicate: no fold
         return leaf_match(expr)
     return fold_bound(expr, leaf=leaf_match, true=Match.ALL, false=Match.NONE,
-                      and_=_match_and, or_=_match_or, and_done=_is_none, or_done=_is_all)
+                      and_=_match_and, or_=_match_or, and_done=_is_none, or_done=_is_all,
+                      unknown=Match.SOME)
 
 
 def _select_and(a: Selection, b: Selection) -> Selection:
@@ -73,4 +74,4 @@ def select(
     """Row-range evaluation of the tree given a selection per leaf (iterative)."""
     return fold_bound(expr, leaf=leaf_select, true=Selection.everything(n),
                       false=Selection.none(), and_=_select_and, or_=_select_or,
-                      and_done=_nothing_left, or_done=_never)
+                      and_done=_nothing_left, or_done=_never, unknown=Selection.unknown(n))

@@ -50,10 +50,10 @@ from pqindex.errors import CorruptFileError
 from pqindex.expr.evaluate import mask_bools, true_positions
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.layout import check_offset_index
+from pqindex.format.pages import header_at
 from pqindex.format.plain import split_byte_array
 from pqindex.format.schema import Codec, ConvertedType, Encoding, PageType, PhysicalType
 from pqindex.format.structs import OffsetIndex, PageHeader, PageLocation
-from pqindex.format.thrift import ThriftError, decode
 from pqindex.indexes.leaf_values import exact_int_sum
 from pqindex.scan.decompress import BATCH_BYTES, decompress_many
 from pqindex.scan.decompress import CODECS as _CODECS
@@ -310,18 +310,12 @@ def dictionary_needed(pf: ParquetFile, rg: int, col: int, pages: Sequence[int]) 
 def _header(raw: bytes | memoryview, pos: int, final: bool = True) -> tuple[PageHeader, int]:
     """The page header at ``raw[pos:]`` and where it ends. ``final``: ``raw`` ends where
     the chunk does (else a header cut at its end raises _Short)."""
-    # The thrift decoder copies what it is given: hand it a small window first.
-    window = 512
-    while True:
-        try:
-            ph, length = decode(PageHeader, bytes(raw[pos : pos + window]))
-            return ph, pos + length
-        except ThriftError:
-            if pos + window >= len(raw):
-                if final:
-                    raise _Fallback from None
-                raise _Short(0) from None
-            window *= 8
+    found = header_at(raw, pos)
+    if found is None:
+        if final:
+            raise _Fallback
+        raise _Short(0)
+    return found
 
 
 def _byte_dictionary(data: bytes | memoryview, count: int, arrow: pa.DataType) -> pa.Array:

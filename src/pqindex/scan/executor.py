@@ -32,9 +32,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
-from pqindex.expr.bind import BoundAnd, BoundExpr, BoundPredicate, BoundTrue
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundExpr,
+    BoundPredicate,
+    BoundTrue,
+    bound_leaves,
+    has_condition,
+)
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
+from pqindex.format.checksum import PageChecks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.match import LeafOp
 from pqindex.format.row_ranges import RowRanges
@@ -42,7 +50,6 @@ from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
-from pqindex.plan.tree import leaves
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
 from pqindex.scan.cut import (
@@ -69,6 +76,7 @@ from pqindex.scan.page_decode import (
 )
 from pqindex.scan.whole import (
     iter_whole_row_groups,
+    native_file,
     native_path,
     pyarrow_opens_free,
     read_native_ranges,
@@ -127,6 +135,8 @@ class RowGroupReader:
         self.schema = known[1]
         self.stats = stats
         self.buffers = buffers or Buffers(pf, stats, options.coalesce_gap)
+        # verify_checksums: every page's CRC checked as its bytes are read (_view).
+        self.checks = PageChecks(pf, plan.index) if options.verify_checksums else None
         self.n = pf.row_group_rows(plan.index)
         self._decoded: dict[int, dict[int, pa.Array]] = {}
         self._whole_cache: dict[str, pa.Array] = {}
@@ -157,8 +167,13 @@ class RowGroupReader:
         self._page_memo.clear()
 
     def _view(self, offset: int, length: int) -> bytes | memoryview:
+        """The bytes of pages (a page range, a chunk) that decoders read, checked first
+        when verifying."""
         view = self.buffers.view(offset, length)
-        return self.buffers(offset, length) if view is None else view
+        data = self.buffers(offset, length) if view is None else view
+        if self.checks is not None:
+            self.checks.pages(offset, data)
+        return data
 
     def _encoded_pages(self, col: int, pages: list[int], target: pa.DataType) -> Any:
         """Pages of a flat fixed-width leaf decoded with numpy (None: use pyarrow)."""
@@ -350,6 +365,8 @@ class RowGroupReader:
             if not native:
                 # Fetch the chunks ourselves (coalesced, once); pyarrow reads from memory.
                 self.buffers.fetch(ranges)
+            for off, size in ranges if self.checks is not None else ():
+                self._view(off, size)  # natively read chunks are read once more to check
             t0 = time.perf_counter()
             # Dictionary-encoded string chunks stay dictionaries for predicates: one
             # comparison per distinct value instead of one per row.
@@ -358,7 +375,7 @@ class RowGroupReader:
             ] or None
             if native and self._native is not None:
                 # A local file: pyarrow reads the chunks itself (no copy through Python).
-                with pa.OSFile(self._native) as f:
+                with native_file(self.pf) as f:
                     reader = pq.ParquetFile(f, metadata=arrow_metadata(self.pf),
                                             pre_buffer=True, read_dictionary=dictionary)
                     table = reader.read_row_group(self.rg, columns=todo,
@@ -427,7 +444,7 @@ class RowGroupReader:
             arr = self._encoded_pages(col, missing, target)
             if arr is None:
                 arr, _ = decode_pages(
-                    self.pf, self.rg, col, missing, self.buffers, arrow_type=target,
+                    self.pf, self.rg, col, missing, self._view, arrow_type=target,
                     as_dictionary=as_dictionary,
                 )
             self._count(col, missing)
@@ -480,7 +497,7 @@ class RowGroupReader:
             self.buffers.fetch(field_byte_ranges(self.pf, self.rg, leaf_cols, per_leaf))
             t0 = time.perf_counter()
             arr = decode_field_pages(
-                self.pf, self.rg, leaf_cols, per_leaf, self.buffers, arrow_type=target
+                self.pf, self.rg, leaf_cols, per_leaf, self._view, arrow_type=target
             )
             for c, pages in zip(leaf_cols, per_leaf, strict=True):
                 self._count(c, pages)
@@ -529,7 +546,7 @@ class RowGroupReader:
         if rest:
             for i, arr in zip(rest, decode_columns(
                 self.pf, self.rg, [cols[i] for i in rest], [members[i][2] for i in rest],
-                self.buffers, arrow_types=[types[i] for i in rest],
+                self._view, arrow_types=[types[i] for i in rest],
             ), strict=True):
                 arrays[i] = arr
         for (_name, col, pages, _firsts, counts), arr in zip(members, arrays, strict=True):
@@ -587,6 +604,8 @@ class RowGroupReader:
             self.buffers.fetch([(start, length)])
             view = self.buffers.view(start, length)
             raw = self.buffers(start, length) if view is None else view
+        if self.checks is not None:
+            self._view(start, length)  # a local chunk read in windows: read once more whole
         t0 = time.perf_counter()
         rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
         if rows is not None:
@@ -728,7 +747,7 @@ class RowGroupReader:
 def predicate_leaves(pf: ParquetFile, expr: BoundExpr) -> list[int]:
     """File leaf columns the exact predicate check reads."""
     n_leaves = len(pf.schema.leaves)
-    return sorted({p.leaf.index for p in leaves(expr) if p.leaf.index < n_leaves})
+    return sorted({leaf.index for leaf in bound_leaves(expr) if leaf.index < n_leaves})
 
 
 def uncertain_rows(plan: RowGroupPlan, expr: BoundExpr) -> RowRanges:
@@ -763,34 +782,36 @@ def exact_rows(
     exact = plan.all
     uncertain = plan.maybe - plan.all
     n_leaves = len(pf.schema.leaves)
-    preds = [] if isinstance(expr, BoundTrue) else leaves(expr)
+    # The columns the exact check reads: its predicates' and its conditions'.
+    read = [] if isinstance(expr, BoundTrue) else bound_leaves(expr)
+    # The encoded paths evaluate on dictionary entries and leave null rows out: a
+    # condition on an expression (coalesce, IS NULL of a sum) is evaluated decoded.
+    one = len(read) == 1 and not has_condition(expr)
     found = None
-    if uncertain.count() == reader.n and len({p.leaf.index for p in preds}) == 1 and (
-        preds[0].leaf.index < n_leaves and _match_encoded(reader, preds[0].leaf.index, fields)
+    if uncertain.count() == reader.n and one and (
+        read[0].index < n_leaves and _match_encoded(reader, read[0].index, fields)
     ):
         # Every row of the row group, one column: evaluated on its encoded pages (a
         # returned one only on dictionary pages, see _match_encoded).
-        found = reader.encoded_matches(expr, preds[0].leaf.index)
-    elif not uncertain.is_empty and len({p.leaf.index for p in preds}) == 1 and (
-        preds[0].leaf.index < n_leaves and _match_encoded(reader, preds[0].leaf.index, fields)
+        found = reader.encoded_matches(expr, read[0].index)
+    elif not uncertain.is_empty and one and (
+        read[0].index < n_leaves and _match_encoded(reader, read[0].index, fields)
     ):
         # Some pages, the same way (rows of those pages outside ``uncertain`` dropped).
-        found = reader.encoded_page_matches(expr, preds[0].leaf.index, uncertain)
+        found = reader.encoded_page_matches(expr, read[0].index, uncertain)
         if found is not None:
             found = within(uncertain, found)
     if found is not None:
         exact = exact | ranges_from_indices(found)
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
         cols: dict[str, Any] = {}
-        for p in preds:
-            name = p.leaf.name
-            if name in cols:
-                continue
-            if p.leaf.index >= n_leaves:
+        for leaf in read:
+            name = leaf.name
+            if leaf.index >= n_leaves:
                 value = partition.get(name)
                 cols[name] = pa.array([value] * uncertain.count(), type=partition_types[name])
             else:
-                cols[name] = reader.leaf_values(p.leaf.index, uncertain)
+                cols[name] = reader.leaf_values(leaf.index, uncertain)
         table = pa.table(cols) if cols else pa.table({"_": pa.nulls(uncertain.count())})
         t0 = time.perf_counter()
         matched = matched_ranges(uncertain, to_arrow_mask(expr, table))

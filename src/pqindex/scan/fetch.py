@@ -40,11 +40,14 @@ class ScanOptions:
     trip instead of two; a page the predicate then rules out is read for nothing).
     None: the store's price of a round trip (``plan.planner.round_trip_bytes``: 0 on
     local files, bytes first; a few MiB on object stores).
+    ``verify_checksums``: check the CRC32 of every page read whose header has one
+    before it is decoded (``format.checksum``); a mismatch is a CorruptFileError.
     """
 
     coalesce_gap: int | None = None
     read_ahead_bytes: int = 256 * 1024 * 1024
     speculative_bytes: int | None = None
+    verify_checksums: bool = False
 
 
 @dataclass

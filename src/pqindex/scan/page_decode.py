@@ -64,7 +64,7 @@ __all__ = [
 
 # Bytes already fetched, keyed by their file offset (exact page ranges or larger
 # coalesced ranges), or a function reading ``(offset, length)`` on demand.
-Fetch = Mapping[int, bytes] | Callable[[int, int], bytes]
+Fetch = Mapping[int, bytes] | Callable[[int, int], bytes | memoryview]
 
 _MAGIC = b"PAR1"
 _DATA_PAGES = (PageType.DATA_PAGE, PageType.DATA_PAGE_V2)
@@ -176,7 +176,7 @@ class _Bytes:
     """Serves ``(offset, length)`` reads from a Fetch."""
 
     def __init__(self, fetch: Fetch) -> None:
-        self._fn: Callable[[int, int], bytes] | None = None
+        self._fn: Callable[[int, int], bytes | memoryview] | None = None
         self._map: Mapping[int, bytes] | None = None
         self._starts: list[int] = []
         if callable(fetch):

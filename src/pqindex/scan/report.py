@@ -47,6 +47,8 @@ class ScanReport:
     decode_seconds: float = 0.0
     total_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    # The table snapshot planned ("Delta table <root>, version 3, 12 files"), if any.
+    table: str | None = None
 
     def merge(self, other: ScanReport) -> None:
         """Add the counters of ``other``, a scan that ran after this one (its waves
@@ -59,6 +61,7 @@ class ScanReport:
         self.files_skipped.update(other.files_skipped)
         self.row_groups_skipped.update(other.row_groups_skipped)
         self.warnings += [w for w in other.warnings if w not in self.warnings]
+        self.table = self.table or other.table
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class ScanReport:
             "decode_seconds": round(self.decode_seconds, 6),
             "total_seconds": round(self.total_seconds, 6),
             "warnings": list(self.warnings),
+            **({"table": self.table} if self.table is not None else {}),
         }
 
     def __str__(self) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
+from pqindex.format.checksum import check_chunks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
@@ -88,6 +89,9 @@ def chunk_sums(
         if read_native_ranges(pf, [chunk(rg, c) for rg in todo for c, _ in todo[rg]],
                               options.coalesce_gap, stats):
             source.stats.record_wave()
+        if options.verify_checksums:  # read in windows: the chunks are read once more whole
+            for rg, cols in todo.items():
+                check_chunks(pf, [rg], [pf.leaf(c).path[0] for c, _ in cols])
 
         def local(rg: int, col: int) -> encoded.Read:
             return local_reader(source, chunk(rg, col)[0])
@@ -98,6 +102,8 @@ def chunk_sums(
         for batch in size_batches(sizes, options.read_ahead_bytes):
             buffers = Buffers(pf, stats, options.coalesce_gap)
             located(pf, batch, buffers.fetch, [chunk(rg, c) for rg in batch for c, _ in todo[rg]])
+            for rg in batch if options.verify_checksums else ():
+                check_chunks(pf, [rg], [pf.leaf(c).path[0] for c, _ in todo[rg]], buffers)
 
             def fetched(rg: int, col: int, buffers: Buffers = buffers) -> bytes | memoryview:
                 start, length = chunk(rg, col)

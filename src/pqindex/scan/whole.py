@@ -2,9 +2,12 @@
 
 Nothing to prune inside them, so pyarrow decodes them as ``read_table`` would:
 
-* a **local file** is opened by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
+* a **local file** is read by pyarrow itself (``pyarrow.OSFile``: ``pread`` in
   its I/O threads, pre-buffered, no copy through Python bytes) with the footer we
-  already decoded, so the footer is not read or parsed again. The row groups are
+  already decoded, so the footer is not read or parsed again. pyarrow opens the
+  descriptor the footer came from (:func:`native_file`), never the path again, and
+  the file is checked unchanged once it has read (a file rewritten meanwhile is an
+  ``ObjectChangedError``, never rows of two versions). The row groups are
   split into a few contiguous tasks run side by side, as pyarrow's dataset scanner
   does, on a pool of threads kept for the process (as pyarrow keeps its own). What
   pyarrow reads — the projected chunks, merged like our own reads — is counted in
@@ -24,6 +27,7 @@ and column costs more there (see ``dataset._segments``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -39,6 +43,7 @@ import pyarrow.parquet as pq
 from pqindex.errors import DECODE_ERRORS, CorruptFileError, PqIndexError, translate
 from pqindex.expr.bind import BoundExpr
 from pqindex.expr.evaluate import to_arrow_mask
+from pqindex.format.checksum import check_chunks
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.format.views import computable_table
 from pqindex.io.source import LocalFileSource, coalesce
@@ -56,6 +61,7 @@ __all__ = [
     "iter_sifted_row_groups",
     "iter_whole_row_groups",
     "located",
+    "native_file",
     "native_path",
     "pyarrow_opens_free",
     "read_native_ranges",
@@ -133,18 +139,32 @@ def _decode_error(pf: ParquetFile, batch: Sequence[int], e: BaseException) -> Pq
 
 
 def native_path(pf: ParquetFile) -> str | None:
-    """The path pyarrow may open itself: a local file still as we opened it (else its
-    bytes could disagree with our footer)."""
+    """The local file's path when pyarrow may read it itself (through
+    :func:`native_file`), else None. ObjectChangedError when the file is no longer the
+    version the footer came from."""
     src = pf.source
-    if not isinstance(src, LocalFileSource):
+    if not isinstance(src, LocalFileSource) or not src.native_readable:
         return None
-    try:
-        st = os.stat(src.path)
-    except OSError:
-        return None
-    if st.st_size != src.size() or st.st_mtime_ns != src.mtime_ns:
-        return None
+    src.verify()
     return src.path
+
+
+@contextlib.contextmanager
+def native_file(pf: ParquetFile) -> Iterator[pa.NativeFile]:
+    """pyarrow's file for a local ``pf`` (see :func:`native_path`), opened through the
+    descriptor its footer came from; the file is checked unchanged when the block
+    ends without an error, so what pyarrow read there is of that one version."""
+    src = pf.source
+    assert isinstance(src, LocalFileSource)
+    f = src.native_file()
+    try:
+        yield f
+    except BaseException:
+        f.close()
+        src.verify()  # a file changed under pyarrow: that, not what pyarrow made of it
+        raise
+    f.close()
+    src.verify()
 
 
 def read_native_ranges(
@@ -177,10 +197,12 @@ def _tasks(sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
 
 
 def _read_native(
-    pf: ParquetFile, path: str, rgs: list[int], file_fields: list[str]
+    pf: ParquetFile, rgs: list[int], file_fields: list[str], verify: bool
 ) -> pa.Table:
     try:
-        with pa.OSFile(path) as f:
+        if verify:  # pyarrow reads the file itself: the chunks are read once more to check
+            check_chunks(pf, rgs, file_fields)
+        with native_file(pf) as f:
             reader = pq.ParquetFile(f, metadata=arrow_metadata(pf), pre_buffer=True)
             return reader.read_row_groups(rgs, columns=file_fields, use_threads=True)
     except PqIndexError as e:
@@ -188,18 +210,20 @@ def _read_native(
     except DECODE_ERRORS as e:  # pyarrow raises OSError for damaged pages
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_native(pf, path, [rg], file_fields)
+                _read_native(pf, [rg], file_fields, verify)
         raise _decode_error(pf, rgs, e) from e
 
 
 def _read_fetched(
-    pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str]
+    pf: ParquetFile, buffers: Buffers, rgs: list[int], file_fields: list[str], verify: bool
 ) -> pa.Table:
     # Imported here: pyarrow.dataset imports pandas (~0.2 s of every process's
     # ``import pqindex``, the CLI's and each Spark worker's).
     import pyarrow.dataset as pads
 
     try:
+        if verify:
+            check_chunks(pf, rgs, file_fields, buffers)
         fragment = pads.ParquetFileFormat().make_fragment(
             SourceFile(pf, buffers), row_groups=rgs
         )
@@ -272,7 +296,7 @@ def iter_whole_row_groups(
     parallel = map_fn is not map
 
     def read(rgs: list[int]) -> pa.Table:
-        return _read_native(pf, path, rgs, file_fields)
+        return _read_native(pf, rgs, file_fields, options.verify_checksums)
 
     for step in steps:
         stats = ScanStats()
@@ -308,13 +332,14 @@ def _fetched_parts(
         if pipelined and len(batch) > 1:
             units = _units([(rg, n) for rg, n in sizes if rg in batch], _unit_bytes(pf))
             if len(units) > 1:
-                t = _pipelined(pf, buffers, units, chunks, file_fields, stats)
+                t = _pipelined(pf, buffers, units, chunks, file_fields, stats,
+                               options.verify_checksums)
                 yield finish(t, batch, stats), stats
                 continue
         located(pf, batch, buffers.fetch, [r for rg in batch for r in chunks(rg)])
         for rgs in [[rg] for rg in batch] if stream else [batch]:
             t0 = time.perf_counter()
-            t = _read_fetched(pf, buffers, rgs, file_fields)
+            t = _read_fetched(pf, buffers, rgs, file_fields, options.verify_checksums)
             stats.decode_seconds += time.perf_counter() - t0
             yield finish(t, rgs, stats), stats
             stats = ScanStats()
@@ -351,6 +376,7 @@ def _pipelined(
     chunks: Callable[[int], list[tuple[int, int]]],
     file_fields: list[str],
     stats: ScanStats,
+    verify: bool,
 ) -> pa.Table:
     """One wave for every unit's chunks (no request spans two units); each unit is
     decoded on the process-wide pool as soon as its bytes are in, while the others
@@ -362,7 +388,7 @@ def _pipelined(
     def decode(unit: list[int]) -> pa.Table:
         t0 = time.perf_counter()
         try:
-            return _read_fetched(pf, buffers, unit, file_fields)
+            return _read_fetched(pf, buffers, unit, file_fields, verify)
         finally:
             with lock:
                 stats.decode_seconds += time.perf_counter() - t0
@@ -439,7 +465,7 @@ def iter_sifted_row_groups(
             buffers = Buffers(pf, stats, options.coalesce_gap)
             located(pf, batch, buffers.fetch, ranges)
         t0 = time.perf_counter()
-        t = _read_sifted(pf, image, buffers, batch, file_fields)
+        t = _read_sifted(pf, image, buffers, batch, file_fields, options.verify_checksums)
         for name in names:
             if name in partition_types:
                 t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
@@ -464,8 +490,11 @@ def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[i
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
-                 rgs: list[int], file_fields: list[str]) -> pa.Table:
+                 rgs: list[int], file_fields: list[str], verify: bool) -> pa.Table:
     try:
+        if verify:
+            check_chunks(pf, rgs, file_fields, buffers if image is None else
+                         lambda o, n: memoryview(image)[o : o + n])
         source = pa.BufferReader(image) if image is not None else SourceFile(pf, buffers)
         reader = pq.ParquetFile(source, metadata=arrow_metadata(pf))
         return reader.read_row_groups(rgs, columns=file_fields, use_threads=False)
@@ -474,7 +503,7 @@ def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | No
     except DECODE_ERRORS as e:
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_sifted(pf, image, buffers, [rg], file_fields)
+                _read_sifted(pf, image, buffers, [rg], file_fields, verify)
         raise _decode_error(pf, rgs, e) from e
 
 

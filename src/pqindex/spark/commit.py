@@ -203,6 +203,7 @@ def commit_job(
         "bytes": sum(int(e["bytes"]) for e in entries.values()),
         "index_summary": _index_summary(entries.values(), info),
         "last_commit": summary,
+        "commit_point": True,  # names every file: readers need no LIST
     }
     from pqindex.dataset.manifest import annotate
 
@@ -252,3 +253,6 @@ def write_manifest(dest: str, manifest: Mapping[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, default=str)
     os.replace(tmp, os.path.join(dest, MANIFEST))
+    from pqindex.dataset.manifest_columnar import write_columnar
+
+    write_columnar(dest, manifest)  # the same facts as Arrow columns, for planning

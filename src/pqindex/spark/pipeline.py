@@ -200,8 +200,21 @@ def write(
     num_partitions: int | None = None,
     options: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    table_format: str | None = None,
+    catalog: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write ``df`` as an indexed dataset at ``path``; a summary of what was written.
+
+    ``table_format="delta"``: ``path`` is a Delta table (made, appended to or
+    overwritten as ``mode`` says): Spark writes the indexed files to a staging
+    directory as below, then the driver moves them into the table and commits them
+    as one Delta transaction with each file's statistics (``_write_delta``; local
+    tables for now). ``table_format="iceberg"``: ``path`` is a table identifier
+    (``"ns.events"``) in the pyiceberg catalog ``catalog`` (pyiceberg properties:
+    ``{"type": "sql", "uri": ..., "warehouse": ...}``, REST, Glue...): the table is
+    created when missing (``mode`` "error" requires that), the files written under
+    its ``data/`` and committed as one snapshot (``add_files``; an overwrite replaces
+    the table's rows in the same transaction). No ``partition_by`` for Iceberg yet.
 
     Rows are range-partitioned on ``partition_by`` + ``sort_by`` (or on a Z-order
     key over ``cluster_by``, 2-4 columns, with ``sort_by`` breaking ties) and sorted
@@ -228,6 +241,18 @@ def write(
     t0 = time.perf_counter()
     if mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"mode must be error, append or overwrite, not {mode!r}")
+    if table_format is not None:
+        inner = dict(sort_by=sort_by, cluster_by=cluster_by, partition_by=partition_by,
+                     target_file_bytes=target_file_bytes, page_rows=page_rows,
+                     row_group_rows=row_group_rows, bloom=bloom, indexes=indexes,
+                     bloom_scope=bloom_scope, compression=compression,
+                     num_partitions=num_partitions, options=options)
+        if table_format == "delta":
+            return _write_delta(df, os.fspath(path), mode, partition_by, t0, inner)
+        if table_format == "iceberg":
+            return _write_iceberg(df, os.fspath(path), mode, catalog, t0, inner)
+        raise UserInputError(f"table_format must be 'delta' or 'iceberg' (or None), "
+                             f"not {table_format!r}")
     raw_path = os.fspath(path)
     remote = is_object_store_url(raw_path)
     # A URL stays a URL: abspath would turn "s3://b/t" into a local folder "s3:".
@@ -307,3 +332,115 @@ def write(
         "shipped": check.shipped,
         "seconds": time.perf_counter() - t0,
     }
+
+
+@contextlib.contextmanager
+def _table_staging(parent: str) -> Iterator[tuple[str, list[str]]]:
+    """A staging directory under ``parent`` for a table write, and the list of the files
+    moved from it into the table: removed if the write or its commit fails. The
+    staging directory is removed either way."""
+    import shutil
+
+    root = os.path.join(parent, "_pqindex_table_staging")
+    staging = os.path.join(root, uuid.uuid4().hex)
+    moved: list[str] = []
+    try:
+        yield staging, moved
+    except BaseException:
+        for p in moved:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(root)  # (another write's staging may still be there)
+
+
+def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str] | None,
+                 t0: float, options: dict[str, Any]) -> dict[str, Any]:
+    """``write(..., table_format="delta")``: the files written to a staging directory
+    inside the table (no Delta reader looks at a file its log does not name), moved
+    beside the table's files under their (unique) names, then committed as one
+    transaction. A failed job or commit removes what it wrote; the table is unchanged."""
+    import urllib.parse
+
+    from pqindex.dataset.tables.commit import commit_delta_files
+    from pqindex.spark.commit import data_files
+
+    if is_object_store_url(path):
+        raise UserInputError("table_format='delta' writes local tables for now", path=path)
+    dest = os.path.abspath(path)
+    parts = _names(partition_by)
+    with _table_staging(dest) as (staging, moved):
+        summary = write(df, staging, mode="error", **options)
+        files = []
+        for rel in sorted(data_files(staging)):
+            rel = rel.replace(os.sep, "/")
+            target = os.path.join(dest, *rel.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(os.path.join(staging, *rel.split("/")), target)
+            moved.append(target)
+            dirs = rel.split("/")[:-1]
+            values: dict[str, str | None] = {}
+            for d in dirs:
+                k, _, v = d.partition("=")
+                values[urllib.parse.unquote(k)] = (
+                    None if v == "__HIVE_DEFAULT_PARTITION__" else urllib.parse.unquote(v))
+            files.append((rel, values))
+        schema = df.limit(0).toArrow().schema
+        version = commit_delta_files(dest, files, schema, parts, mode)
+    summary.update(path=dest, table_format="delta", version=version,
+                   seconds=time.perf_counter() - t0)
+    return summary
+
+
+def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, str] | None,
+                   t0: float, options: dict[str, Any]) -> dict[str, Any]:
+    """``write(..., table_format="iceberg")``: the files written to a staging directory
+    under the table's ``data/``, moved beside it, then committed by pyiceberg as one
+    snapshot (``add_files`` reads each footer for the manifest's metrics). A failed
+    job or commit removes what it wrote; the table is unchanged."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.expressions import AlwaysTrue
+
+    from pqindex.dataset.tables.commit import TableCommitError
+    from pqindex.spark.commit import data_files
+
+    if catalog is None:
+        raise UserInputError("table_format='iceberg' needs catalog= (pyiceberg properties)")
+    if _names(options.get("partition_by")):
+        raise UserInputError("partition_by is not supported with table_format='iceberg' yet")
+    props = {str(k): str(v) for k, v in catalog.items()}
+    cat = load_catalog(props.pop("name", "pqindex"), **props)
+    try:
+        table = cat.load_table(identifier)
+        if mode == "error":
+            raise UserInputError("the Iceberg table exists already (mode='error')",
+                                 path=identifier)
+    except NoSuchTableError:
+        table = cat.create_table(identifier, schema=df.limit(0).toArrow().schema)
+    location = table.location().removeprefix("file://")
+    if "://" in location:
+        raise UserInputError("table_format='iceberg' writes local tables for now",
+                             path=location)
+    data = os.path.join(location, "data")
+    with _table_staging(data) as (staging, moved):
+        summary = write(df, staging, mode="error", **options)
+        for rel in sorted(data_files(staging)):
+            target = os.path.join(data, os.path.basename(rel))
+            os.rename(os.path.join(staging, rel), target)
+            moved.append(target)
+        try:
+            with table.transaction() as tx:
+                if mode == "overwrite":
+                    tx.delete(AlwaysTrue())
+                tx.add_files([f"file://{p}" for p in moved])
+        except Exception as e:  # pyiceberg's commit and validation errors
+            raise TableCommitError(f"Iceberg commit failed: {e}", path=identifier) from None
+    snapshot = table.current_snapshot()
+    summary.update(path=location, table_format="iceberg",
+                   snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+                   seconds=time.perf_counter() - t0)
+    return summary

@@ -434,7 +434,14 @@ def _decide(
     if engine not in ENGINES:
         raise PqIndexError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     threshold = AUTO_THRESHOLD_BYTES if threshold_bytes is None else threshold_bytes
-    base = _native_base(spark, path)
+    from pqindex.dataset.tables.source import is_table_source
+
+    lake_table = is_table_source(_local(path) or path)
+    # A lake table: Spark's Parquet reader would list the directory (files the table's
+    # log removed included); pqindex's reader takes the snapshot's files.
+    base = None if lake_table else _native_base(spark, path)
+    if lake_table and engine == "native":
+        engine = "pqindex"
     has_where = where is not None and bool(where.strip())
     if engine == "native" or (engine == "auto" and base is not None and not has_where):
         if base is None:
@@ -504,7 +511,11 @@ def _decide(
     out.bytes_threshold = threshold
     out.fallback = why_not
     on_driver = DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes
-    if engine == "pqindex":
+    if lake_table:
+        out.engine, out.engine_reason = "pqindex", (
+            "a lake table: its snapshot names the files (Spark's Parquet reader would "
+            "read the files its log removed)")
+    elif engine == "pqindex":
         out.engine, out.engine_reason = "pqindex", "asked for"
     elif base is None:
         out.engine, out.engine_reason = "pqindex", "Spark has no connector for the URL's scheme"

@@ -279,6 +279,7 @@ def commit_job_remote(
             "bytes": sum(int(e["bytes"]) for e in entries.values()),
             "index_summary": _index_summary(entries.values(), info),
             "last_commit": summary,
+            "commit_point": True,  # names every file: readers need no LIST
         }
         summary["commit_seconds"] = time.perf_counter() - t0
         body = json.dumps(manifest, indent=1, default=str).encode()

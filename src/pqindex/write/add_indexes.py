@@ -58,20 +58,21 @@ from pqindex.format.pages import PageInfo, walk_pages
 from pqindex.format.plain import encode_plain
 from pqindex.format.schema import BoundaryOrder, LeafColumn, PageType, PhysicalType
 from pqindex.format.structs import ColumnIndex, OffsetIndex, PageLocation
+from pqindex.format.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.format.value_type import Kind
 from pqindex.format.values import BoundOrder, Comparison, bound_order
 from pqindex.indexes.base import Scope
 from pqindex.indexes.build import build_blobs
 from pqindex.indexes.leaf_values import numbers, storage
 from pqindex.indexes.region import encode_region
-from pqindex.io.source import IOStats
+from pqindex.io.source import IOStats, listing_failed
 from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
-from pqindex.write.truncate import DEFAULT_CAP, truncate_column_index
 from pqindex.write.writer import index_kinds
 
-__all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "add_indexes", "bloom_scopes",
-           "index_file", "index_targets", "refresh_manifest"]
+__all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "TableTargets", "add_indexes",
+           "bloom_scopes", "index_file", "index_table_targets", "index_targets",
+           "refresh_manifest", "split_table_targets"]
 
 PageIndexMode = Literal["keep", "add"]
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -129,7 +130,7 @@ def _is_data_name(name: str) -> bool:
 
 def _walk(root: str) -> list[str]:
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
         dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
         out += [os.path.join(dirpath, f) for f in sorted(filenames) if _is_data_name(f)]
     return out
@@ -586,6 +587,85 @@ def _page_index(
                     result.column_indexes_truncated += 1
 
 
+# ---------------------------------------------------------------- files of lake tables
+
+
+@dataclass(frozen=True)
+class TableTargets:
+    """The files of one Delta table to index by commit (``files`` None: every active one)."""
+
+    root: str
+    files: tuple[str, ...] | None
+
+
+def _refuse_table(fmt: str, root: str, why: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"a {fmt} table: {why}; no file was changed (its log or manifests record each "
+        "file's size, so rewriting one in place would break the table)", path=root)
+
+
+def split_table_targets(paths: Paths, targets: Sequence[IndexTarget],
+                        output: str | os.PathLike[str] | None = None
+                        ) -> tuple[list[IndexTarget], list[TableTargets]]:
+    """``targets`` split into plain files and the Delta tables some of them belong to.
+
+    A file of a lake table (found by walking up to the table's root,
+    ``dataset.tables.detect``) is never rewritten in place: the files of a Delta
+    table are indexed by a commit (``index_table_targets``); with ``output``, only its
+    active files are copied (the table itself is not changed). Iceberg, Hudi and
+    Paimon tables, where pqindex makes no commit, raise an UnsupportedError before
+    anything is written."""
+    # The one other upward import: table layouts are the dataset layer's knowledge.
+    from pqindex.dataset.tables.detect import TableFormat, find_table
+
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    given_dirs = [os.path.realpath(os.fspath(p)) for p in items if os.path.isdir(os.fspath(p))]
+    cache: dict[str, Any] = {}
+    plain: list[IndexTarget] = []
+    by_root: dict[str, list[IndexTarget]] = {}
+    for t in targets:
+        table = find_table(t.source, cache)
+        if table is None:
+            plain.append(t)
+            continue
+        if table.format is TableFormat.ICEBERG:
+            raise _refuse_table("Iceberg", table.root, "its commits go through its catalog: "
+                                "pass the pyiceberg Table (catalog.load_table(...)) to "
+                                "pqindex.add_indexes to index it by a commit")
+        if table.format is not TableFormat.DELTA:
+            raise _refuse_table(table.format.value.capitalize(), table.root,
+                                "pqindex cannot commit indexes to it")
+        by_root.setdefault(table.root, []).append(t)
+    tables = []
+    for root, found in by_root.items():
+        real = os.path.realpath(root)
+        whole = any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in given_dirs)
+        files = None if whole else tuple(t.source for t in found)
+        if output is None:
+            tables.append(TableTargets(root, files))
+            continue
+        from pqindex.dataset.tables.delta import load_delta
+
+        active = {os.path.realpath(f.path) for f in load_delta(root).files}
+        plain += [t for t in found if os.path.realpath(t.source) in active]
+    return plain, tables
+
+
+def index_table_targets(tables: Sequence[TableTargets], progress: Progress | None = None,
+                        **options: Any) -> list[IndexResult]:
+    """Index the files of Delta tables as one commit per table (``dataset.tables.commit``);
+    ``options`` are :func:`index_file`'s."""
+    from pqindex.dataset.tables.commit import index_delta_table
+
+    results: list[IndexResult] = []
+    for table in tables:
+        done, _version = index_delta_table(
+            table.root, lambda src, dst: index_file(src, output=dst, **options),
+            only=table.files, progress=progress)
+        results += done
+    return results
+
+
 # ---------------------------------------------------------------- many files
 
 
@@ -609,7 +689,9 @@ def add_indexes(
     """Embed indexes into existing Parquet files, in place or into ``output``.
 
     ``paths``: files, directories (walked recursively, names starting with ``_``
-    or ``.`` skipped), or a list of them. ``distinct``/``bloom``/``zone_maps``/
+    or ``.`` skipped), or a list of them; or a pyiceberg ``Table``. Files of a
+    Delta table, and an Iceberg table given as a Table, are indexed by a table
+    commit (``dataset/tables/commit.py``); files of other tables are refused. ``distinct``/``bloom``/``zone_maps``/
     ``hll`` name the flat columns each embedded index kind covers; the new region
     replaces the file's old one (a call naming no kind keeps it). ``truncate``
     cuts ColumnIndex string bounds to 64 bytes (an int sets the cap, False keeps
@@ -633,6 +715,18 @@ def add_indexes(
     ``bytes_uploaded`` and ``bytes_copied_server_side`` in each result say what
     it cost.
     """
+    if type(paths).__module__.startswith("pyiceberg"):
+        # An Iceberg table object: its data files indexed by a commit (dataset/tables).
+        from pqindex.dataset.tables.commit import index_iceberg_table
+
+        if output is not None:
+            raise UserInputError("output is not supported for an Iceberg table (a commit)")
+        done, _snapshot = index_iceberg_table(
+            paths, lambda src, dst: index_file(
+                src, output=dst, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
+                truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
+                bloom_scope=bloom_scope), progress=progress)
+        return list(done)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):
         if output is not None:
@@ -644,7 +738,7 @@ def add_indexes(
                                   page_index=page_index, drop=drop, progress=progress,
                                   storage_options=storage_options, indexes=indexes,
                                   bloom_scope=bloom_scope)
-    targets = index_targets(paths, output)
+    targets, tables = split_table_targets(paths, index_targets(paths, output), output)
     results = []
     for t in targets:
         results.append(
@@ -664,6 +758,10 @@ def add_indexes(
         )
         if progress is not None:
             progress(len(results), len(targets), results[-1])
+    results += index_table_targets(
+        tables, progress, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
+        truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
+        bloom_scope=bloom_scope)
     refresh_manifest(paths, output)
     return results
 
@@ -674,6 +772,10 @@ def refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None = None)
     Nothing happens for files or lists of paths."""
     if not isinstance(paths, (str, os.PathLike)) or not os.path.isdir(paths):
         return
+    from pqindex.dataset.tables.detect import find_table
+
+    if find_table(output if output is not None else paths) is not None:
+        return  # a table's own log (or manifests) names its files
     # The one upward import: the manifest is a dataset-level index (dataset layer).
     from pqindex.dataset.manifest import write_manifest
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pqindex.errors import PqIndexError, UserInputError
+from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.listing import list_objects
@@ -262,6 +262,21 @@ def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tupl
     return [*enumerate(etags, 1), (last, tail_etag)]
 
 
+def _refuse_tables(targets: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
+    """UnsupportedError before any object changes when one belongs to a lake table:
+    its log or manifests record the object's size."""
+    from pqindex.dataset.tables.detect import find_table_remote
+
+    cache: dict[str, Any] = {}
+    for url in targets:
+        table = find_table_remote(url, storage_options, cache)
+        if table is not None:
+            raise UnsupportedError(
+                f"a {table.format.value.capitalize()} table: objects of a table are not "
+                "indexed in place on object stores (its log records each file's size); no "
+                "object was changed", path=table.root)
+
+
 def add_indexes_remote(
     paths: Sequence[str],
     *,
@@ -287,6 +302,7 @@ def add_indexes_remote(
             "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
     cap = _cap(truncate)
     targets = remote_targets(paths, storage_options)
+    _refuse_tables(targets, storage_options)
     results: list[IndexResult] = []
     for url in targets:
         results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,

@@ -25,6 +25,10 @@ Defaults (the page sizes measured by ``bench/page_size_sweep.py``: docs/benchmar
   values are at most 10% of a row group's rows and whose dictionary would stay
   under 256 KiB — a large dictionary page is read with every page lookup.
 * ``compression="zstd"``.
+* ``page_checksums=True``: each page header holds the CRC32 of the page's stored
+  bytes, as parquet-java writes by default (``format.checksum``; ``pqindex check``
+  and scans with ``verify_checksums=True`` check them). The tail rewrite and the
+  footer splice never move a page, so the CRCs stay valid.
 * ``indexes="auto"``: an embedded "distinct" index (value sets per file, row
   group and page) on each column with at most 1,024 distinct values in every row
   group, within a budget of 2% of the file's data bytes (``write.auto_indexes``
@@ -253,6 +257,7 @@ def write_table(
     metadata: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     bloom_scope: str | Iterable[str] | None = None,
+    page_checksums: bool = True,
 ) -> WriteResult:
     """Write ``data`` as one indexed Parquet file at ``path`` (atomically).
 
@@ -271,7 +276,7 @@ def write_table(
     None or ``{}`` embeds none. ``bloom_scope``: the scopes of the embedded
     ``bloom`` index's filters ("file", "row_group", "page", as ``add_indexes``;
     None: one filter per file). ``truncate`` caps ColumnIndex string bounds (None
-    keeps pyarrow's full bounds).
+    keeps pyarrow's full bounds). ``page_checksums``: a CRC32 in every page header.
     """
     t0 = time.perf_counter()
     from pqindex.write.remote import is_remote
@@ -310,6 +315,7 @@ def write_table(
         use_dictionary=dict_cols,
         write_page_index=True,
         write_statistics=True,
+        write_page_checksum=page_checksums,
         sorting_columns=sorting or None,
         bloom_filter_options=_bloom_options(bloom, table),
     )
@@ -432,9 +438,9 @@ def _tail(
 ) -> tuple[Any, dict[str, str], dict[str, list[str]]]:
     """The new index tail of the file pyarrow wrote, the boundary orders it has and
     the embedded indexes (``{kind: columns}``) it holds."""
+    from pqindex.format.truncate import truncate_column_index
     from pqindex.indexes.build import build_region
     from pqindex.write.tail import Tail
-    from pqindex.write.truncate import truncate_column_index
 
     if sort:
         _check_order(pf, sort, target)

@@ -1,0 +1,201 @@
+"""A Delta Lake snapshot read through deltalake (delta-rs): active files and their facts.
+
+delta-rs owns the log: checkpoints, the active files of a version, time travel,
+protocol checks. pqindex takes from it, per active file, its path, the size the
+log records (readers locate the footer from it), row count, typed partition values
+and the log's per-column statistics, plus the table's logical schema and its
+column mapping (physical names in the files, logical names to users).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+
+__all__ = ["DeltaFile", "DeltaSnapshot", "load_delta", "open_delta", "partition_text"]
+
+
+@dataclass(frozen=True)
+class DeltaFile:
+    """One active file of a snapshot, as the log records it."""
+
+    path: str  # absolute path (local) or URL
+    relative: str  # as the log records it (relative to the table root, or absolute)
+    size: int
+    modification_time: int
+    rows: int | None
+    partition: dict[str, Any]  # logical partition column -> typed value (None: null)
+
+
+@dataclass
+class DeltaSnapshot:
+    """The active files of one version of a Delta table, and how to read them."""
+
+    location: str  # table root: a local directory or a URL, without a trailing slash
+    version: int
+    schema: pa.Schema  # logical, as deltalake reads the table (partition columns included)
+    partition_columns: tuple[str, ...]
+    files: tuple[DeltaFile, ...]
+    # Logical top-level column -> physical name in the files (column mapping), when mapped.
+    physical: dict[str, str] = field(default_factory=dict)
+    # One row per file (files' order): "rows", "min.<logical>", "max.<logical>",
+    # "nulls.<logical>" for the top-level columns the log has statistics of.
+    stats: pa.Table | None = None
+    table: Any = None  # the deltalake.DeltaTable it came from
+
+    @property
+    def column_mapping(self) -> bool:
+        return any(k != v for k, v in self.physical.items())
+
+    def describe(self) -> str:
+        return f"Delta table {self.location}, version {self.version}, {len(self.files)} files"
+
+
+def _local_root(uri: str) -> str:
+    """A ``file://`` table URI as a local path; other URIs unchanged, without the slash."""
+    if uri.startswith("file://"):
+        return urllib.parse.unquote(urllib.parse.urlsplit(uri).path).rstrip("/") or "/"
+    return uri.rstrip("/")
+
+
+def _join(root: str, rel: str) -> str:
+    if "://" in rel or os.path.isabs(rel):
+        return _local_root(rel) if rel.startswith("file://") else rel
+    rel = urllib.parse.unquote(rel)  # the log URL-encodes names (partition values)
+    if "://" in root:
+        return f"{root}/{rel}"
+    return os.path.join(root, *rel.split("/"))
+
+
+def open_delta(source: Any, version: int | str | dt.datetime | None = None,
+               storage_options: Mapping[str, Any] | None = None) -> Any:
+    """A ``deltalake.DeltaTable`` for a path, URL or table, at ``version`` (a number,
+    an RFC 3339 timestamp or a datetime) when given; UserInputError when it is not one."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    try:
+        if isinstance(source, DeltaTable):
+            table = source
+            if version is not None:
+                # Time travel must not move the caller's own table object.
+                table = DeltaTable(table.table_uri, storage_options=_options(storage_options))
+        else:
+            uri = os.fspath(source)
+            table = DeltaTable(uri, storage_options=_options(storage_options))
+        if version is not None:
+            table.load_as_version(version)
+    except TableNotFoundError as e:
+        raise UserInputError(f"not a Delta table: {e}", path=str(source)) from None
+    except (DeltaError, ValueError, OSError) as e:
+        raise UserInputError(f"Delta table at version {version!r}: {e}",
+                             path=str(source)) from None
+    return table
+
+
+def _options(storage_options: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if not storage_options:
+        return None
+    return {str(k): str(v) for k, v in storage_options.items()}
+
+
+def _physical_names(schema_json: str) -> dict[str, str]:
+    fields = json.loads(schema_json).get("fields", [])
+    out = {}
+    for f in fields:
+        meta = f.get("metadata") or {}
+        out[f["name"]] = str(meta.get("delta.columnMapping.physicalName", f["name"]))
+    return out
+
+
+def load_delta(source: Any, version: int | str | dt.datetime | None = None,
+               storage_options: Mapping[str, Any] | None = None) -> DeltaSnapshot:
+    """The snapshot of a Delta table (path, URL or ``deltalake.DeltaTable``) at ``version``
+    (default: the table's current one, or the version a given table object is at)."""
+    table = open_delta(source, version, storage_options)
+    location = _local_root(table.table_uri)
+    try:
+        meta = table.metadata()
+        schema = pa.schema(table.schema().to_arrow())
+        physical = _physical_names(table.schema().to_json())
+        partition_columns = tuple(meta.partition_columns)
+        if _has_deletion_vectors(table):
+            raise UnsupportedError(
+                "the table's files have deletion vectors: pqindex does not apply them yet "
+                "(read it with deltalake, or purge them with OPTIMIZE first)", path=location)
+        adds = pa.table(table.get_add_actions(flatten=False))
+    except PqIndexError:
+        raise
+    except Exception as e:  # delta-rs raises its own and Arrow's errors
+        raise UserInputError(f"Delta log not readable: {e}", path=location) from None
+    files = []
+    parts = adds.column("partition").to_pylist() if "partition" in adds.column_names else None
+    for i, row in enumerate(adds.select(["path", "size_bytes", "modification_time",
+                                         "num_records"]).to_pylist()):
+        partition = {}
+        if parts is not None and parts[i] is not None:
+            # The partition struct is keyed by physical names under column mapping.
+            by_physical = parts[i]
+            partition = {k: by_physical.get(physical.get(k, k), by_physical.get(k))
+                         for k in partition_columns}
+        files.append(DeltaFile(_join(location, row["path"]), row["path"], int(row["size_bytes"]),
+                               int(row["modification_time"]), row["num_records"], partition))
+    return DeltaSnapshot(location, table.version(), schema, partition_columns, tuple(files),
+                         physical, _stats(adds, physical), table)
+
+
+def _has_deletion_vectors(table: Any) -> bool:
+    protocol = table.protocol()
+    if "deletionVectors" not in (protocol.reader_features or []):
+        return False
+    return bool(pa.table(table.deletion_vectors()).num_rows > 0)
+
+
+def _stats(adds: pa.Table, physical: Mapping[str, str]) -> pa.Table:
+    """Per file: rows and, per top-level logical column with log statistics of a
+    flat type, its min, max and null count."""
+    logical = {p: name for name, p in physical.items()}
+    cols: dict[str, pa.Array] = {"rows": adds.column("num_records").combine_chunks()}
+    for kind, prefix in (("min", "min."), ("max", "max."), ("null_count", "nulls.")):
+        if kind not in adds.column_names:
+            continue
+        struct = adds.column(kind).combine_chunks()
+        if not pa.types.is_struct(struct.type):
+            continue
+        for j in range(struct.type.num_fields):
+            f = struct.type.field(j)
+            if pa.types.is_nested(f.type):
+                continue
+            name = logical.get(f.name, f.name)
+            cols[prefix + name] = struct.field(j)
+    return pa.table(cols)
+
+
+def partition_text(value: Any) -> str | None:
+    """A typed partition value as the Delta log stores it (the protocol's
+    partition value serialization)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)

@@ -1,0 +1,228 @@
+"""A table snapshot as a dataset's source: its files, partition values and statistics.
+
+The snapshot names the files (no LIST): each one's size comes from the log, so
+opening it needs no HEAD. Partition values come from the log, typed. Before any
+footer is read, the log's per-file statistics (and the partition values, as
+min = max) rule files out for a scan's predicate (``prune.may_match``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
+from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
+from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
+from pqindex.dataset.tables.prune import may_match, widen
+from pqindex.errors import UnsupportedError, UserInputError
+from pqindex.expr.nodes import TRUE, Expr
+from pqindex.format.file import ParquetFile
+from pqindex.io.source import ObjectInfo
+
+__all__ = ["TableSource", "is_table_source", "table_source"]
+
+# Delta writers keep string statistics to a prefix of this many characters.
+DELTA_STRING_PREFIX = 32
+
+
+def _discovery_type(name: str, t: pa.DataType, location: str) -> str:
+    """The discovery's partition type of a table's partition column."""
+    if pa.types.is_integer(t):
+        return "int64"
+    if pa.types.is_date32(t):
+        return "date32"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    raise UnsupportedError(f"partition column of type {t} is not supported yet (integer, "
+                           "date and string are)", path=location, column=name)
+
+
+def _partition_text(value: Any) -> str:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+@dataclass
+class TableSource:
+    """What a dataset reads of a table snapshot."""
+
+    description: str  # "Delta table <root>, version 3, 12 files"
+    location: str
+    discovery: Discovery
+    schema: pa.Schema  # the files' columns (physical names), partition columns left out
+    # Per file of ``discovery.files``, whether ``expr`` may match a row of it.
+    may_match: Callable[[Expr], list[bool]]
+    rows: tuple[int | None, ...] = ()  # per file, as the snapshot records it
+    # The first file the latest plan kept: the one a plan opens first.
+    first: DataFile | None = None
+    # Physical -> logical top-level names (Delta column mapping; ``mapping.py``).
+    logical_names: dict[str, str] = field(default_factory=dict)
+    # Field id -> current top-level name (Iceberg binds columns by id; ``mapping.py``).
+    field_names: dict[int, str] = field(default_factory=dict)
+    # Whether a column was renamed (or a name reused): a file without field ids is then
+    # not read by name.
+    renamed: bool = False
+
+    def rename(self, pf: ParquetFile) -> None:
+        """Give an opened file of the table the table's column names."""
+        if self.logical_names:
+            rename_columns(pf, self.logical_names)
+        elif self.field_names and not rename_by_field_id(pf, self.field_names) and (
+                self.renamed):
+            raise UnsupportedError("the file has no field ids and the table renamed columns: "
+                                   "reading it by name mapping is not supported yet",
+                                   path=pf.path)
+
+    # The staged planner's Source protocol (dataset/sources.py).
+    @property
+    def name(self) -> str:
+        return self.description
+
+    @property
+    def listed(self) -> bool:
+        return False  # the snapshot names its files: no LIST
+
+    def facts(self) -> FileFacts:
+        """The snapshot's files as FileFacts: sizes and rows the table records, raw
+        partition values; no per-column statistics there (``prune`` used them first)."""
+        files = self.discovery.files
+        n = len(files)
+        cols: list[pa.Array] = [
+            pa.array([f.path for f in files], pa.string()),
+            pa.array([None if f.info is None else f.info.size for f in files], pa.int64()),
+            pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()),
+            pa.array(list(self.rows) if len(self.rows) == n else [None] * n, pa.int64()),
+            pa.nulls(n, pa.int32())]
+        fields = list(FILES_SCHEMA)
+        for k in self.discovery.partition_columns:
+            cols.append(pa.array([dict(f.partition).get(k) for f in files], pa.string()))
+            fields.append(pa.field(partition_column(k), pa.string()))
+        return FileFacts(pa.Table.from_arrays(cols, schema=pa.schema(fields)), self.name,
+                         self.listed)
+
+    def prune(self, expr: Expr) -> tuple[list[DataFile], int]:
+        """The files whose statistics let a row satisfy ``expr``, and how many are not."""
+        files = list(self.discovery.files)
+        if not files or expr == TRUE:
+            return files, 0
+        keep = self.may_match(expr)
+        kept = [f for f, k in zip(files, keep, strict=True) if k]
+        return kept, len(files) - len(kept)
+
+
+def _delta_source(snap: DeltaSnapshot) -> TableSource:
+    if snap.column_mapping and any(pa.types.is_nested(f.type) for f in snap.schema):
+        raise UnsupportedError("column mapping (delta.columnMapping.mode) over nested "
+                               "columns is not supported yet: read the table with deltalake",
+                               path=snap.location)
+    types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
+             for k in snap.partition_columns}
+    files = tuple(
+        DataFile(f.path, tuple((k, _partition_text(v)) for k, v in f.partition.items()
+                               if v is not None), ObjectInfo(f.size))
+        for f in snap.files)
+    stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
+        [f.rows for f in snap.files], pa.int64())})
+    stats = widen(stats, DELTA_STRING_PREFIX, millisecond_timestamps=True)
+    # Partition columns: each file's value is its min and max.
+    for k in snap.partition_columns:
+        t = snap.schema.field(k).type
+        values = pa.array([f.partition.get(k) for f in snap.files], t)
+        rows = stats.column("rows")
+        nulls = pa.array([(r or 0) if f.partition.get(k) is None else 0
+                          for f, r in zip(snap.files, rows.to_pylist(), strict=True)], pa.int64())
+        for kind, arr in (("min", values), ("max", values), ("nulls", nulls)):
+            name = f"{kind}.{k}"
+            if name in stats.column_names:
+                stats = stats.drop_columns([name])
+            stats = stats.append_column(name, arr)
+    floats = frozenset(f.name for f in snap.schema if pa.types.is_floating(f.type))
+
+    def keep(expr: Expr) -> list[bool]:
+        return [bool(k) for k in may_match(expr, stats, floats).to_pylist()]
+
+    # Files are read under the logical names (column mapping renames their footers).
+    schema = pa.schema([f for f in snap.schema if f.name not in snap.partition_columns],
+                       metadata=snap.schema.metadata)
+    logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
+    return TableSource(snap.describe(), snap.location,
+                       Discovery(files, snap.partition_columns, types), schema,
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
+
+
+def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
+    # Partition source columns are in the data files: no partition column to add.
+    files = tuple(DataFile(f.path, (), ObjectInfo(f.size)) for f in snap.files)
+
+    def keep(expr: Expr) -> list[bool]:
+        planned = snap.plan(expr)
+        return [f.path in planned for f in files]
+
+    return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
+                       tuple(f.rows for f in snap.files), field_names=snap.field_names,
+                       renamed=snap.renamed)
+
+
+def is_table_source(source: Any) -> bool:
+    """Whether ``source`` is a table object (deltalake, pyiceberg) or the root of a table."""
+    if type(source).__module__.startswith(("deltalake", "pyiceberg")):
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    p = os.fspath(source)
+    if "://" in p and not p.startswith("file://"):
+        return False  # detected by table_source when asked for (a request)
+    p = p.removeprefix("file://")
+    if p.endswith(".metadata.json") and os.path.isfile(p):
+        return True
+    meta = os.path.join(p, "metadata")
+    with contextlib.suppress(OSError):
+        if os.path.isdir(meta) and any(n.endswith(".metadata.json") for n in os.listdir(meta)):
+            return True
+    log = os.path.join(p, "_delta_log")
+    try:
+        # A log without a commit (or checkpoint) is no table yet.
+        return os.path.isdir(log) and any(n.endswith((".json", ".parquet"))
+                                          for n in os.listdir(log))
+    except OSError:
+        return False
+
+
+def _is_iceberg(source: Any) -> bool:
+    if type(source).__module__.startswith("pyiceberg"):
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    p = os.fspath(source).removeprefix("file://")
+    return p.endswith(".metadata.json") or (
+        "://" not in p and not os.path.isdir(os.path.join(p, "_delta_log"))
+        and os.path.isdir(os.path.join(p, "metadata")))
+
+
+def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
+                 snapshot_id: int | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> TableSource:
+    """The source of a table: a ``deltalake.DeltaTable`` or a Delta table's root (path
+    or URL) at ``version`` (a number or a timestamp); a pyiceberg ``Table``, an Iceberg
+    table's location or its metadata.json at ``snapshot_id``."""
+    if _is_iceberg(source):
+        if version is not None:
+            raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
+        return _iceberg_source(load_iceberg(source, snapshot_id))
+    if snapshot_id is not None:
+        raise UserInputError("a Delta table takes version=, not snapshot_id=")
+    module = type(source).__module__
+    if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
+        return _delta_source(load_delta(source, version, storage_options))
+    raise UserInputError(f"not a table: {type(source).__name__}")
+

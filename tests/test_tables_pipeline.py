@@ -1,0 +1,108 @@
+"""``pqindex.spark.write(..., table_format="delta")``: Spark writes indexed files, the
+driver commits them as one Delta transaction; deltalake, polars and pqindex read it."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+deltalake = pytest.importorskip("deltalake")
+pl = pytest.importorskip("polars")
+
+import pqindex  # noqa: E402
+import pqindex.spark  # noqa: E402
+from pqindex.format.file import ParquetFile  # noqa: E402
+
+
+def _table(n: int, start: int = 0) -> pa.Table:
+    rng = np.random.default_rng(start)
+    return pa.table({
+        "id": pa.array(np.arange(start, start + n), pa.int64()),
+        "user": pa.array([f"u{v:04d}" for v in rng.integers(0, 800, n)]),
+        "day": pa.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=int(v))
+                         for v in rng.integers(0, 3, n)]),
+        "region": pa.array(rng.choice(["eu", "us"], n)),
+    })
+
+
+def _rows(t: pa.Table) -> list[tuple[Any, ...]]:
+    t = t.select(["id", "user", "day", "region"])
+    t = t.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(f.type)
+                          or pa.types.is_string_view(f.type) else f for f in t.schema]))
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+def test_the_pipeline_writes_a_delta_table_every_reader_reads(spark: Any, tmp_path: Path
+                                                              ) -> None:
+    from deltalake import DeltaTable
+
+    path = tmp_path / "t"
+    first, second = _table(3000), _table(1000, 3000)
+    opts: dict[str, Any] = dict(sort_by=["id"], partition_by=["region"], bloom=["user"],
+                                page_rows=500, target_file_bytes=40_000, num_partitions=3,
+                                table_format="delta")
+    done = pqindex.spark.write(spark.createDataFrame(first), path, **opts)
+    assert done["version"] == 0
+    pqindex.spark.write(spark.createDataFrame(second), path, mode="append", **opts)
+    dt = DeltaTable(str(path))
+    assert dt.version() == 1
+    want = _rows(pa.concat_tables([first, second]))
+    assert _rows(dt.to_pyarrow_table()) == want
+    assert _rows(pl.read_delta(str(path)).to_arrow()) == want
+    assert _rows(pqindex.dataset(str(path)).to_table()) == want
+    assert not (path / "_pqindex_table_staging").exists() or not any(
+        (path / "_pqindex_table_staging").iterdir())
+    adds = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    for a in adds:  # sizes and statistics recorded, files indexed
+        full = path / a["path"]
+        assert full.stat().st_size == a["size_bytes"]
+        assert a["min.id"] is not None and a["max.id"] >= a["min.id"]
+        with ParquetFile.open(str(full)) as pf:
+            assert pf.column_chunk(0, 0).offset_index_offset is not None
+    got = pqindex.dataset(str(path)).scan(where="id = 3500 AND region = 'eu'")
+    table = got.to_table()
+    assert _rows(table) == [r for r in want if r[0] == 3500 and r[3] == "eu"]
+    assert got.report.files_skipped["table statistics"] >= len(adds) - 2
+    pqindex.spark.write(spark.createDataFrame(second), path, mode="overwrite", **opts)
+    assert _rows(DeltaTable(str(path)).to_pyarrow_table()) == _rows(second)
+    # Read back in Spark: the overwritten files are still in the directory, and no
+    # engine reads them (Spark's Parquet reader would list them).
+    for engine in ("auto", "native"):
+        got = pqindex.spark.read(spark, str(path), where="id >= 3900", engine=engine)
+        assert _rows(got.toArrow()) == [r for r in _rows(second) if r[0] >= 3900], engine
+
+
+def test_the_pipeline_writes_an_iceberg_table_through_a_catalog(spark: Any, tmp_path: Path
+                                                                ) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    (tmp_path / "wh").mkdir()
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/cat.db",
+               "warehouse": f"file://{tmp_path}/wh"}
+    load_catalog("pqindex", **catalog).create_namespace("ns")
+    first, second = _table(2000), _table(500, 2000)
+    opts: dict[str, Any] = dict(sort_by=["id"], bloom=["user"], page_rows=500,
+                                num_partitions=2, table_format="iceberg", catalog=catalog)
+    pqindex.spark.write(spark.createDataFrame(first), "ns.t", **opts)
+    done = pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="append", **opts)
+    table = load_catalog("pqindex", **catalog).load_table("ns.t")
+    assert done["snapshot_id"] == table.current_snapshot().snapshot_id
+    want = _rows(pa.concat_tables([first, second]))
+    assert _rows(table.scan().to_arrow()) == want
+    assert _rows(pqindex.dataset(table).to_table()) == want
+    for task in table.scan().plan_files():
+        path = task.file.file_path.removeprefix("file://")
+        assert Path(path).stat().st_size == task.file.file_size_in_bytes
+        with ParquetFile.open(path) as pf:
+            assert pf.column_chunk(0, 0).offset_index_offset is not None
+    got = pqindex.dataset(table).scan(where="id = 2100")
+    assert _rows(got.to_table()) == [r for r in want if r[0] == 2100]
+    assert got.report.files_skipped["table statistics"] >= 1
+    pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="overwrite", **opts)
+    table = load_catalog("pqindex", **catalog).load_table("ns.t")
+    assert _rows(table.scan().to_arrow()) == _rows(second)
