@@ -324,11 +324,10 @@ def _put_manifest(url: str, body: bytes, base_etag: str | None,
     try:
         run(put())
     except Exception as e:
-        name = type(e).__name__
-        if name == "AlreadyExistsError":
+        if isinstance(e, obs.exceptions.AlreadyExistsError):
             raise StorageError("the manifest already exists", path=url,
                                operation="PUT (create)") from None
-        if name == "PreconditionError":
+        if isinstance(e, obs.exceptions.PreconditionError):
             raise StorageError("the manifest changed since the job started", path=url,
                                operation="PUT (if-match)") from None
         raise translate(e, url, "PUT") from None

@@ -318,7 +318,7 @@ class Upload:
                 else:
                     self.result = obs.put(self.handle.store, self.key, data, mode=self.mode)
             except Exception as e:
-                if type(e).__name__ == "AlreadyExistsError":
+                if isinstance(e, obs.exceptions.AlreadyExistsError):
                     raise StorageError("the object already exists", path=self.url,
                                        operation="PUT (create)") from None
                 raise translate(e, self.url, "PUT") from None
