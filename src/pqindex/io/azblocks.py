@@ -46,8 +46,8 @@ from pqindex.io.restcall import (
     RETRY_STATUS,
     Http,
     Response,
-    backoff,
     client_options,
+    commit_reconciled,
     store_settings,
 )
 
@@ -357,27 +357,20 @@ class AzureBlocks:
             elif name in ("content-type", "content-encoding", "content-language",
                           "content-disposition", "cache-control"):
                 headers[f"x-ms-blob-{name}"] = value
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            # One attempt per call: an answer lost after the commit must not be taken
-            # for a concurrent change when the list is sent again.
-            try:
-                r = self.request("PUT", blob, "Put Block List",
-                                 query=[("comp", "blocklist")], headers=headers, body=body,
-                                 retries=0)
-                return r.headers.get("etag", "")
-            except ObjectChangedError:
-                if attempt == 0:
-                    raise
-                etag, committed = self.committed_blocks(blob)
-                if [b for b, _n in committed] == [b for _kind, b in blocks]:
-                    return etag
-                raise
-            except StorageError as e:
-                if not e.transient or attempt == attempts - 1:
-                    raise
-                backoff(attempt)
-        raise AssertionError("unreachable")
+        sent = [b for _kind, b in blocks]
+
+        def send() -> str:
+            r = self.request("PUT", blob, "Put Block List", query=[("comp", "blocklist")],
+                             headers=headers, body=body, retries=0)
+            return r.headers.get("etag", "")
+
+        def ours() -> str | None:
+            etag, committed = self.committed_blocks(blob)
+            return etag if [b for b, _n in committed] == sent else None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: isinstance(e, ObjectChangedError),
+                                 reconcile=ours)
 
 
 def new_block_ids(count: int, taken: Sequence[str], size: int = 32) -> list[str]:

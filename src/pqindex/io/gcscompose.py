@@ -45,8 +45,8 @@ from pqindex.io.restcall import (
     RETRY_STATUS,
     Http,
     Response,
-    backoff,
     client_options,
+    commit_reconciled,
     store_settings,
 )
 
@@ -272,28 +272,23 @@ class GcsCompose:
              "objectPreconditions": {"ifGenerationMatch": str(g)}} for n, g in sources],
             "destination": dest}
         data = json.dumps(body).encode()
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            # One attempt per call: a compose whose answer was lost must not be
-            # taken for a concurrent change when it is sent again.
-            try:
-                r = self._call("POST", self._object_path(key) + "/compose",
-                               [("ifGenerationMatch", str(if_generation))], key, "compose",
-                               body=data, content_type="application/json", retries=0)
-                return self._json(r)
-            except ObjectChangedError:
-                if attempt == 0:
-                    raise
-                now = self.metadata(key)  # did the lost attempt succeed?
-                if expect_size is not None and int(now.get("size", -1)) == expect_size \
-                        and str(now.get("generation")) != str(if_generation):
-                    return now
-                raise
-            except StorageError as e:
-                if not e.transient or attempt == attempts - 1:
-                    raise
-                backoff(attempt)
-        raise AssertionError("unreachable")
+
+        def send() -> dict[str, Any]:
+            r = self._call("POST", self._object_path(key) + "/compose",
+                           [("ifGenerationMatch", str(if_generation))], key, "compose",
+                           body=data, content_type="application/json", retries=0)
+            return self._json(r)
+
+        def ours() -> dict[str, Any] | None:
+            now = self.metadata(key)  # a new generation of the size: the lost attempt's
+            if expect_size is not None and int(now.get("size", -1)) == expect_size \
+                    and str(now.get("generation")) != str(if_generation):
+                return now
+            return None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: isinstance(e, ObjectChangedError),
+                                 reconcile=ours)
 
     def delete(self, key: str, generation: int | None = None) -> None:
         query = [("ifGenerationMatch", str(generation))] if generation is not None else []

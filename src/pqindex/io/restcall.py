@@ -22,12 +22,14 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pqindex.io.errors import StorageError, StorageTimeoutError
 
-__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "client_options", "connection_error",
-           "store_settings"]
+__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "client_options", "commit_reconciled",
+           "connection_error", "store_settings"]
+
+T = TypeVar("T")
 
 RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 
@@ -182,6 +184,30 @@ def connection_error(e: BaseException, timeout: float, url: str,
                                    operation=operation, transient=True)
     return StorageError(f"cannot connect to the store ({type(e).__name__}: {e})", path=url,
                         operation=operation, transient=True)
+
+
+def commit_reconciled(send: Callable[[], T], *, attempts: int,
+                      lost: Callable[[StorageError], bool],
+                      reconcile: Callable[[], T | None]) -> T:
+    """A commit (S3 completion, GCS compose, Azure block list), one attempt per
+    ``send``, transient failures sent again with backoff. When a later attempt fails
+    as a lost earlier success would make it fail (``lost``: a 412, NoSuchUpload),
+    ``reconcile`` looks at the object: its answer when the commit is there (the
+    earlier attempt succeeded and its answer was lost), None when it is not (the
+    error stands)."""
+    for attempt in range(attempts):
+        try:
+            return send()
+        except StorageError as e:
+            if attempt > 0 and lost(e):
+                done = reconcile()
+                if done is not None:
+                    return done
+                raise
+            if not e.transient or attempt == attempts - 1:
+                raise
+            backoff(attempt)
+    raise AssertionError("unreachable")
 
 
 def backoff(attempt: int) -> None:

@@ -38,6 +38,7 @@ from pqindex.io.restcall import (
     Http,
     Response,
     backoff,
+    commit_reconciled,
     connection_error,
 )
 from pqindex.io.s3sign import EMPTY_SHA256, sign, uri_encode
@@ -289,22 +290,20 @@ class S3Multipart:
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(e)}</ETag></Part>"
             for n, e in parts) + "</CompleteMultipartUpload>"
         headers = {"If-Match": if_match} if if_match else {}
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                r = self.request("POST", key, "CompleteMultipartUpload",
-                                 query=[("uploadId", upload_id)], headers=headers,
-                                 body=body.encode(), retries=0, error_in_body=True)
-                return _text(_xml(r.body), "ETag") or ""
-            except StorageError as e:
-                if e.code == "NoSuchUpload" and attempt > 0:
-                    etag, got = self.head(key)
-                    if _unquote(etag).endswith(f"-{len(parts)}") and size in (None, got):
-                        return etag
-                if not e.transient or attempt == attempts - 1:
-                    raise
-                backoff(attempt)
-        raise AssertionError("unreachable")
+
+        def send() -> str:
+            r = self.request("POST", key, "CompleteMultipartUpload",
+                             query=[("uploadId", upload_id)], headers=headers,
+                             body=body.encode(), retries=0, error_in_body=True)
+            return _text(_xml(r.body), "ETag") or ""
+
+        def ours() -> str | None:
+            etag, got = self.head(key)
+            done = _unquote(etag).endswith(f"-{len(parts)}") and size in (None, got)
+            return etag if done else None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: e.code == "NoSuchUpload", reconcile=ours)
 
     def abort(self, key: str, upload_id: str) -> None:
         """Abort the upload: its parts are deleted; NoSuchUpload counts as done."""
