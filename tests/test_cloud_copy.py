@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 import itertools
 import json
@@ -585,8 +586,8 @@ def test_azure_retry_refused_by_another_commit_is_a_change(
             if self.lost and not getattr(self, "overwritten", False):
                 self.overwritten = True
                 loop = asyncio.get_running_loop()
-                await loop.run_in_executor(None, _az_put, az, container, key, b"other" * 10,
-                                           False)
+                await loop.run_in_executor(None, functools.partial(
+                    _az_put, az, container, key, b"other" * 10, blocks=False))
             return answer
 
     proxy = Overwriting(azurite)
