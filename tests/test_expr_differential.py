@@ -155,7 +155,13 @@ def numeric_condition(draw: st.DrawFn) -> str:
     left, op = draw(NUMERIC), draw(CMP)
     if not any(c in left for c in INTS + DECIMALS):
         left = f"({left} + {draw(st.sampled_from(INTS + DECIMALS))})"  # a condition reads a column
-    form = draw(st.sampled_from(["cmp", "cols", "between", "in", "div", "cast", "round"]))
+    form = draw(st.sampled_from(["cmp", "cols", "pair", "between", "in", "div", "cast",
+                                 "round"]))
+    if form == "pair":  # two bare columns: their statistics prune row groups
+        pair = draw(st.sampled_from([("i32", "i64"), ("qty", "i32"), ("d18", "disc"),
+                                     ("i64", "qty"), ("d9", "d25")]))
+        return f"{pair[0]} {op} {pair[1]}" if draw(st.booleans()) else \
+            f"NOT ({pair[0]} {op} {pair[1]})"
     if form == "cols":
         return f"{left} {op} {draw(NUMERIC)}"
     if form == "between":
@@ -206,6 +212,8 @@ def date_condition(draw: st.DrawFn) -> str:
         return f"{col} {sign} {n} {op} DATE '{draw(DATES)}'"
     if form == "cols":
         other = draw(st.sampled_from(["ship", "commit", "receipt"]))
+        if draw(st.booleans()):
+            return f"{col} {op} {other}"
         return f"{col} {op} {other} {sign} INTERVAL {n} DAY"
     if form == "year":
         return f"year({col}) {op} {draw(st.integers(1993, 1997))}"

@@ -12,6 +12,7 @@ import datetime as dt
 import io
 import math
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -362,3 +363,29 @@ def test_value_expression_parses_alone() -> None:
         "l_extendedprice * (1 - l_discount)"
     with pytest.raises(UserInputError, match="unexpected"):
         parse_value("a + 1 b")
+
+
+def test_two_columns_compared_prune_with_both_columns_bounds(tmp_path: Path) -> None:
+    """``a < b`` rules a row group out where min(a) >= max(b): the first half of the
+    file has b far above a, the second far below (int64 against int32, dates too)."""
+    n = 40_000
+    half = n // 2
+    table = pa.table({
+        "a": pa.array(range(n), pa.int64()),
+        "b": pa.array([x + 10_000 if x < half else x - 10_000 for x in range(n)], pa.int32()),
+        "d1": pa.array([dt.date(1992, 1, 1) + dt.timedelta(days=x // 20) for x in range(n)],
+                       pa.date32()),
+        "d2": pa.array([dt.date(1992, 1, 1) + dt.timedelta(days=x // 20 + (400 if x < half
+                                                                           else -400))
+                        for x in range(n)], pa.date32()),
+    })
+    path = tmp_path / "pairs.parquet"
+    pq.write_table(table, path, row_group_size=5_000)
+    ds = pqindex.dataset(str(path))
+    for where, rows_read, matches in [("a < b", 4, half), ("a > b", 4, half),
+                                      ("NOT (a >= b)", 4, half), ("a = b", 0, 0),
+                                      ("d1 < d2", 4, half), ("d2 <= d1", 4, half),
+                                      ("a + 0 < b", 8, half)]:  # an expression: no pruning
+        scan = ds.scan(columns=["a"], where=where)
+        assert scan.to_table().num_rows == matches, where
+        assert scan.report.to_dict()["row_groups_read"] == rows_read, where

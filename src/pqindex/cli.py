@@ -440,9 +440,12 @@ def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ..
 @cli.command(name="manifest")
 @click.argument("path", type=str)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest written.")
+@click.option("--key-index", "key_index", multiple=True,
+              help="Build (or extend) the key index of this column (repeatable).")
 @_storage_option
 @_fail_cleanly
-def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = ()) -> None:
+def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = (),
+                     key_index: tuple[str, ...] = ()) -> None:
     """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH.
     For a Delta or Iceberg table the table's own log is its manifest: nothing is
     written, the snapshot's files are shown."""
@@ -462,8 +465,15 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
         return
 
     with _progress("reading footers") as update:
-        m = write_manifest(path, _storage_options(storage_option),
-                           progress=lambda done, total: update(done, total, None))
+        if key_index:
+            from pqindex.dataset.key_index import write_manifest_with_key_index
+
+            m = write_manifest_with_key_index(
+                path, key_index, storage_options=_storage_options(storage_option),
+                progress=lambda done, total: update(done, total, None))
+        else:
+            m = write_manifest(path, _storage_options(storage_option),
+                               progress=lambda done, total: update(done, total, None))
     if as_json:
         click.echo(json.dumps(m, indent=1, default=str))
     else:

@@ -793,11 +793,12 @@ class Dataset(Planning):
         expr = _where(where, filters)
         plans = self._plan(columns, expr)
         disc = self.discovery
+        keys = self._partition_keys if disc.partition_columns else ()
         entries = tuple(
             FileEntry(
                 path=df.path,
-                partition={k: v for k, v in disc.partition_values(df).items()
-                           if k in self._partition_keys},
+                partition={k: v for k, v in disc.partition_values(df).items() if k in keys}
+                if keys else {},
                 file=None if of is None else of.pf,
                 arrow_schema=None if of is None else of.arrow,
                 access=plan,

@@ -67,6 +67,8 @@ class Discovery:
     def partition_values(self, f: DataFile) -> dict[str, Any]:
         """Typed partition values of one file (None for the hive null marker)."""
         out: dict[str, Any] = {}
+        if not self.partition_columns:
+            return out
         raw = dict(f.partition)
         for k in self.partition_columns:
             v = raw.get(k)
@@ -268,7 +270,7 @@ def pattern_files(base: str, pattern: list[str], remote: bool,
 
 
 def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | None,
-               stats: IOStats, keys: Sequence[str]) -> Discovery | None:
+               stats: IOStats) -> Discovery | None:
     """The files a commit-point manifest in directory ``root`` names (one GET on a
     store, none of LIST), or None when there is no such manifest (absent, not a
     commit point, not readable: the directory is listed instead)."""
@@ -310,15 +312,20 @@ def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectI
         files.append(DataFile(full, _hive_parts(parts[:-1]), infos[i] if remote else None))
     if not files:
         return None
-    ks: list[str] = []
+    keys, types = _partition_keys(files)
+    size = len(data) if data is not None else os.path.getsize(url)
+    return Discovery(tuple(files), keys, types, stats, (url, ObjectInfo(size)), data, None, url)
+
+
+def _partition_keys(files: Sequence[DataFile]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The hive keys of ``files`` in order of appearance, and each one's inferred type."""
+    keys: list[str] = []
     for f in files:
         for k, _ in f.partition:
-            if k not in ks:
-                ks.append(k)
-    types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in ks}
-    size = len(data) if data is not None else os.path.getsize(url)
-    return Discovery(tuple(files), tuple(ks), types, stats, (url, ObjectInfo(size)), data,
-                     None, url)
+            if k not in keys:
+                keys.append(k)
+    types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
+    return tuple(keys), types
 
 
 def discover(
@@ -348,7 +355,7 @@ def discover(
                 (remote and listing is False and not p.lower().endswith(_FILE_SUFFIXES)
                  and p.split("://", 1)[0].lower() not in ("http", "https"))
                 or (not remote and os.path.isdir(p))):
-            got = _committed(p, remote, storage_options, IOStats(), [])
+            got = _committed(p, remote, storage_options, IOStats())
             if got is not None:
                 return got
     files: list[DataFile] = []
@@ -386,13 +393,8 @@ def discover(
             raise UserInputError("no such file or directory", path=p)
     if not files:
         raise UserInputError("no data files found", path=os.fspath(items[0]))
-    keys: list[str] = []
-    for f in files:
-        for k, _ in f.partition:
-            if k not in keys:
-                keys.append(k)
-    types = {k: _infer_type(v for f in files for kk, v in f.partition if kk == k) for k in keys}
+    keys, types = _partition_keys(files)
     manifest = next(iter(found.items()), None)
-    return Discovery(tuple(files), tuple(keys), types, stats, manifest,
+    return Discovery(tuple(files), keys, types, stats, manifest,
                      None if manifest is None else fetched.get(manifest[0]),
                      logs[0] if logs else None)

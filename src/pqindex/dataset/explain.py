@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from pqindex.dataset.key_index import describe_lookup
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan, plan_file
 from pqindex.scan.batch import planned_data_waves
 from pqindex.scan.report import ScanReport
@@ -184,6 +185,8 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
     if report.table is not None:
         ruled_out = report.files_skipped.get("table statistics", 0)
         lines.append(f"{report.table}: {ruled_out} file(s) ruled out by the table's statistics")
+    if report.key_index is not None:
+        lines.append(describe_lookup(report.key_index))
     maps_shown = maps_left_out = 0
     for df, of, plan, bound in files:
         if plan is None:

@@ -503,6 +503,8 @@ class Manifest:
     url: str
     schemas: list[ParquetFile]  # footer-only stand-ins, one per distinct schema
     entries: Mapping[str, FileEntry]  # by relative path
+    # The key index descriptor, as written (dataset/key_index.py parses it when used).
+    key_index: Any = None
 
 
 # The JSON parsed by manifest_keys, kept for parse_manifest of the same bytes: a
@@ -599,7 +601,7 @@ def parse_manifest(data: bytes, url: str) -> Manifest:
             entries[fe.path] = fe
     except ManifestError as e:
         raise e.with_path(url) from None
-    return Manifest(url, schemas, entries)
+    return Manifest(url, schemas, entries, m.get("key_index"))
 
 
 # ------------------------------------------------------------------ planning

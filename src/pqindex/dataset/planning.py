@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
+from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys
 from pqindex.dataset.sources import FileFacts
 from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
         _ahead: dict[str, IOStats]  # files whose tail was read ahead
         _stand_in: OpenFile | None
         row_groups: dict[str, frozenset[int]]
+        storage_options: dict[str, Any]
         plan_options: PlanOptions
         max_workers: int
         _remote: bool  # behind a URL other than file://
@@ -449,14 +451,35 @@ class Planning:
         # manifest rules it out; and those a stage ruled out, planned here at once.
         stage_out: dict[str, str] = {}
         ruled: dict[str, tuple[Planned, list[str]]] = {}
+        hive = bool(disc.partition_columns)
         for df in chosen:
             why = decided[row_of[df.path]]
             if why is None:
                 continue
             stage_out[df.path] = why
             ruled[df.path] = ((df, None, None, None) if why == "partition" else (
-                df, None, FilePlan(df.path, 0, (), "manifest", why, disc.partition_values(df)),
-                None), [])
+                df, None, FilePlan(df.path, 0, (), "manifest", why,
+                                   disc.partition_values(df) if hive else {}), None), [])
+        # The manifest's key index names the files and row groups of a key
+        # (dataset/key_index.py): the files it covers and does not name are never opened.
+        keyed = (lookup_keys(view, disc, expr, self.storage_options, report.warnings.append)
+                 if use_manifest else None)
+        if keyed is not None:
+            report.key_index = keyed.to_dict()
+            for df in chosen:
+                if keyed.named.get(df.path) == frozenset() and df.path not in stage_out:
+                    stage_out[df.path] = KEY_INDEX_SKIP
+                    ruled[df.path] = ((df, None, FilePlan(
+                        df.path, 0, (), "key index", KEY_INDEX_SKIP,
+                        disc.partition_values(df)), None), [])
+
+        def row_groups_of(df: DataFile) -> frozenset[int] | None:
+            given = self.row_groups.get(df.path)
+            named = None if keyed is None else keyed.named.get(df.path)
+            if named is None or given is None:
+                return given if named is None else named
+            return given & named
+
         scan_fields = None if columns is None else fields
         dictionaries = DictionaryUse()
         no_dictionaries = replace(self.plan_options, dictionary=False)
@@ -506,7 +529,7 @@ class Planning:
                     partition=disc.partition_values(df),
                     options=options,
                     warnings=warnings,
-                    row_groups=self.row_groups.get(df.path),
+                    row_groups=row_groups_of(df),
                 )
             if adaptive:
                 dictionaries.record(plan, consulted)
@@ -524,11 +547,8 @@ class Planning:
                 return None  # the full path reports it, located
             with located(default=CorruptFileError, what="planning", path=df.path):
                 plan = settled_by_statistics(of.pf, bound, disc.partition_values(df),
-                                             self.row_groups.get(df.path))
+                                             row_groups_of(df))
             return None if plan is None else ((df, of, plan, bound), [])
-
-        def _ruled_out(df: DataFile) -> tuple[Planned, list[str]] | None:
-            return ruled.get(df.path) or footer_settled(df)
 
         tails = None
         if not every:
@@ -558,9 +578,9 @@ class Planning:
                 # Files their partition values or the manifest rule out, and open files
                 # their footer statistics rule out, are settled here: no task (planning
                 # needs no request then; a task, and a fresh pool's thread, cost more).
-                settled = dict(ruled)
-                settled.update((df.path, r) for df in chosen if df.path not in ruled
-                               and (r := footer_settled(df)) is not None)
+                settled = ruled  # plan_one answers these from it as well
+                settled.update([(df.path, r) for df in chosen if df.path not in ruled
+                                and (r := footer_settled(df)) is not None])
                 tasks = self._as_landed(pool, plan_one,
                                    [df for df in chosen if df.path not in settled])
                 try:
@@ -578,7 +598,8 @@ class Planning:
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         involved_by_shape: dict[tuple[int, int], list[int]] = {}
         for (df, of, plan, bound), warnings in results:
-            report.warnings += [f"{df.path}: {w}" for w in warnings]
+            if warnings:
+                report.warnings += [f"{df.path}: {w}" for w in warnings]
             if plan is None or of is None:
                 report.files_skipped[plan.skipped_by or "partition" if plan else "partition"] += 1
                 files.append((df, of, plan, bound))

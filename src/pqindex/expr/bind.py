@@ -34,6 +34,7 @@ from pqindex.expr.nodes import (
     Condition,
     Expr,
     ExprVisitor,
+    Func,
     In,
     IsNan,
     IsNull,
@@ -56,7 +57,7 @@ from pqindex.expr.nodes import (
 )
 from pqindex.expr.normalize import push_not
 from pqindex.expr.term_types import TermType, column_type, term_type
-from pqindex.format.match import LeafOp
+from pqindex.format.match import NEGATION, LeafOp
 from pqindex.format.schema import LeafColumn, PhysicalType, Schema
 from pqindex.format.value_type import Kind, NanoTimestamp, Value, ValueType
 from pqindex.format.values import bound_order
@@ -158,6 +159,9 @@ class BoundCondition(BoundExpr):
 
     term: Term
     leaves: tuple[LeafColumn, ...]
+    # ``a op b`` on two columns of one ordered type: (op, a, b), each column as an
+    # IS NOT NULL leaf the levels' evidence is asked for; min/max of both prune it.
+    compared: tuple[LeafOp, BoundPredicate, BoundPredicate] | None = None
 
     def __hash__(self) -> int:
         return hash((self.term, tuple(leaf.path for leaf in self.leaves)))
@@ -268,13 +272,15 @@ def fold_bound(
     and_done: Callable[[T], bool],
     or_done: Callable[[T], bool],
     unknown: T | None = None,
+    condition: Callable[[BoundCondition], T] | None = None,
 ) -> T:
     """Evaluate a bound tree with short-circuits, without recursion.
 
     Chains of one connective are flattened; an AND stops at the first operand
     for which ``and_done`` holds (an OR at ``or_done``), leaving the rest
     unevaluated, as the recursive form did. Depth costs heap, not stack.
-    ``unknown``: the answer for a :class:`BoundCondition` (no index knows it).
+    ``unknown``: the answer for a :class:`BoundCondition` (no index knows it), or
+    ``condition`` when given.
     """
     # Frames: [is_and, operands, next operand, accumulated value or None].
     frames: list[list[Any]] = []
@@ -286,6 +292,8 @@ def fold_bound(
             node = ops[0]
         if isinstance(node, BoundPredicate):
             value = leaf(node)
+        elif isinstance(node, BoundCondition) and condition is not None:
+            value = condition(node)
         elif isinstance(node, BoundCondition) and unknown is not None:
             value = unknown
         elif isinstance(node, BoundTrue):
@@ -819,13 +827,46 @@ class _Binder(ExprVisitor[BoundExpr]):
         if result not in (TermType.BOOLEAN, TermType.NULL):
             raise UserInputError(f"{term_sql(node.term)} is {result}, not a condition")
         out: BoundExpr = BoundCondition(value, tuple(
-            self.targets[n].leaf for n in names if n in self.targets))
+            self.targets[n].leaf for n in names if n in self.targets),
+            self._compared(value))
         for implied in reversed(implied_leaves(value, types.__getitem__)):
             try:
                 out = bound_and(visit(implied, self), out)
             except UserInputError:
                 continue  # a bound that cannot be bound prunes nothing: the rows decide
         return out
+
+
+    def _compared(self, value: Term) -> tuple[LeafOp, BoundPredicate, BoundPredicate] | None:
+        """``a op b`` (or NOT of it) on two columns whose bounds compare as they do:
+        one value type, or integers of any width; not floats (NaN), not strings
+        (truncated bounds)."""
+        negated = isinstance(value, Func) and value.name == "not"
+        if negated:
+            assert isinstance(value, Func)
+            value = value.args[0]
+        if not (isinstance(value, Func) and value.name in _TWO_COLUMN_OPS
+                and all(isinstance(a, Column) and a.name in self.targets for a in value.args)):
+            return None
+        a, b = (self.targets[c.name] for c in value.args if isinstance(c, Column))
+        kinds = {a.vt.kind, b.vt.kind}
+        if not (a.vt == b.vt or kinds <= {Kind.INT, Kind.UINT}) or \
+                not kinds <= _TWO_COLUMN_KINDS or a.leaf.nested or b.leaf.nested:
+            return None
+        if not (bound_order(a.leaf).usable and bound_order(b.leaf).usable):
+            return None
+        op = _TWO_COLUMN_OPS[value.name]
+        if negated:  # not floats: NOT (a < b) is a >= b
+            op = NEGATION[op]
+        return op, _not_null(a), _not_null(b)
+
+
+# Comparisons of two columns their min/max can rule out, and the kinds whose bounds
+# are exact values of one order (no NaN, no truncation).
+_TWO_COLUMN_OPS = {"<": LeafOp.LT, "<=": LeafOp.LE, ">": LeafOp.GT, ">=": LeafOp.GE,
+                   "=": LeafOp.EQ}
+_TWO_COLUMN_KINDS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.DATE, Kind.TIMESTAMP,
+                               Kind.TIME})
 
 
 def _leaf_columns(node: LeafExpr) -> list[str]:

@@ -243,6 +243,36 @@ class StatisticsEvidence:
         return _Summary(lo, hi, exact, b.null_count, self.num_values, b.nan_count, b.all_nan)
 
 
+    def summary(self, vt: ValueType) -> _Summary:
+        """The bounds as keys of ``vt``'s order, with the counts."""
+        got = self._summaries.get(vt)
+        if got is None:
+            got = self._summaries[vt] = self._summary(vt)
+        return got
+
+
+def compared_columns(op: LeafOp, left: tuple[object, BoundPredicate],
+                     right: tuple[object, BoundPredicate]) -> Match:
+    """``a op b`` of two columns on one unit from each one's evidence (its leaf with
+    it): NONE where the statistics' ranges rule every row out (``a < b`` where
+    min(a) >= max(b)), or a column is all NULL there; SOME otherwise."""
+    ev_a, pred_a = left
+    ev_b, pred_b = right
+    if not (isinstance(ev_a, StatisticsEvidence) and isinstance(ev_b, StatisticsEvidence)):
+        return Match.SOME
+    a, b = ev_a.summary(pred_a.value_type), ev_b.summary(pred_b.value_type)
+    for s in (a, b):
+        if s.rows is not None and s.nulls is not None and s.rows and s.nulls >= s.rows:
+            return Match.NONE  # a comparison with NULL is never TRUE
+    if a.lo is None or a.hi is None or b.lo is None or b.hi is None:
+        return Match.SOME
+    ruled_out = {
+        LeafOp.LT: a.lo >= b.hi, LeafOp.LE: a.lo > b.hi, LeafOp.GT: a.hi <= b.lo,
+        LeafOp.GE: a.hi < b.lo, LeafOp.EQ: a.hi < b.lo or b.hi < a.lo,
+    }.get(op, False)
+    return Match.NONE if ruled_out else Match.SOME
+
+
 def _bound_key(vt: ValueType, value: Any, comparison: Comparison | None) -> Any:
     if vt.kind in _FLOATS:
         return float_key(value)

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pqindex.expr.bind import BoundAnd, BoundExpr, BoundOr, BoundPredicate, fold_bound
+from pqindex.expr.bind import (
+    BoundAnd,
+    BoundCondition,
+    BoundExpr,
+    BoundOr,
+    BoundPredicate,
+    fold_bound,
+)
 from pqindex.format.match import Match
 from pqindex.format.row_ranges import Selection
 
@@ -42,14 +49,16 @@ def _is_all(m: Match) -> bool:
     return m == Match.ALL
 
 
-def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match]) -> Match:
+def evaluate(expr: BoundExpr, leaf_match: Callable[[BoundPredicate], Match],
+             condition: Callable[[BoundCondition], Match] | None = None) -> Match:
     """Three-valued evaluation of the tree given an answer per leaf (iterative:
-    a 10,000-term OR does not recurse; AND stops at NONE, OR at ALL)."""
+    a 10,000-term OR does not recurse; AND stops at NONE, OR at ALL); a condition on
+    an expression answers ``condition``'s, else SOME."""
     if isinstance(expr, BoundPredicate):  # one leaf, the common predicate: no fold
         return leaf_match(expr)
     return fold_bound(expr, leaf=leaf_match, true=Match.ALL, false=Match.NONE,
                       and_=_match_and, or_=_match_or, and_done=_is_none, or_done=_is_all,
-                      unknown=Match.SOME)
+                      unknown=Match.SOME, condition=condition)
 
 
 def _select_and(a: Selection, b: Selection) -> Selection:

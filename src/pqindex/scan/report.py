@@ -49,6 +49,8 @@ class ScanReport:
     warnings: list[str] = field(default_factory=list)
     # The table snapshot planned ("Delta table <root>, version 3, 12 files"), if any.
     table: str | None = None
+    # What the manifest's key index said (dataset/key_index.KeyLookup.to_dict), if used.
+    key_index: dict[str, Any] | None = None
 
     def merge(self, other: ScanReport) -> None:
         """Add the counters of ``other``, a scan that ran after this one (its waves
@@ -62,6 +64,7 @@ class ScanReport:
         self.row_groups_skipped.update(other.row_groups_skipped)
         self.warnings += [w for w in other.warnings if w not in self.warnings]
         self.table = self.table or other.table
+        self.key_index = self.key_index or other.key_index
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,7 @@ class ScanReport:
             "total_seconds": round(self.total_seconds, 6),
             "warnings": list(self.warnings),
             **({"table": self.table} if self.table is not None else {}),
+            **({"key_index": self.key_index} if self.key_index is not None else {}),
         }
 
     def __str__(self) -> str:

@@ -9,7 +9,10 @@ set (``PYSPARK_PYTHON``, ``spark.archives``). See :mod:`pqindex.spark.workers`.
 
 * :func:`write` — distribute, sort or Z-order, write through the ``"pqindex"``
   data source with a staging/commit protocol and a manifest;
-* :func:`register` — ``df.write.format("pqindex")`` in a session;
+* :func:`register` — ``df.write.format("pqindex")`` and ``spark.read.format("pqindex")``
+  in a session, with Spark's filter pushdown on: DataFrame filters and SQL prune;
+* :func:`frame` / :func:`table` — a dataset as a DataFrame / a Spark SQL temporary view
+  read through pqindex, whose filters and SQL prune;
 * :func:`read` / :func:`explain` — plan on the driver; read the kept pages through
   the ``"pqindex"`` data source's reader, or the kept files with Spark's
   (``engine="auto"|"native"|"pqindex"``);
@@ -22,14 +25,29 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["add_indexes", "explain", "read", "register", "write"]
+__all__ = ["add_indexes", "explain", "frame", "read", "register", "table", "write"]
 
 
 def register(spark: Any) -> None:
-    """Register the ``"pqindex"`` data source in ``spark``'s session (after the worker check)."""
+    """Register the ``"pqindex"`` data source in ``spark``'s session (after the worker check)
+    and turn on Spark's filter pushdown to it (a ``RuntimeWarning`` where Spark has none)."""
     from pqindex.spark.pipeline import register as _register
 
     _register(spark)
+
+
+def frame(spark: Any, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """See :func:`pqindex.spark.reading.frame`."""
+    from pqindex.spark.reading import frame as _frame
+
+    return _frame(spark, path, **kwargs)
+
+
+def table(spark: Any, name: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """See :func:`pqindex.spark.reading.table`."""
+    from pqindex.spark.reading import table as _table
+
+    return _table(spark, name, path, **kwargs)
 
 
 def write(df: Any, path: str | os.PathLike[str], **kwargs: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import os
 import re
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,16 +43,22 @@ SortSpec = str | Sequence[str | tuple[str, str]] | None
 
 
 def register(spark: Any) -> WorkerCheck:
-    """Make ``df.write.format("pqindex")`` available in this session.
+    """Make ``df.write.format("pqindex")`` and ``spark.read.format("pqindex")`` available in
+    this session, with Spark's filter pushdown to Python data sources turned on
+    (a ``RuntimeWarning`` says so where Spark has none: before 4.1).
 
     First makes sure Spark's Python workers import pqindex (see
     :func:`pqindex.spark.workers.ensure_workers`): the registration carries the
     files shipped to them so far, so it must come after any shipping.
     """
+    from pqindex.spark.filters import enable_pushdown
     from pqindex.spark.source import PqIndexDataSource
 
     check = ensure_workers(spark)
     spark.dataSource.register(PqIndexDataSource)
+    missing = enable_pushdown(spark)
+    if missing is not None:
+        warnings.warn(missing, RuntimeWarning, stacklevel=3)
     return check
 
 

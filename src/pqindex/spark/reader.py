@@ -4,14 +4,22 @@ The driver plans the query with pqindex (hive partitions, footer statistics,
 embedded file- and row-group-level indexes, page index, dictionaries, Bloom
 filters); every kept file becomes one or more :class:`FileUnit` partitions
 (path, hive values, kept row-group indexes). ``where`` and ``columns`` travel as
-data source options, not through Spark's filter pushdown, so pqindex sees the
-whole predicate. A task re-plans only its file, restricted to its row groups
+data source options; the filters of the query itself reach the reader through
+Spark's filter pushdown (``pushFilters``, Spark 4.1+, see :mod:`pqindex.spark.filters`):
+the ones pqindex applies exactly are ANDed with ``where``, the others go back to
+Spark, which applies them after the scan. A task re-plans only its file, restricted to its row groups
 (``pqindex.dataset(..., row_groups=)``), reads only the pages that plan keeps
 and yields Arrow batches typed as Spark's schema for the columns.
 
 The rows a task yields are pqindex's matching rows; ``pqindex.spark.read``
 applies ``where`` again in Spark, so Spark's semantics decide the result and
-pqindex only ever removes rows that cannot match.
+pqindex only ever removes rows that cannot match. A pushed filter is the state
+of one reader, and Spark makes one reader per query: it never reaches another
+query of the same DataFrame or view.
+
+Python data sources get no column pruning: every task yields every column of
+the schema. pqindex reads the predicate's pages first and the other columns'
+pages only where rows match, so an unselected column costs its matching pages.
 
 Options (all strings): ``path``; ``where``; ``columns`` (JSON list, the columns
 to read, predicate columns included); ``storage_options`` (JSON object, or
@@ -23,17 +31,29 @@ process does not plan again); ``row_groups_per_task`` (default 4).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pqindex.errors import UserInputError
+from pqindex.expr.nodes import Expr, and_
+from pqindex.expr.sql import parse_where
 from pqindex.spark.secrets import reveal
 
-__all__ = ["FileUnit", "PqIndexReader", "units_of"]
+__all__ = ["GUARD", "FileUnit", "PqIndexReader", "units_of"]
+
+# The column of a guarded read (option ``guard``, see :func:`pqindex.spark.reading.frame`):
+# constant 1, and every query of a guarded DataFrame filters on ``IS NOT NULL`` of it, so
+# Spark pushes at least that filter to every query. PySpark 4.3 keeps the partitions and
+# reader of the last filter pushdown on the data source object of a DataFrame's relation
+# (PythonDataSourceV2.setReadInfo) and reuses them for a later query of the same relation
+# that has no filter it can push: without the guard, that query would get the rows of the
+# earlier query's filters.
+GUARD = "__pqindex_query"
 
 # A task reads at most this many of a file's kept row groups (more tasks, more
 # parallelism on a file with many kept row groups).
@@ -107,31 +127,86 @@ class PqIndexReader(DataSourceReader):
         self.path = path
         self.where = options.get("where") or None
         self.columns: list[str] = (json.loads(options["columns"]) if "columns" in options
-                                   else list(schema.fieldNames()))
+                                   else [c for c in schema.fieldNames() if c != GUARD])
+        self.guarded = GUARD in schema.fieldNames()
         self.storage_options: dict[str, Any] = reveal(options.get("storage_options"))
         self.units_json = options.get("units")
         self.per_task = int(options.get("row_groups_per_task", ROW_GROUPS_PER_TASK))
+        self.spark_schema = schema
         self.target = spark_arrow_schema(schema)
+        # Set by pushFilters: the AND of the filters of this query pqindex applies, and
+        # the partitions planned with them.
+        self.pushed: Expr | None = None
+        self.planned: list[FileUnit] | None = None
+
+    def open(self, path: str | None = None, **kwargs: Any) -> Any:
+        """The pqindex dataset this reader reads (``path``: one of its files): the one
+        place a source is made from the options."""
+        import pqindex
+
+        return pqindex.dataset(path or self.path, storage_options=self.storage_options,
+                               **kwargs)
+
+    def predicate(self) -> Expr | None:
+        """``where`` AND the pushed filters (None: every row)."""
+        parts = [parse_where(self.where)] if self.where else []
+        if self.pushed is not None:
+            parts.append(self.pushed)
+        return and_(*parts) if parts else None
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        """Keep the filters pqindex applies exactly (see :mod:`pqindex.spark.filters`) and
+        plan with them; return the others, which Spark applies after the scan."""
+        from pqindex.spark.filters import split_filters
+
+        if self.units_json is not None:  # planned on the driver already (pqindex.spark.read)
+            return list(filters)
+        guards = [f for f in filters if type(f).__name__ == "IsNotNull"
+                  and tuple(f.attribute) == (GUARD,)]  # true of every row: nothing to do
+        used, rest = split_filters([f for f in filters if f not in guards], self.spark_schema)
+        while used:
+            self.pushed = and_(*(e for _, e in used))
+            try:
+                self.planned = self._plan()
+                break
+            except UserInputError:
+                # A filter the dataset's files cannot take (a literal their type refuses):
+                # find it alone, give it back to Spark, plan with the rest.
+                bad = next((i for i, (_, e) in enumerate(used) if not self._plans(e)), 0)
+                rest.append(used.pop(bad)[0])
+                self.pushed, self.planned = None, None
+        return rest
+
+    def _plans(self, expr: Expr) -> bool:
+        self.pushed = expr
+        try:
+            self._plan()
+        except UserInputError:
+            return False
+        return True
+
+    def _plan(self) -> list[FileUnit]:
+        with self.open() as ds:
+            dplan = ds.plan(self.columns, self.predicate())
+            disc = ds.discovery
+        return list(units_of(dplan, disc, self.per_task))
 
     def partitions(self) -> list[InputPartition]:
         if self.units_json is not None:
             return [FileUnit.from_json(u) for u in json.loads(self.units_json)]
-        import pqindex
-
-        with pqindex.dataset(self.path, storage_options=self.storage_options) as ds:
-            dplan = ds.plan(self.columns, self.where)
-            disc = ds.discovery
-        return list(units_of(dplan, disc, self.per_task))
+        return list(self.planned if self.planned is not None else self._plan())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FileUnit):  # Spark's stand-in when nothing is kept
             return
-        import pqindex
         from pqindex.dataset.discovery import DataFile, Discovery
 
         types = dict(partition.partition_types)
         disc = Discovery((DataFile(partition.path, partition.partition),), tuple(types), types)
-        with pqindex.dataset(partition.path, discovery=disc, storage_options=self.storage_options,
-                             row_groups={partition.path: partition.row_groups}) as ds:
-            for batch in ds.scan(self.columns, self.where).to_batches():
+        with self.open(partition.path, discovery=disc,
+                       row_groups={partition.path: partition.row_groups}) as ds:
+            for batch in ds.scan(self.columns, self.predicate()).to_batches():
+                if self.guarded:
+                    batch = batch.append_column(GUARD, pa.array(np.ones(batch.num_rows,
+                                                                        np.int32)))
                 yield as_spark(batch, self.target)

@@ -20,7 +20,7 @@ from typing import Any
 from pqindex.dataset.dataset import column_list
 from pqindex.errors import PqIndexError
 
-__all__ = ["SparkPlan", "explain", "plan", "read"]
+__all__ = ["SparkPlan", "explain", "frame", "plan", "read", "table"]
 
 
 @dataclass
@@ -701,3 +701,46 @@ def explain(
     if show:
         print(p)
     return p.to_dict()
+
+
+def frame(
+    spark: Any,
+    path: str | os.PathLike[str],
+    *,
+    where: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Any:
+    """``spark.read.format("pqindex").load(path)``, guarded: its queries prune with the
+    filters Spark pushes (:mod:`pqindex.spark.filters`), and a query with no filter Spark
+    can push never reuses an earlier query's (PySpark 4.3 keeps the last pushdown's
+    partitions and reader on the relation; see ``reader.GUARD``). ``where``: a
+    predicate every query gets (SQL text, ANDed with the pushed filters)."""
+    from pyspark.sql import functions as F
+
+    from pqindex.spark.pipeline import register
+    from pqindex.spark.reader import GUARD
+    from pqindex.spark.secrets import hide
+
+    register(spark)
+    reader = spark.read.format("pqindex").option("guard", "true")
+    if where is not None and where.strip():
+        reader = reader.option("where", where)
+    if storage_options:
+        reader = reader.option("storage_options", hide(spark, storage_options))
+    return reader.load(os.fspath(path)).where(F.col(GUARD).isNotNull()).drop(GUARD)
+
+
+def table(
+    spark: Any,
+    name: str,
+    path: str | os.PathLike[str],
+    *,
+    where: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Any:
+    """The dataset at ``path`` as the temporary view ``name`` of ``spark``'s session, read
+    by the ``"pqindex"`` data source: ``spark.sql("SELECT ... FROM name WHERE ...")`` and
+    the DataFrame returned (:func:`frame`), filtered, prune with pqindex's indexes."""
+    df = frame(spark, path, where=where, storage_options=storage_options)
+    df.createOrReplaceTempView(name)
+    return df

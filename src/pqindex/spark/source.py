@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import abort_job, commit_job, data_files
-from pqindex.spark.reader import PqIndexReader
+from pqindex.spark.reader import GUARD, PqIndexReader
 from pqindex.spark.remote_commit import (
     abort_job_remote,
     commit_job_remote,
@@ -65,6 +65,8 @@ class PqIndexDataSource(DataSource):
             schema = ds.schema
         if "columns" in options:
             schema = pa.schema([schema.field(c) for c in json.loads(options["columns"])])
+        if options.get("guard", "").lower() == "true":  # see reader.GUARD
+            schema = schema.append(pa.field(GUARD, pa.int32()))
         return from_arrow_schema(schema)
 
     def reader(self, schema: Any) -> PqIndexReader:

@@ -1,0 +1,613 @@
+"""A lake-wide key index: which files and row groups hold a key of an unsorted column.
+
+For each indexed column, the distinct ``(key, file, row_group)`` entries of the data
+files, sorted by key, go into Parquet shards that pqindex writes with its page index
+(``write_table``: zstd, pages of at most :data:`PAGE_BYTES`), range-sharded by key
+(shards of at most :data:`SHARD_BYTES`). The shards live under the dataset's
+``_pqindex/key_index/<column>/`` and end in :data:`SHARD_SUFFIX`: readers skip
+``_``-prefixed directories, and no ``*.parquet`` glob matches them.
+
+The manifest's top-level ``key_index`` entry (:data:`MANIFEST_KEY`) describes it::
+
+    {"version": 1,
+     "files": [{"id": 0, "path": "part-0.parquet", "bytes": 1234, "etag": "...",
+                "mtime": ...}, ...],
+     "columns": {"user_id": {"schema": "<base64 footer stub of a shard>",
+                             "shards": [{"path": "_pqindex/key_index/user_id/...pqkey",
+                                         "bytes": 999, "etag": "...", "entries": 10,
+                                         "min": <key>, "max": <key>, "delta": false}]}}}
+
+``files`` are the data files the index covers, as the manifest lists them (name,
+size, ETag/mtime); a shard's ``file`` column holds their ``id``. A file the listing
+shows with another size or ETag (rewritten), or that the index does not name (added
+since), is not covered: planning opens it as before, so answers stay exact; entries
+naming a file the listing lacks (removed) name nothing. Appending builds a delta
+shard over the uncovered files only. ``min``/``max`` are the sort keys of the shard's
+first and last key under the shard's key column order (``int`` as is, bytes as
+``{"b": hex}``, decimals as ``{"d": text}``), so a lookup picks the shards of its
+keys from the manifest alone, then reads each shard's tail and the pages holding the
+keys (one wave each, every probe at once).
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pqindex.dataset.discovery import MANIFEST_NAME, DataFile, Discovery
+from pqindex.errors import PqIndexError, UserInputError
+from pqindex.expr.bind import BoundPredicate, bind
+from pqindex.expr.nodes import And, Column, Compare, Expr, In, Literal
+from pqindex.format.match import LeafOp
+from pqindex.format.values import bound_order
+from pqindex.indexes.evidence import value_key
+from pqindex.io.source import ObjectInfo
+
+if TYPE_CHECKING:
+    from pqindex.dataset.manifest import ManifestView
+    from pqindex.format.file import ParquetFile
+
+__all__ = [
+    "KEY_INDEX_SKIP",
+    "MANIFEST_KEY",
+    "PAGE_BYTES",
+    "SHARD_BYTES",
+    "SHARD_SUFFIX",
+    "KeyLookup",
+    "build_key_index",
+    "describe_lookup",
+    "key_conjunct",
+    "lookup_keys",
+]
+
+MANIFEST_KEY = "key_index"
+INDEX_VERSION = 1
+INDEX_DIR = "_pqindex/key_index"
+SHARD_SUFFIX = ".pqkey"  # not .parquet: no data glob matches a shard
+SHARD_BYTES = 64 << 20
+PAGE_BYTES = 64 << 10
+_KEY, _FILE, _ROW_GROUP = "key", "file", "row_group"
+# Why a file the index covers was not opened (a FilePlan's reason).
+KEY_INDEX_SKIP = "key index: no row group of the file holds the key"
+
+
+# ------------------------------------------------------------------ keys as JSON
+
+def _key_json(key: Any) -> Any:
+    if isinstance(key, bytes):
+        return {"b": key.hex()}
+    if isinstance(key, Decimal):
+        return {"d": str(key)}
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    raise TypeError(f"key of type {type(key).__name__} has no JSON form")
+
+
+def _key_from_json(raw: Any) -> Any:
+    if isinstance(raw, bool):
+        raise ValueError("a boolean is not a key")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, dict) and isinstance(raw.get("b"), str):
+        return bytes.fromhex(raw["b"])
+    if isinstance(raw, dict) and isinstance(raw.get("d"), str):
+        return Decimal(raw["d"])
+    raise ValueError(f"not a key: {raw!r}")
+
+
+def _supported(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t)
+            or pa.types.is_date(t) or pa.types.is_timestamp(t)
+            or t in (pa.string_view(), pa.binary_view()))
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """Views as their plain types (pyarrow sorts and writes those)."""
+    if t == pa.string_view():
+        return pa.string()
+    if t == pa.binary_view():
+        return pa.binary()
+    return t
+
+
+# ------------------------------------------------------------------ the descriptor
+
+@dataclass(frozen=True)
+class Covered:
+    """A data file the index covers, as the manifest lists it."""
+
+    id: int
+    path: str  # relative to the dataset's root
+    size: int
+    etag: str | None
+    mtime: int | None
+    ctime: int | None = None  # local files: a rewrite with size and mtime restored moves it
+
+
+@dataclass(frozen=True)
+class Shard:
+    path: str  # relative to the dataset's root
+    size: int
+    etag: str | None
+    mtime: int | None  # local shards: a rewrite of the same size changes it
+    entries: int
+    min: Any  # sort keys of the first and last key
+    max: Any
+    delta: bool
+
+
+@dataclass(frozen=True)
+class ColumnIndex:
+    column: str
+    schema: bytes  # footer stub of a shard: binds probes to the key column's order
+    shards: tuple[Shard, ...]
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    files: tuple[Covered, ...]
+    columns: dict[str, ColumnIndex]
+
+
+def _str_or_none(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def parse_key_index(raw: Any) -> KeyIndex:
+    """The descriptor; ValueError when anything is off."""
+    if not isinstance(raw, dict) or raw.get("version") != INDEX_VERSION:
+        raise ValueError(f"unknown key index version {raw.get('version') if isinstance(raw, dict) else raw!r}")
+    files = []
+    for f in raw.get("files") or []:
+        fid, path, size = _int_or_none(f.get("id")), f.get("path"), _int_or_none(f.get("bytes"))
+        if fid is None or not isinstance(path, str) or size is None:
+            raise ValueError(f"bad file entry {f!r}")
+        files.append(Covered(fid, path, size, _str_or_none(f.get("etag")),
+                             _int_or_none(f.get("mtime")), _int_or_none(f.get("ctime"))))
+    columns = {}
+    for name, c in (raw.get("columns") or {}).items():
+        shards = []
+        for s in c.get("shards") or []:
+            path, size, n = s.get("path"), _int_or_none(s.get("bytes")), _int_or_none(s.get("entries"))
+            if not isinstance(path, str) or size is None or n is None or ".." in path.split("/"):
+                raise ValueError(f"bad shard entry {s!r}")
+            shards.append(Shard(path, size, _str_or_none(s.get("etag")),
+                                _int_or_none(s.get("mtime")), n,
+                                _key_from_json(s.get("min")), _key_from_json(s.get("max")),
+                                bool(s.get("delta"))))
+        columns[str(name)] = ColumnIndex(str(name), base64.b64decode(c["schema"]), tuple(shards))
+    return KeyIndex(tuple(files), columns)
+
+
+def _descriptor(index: KeyIndex) -> dict[str, Any]:
+    return {
+        "version": INDEX_VERSION,
+        "files": [{"id": f.id, "path": f.path, "bytes": f.size, "etag": f.etag,
+                   "mtime": f.mtime, "ctime": f.ctime} for f in index.files],
+        "columns": {c.column: {
+            "schema": base64.b64encode(c.schema).decode("ascii"),
+            "shards": [{"path": s.path, "bytes": s.size, "etag": s.etag, "mtime": s.mtime,
+                        "entries": s.entries,
+                        "min": _key_json(s.min), "max": _key_json(s.max), "delta": s.delta}
+                       for s in c.shards]} for c in index.columns.values()},
+    }
+
+
+def _same_object(c: Covered, info: ObjectInfo | None) -> bool:
+    """The listed object is the version the index read (as manifest entries match)."""
+    if info is None or info.size != c.size:
+        return False
+    if c.etag and info.etag:
+        return c.etag.strip('"') == info.etag.strip('"')
+    if info.ctime is not None and c.ctime != info.ctime:
+        return False
+    if c.mtime is not None and info.mtime is not None:
+        return c.mtime == info.mtime
+    return True
+
+
+# ------------------------------------------------------------------ building
+
+def _join(base: str, rel: str) -> str:
+    if "://" in base:
+        return base.rstrip("/") + "/" + rel
+    return os.path.join(base, *rel.split("/"))
+
+
+def _rel(base: str, path: str) -> str:
+    rel = path[len(base):] if path.startswith(base) else path
+    return rel.replace(os.sep, "/").strip("/")
+
+
+def _info(df: DataFile) -> ObjectInfo | None:
+    from pqindex.io.source import local_info
+
+    return df.info if df.info is not None else local_info(df.path)
+
+
+def _read_keys(df: DataFile, columns: Sequence[str],
+               storage_options: Mapping[str, Any] | None) -> pq.ParquetFile:
+    from pqindex.io.objects import get_object
+
+    if "://" in df.path and not df.path.startswith("file://"):
+        data = get_object(df.path, storage_options)
+        if data is None:
+            raise UserInputError("the file disappeared while the key index was built",
+                                 path=df.path)
+        return pq.ParquetFile(pa.BufferReader(data))
+    return pq.ParquetFile(df.path)
+
+
+def _file_entries(pf: pq.ParquetFile, column: str, path: str
+                  ) -> tuple[pa.DataType, pa.Table] | None:
+    """The key type and the distinct (key, row group) entries of one file's ``column``."""
+    if column not in pf.schema_arrow.names:
+        return None  # the file lacks the column: no key of it is there
+    t = _plain(pf.schema_arrow.field(column).type)
+    if not _supported(t):
+        raise UserInputError(f"a key index takes integers, strings, binary, decimals, "
+                             f"dates and timestamps, not {t}", path=path, column=column)
+    parts = []
+    for rg in range(pf.num_row_groups):
+        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        keys = pc.unique(pc.drop_null(arr).combine_chunks().cast(t)) if len(arr) else None
+        if keys is None or len(keys) == 0:
+            continue
+        parts.append(pa.table({_KEY: keys,
+                               _ROW_GROUP: pa.array([rg] * len(keys), pa.int32())}))
+    return t, (pa.concat_tables(parts) if parts else pa.table({
+        _KEY: pa.array([], t), _ROW_GROUP: pa.array([], pa.int32())}))
+
+
+_Loaded = tuple[ObjectInfo, dict[str, "tuple[pa.DataType, pa.Table] | None"]]
+
+
+def _load(df: DataFile, columns: Sequence[str],
+          storage_options: Mapping[str, Any] | None) -> _Loaded | None:
+    info = _info(df)
+    if info is None:
+        return None  # gone since the listing
+    try:
+        pf = _read_keys(df, columns, storage_options)
+        return info, {c: _file_entries(pf, c, df.path) for c in columns}
+    except (OSError, pa.ArrowException) as e:
+        raise UserInputError(f"the file cannot be read for the key index: {e}",
+                             path=df.path) from None
+
+
+# Files read at once while building (whole objects on a store: one GET each).
+_BUILD_THREADS = 16
+
+
+def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
+                  storage_options: Mapping[str, Any] | None,
+                  ) -> tuple[list[Shard], bytes | None]:
+    from pqindex.dataset.manifest import schema_stub
+    from pqindex.format.file import ParquetFile
+    from pqindex.io.listing import probe_object
+    from pqindex.write.writer import write_table
+
+    order = pc.sort_indices(entries, [(_KEY, "ascending"), (_FILE, "ascending"),
+                                      (_ROW_GROUP, "ascending")])
+    entries = entries.take(order)
+    n = entries.num_rows
+    per_entry = max(1, entries.nbytes // max(1, n))
+    per_shard = max(1, SHARD_BYTES // per_entry)  # raw size: compressed is smaller
+    safe = column.replace("/", "%2F")
+    batch = uuid.uuid4().hex[:12]
+    shards: list[Shard] = []
+    stub: bytes | None = None
+    if "://" not in base:
+        os.makedirs(os.path.join(base, *INDEX_DIR.split("/"), safe), exist_ok=True)
+    for i, start in enumerate(range(0, n, per_shard)):
+        part = entries.slice(start, per_shard)
+        rel = f"{INDEX_DIR}/{safe}/{batch}-{i:05d}{SHARD_SUFFIX}"
+        url = _join(base, rel)
+        write_table(part, url, sort_by=_KEY, presorted=True, page_bytes=PAGE_BYTES,
+                    row_group_rows=max(1, part.num_rows), dictionary=False, indexes=None,
+                    storage_options=storage_options)
+        info = probe_object(url, storage_options) if "://" in base else None
+        if info is None:
+            from pqindex.io.source import local_info
+
+            info = local_info(url)
+        assert info is not None
+        with ParquetFile.open(url, storage_options=storage_options, info=info) as spf:
+            vt = bound_order(spf.schema.leaves[0]).value_type
+            stub = stub or schema_stub(spf)
+        lo, hi = part.column(_KEY)[0].as_py(), part.column(_KEY)[-1].as_py()
+        shards.append(Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
+                            value_key(vt, lo), value_key(vt, hi), delta))
+    return shards, stub
+
+
+def build_key_index(
+    path: str | os.PathLike[str], columns: Sequence[str], *,
+    storage_options: Mapping[str, Any] | None = None,
+    previous: Any = None, discovery: Discovery | None = None,
+) -> dict[str, Any]:
+    """The key index descriptor of the dataset directory ``path`` for ``columns``,
+    its shards written. With ``previous`` (the manifest's former descriptor) covering
+    the same columns, only the files it does not cover are read, into delta shards;
+    otherwise every file is read and new shards replace the old (which stay until
+    removed: the manifest no longer names them)."""
+    from pqindex.dataset.discovery import discover
+
+    base = os.fspath(path)
+    if base.startswith("file://"):
+        base = base[len("file://"):]
+    base = base.rstrip("/").rstrip(os.sep)
+    disc = discovery if discovery is not None else discover(base, storage_options)
+    cols = list(dict.fromkeys(columns))
+    old: KeyIndex | None = None
+    if previous is not None:
+        try:
+            old = parse_key_index(previous)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            old = None
+        if old is not None and set(old.columns) != set(cols):
+            old = None
+    by_rel = {_rel(base, df.path): df for df in disc.files}
+    covered: list[Covered] = []
+    if old is not None:
+        covered = [c for c in old.files
+                   if (df := by_rel.get(c.path)) is not None and _same_object(c, _info(df))]
+    have = {c.path for c in covered}
+    next_id = 1 + max((c.id for c in (old.files if old else ())), default=-1)
+    todo = [df for rel, df in sorted(by_rel.items()) if rel not in have]
+    types: dict[str, tuple[pa.DataType, str]] = {}
+    if old is not None:  # a delta's keys must have the type of the shards it joins
+        from pqindex.dataset.manifest import stub_file
+        from pqindex.scan.page_decode import arrow_schema
+
+        for c in cols:
+            shard = stub_file(old.columns[c].schema, f"{base}#key_index/{c}")
+            types[c] = (_plain(arrow_schema(shard).field(_KEY).type),
+                        f"the key index's shards ({INDEX_DIR}/{c})")
+    parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
+    new_files: list[Covered] = []
+    with ThreadPoolExecutor(_BUILD_THREADS) as pool:
+        for df, loaded in zip(todo, pool.map(lambda d: _load(d, cols, storage_options), todo),
+                              strict=True):
+            if loaded is None:
+                continue
+            info, got = loaded
+            for c, hit in got.items():
+                if hit is None:
+                    continue
+                t, entries = hit
+                seen = types.setdefault(c, (t, df.path))
+                if seen[0] != t:
+                    raise UserInputError(
+                        f"the key column changed type across files: {seen[0]} in {seen[1]}, "
+                        f"{t} in {df.path}", path=df.path, column=c)
+                parts[c].append(entries.append_column(
+                    _FILE, pa.array([next_id] * entries.num_rows, pa.int32())))
+            new_files.append(Covered(next_id, _rel(base, df.path), info.size, info.etag,
+                                     info.mtime, info.ctime))
+            next_id += 1
+    out_columns: dict[str, ColumnIndex] = {}
+    for c in cols:
+        shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
+        stub = old.columns[c].schema if old is not None else None
+        if parts[c]:
+            table = pa.concat_tables(parts[c])
+            new, got_stub = _write_shards(table, base, c, old is not None, storage_options)
+            shards += new
+            stub = stub or got_stub
+        if stub is None:
+            raise UserInputError(f"no file has a non-null value of key column {c!r}",
+                                 path=base, column=c)
+        out_columns[c] = ColumnIndex(c, stub, tuple(shards))
+    return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
+
+
+def write_manifest_with_key_index(
+    path: str | os.PathLike[str], columns: Sequence[str], *,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """``pqindex manifest PATH --key-index COL...``: the key index of ``columns`` built
+    (delta shards when the manifest's index covers the same columns) and the manifest
+    written with it."""
+    from pqindex.dataset.manifest import write_manifest
+
+    root = os.fspath(path)
+    descriptor = build_key_index(root, columns, storage_options=storage_options,
+                                 previous=previous_index(root, storage_options))
+    return write_manifest(root, storage_options, extra={MANIFEST_KEY: descriptor},
+                          progress=progress)
+
+
+# ------------------------------------------------------------------ looking up
+
+def key_conjunct(expr: Expr, columns: Sequence[str]) -> Compare | In | None:
+    """A top-level conjunct ``col = v`` or ``col IN (...)`` on an indexed column."""
+    todo = [expr]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, And):
+            todo += [e.right, e.left]
+        elif ((isinstance(e, Compare) and e.op == LeafOp.EQ)
+              or (isinstance(e, In) and not e.negated)) and e.column.name in columns:
+            return e
+    return None
+
+
+def _probes(node: Compare | In) -> Expr:
+    """The conjunct on the shards' key column."""
+    if isinstance(node, Compare):
+        return Compare(LeafOp.EQ, Column(_KEY), node.literal)
+    return In(Column(_KEY), tuple(Literal(v.value) for v in node.values))
+
+
+@dataclass
+class KeyLookup:
+    """What the key index said about one scan's files."""
+
+    column: str
+    # Data file path -> the row groups the index names (empty: no row can match).
+    named: dict[str, frozenset[int]] = field(default_factory=dict)
+    shards: list[str] = field(default_factory=list)  # consulted (relative paths)
+    pages: int = 0  # index pages read
+    files_named: int = 0
+    row_groups_named: int = 0
+    uncovered: int = 0  # listed files the index does not cover (planned as before)
+    fallback: str | None = None  # why the index was not used
+    requests: int = 0
+    round_trips: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "shards": list(self.shards), "pages": self.pages,
+                "files_named": self.files_named, "row_groups_named": self.row_groups_named,
+                "files_not_covered": self.uncovered, "fallback": self.fallback,
+                "requests": self.requests, "round_trips": self.round_trips}
+
+
+
+def describe_lookup(d: Mapping[str, Any]) -> str:
+    """One line of ``explain`` from :meth:`KeyLookup.to_dict`."""
+    if d.get("fallback") is not None:
+        return f"key index on {d['column']} not used: {d['fallback']}"
+    shards = ", ".join(d["shards"]) or "none (no shard's range holds the keys)"
+    return (f"key index on {d['column']}: shards {shards}; {d['pages']} index page(s) read "
+            f"in {d['requests']} request(s); named {d['files_named']} file(s), "
+            f"{d['row_groups_named']} row group(s); {d['files_not_covered']} file(s) not "
+            f"covered (planned from their footers)")
+
+
+def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
+                storage_options: Mapping[str, Any] | None,
+                on_error: Callable[[str], None] | None = None) -> KeyLookup | None:
+    """The files and row groups the manifest's key index names for ``expr``'s
+    ``col = v`` / ``col IN (...)`` conjunct, or None when there is no such conjunct
+    on an indexed column. Any doubt (a shard missing, changed or damaged) gives a
+    lookup with ``fallback`` set, and the files are planned as without the index."""
+    raw = None
+    if view is not None:
+        raw = view.manifest.key_index
+        columnar = getattr(view, "columnar", None)  # its top-level keys, as the JSON's
+        if raw is None and columnar is not None:
+            raw = columnar.top.get(MANIFEST_KEY)
+    if raw is None:
+        return None
+    try:
+        index = parse_key_index(raw)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        cols = list(raw.get("columns") or {}) if isinstance(raw, dict) else []
+        node = key_conjunct(expr, cols)
+        if node is None:
+            return None
+        return KeyLookup(node.column.name, fallback=f"the manifest's key index is damaged ({e})")
+    node = key_conjunct(expr, list(index.columns))
+    if node is None:
+        return None
+    assert view is not None
+    column = index.columns[node.column.name]
+    found = KeyLookup(column.column)
+    try:
+        _lookup(found, index, column, node, view, disc, storage_options)
+    except PqIndexError as e:
+        found.named.clear()
+        found.fallback = f"a shard could not be read: {e}"
+    if found.fallback is not None and on_error is not None:
+        on_error(describe_lookup(found.to_dict()))
+    return found
+
+
+def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compare | In,
+            view: ManifestView, disc: Discovery,
+            storage_options: Mapping[str, Any] | None) -> None:
+    from pqindex.dataset.dataset import Dataset
+    from pqindex.dataset.manifest import stub_file
+
+    root = view.root
+    by_id: dict[int, str] = {}
+    listed = {_rel(root, df.path): df for df in disc.files}
+    for c in index.files:
+        df = listed.get(c.path)
+        if df is not None and _same_object(c, _info(df)):
+            by_id[c.id] = df.path
+    found.uncovered = len(disc.files) - len(by_id)
+    probe = _probes(node)
+    stand_in: ParquetFile = stub_file(column.schema, f"{root}#key_index/{column.column}")
+    try:
+        bound = bind(probe, stand_in.schema)
+    except UserInputError as e:
+        found.fallback = f"the keys do not bind to the index's key column: {e.reason}"
+        return
+    keys = [k for p in _predicates(bound) for k in p.keys]
+    keys.sort()
+    chosen = [s for s in column.shards
+              if keys and bisect.bisect_left(keys, s.min) < len(keys)
+              and keys[bisect.bisect_left(keys, s.min)] <= s.max]
+    named: dict[str, set[int]] = {p: set() for p in by_id.values()}
+    if chosen:
+        files = tuple(DataFile(_join(root, s.path),
+                               info=ObjectInfo(s.size, s.etag, mtime=s.mtime))
+                      for s in chosen)
+        # Page checksums checked: a damaged page must not name the wrong files.
+        shards = Dataset([f.path for f in files], discovery=Discovery(files=files),
+                         storage_options=storage_options, verify_checksums=True)
+        scan = shards.scan(columns=[_FILE, _ROW_GROUP], where=probe)
+        got = scan.to_table()
+        rep = scan.report
+        # Charged to the manifest's requests: the dataset's own, before any file's.
+        with view.stats._lock:
+            view.stats.requests += rep.requests
+            view.stats.bytes_read += rep.bytes_read
+            view.stats.round_trips += rep.round_trips
+        found.requests = rep.requests
+        found.round_trips = rep.round_trips
+        found.pages = rep.pages_read
+        found.shards = [s.path for s in chosen]
+        for fid, rg in zip(got.column(_FILE).to_pylist(), got.column(_ROW_GROUP).to_pylist(),
+                           strict=True):
+            p = by_id.get(fid)
+            if p is not None:
+                named[p].add(rg)
+    found.named = {p: frozenset(rgs) for p, rgs in named.items()}
+    found.files_named = sum(1 for rgs in named.values() if rgs)
+    found.row_groups_named = sum(len(rgs) for rgs in named.values())
+
+
+def _predicates(bound: Any) -> list[BoundPredicate]:
+    from pqindex.plan.tree import leaves
+
+    return [p for p in leaves(bound) if isinstance(p, BoundPredicate)]
+
+
+def manifest_url(root: str) -> str:
+    return _join(root.rstrip("/").rstrip(os.sep), MANIFEST_NAME)
+
+
+def previous_index(root: str, storage_options: Mapping[str, Any] | None) -> Any:
+    """The key index descriptor of the manifest now at ``root`` (None when none)."""
+    from pqindex.io.objects import get_object
+
+    raw = get_object(manifest_url(root), storage_options)
+    if raw is None:
+        return None
+    try:
+        m = json.loads(raw)
+    except ValueError:
+        return None
+    return m.get(MANIFEST_KEY) if isinstance(m, dict) else None

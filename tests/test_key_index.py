@@ -1,0 +1,267 @@
+"""The lake-wide key index (dataset/key_index.py): lookups against full scans.
+
+Random lakes of several writers' files (pyarrow, pqindex), key columns of every
+supported type with nulls and duplicates, keys in many files; the index built by
+``pqindex manifest --key-index``; then files added (delta shards, or not covered at
+all), removed, rewritten, and the index's shards damaged or missing. Every answer is
+compared with a full pyarrow read filtered by pyarrow: the index may only ever save
+reads, never change rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import pqindex
+from pqindex.cli import cli
+from pqindex.dataset.key_index import SHARD_SUFFIX
+from pqindex.dataset.manifest import write_manifest
+from pqindex.errors import UserInputError
+from pqindex.expr.nodes import Column, In, Literal
+
+
+def _values(kind: str, rng: random.Random, n: int, pool: int) -> pa.Array:
+    """``n`` values drawn from ``pool`` distinct ones (duplicates across files), ~10% null."""
+    raw = [None if rng.random() < 0.1 else rng.randrange(pool) for _ in range(n)]
+    if kind == "int64":
+        return pa.array([None if v is None else v * 7919 - 10**6 for v in raw], pa.int64())
+    if kind == "int32":
+        return pa.array(raw, pa.int32())
+    if kind == "string":
+        return pa.array([None if v is None else f"user-{v:06d}" for v in raw], pa.string())
+    if kind == "binary":
+        return pa.array([None if v is None else v.to_bytes(3, "big") + b"\xff" for v in raw],
+                        pa.binary())
+    if kind == "decimal":
+        return pa.array([None if v is None else Decimal(v) / 100 for v in raw],
+                        pa.decimal128(12, 2))
+    if kind == "date":
+        return pa.array([None if v is None else dt.date(2000, 1, 1) + dt.timedelta(days=v)
+                         for v in raw], pa.date32())
+    if kind == "timestamp":
+        return pa.array([None if v is None else v * 1_000_003 for v in raw],
+                        pa.timestamp("us"))
+    raise AssertionError(kind)
+
+
+KINDS = ["int64", "int32", "string", "binary", "decimal", "date", "timestamp"]
+
+
+def _write(path: Path, table: pa.Table, rng: random.Random) -> None:
+    if rng.random() < 0.5:
+        pq.write_table(table, path, row_group_size=rng.choice([50, 120, 400]))
+    else:
+        pqindex.write_table(table, path, row_group_rows=rng.choice([64, 200]), indexes=None)
+
+
+def _lake(root: Path, kind: str, seed: int, files: int = 8, rows: int = 400,
+          start: int = 0) -> None:
+    rng = random.Random(seed)
+    pool = files * rows // 3  # duplicates within and across files
+    for i in range(start, start + files):
+        key = _values(kind, rng, rows, pool)
+        _write(root / f"part-{i:03d}.parquet", pa.table({"k": key, "row": pa.array(
+            range(i * rows, (i + 1) * rows), pa.int64())}), rng)
+
+
+def _build(root: Path, *columns: str) -> None:
+    args = ["manifest", str(root)]
+    for c in columns:
+        args += ["--key-index", c]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+
+
+def _reference(root: Path, keys: list[Any]) -> list[int]:
+    t = pads.dataset(str(root), format="parquet").to_table()
+    mask = pc.is_in(t["k"], value_set=pa.array(keys, t.schema.field("k").type))
+    return sorted(t.filter(mask)["row"].to_pylist())
+
+
+def _lookup(root: Path, keys: list[Any]) -> tuple[list[int], dict[str, Any]]:
+    where = In(Column("k"), tuple(Literal(k) for k in keys))
+    scan = pqindex.dataset(str(root)).scan(columns=["row"], where=where)
+    got = scan.to_table()
+    return sorted(got["row"].to_pylist()), scan.report.to_dict()
+
+
+def _probe_keys(root: Path, rng: random.Random, n: int) -> list[Any]:
+    """Keys present (some in many files) and absent (inside every file's range)."""
+    t = pads.dataset(str(root), format="parquet").to_table(columns=["k"])
+    present = [v for v in pc.unique(t["k"]).to_pylist() if v is not None]
+    keys = rng.sample(present, min(n, len(present)))
+    typ = t.schema.field("k").type
+    lo, hi = min(present), max(present)
+    if pa.types.is_integer(typ):
+        keys.append((lo + hi) // 2 * 2 + 1 if (lo + hi) // 2 * 2 + 1 not in present else hi + 1)
+    return keys
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str) -> None:
+    _lake(tmp_path, kind, seed=KINDS.index(kind))
+    _build(tmp_path, "k")
+    rng = random.Random(7)
+    for n in (1, 1, 3, 20):
+        keys = _probe_keys(tmp_path, rng, n)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys), (kind, keys)
+        ki = rep["key_index"]
+        assert ki["fallback"] is None and ki["files_not_covered"] == 0
+        # The files the index names are the only ones opened.
+        assert rep["files_total"] - rep["files_skipped"].get("key index", 0) - \
+            rep["files_skipped"].get("manifest", 0) <= ki["files_named"]
+
+
+def test_an_absent_key_opens_no_file(tmp_path: Path) -> None:
+    _lake(tmp_path, "int64", seed=3)
+    _build(tmp_path, "k")
+    got, rep = _lookup(tmp_path, [1])  # inside every file's range, not a value (7919k - 1e6)
+    assert got == []
+    assert rep["files_read"] == 0 and rep["row_groups_total"] == 0
+    assert rep["files_skipped"]["key index"] == 8
+
+
+def test_files_added_after_the_index_are_planned_from_their_footers(tmp_path: Path) -> None:
+    _lake(tmp_path, "string", seed=4)
+    _build(tmp_path, "k")
+    _lake(tmp_path, "string", seed=5, files=3, start=8)
+    write_manifest(tmp_path)  # the manifest refreshed, the index kept: 3 files not covered
+    rng = random.Random(1)
+    for _ in range(4):
+        keys = _probe_keys(tmp_path, rng, 5)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        assert rep["key_index"]["files_not_covered"] == 3
+
+
+def test_an_append_adds_a_delta_shard(tmp_path: Path) -> None:
+    _lake(tmp_path, "int64", seed=6)
+    _build(tmp_path, "k")
+    before = _shards(tmp_path)
+    _lake(tmp_path, "int64", seed=7, files=2, start=8)
+    _build(tmp_path, "k")
+    after = _shards(tmp_path)
+    assert [s["path"] for s in after[: len(before)]] == [s["path"] for s in before]
+    assert len(after) == len(before) + 1 and after[-1]["delta"] is True
+    rng = random.Random(2)
+    for _ in range(4):
+        keys = _probe_keys(tmp_path, rng, 8)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        assert rep["key_index"]["files_not_covered"] == 0
+
+
+def _shards(root: Path) -> list[dict[str, Any]]:
+    m = json.loads((root / "_pqindex_manifest.json").read_text())
+    return list(m["key_index"]["columns"]["k"]["shards"])
+
+
+def test_removed_and_rewritten_files(tmp_path: Path) -> None:
+    _lake(tmp_path, "int64", seed=8)
+    _build(tmp_path, "k")
+    (tmp_path / "part-002.parquet").unlink()
+    # Rewritten with other keys: the index's entries for it must not be used.
+    _lake(tmp_path, "int64", seed=99, files=1, start=5)
+    rng = random.Random(3)
+    for _ in range(5):
+        keys = _probe_keys(tmp_path, rng, 6)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        # The rewritten file is not covered; the removed one is just not there.
+        assert rep["key_index"]["files_not_covered"] == 1
+
+
+@pytest.mark.parametrize("damage", ["bytes", "missing", "truncated", "descriptor"])
+def test_a_damaged_index_falls_back_to_the_files(tmp_path: Path, damage: str) -> None:
+    _lake(tmp_path, "int64", seed=9)
+    _build(tmp_path, "k")
+    shard = tmp_path / _shards(tmp_path)[0]["path"]
+    if damage == "bytes":  # same size: page bytes flipped (the page checksums see it)
+        data = bytearray(shard.read_bytes())
+        for i in range(8, len(data) // 2, 97):
+            data[i] ^= 0x5A
+        shard.write_bytes(bytes(data))
+    elif damage == "missing":
+        shard.unlink()
+    elif damage == "truncated":
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    else:
+        m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+        m["key_index"]["columns"]["k"]["shards"][0]["min"] = "not a key"
+        (tmp_path / "_pqindex_manifest.json").write_text(json.dumps(m))
+    rng = random.Random(4)
+    keys = _probe_keys(tmp_path, rng, 5)
+    got, rep = _lookup(tmp_path, keys)
+    assert got == _reference(tmp_path, keys)
+    assert rep["key_index"]["fallback"], rep["key_index"]
+    assert "files_skipped" not in rep or not rep["files_skipped"].get("key index")
+    text = pqindex.dataset(str(tmp_path)).explain(where=In(Column("k"), tuple(
+        Literal(k) for k in keys)))
+    assert "key index on k not used" in str(text)
+
+
+def test_a_key_column_whose_type_changed_is_an_error_naming_the_files(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"k": pa.array([1, 2], pa.int64())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"k": pa.array(["1", "2"])}), tmp_path / "b.parquet")
+    from pqindex.dataset.key_index import build_key_index
+
+    with pytest.raises(UserInputError) as e:
+        build_key_index(tmp_path, ["k"])
+    assert "a.parquet" in str(e.value) and "b.parquet" in str(e.value)
+
+
+def test_a_float_key_column_is_refused(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"k": pa.array([1.5, 2.5])}), tmp_path / "a.parquet")
+    from pqindex.dataset.key_index import build_key_index
+
+    with pytest.raises(UserInputError, match="integers, strings"):
+        build_key_index(tmp_path, ["k"])
+
+
+def test_other_readers_do_not_take_the_index_for_data(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    polars = pytest.importorskip("polars")
+    _lake(tmp_path, "string", seed=10)
+
+    def counts() -> tuple[int, ...]:
+        return (
+            pads.dataset(str(tmp_path), format="parquet").count_rows(),
+            duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/*.parquet'").fetchall()[0][0],
+            duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/**/*.parquet'").fetchall()[0][0],
+            polars.scan_parquet(f"{tmp_path}/*.parquet").select(polars.len()).collect().item(),
+            polars.scan_parquet(f"{tmp_path}/**/*.parquet").select(polars.len()).collect().item(),
+            pqindex.dataset(str(tmp_path)).scan(columns=["row"]).to_table().num_rows,
+        )
+
+    before = counts()
+    _build(tmp_path, "k", "row")
+    shards = [p for p in tmp_path.rglob("*") if p.is_file() and p.name.endswith(SHARD_SUFFIX)]
+    assert len(shards) == 2
+    assert counts() == before == (3200,) * 6
+
+
+def test_two_indexed_columns_and_an_and(tmp_path: Path) -> None:
+    _lake(tmp_path, "int64", seed=11)
+    _build(tmp_path, "k", "row")
+    t = pads.dataset(str(tmp_path), format="parquet").to_table()
+    row = 1234
+    scan = pqindex.dataset(str(tmp_path)).scan(where=f"row = {row} AND k IS NOT NULL")
+    got = scan.to_table()
+    assert got["row"].to_pylist() == t.filter(pc.and_(pc.equal(t["row"], row),
+                                                      pc.is_valid(t["k"])))["row"].to_pylist()
+    assert scan.report.to_dict()["key_index"]["files_named"] == 1
+    assert os.path.isdir(tmp_path / "_pqindex" / "key_index" / "row")
