@@ -339,7 +339,7 @@ def test_a_file_of_many_sifted_row_groups_is_decoded_in_bounded_runs(
     real = whole_mod._read_sifted
     monkeypatch.setattr(whole_mod, "SIFT_BATCH_BYTES", bound)
     monkeypatch.setattr(whole_mod, "_read_sifted",
-                        lambda pf, im, b, rgs, f: calls.append(list(rgs)) or real(pf, im, b, rgs, f))
+                        lambda pf, im, b, rgs, *rest: calls.append(list(rgs)) or real(pf, im, b, rgs, *rest))
     got = pqindex.dataset(str(tmp_path)).scan(["id"], where="s = 'v3'").to_table()
     want = pq.read_table(tmp_path / "f.parquet").filter(pc.field("s") == "v3")
     assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())

@@ -127,11 +127,17 @@ def test_selective_scan_takes_at_most_three_waves_after_the_tail(
         io_file: Path, where: str, mask: Any) -> None:
     table, log, pf = run_file(io_file, where, IO_COLUMNS)
     assert rows(table, IO_COLUMNS) == expected(io_file, IO_COLUMNS, mask)
-    assert len(log.waves) == log.stats.round_trips
-    assert sum(len(w) for w in log.waves) == log.stats.requests == len(log.stats.trace)
+    # pyarrow's own reads of whole chunks of a local file (whole.read_native_ranges)
+    # are counted as requests and one wave, but never pass through WaveLog.
+    native = log.stats.round_trips - len(log.waves)
+    assert native in (0, 1)
+    logged = sum(len(w) for w in log.waves)
+    assert log.stats.requests == len(log.stats.trace)
+    assert logged == log.stats.requests if not native else logged < log.stats.requests
     assert log.waves[0] == [(pf.file_size - 64 * 1024, 64 * 1024)], "the tail comes first"
     after_tail = log.waves[1:]
-    assert len(after_tail) <= 3, [(len(w), sorted(row_groups_of(pf, w))) for w in after_tail]
+    assert len(after_tail) + native <= 3, [
+        (len(w), sorted(row_groups_of(pf, w))) for w in after_tail]
     # The data of the row groups is fetched together, not one row group after another.
     kept = {rg.index for rg in plan_file(pf, bind(parse_where(where), pf.schema), [0]).row_groups
             if not rg.skipped}

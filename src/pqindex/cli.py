@@ -464,16 +464,16 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
                        "written")
         return
 
-    extra = None
-    if key_index:
-        from pqindex.dataset.key_index import MANIFEST_KEY, build_key_index, previous_index
-
-        options = _storage_options(storage_option)
-        extra = {MANIFEST_KEY: build_key_index(path, key_index, storage_options=options,
-                                               previous=previous_index(path, options))}
     with _progress("reading footers") as update:
-        m = write_manifest(path, _storage_options(storage_option), extra=extra,
-                           progress=lambda done, total: update(done, total, None))
+        if key_index:
+            from pqindex.dataset.key_index import write_manifest_with_key_index
+
+            m = write_manifest_with_key_index(
+                path, key_index, storage_options=_storage_options(storage_option),
+                progress=lambda done, total: update(done, total, None))
+        else:
+            m = write_manifest(path, _storage_options(storage_option),
+                               progress=lambda done, total: update(done, total, None))
     if as_json:
         click.echo(json.dumps(m, indent=1, default=str))
     else:
@@ -950,6 +950,9 @@ def _render_index(results: list[Any]) -> None:
     for r in results:
         for column, reason in r.skipped.items():
             con.print(f"  skipped {r.output} {column}: {reason}")
+        if r.streamed_because:
+            con.print(f"  streamed {r.output} down and up, not copied by the store: "
+                      f"{r.streamed_because}", markup=False)
 
 
 @cli.command()

@@ -37,6 +37,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -255,29 +256,45 @@ def _read_keys(df: DataFile, columns: Sequence[str],
     return pq.ParquetFile(df.path)
 
 
-def _file_entries(pf: pq.ParquetFile, column: str, fid: int, path: str,
-                  types: dict[str, tuple[pa.DataType, str]]) -> pa.Table | None:
-    """The distinct (key, file, row group) entries of one file's ``column``."""
+def _file_entries(pf: pq.ParquetFile, column: str, path: str
+                  ) -> tuple[pa.DataType, pa.Table] | None:
+    """The key type and the distinct (key, row group) entries of one file's ``column``."""
     if column not in pf.schema_arrow.names:
         return None  # the file lacks the column: no key of it is there
     t = _plain(pf.schema_arrow.field(column).type)
     if not _supported(t):
         raise UserInputError(f"a key index takes integers, strings, binary, decimals, "
                              f"dates and timestamps, not {t}", path=path, column=column)
-    seen = types.setdefault(column, (t, path))
-    if seen[0] != t:
-        raise UserInputError(f"the key column changed type across files: {seen[0]} in "
-                             f"{seen[1]}, {t} in {path}", path=path, column=column)
     parts = []
     for rg in range(pf.num_row_groups):
         arr = pf.read_row_group(rg, columns=[column]).column(0)
         keys = pc.unique(pc.drop_null(arr).combine_chunks().cast(t)) if len(arr) else None
         if keys is None or len(keys) == 0:
             continue
-        n = len(keys)
-        parts.append(pa.table({_KEY: keys, _FILE: pa.array([fid] * n, pa.int32()),
-                               _ROW_GROUP: pa.array([rg] * n, pa.int32())}))
-    return pa.concat_tables(parts) if parts else None
+        parts.append(pa.table({_KEY: keys,
+                               _ROW_GROUP: pa.array([rg] * len(keys), pa.int32())}))
+    return t, (pa.concat_tables(parts) if parts else pa.table({
+        _KEY: pa.array([], t), _ROW_GROUP: pa.array([], pa.int32())}))
+
+
+_Loaded = tuple[ObjectInfo, dict[str, "tuple[pa.DataType, pa.Table] | None"]]
+
+
+def _load(df: DataFile, columns: Sequence[str],
+          storage_options: Mapping[str, Any] | None) -> _Loaded | None:
+    info = _info(df)
+    if info is None:
+        return None  # gone since the listing
+    try:
+        pf = _read_keys(df, columns, storage_options)
+        return info, {c: _file_entries(pf, c, df.path) for c in columns}
+    except (OSError, pa.ArrowException) as e:
+        raise UserInputError(f"the file cannot be read for the key index: {e}",
+                             path=df.path) from None
+
+
+# Files read at once while building (whole objects on a store: one GET each).
+_BUILD_THREADS = 16
 
 
 def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
@@ -367,22 +384,26 @@ def build_key_index(
                         f"the key index's shards ({INDEX_DIR}/{c})")
     parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
     new_files: list[Covered] = []
-    for df in todo:
-        info = _info(df)
-        if info is None:
-            continue
-        rel = _rel(base, df.path)
-        try:
-            pf = _read_keys(df, cols, storage_options)
-            for c in cols:
-                got = _file_entries(pf, c, next_id, df.path, types)
-                if got is not None:
-                    parts[c].append(got)
-        except (OSError, pa.ArrowException) as e:
-            raise UserInputError(f"the file cannot be read for the key index: {e}",
-                                 path=df.path) from None
-        new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
-        next_id += 1
+    with ThreadPoolExecutor(_BUILD_THREADS) as pool:
+        for df, loaded in zip(todo, pool.map(lambda d: _load(d, cols, storage_options), todo),
+                              strict=True):
+            if loaded is None:
+                continue
+            info, got = loaded
+            for c, hit in got.items():
+                if hit is None:
+                    continue
+                t, entries = hit
+                seen = types.setdefault(c, (t, df.path))
+                if seen[0] != t:
+                    raise UserInputError(
+                        f"the key column changed type across files: {seen[0]} in {seen[1]}, "
+                        f"{t} in {df.path}", path=df.path, column=c)
+                parts[c].append(entries.append_column(
+                    _FILE, pa.array([next_id] * entries.num_rows, pa.int32())))
+            new_files.append(Covered(next_id, _rel(base, df.path), info.size, info.etag,
+                                     info.mtime, info.ctime))
+            next_id += 1
     out_columns: dict[str, ColumnIndex] = {}
     for c in cols:
         shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
@@ -397,6 +418,23 @@ def build_key_index(
                                  path=base, column=c)
         out_columns[c] = ColumnIndex(c, stub, tuple(shards))
     return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
+
+
+def write_manifest_with_key_index(
+    path: str | os.PathLike[str], columns: Sequence[str], *,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """``pqindex manifest PATH --key-index COL...``: the key index of ``columns`` built
+    (delta shards when the manifest's index covers the same columns) and the manifest
+    written with it."""
+    from pqindex.dataset.manifest import write_manifest
+
+    root = os.fspath(path)
+    descriptor = build_key_index(root, columns, storage_options=storage_options,
+                                 previous=previous_index(root, storage_options))
+    return write_manifest(root, storage_options, extra={MANIFEST_KEY: descriptor},
+                          progress=progress)
 
 
 # ------------------------------------------------------------------ looking up

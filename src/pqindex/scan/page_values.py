@@ -26,7 +26,6 @@ from pqindex.scan.encoded import (
     _decoded_pages,
     _Dictionary,
     _Fallback,
-    _fixed_dtype,
     _indices,
     _levels,
     _Page,
@@ -35,7 +34,9 @@ from pqindex.scan.encoded import (
     _Stored,
     _stored,
     _stream,
+    decimal_buffer,
     decode_hybrid_at,
+    stored_dtype,
 )
 
 __all__ = ["Dictionaries", "decode_pages"]
@@ -186,7 +187,7 @@ def decode_pages(
     decoded dictionaries so that later calls skip them. None when
     this module does not decode these pages: the caller decodes with pyarrow.
     """
-    dtype = _fixed_dtype(pf, col, target)
+    dtype = stored_dtype(pf, col, target)
     oi = pf.offset_index(rg, col)
     leaf = pf.leaf(col)
     if (
@@ -304,7 +305,11 @@ def decode_pages(
     except (_Fallback, pa.ArrowException, ValueError):
         return None
     n = sum(len(v) for v in values)
-    if whole is not None:
+    if pa.types.is_decimal(target):
+        unscaled = np.frombuffer(whole, dtype=dtype) if whole is not None else (
+            values[0] if len(values) == 1 else np.concatenate(values))
+        data = decimal_buffer(unscaled, target)
+    elif whole is not None:
         data = whole
     else:
         data = pa.py_buffer(values[0] if len(values) == 1 else np.concatenate(values))
