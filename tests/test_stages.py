@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import struct
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -265,3 +266,43 @@ def test_stage_selection_composes() -> None:
     assert b.decided_by.tolist() == ["partition", "statistics", None, None]
     assert b.undecided.tolist() == [False, False, True, False]
     assert b.kept.tolist() == [False, False, True, True]
+
+
+def test_stage_skipped_files_counted_and_listed_in_order(tmp_path: Path) -> None:
+    # The files the file stages rule out stay in bulk (no per-file plan); the scan's
+    # counts, explain's lines and Dataset.plan's entries still cover every file, in
+    # the dataset's order, against a full pyarrow read.
+    import json
+
+    import pyarrow.compute as pc
+
+    import pqindex
+    from pqindex.dataset.manifest import write_manifest
+
+    for part in (1, 2):
+        d = tmp_path / f"p={part}"
+        d.mkdir()
+        for f in range(6):
+            lo = (part * 6 + f) * 10
+            pq.write_table(pa.table({"id": pa.array(range(lo, lo + 10), pa.int64())}),
+                           d / f"{f:02d}.parquet")
+    write_manifest(tmp_path)
+    ds = pqindex.dataset(tmp_path)
+    where = "p = 2 AND id BETWEEN 125 AND 134"
+    scan = ds.scan(["id", "p"], where)
+    got = scan.to_table()
+    want = pq.read_table(tmp_path).filter(
+        (pc.field("p") == 2) & (pc.field("id") >= 125) & (pc.field("id") <= 134))
+    assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    report = scan.report
+    assert report.files_total == 12
+    assert report.files_skipped["partition"] == 6
+    assert report.files_skipped["manifest"] == 4
+    entries = ds.plan(["id"], where).files
+    assert [e.path for e in entries] == [df.path for df in ds.discovery.files]
+    assert [e.skipped_by is not None for e in entries].count(True) == 10
+    text = ds.explain(["id"], where)
+    listed = [line for line in text.splitlines() if ".parquet" in line]
+    assert [line.split(": ", 1)[0].split(" ")[-1] for line in listed] == [
+        df.path for df in ds.discovery.files]
+    assert len(json.loads(ds.explain(["id"], where, format="json"))["files"]) == 12

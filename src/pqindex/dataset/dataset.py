@@ -815,7 +815,7 @@ class Dataset(Planning):
                 access=plan,
                 predicate=bound,
             )
-            for df, of, plan, bound in plans.files
+            for df, of, plan, bound in plans.every_file()
         )
         return DatasetPlan(
             files=entries,
@@ -950,12 +950,12 @@ class Dataset(Planning):
         if format == "json":
             import json
 
-            out = explain_json(plans.files, plans.report)
+            out = explain_json(plans.every_file(), plans.report)
             out["files_from"] = self.source_description()
             return json.dumps(out, indent=2)
         if format != "text":
             raise UserInputError(f"unknown explain format {format!r} (text or json)")
-        return explain_text(plans.files, plans.report, self.source_description())
+        return explain_text(plans.every_file(), plans.report, self.source_description())
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The Arrow PyCapsule stream of every row (a full scan), batches as produced."""

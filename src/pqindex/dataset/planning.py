@@ -27,6 +27,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
@@ -86,7 +88,8 @@ if TYPE_CHECKING:
         def _as_landed(self, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
                        files: Sequence[DataFile]) -> dict[str, Future[T]]: ...
 
-__all__ = ["OpenFile", "Planned", "Planning", "Plans", "WaveClock", "count_pages", "gc_paused"]
+__all__ = ["OpenFile", "Planned", "Planning", "Plans", "StageSkipped", "WaveClock", "count_pages",
+           "gc_paused"]
 
 T = TypeVar("T")
 # One file's outcome: the file, its opened footer (None when never opened), its
@@ -163,12 +166,54 @@ class OpenFile:
 
 
 @dataclass(frozen=True)
+class StageSkipped:
+    """The files the file-level stages ruled out, in bulk: positions into ``chosen``
+    and each one's reason. No per-file object is made unless :meth:`planned` is asked
+    (explain and ``Dataset.plan`` list them; a scan never does)."""
+
+    chosen: Sequence[DataFile]
+    positions: npt.NDArray[np.intp]  # ascending
+    reasons: npt.NDArray[np.object_]  # "partition" or the manifest's reason
+    partition_values: Callable[[DataFile], dict[str, Any]] | None  # hive lakes only
+
+    def planned(self) -> list[Planned]:
+        out: list[Planned] = []
+        for i, why in zip(self.positions.tolist(), self.reasons.tolist(), strict=True):
+            df = self.chosen[i]
+            if why == "partition":
+                out.append((df, None, None, None))
+            else:
+                values = {} if self.partition_values is None else self.partition_values(df)
+                out.append((df, None, FilePlan(df.path, 0, (), "manifest", why, values), None))
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """Files per ``ScanReport.files_skipped`` key."""
+        n_partition = int(np.count_nonzero(self.reasons == "partition"))
+        out = {"partition": n_partition} if n_partition else {}
+        if len(self.reasons) > n_partition:
+            out["manifest"] = len(self.reasons) - n_partition
+        return out
+
+
+@dataclass(frozen=True)
 class Plans:
-    files: list[Planned]
+    files: list[Planned]  # the files the file-level stages kept, in order
     report: ScanReport
     fields: list[str]
     schema: pa.Schema
     page_units: list[tuple[ParquetFile, int, list[int]]]
+    skipped: StageSkipped | None = None  # the others
+
+    def every_file(self) -> list[Planned]:
+        """Every chosen file's outcome in the dataset's order, the stage-skipped too."""
+        if self.skipped is None or not len(self.skipped.positions):
+            return self.files
+        out: list[Planned | None] = [None] * (len(self.files) + len(self.skipped.positions))
+        for i, got in zip(self.skipped.positions.tolist(), self.skipped.planned(), strict=True):
+            out[i] = got
+        kept = iter(self.files)
+        return [got if got is not None else next(kept) for got in out]
 
 
 def _schema_key(pf: ParquetFile) -> tuple[Any, ...]:
@@ -446,31 +491,28 @@ class Planning:
             ask_partition=lambda i: partition_rules_out(all_files[i]),
             ask_file=lambda i: view.prune(all_files[i], bind_stand_in,
                                           disc.partition_values(all_files[i])))
-        decided = selection.decided_by
-        # Each file's outcome of the file stages: None (kept), "partition", or why the
-        # manifest rules it out; and those a stage ruled out, planned here at once.
-        stage_out: dict[str, str] = {}
+        # The files the file stages ruled out stay in bulk (positions and reasons):
+        # nothing below costs anything per such file (a warm lookup of a 10,000-file
+        # lake spent ~10 us on each in Python before).
+        rows = (np.arange(len(chosen)) if subset is None
+                else np.fromiter((row_of[df.path] for df in chosen), np.intp, len(chosen)))
+        out_mask = selection.ruled_out[rows]
+        positions = np.flatnonzero(out_mask)
+        skipped = StageSkipped(chosen, positions, selection.decided_by[rows[positions]],
+                               disc.partition_values if disc.partition_columns else None)
+        kept_files = [chosen[i] for i in np.flatnonzero(~out_mask).tolist()]
+        # Files the key index or footer statistics settle, planned here at once.
         ruled: dict[str, tuple[Planned, list[str]]] = {}
-        hive = bool(disc.partition_columns)
         # A file column a hive key shadows is never read: the path's value wins.
         hive_keys = frozenset(disc.partition_columns)
-        for df in chosen:
-            why = decided[row_of[df.path]]
-            if why is None:
-                continue
-            stage_out[df.path] = why
-            ruled[df.path] = ((df, None, None, None) if why == "partition" else (
-                df, None, FilePlan(df.path, 0, (), "manifest", why,
-                                   disc.partition_values(df) if hive else {}), None), [])
         # The manifest's key index names the files and row groups of a key
         # (dataset/key_index.py): the files it covers and does not name are never opened.
         keyed = (lookup_keys(view, disc, expr, self.storage_options, report.warnings.append)
                  if use_manifest else None)
         if keyed is not None:
             report.key_index = keyed.to_dict()
-            for df in chosen:
-                if keyed.named.get(df.path) == frozenset() and df.path not in stage_out:
-                    stage_out[df.path] = KEY_INDEX_SKIP
+            for df in kept_files:
+                if keyed.named.get(df.path) == frozenset():
                     ruled[df.path] = ((df, None, FilePlan(
                         df.path, 0, (), "key index", KEY_INDEX_SKIP,
                         disc.partition_values(df)), None), [])
@@ -542,7 +584,7 @@ class Planning:
             """The plan of an open file its folded footer statistics rule out, else
             None: what ``plan_file`` would decide first, without a task or a wave."""
             of = self._open.get(df.path)
-            if not self.plan_options.statistics or of is None or df.path in stage_out:
+            if not self.plan_options.statistics or of is None or df.path in ruled:
                 return None
             try:
                 bound = first_bound if of is first else bind_like(of)
@@ -557,22 +599,22 @@ class Planning:
         if not every:
             # Tails of the files still in play, in one wave (counted here, not per file);
             # each file is planned as soon as its own tail lands.
-            tails = self._start_ahead([df for df in chosen if df.path not in stage_out])
+            tails = self._start_ahead([df for df in kept_files if df.path not in ruled])
             if tails is not None:
                 first_waves += 1
                 with self._lock:
                     waves_start.update({p: st.round_trips for p, st in self._ahead.items()})
         try:
             if pool is None:
-                results = [plan_one(chosen[0])]
+                results = [plan_one(df) for df in kept_files]  # one file at most
             else:
                 if not self._remote and not isinstance(first_bound, BoundTrue):
                     # Local files are opened here, one after another: a footer read costs
                     # less than a hand-off to a thread, and threads that give up the GIL
                     # at every pread wait for it (a cold 100-file lookup took 1.6x as
                     # long on 4 threads). The pool plans and reads what is not settled.
-                    for df in chosen:
-                        if df.path in self._open or df.path in stage_out:
+                    for df in kept_files:
+                        if df.path in self._open or df.path in ruled:
                             continue
                         before = waves_start.get(df.path, 0)
                         waves = self._file(df).stats.round_trips
@@ -582,13 +624,13 @@ class Planning:
                 # their footer statistics rule out, are settled here: no task (planning
                 # needs no request then; a task, and a fresh pool's thread, cost more).
                 settled = ruled  # plan_one answers these from it as well
-                settled.update([(df.path, r) for df in chosen if df.path not in ruled
+                settled.update([(df.path, r) for df in kept_files if df.path not in ruled
                                 and (r := footer_settled(df)) is not None])
                 tasks = self._as_landed(pool, plan_one,
-                                   [df for df in chosen if df.path not in settled])
+                                   [df for df in kept_files if df.path not in settled])
                 try:
                     results = [settled.get(df.path) or tasks[df.path].result()
-                               for df in chosen]
+                               for df in kept_files]
                 except BaseException:
                     for f in tasks.values():
                         f.cancel()  # the pool is shared: its queued plans skip their files
@@ -598,6 +640,8 @@ class Planning:
             if tails is not None:
                 tails.join()
         files: list[Planned] = []
+        for reason, n in skipped.counts().items():
+            report.files_skipped[reason] += n
         page_units: list[tuple[ParquetFile, int, list[int]]] = []
         involved_by_shape: dict[tuple[int, int], list[int]] = {}
         for (df, of, plan, bound), warnings in results:
@@ -644,4 +688,4 @@ class Planning:
             # A field no file read has (all were pruned) takes the dataset's type.
             out_schema = pa.schema([out.field(f) if f in out.names or full is None
                                     else full.field(f) for f in fields])
-        return Plans(files, report, fields, out_schema, page_units)
+        return Plans(files, report, fields, out_schema, page_units, skipped)
