@@ -179,6 +179,23 @@ def s3_step(spark: Any, sdf: Any, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def pushdown_step(spark: Any, dest: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Spark's own idiom on the pipeline's lake: filters pushed to the "pqindex" data
+    source (DataFrame and SQL over ``pqindex.spark.table``) against Spark's reader."""
+    import pqindex.spark
+
+    base = spark.read.parquet(dest)
+    df = pqindex.spark.table(spark, "pushdown_lake", dest)
+    mismatches = []
+    for i, w in enumerate(predicates(19, args.predicates)):
+        got = (spark.sql(f"SELECT * FROM pushdown_lake WHERE {w}") if i % 2
+               else df.where(w))
+        if _rows(got) != _rows(base.where(w)):
+            mismatches.append(w)
+    conf = spark.conf.get("spark.sql.python.filterPushdown.enabled")
+    return {"mismatches": mismatches, "conf": conf}
+
+
 def _session(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession
 
@@ -294,6 +311,9 @@ def main() -> None:
                 pqindex.spark.read(spark, dest, where="x > 5")
             ) == _rows(spark.read.parquet(dest).where("x > 5"))
             lap("rest")
+        if "pushdown" in steps:
+            out["pushdown"] = pushdown_step(spark, dest, args)
+            lap("pushdown")
         if "s3" in steps:
             out["s3"] = s3_step(spark, sdf, args)
             lap("s3")

@@ -264,4 +264,15 @@ def test_two_indexed_columns_and_an_and(tmp_path: Path) -> None:
     assert got["row"].to_pylist() == t.filter(pc.and_(pc.equal(t["row"], row),
                                                       pc.is_valid(t["k"])))["row"].to_pylist()
     assert scan.report.to_dict()["key_index"]["files_named"] == 1
+    text = str(pqindex.dataset(str(tmp_path)).explain(where=f"row = {row}"))
+    assert "key index on row: shards _pqindex/key_index/row/" in text
+    assert "named 1 file(s), 1 row group(s)" in text
     assert os.path.isdir(tmp_path / "_pqindex" / "key_index" / "row")
+
+
+def test_spark_does_not_take_the_index_for_data(tmp_path: Path, spark: Any) -> None:
+    _lake(tmp_path, "int64", seed=12, files=3)
+    before = spark.read.parquet(str(tmp_path)).count()
+    _build(tmp_path, "k")
+    assert spark.read.parquet(str(tmp_path)).count() == before == 1200
+    assert spark.read.parquet(f"{tmp_path}/*.parquet").count() == before

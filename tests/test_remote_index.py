@@ -25,6 +25,7 @@ import pytest
 
 import pqindex
 from pqindex.io.errors import ObjectChangedError, StorageError
+from pqindex.io.objstore import clear_stores
 from pqindex.io.s3multipart import MAX_PART_BYTES, MIN_PART_BYTES, S3Multipart, s3_config
 from pqindex.io.s3sign import EMPTY_SHA256, Credentials, sign
 from pqindex.write import remote_index
@@ -81,7 +82,7 @@ def test_sigv4_agrees_with_botocore_on_the_multipart_requests(token: str | None)
     client = S3Multipart(s3_config("s3://my-bucket/x", {
         "endpoint": "http://127.0.0.1:9000", "access_key_id": creds.access_key_id,
         "secret_access_key": creds.secret_access_key, "region": "eu-west-3",
-        "allow_http": "true", **({"session_token": token} if token else {})}) or _fail())
+        "allow_http": "true", **({"session_token": token} if token else {})})[0] or _fail())
     key = "lake/dt=2024-01-01/part 0 é+ü.parquet"
     path = client._path(key)
     cases: list[tuple[str, list[tuple[str, str]], dict[str, str], bytes]] = [
@@ -130,34 +131,43 @@ def test_s3_config_from_options_and_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "envsecret")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "envtoken")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-central-1")
-    c = s3_config("s3://data.lake/a/b c.parquet")
-    assert c is not None and c.credentials == Credentials("envkey", "envsecret", "envtoken")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role here
+    clear_stores()  # clients are cached by options; the environment changed
+    c, _ = s3_config("s3://data.lake/a/b c.parquet")
+    assert c is not None and c.credentials() == Credentials("envkey", "envsecret", "envtoken")
     assert c.region == "eu-central-1" and c.endpoint is None
     # AWS: virtual-hosted, except for bucket names with dots (certificate).
     assert S3Multipart(c).address("a/b c") == \
         "https://s3.eu-central-1.amazonaws.com/data.lake/a/b%20c"
-    c = s3_config("s3a://lake/x", {"aws_region": "us-west-2"})
+    c, _ = s3_config("s3a://lake/x", {"aws_region": "us-west-2"})
     assert c is not None and S3Multipart(c).address("k/y") == \
         "https://lake.s3.us-west-2.amazonaws.com/k/y"
     # Options override the environment (obstore's keys and aliases); an endpoint is
     # path-style, unless virtual_hosted_style_request makes it the bucket's URL.
-    c = s3_config("s3://lake/x", {"endpoint_url": "http://127.0.0.1:9/", "key": "k",
+    c, _ = s3_config("s3://lake/x", {"endpoint_url": "http://127.0.0.1:9/", "key": "k",
                                   "secret": "s", "token": "t", "allow_http": True})
-    assert c is not None and c.credentials == Credentials("k", "s", "t")
+    assert c is not None and c.credentials() == Credentials("k", "s", "t")
     assert S3Multipart(c).address("x") == "http://127.0.0.1:9/lake/x"
-    c = s3_config("s3://lake/x", {"endpoint": "https://lake.example.com",
+    c, _ = s3_config("s3://lake/x", {"endpoint": "https://lake.example.com",
                                   "virtual_hosted_style_request": "true"})
     assert c is not None and S3Multipart(c).address("x") == "https://lake.example.com/x"
     # Plain http without allow_http is refused, as obstore refuses it.
-    c = s3_config("s3://lake/x", {"endpoint": "http://127.0.0.1:9"})
+    c, _ = s3_config("s3://lake/x", {"endpoint": "http://127.0.0.1:9"})
     assert c is not None
     with pytest.raises(StorageError, match="allow_http"):
         S3Multipart(c)
     # Nothing to sign with, or not S3: None (the caller streams through obstore).
-    assert s3_config("gs://lake/x") is None
-    assert s3_config("s3://lake/x", {"skip_signature": "true"}) is None
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    assert s3_config("s3://lake/x") is None
+    assert s3_config("gs://lake/x")[0] is None
+    assert s3_config("s3://lake/x", {"skip_signature": "true"}) == (
+        None, "requests are unsigned (skip_signature)")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    clear_stores()
+    config, reason = s3_config("s3://lake/x")
+    assert config is None and "found no credentials" in reason
+    clear_stores()
 
 
 @pytest.mark.parametrize("size", [5 * MiB, 5 * MiB + 1, 32 * MiB - 1, 100 * MiB, 10_000 * MiB,

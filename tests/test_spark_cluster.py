@@ -175,7 +175,7 @@ def test_pipeline_on_standalone_cluster(
     env = base_env(tmp_path, PYSPARK_PYTHON=python_without_pqindex, **aws_env(s3))
     events = tmp_path / "events"
     events.mkdir()
-    out, err = run_driver(tmp_path, "--master", cluster, "--steps", "raw,pipeline,s3",
+    out, err = run_driver(tmp_path, "--master", cluster, "--steps", "raw,pipeline,pushdown,s3",
                           "--s3-bucket", bucket, *event_log_conf(events), env=env)
     # Unguarded, a write fails as the issue reports, deep inside an AnalysisException.
     assert out.get("raw_error") and "No module named 'pqindex'" in out["raw_error"], err[-3000:]
@@ -186,6 +186,8 @@ def test_pipeline_on_standalone_cluster(
     jvms = {j["pid"] for j in out["jvms"] if j["executor"]}
     assert len(jvms) == 2 and all(j["executor"] for j in out["jvms"]), (out["jvms"], err[-2000:])
     assert out["workers"]["parallelism"] == 2
+    # Spark's own filters and SQL, pushed to the "pqindex" data source (issue 42).
+    assert out["pushdown"] == {"mismatches": [], "conf": "true"}, out["pushdown"]
     check_s3(out, s3, bucket, [tmp_path, cluster_dir])
 
 

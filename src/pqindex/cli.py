@@ -950,6 +950,9 @@ def _render_index(results: list[Any]) -> None:
     for r in results:
         for column, reason in r.skipped.items():
             con.print(f"  skipped {r.output} {column}: {reason}")
+        if r.streamed_because:
+            con.print(f"  streamed {r.output} down and up, not copied by the store: "
+                      f"{r.streamed_because}", markup=False)
 
 
 @cli.command()

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import TYPE_CHECKING, Any
@@ -284,8 +284,15 @@ def _exact_sum(col: pa.Array | pa.ChunkedArray) -> int | Decimal:
     return sum(exact_int_sum(pc.drop_null(c).to_numpy(zero_copy_only=False)) for c in chunks)
 
 
+def _file_leaf(pf: ParquetFile, column: str, partitions: Collection[str]) -> LeafColumn | None:
+    """The file's leaf ``column``; None for a partition column, also where the file
+    has a column of that name (the path's value wins, docs/semantics.md)."""
+    return None if column.split(".")[0] in partitions else pf.schema.leaf(column)
+
+
 def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
-                   warnings: list[str] | None = None) -> tuple[bool, Any]:
+                   warnings: list[str] | None = None,
+                   partitions: Collection[str] = ()) -> tuple[bool, Any]:
     """``(answered, value)`` for a row group where every row matches.
 
     A zone-map blob that cannot be read or decoded is skipped (footer statistics,
@@ -293,7 +300,7 @@ def _from_metadata(pf: ParquetFile, rg: int, agg: Aggregation,
     """
     if agg.column is None:
         return True, pf.row_group_rows(rg)
-    leaf = pf.schema.leaf(agg.column)
+    leaf = _file_leaf(pf, agg.column, partitions)
     if leaf is None or leaf.nested:
         return False, None
     opened: list[str] = []
@@ -509,7 +516,7 @@ class _ChunkPages:
 
 def _from_page_metadata(
     pf: ParquetFile, rgp: RowGroupPlan, accs: Sequence[_Acc], report: AggregateReport,
-    zones: dict[str, dict[tuple[int, int], BlobEntry]],
+    zones: dict[str, dict[tuple[int, int], BlobEntry]], partitions: Collection[str] = (),
 ) -> dict[str, tuple[list[_Acc], RowRanges]]:
     """Add to ``accs`` what metadata answers about the rows of one row group that surely
     match; return, per aggregated column, its aggregates and the rows of ``all`` they
@@ -529,12 +536,12 @@ def _from_page_metadata(
             acc.add(sure.count())
             continue
         if every:
-            ok, v = _from_metadata(pf, rgp.index, agg, report.warnings)
+            ok, v = _from_metadata(pf, rgp.index, agg, report.warnings, partitions)
             if ok:
                 acc.add(v)
                 continue
         if agg.column not in chunks:
-            leaf = pf.schema.leaf(agg.column)
+            leaf = _file_leaf(pf, agg.column, partitions)
             chunk = None
             if leaf is not None and not leaf.nested and not sure.is_empty:
                 opened: list[str] = []
@@ -625,7 +632,7 @@ def _encoded_sums(dplan: DatasetPlan, entry: FileEntry, rgs: Sequence[int],
     assert pf is not None and arrow is not None
     leaves: dict[int, str] = {}
     for column, accs in by_column.items():
-        leaf = pf.schema.leaf(column)
+        leaf = _file_leaf(pf, column, dplan.partition_types)
         if (leaf is None or column not in arrow.names
                 or any(a.agg.func not in ("sum", "count") for a in accs)):
             continue
@@ -675,7 +682,7 @@ def _aggregate_row_group(dplan: DatasetPlan, entry: FileEntry, rgp: RowGroupPlan
         report.bytes_read += stats.data_bytes
         return t
 
-    todo = _from_page_metadata(pf, rgp, accs, report, zones)
+    todo = _from_page_metadata(pf, rgp, accs, report, zones, dplan.partition_types)
     uncertain = rgp.maybe - rgp.all
     hits = RowRanges.empty()
     checked: set[str] = set()  # aggregated columns read with the predicate's

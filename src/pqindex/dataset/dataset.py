@@ -75,6 +75,8 @@ __all__ = ["Dataset", "Scan", "dataset"]
 Where = str | Expr | None
 # Arrow types of the hive partition types discovery infers ("string" otherwise).
 _PARTITION_TYPES = {"int64": pa.int64(), "date32": pa.date32()}
+# Prefix of a file leaf's name a hive key shadows (no predicate can name it).
+_SHADOWED = "\x00file:"
 # Threads (files in flight) for a dataset on an object store.
 REMOTE_WORKERS = 32
 # A dataset of at least this many files is planned with the cyclic GC paused.
@@ -606,8 +608,9 @@ class Dataset(Planning):
         """The schema given to the dataset plus the partition columns it does not list."""
         given = self._given_schema
         assert given is not None
-        return pa.schema([*given, *(pa.field(k, self._partition_type(k))
-                                    for k in self._partition_keys if k not in given.names)])
+        keys = self._partition_keys
+        return pa.schema([*(f for f in given if f.name not in keys),
+                          *(pa.field(k, self._partition_type(k)) for k in keys)])
 
     def narrowed(self, names: Sequence[str]) -> pa.Schema | None:
         """The given schema's fields ``names`` (None when no schema was given)."""
@@ -618,18 +621,17 @@ class Dataset(Planning):
 
     def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema:
         base = unify([(of.df.path, of.arrow) for of in opened])
-        return pa.schema([*base, *(pa.field(k, self._partition_type(k))
-                                   for k in self._partition_keys)])
+        keys = self._partition_keys
+        # A hive key that is also a file column is the partition column: the path's
+        # value wins, as in DuckDB, polars and Spark (docs/semantics.md).
+        return pa.schema([*(f for f in base if f.name not in keys),
+                          *(pa.field(k, self._partition_type(k)) for k in keys)])
 
     @property
     def _partition_keys(self) -> tuple[str, ...]:
-        """The hive keys that are partition columns: a key that is also a column of
-        the (first) file is not one; the file's column wins (docs/semantics.md)."""
-        keys = self.discovery.partition_columns
-        if not keys:
-            return keys
-        names = set(self._first().arrow.names)
-        return tuple(k for k in keys if k not in names)
+        """The hive keys: each is a partition column, also where a file has a column
+        of the same name (the path's value wins, docs/semantics.md)."""
+        return self.discovery.partition_columns
 
     def _partition_type(self, key: str) -> pa.DataType:
         return _PARTITION_TYPES.get(self.discovery.partition_types.get(key, ""), pa.string())
@@ -645,9 +647,18 @@ class Dataset(Planning):
         return _sift_sized(of, fields, bound)
 
     def _bound_schema(self, pf: ParquetFile) -> Schema:
-        """The file's leaves plus one synthetic leaf per partition column."""
+        """The file's leaves plus one synthetic leaf per partition column. A file leaf
+        a hive key shadows is renamed out of reach: a predicate on the key binds to
+        the partition leaf (index past the file's leaves), never to the file's."""
         extra = []
         n = len(pf.schema.leaves)
+        keys = set(self._partition_keys)
+        leaves = pf.schema.leaves
+        if keys and any(lf.path[0] in keys for lf in leaves):
+            leaves = tuple(
+                LeafColumn(lf.index, (_SHADOWED + lf.path[0], *lf.path[1:]), lf.element,
+                           lf.max_definition_level, lf.max_repetition_level, lf.column_order)
+                if lf.path[0] in keys else lf for lf in leaves)
         for i, k in enumerate(self._partition_keys):
             kind = self.discovery.partition_types.get(k)
             if kind == "int64":
@@ -665,7 +676,7 @@ class Dataset(Planning):
                 )
             order = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
             extra.append(LeafColumn(n + i, (k,), el, 1, 0, order))
-        return Schema(pf.schema.root, pf.schema.leaves + tuple(extra))
+        return Schema(pf.schema.root, leaves + tuple(extra))
 
     # ------------------------------------------------------------ planning
 

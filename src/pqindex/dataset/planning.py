@@ -452,6 +452,8 @@ class Planning:
         stage_out: dict[str, str] = {}
         ruled: dict[str, tuple[Planned, list[str]]] = {}
         hive = bool(disc.partition_columns)
+        # A file column a hive key shadows is never read: the path's value wins.
+        hive_keys = frozenset(disc.partition_columns)
         for df in chosen:
             why = decided[row_of[df.path]]
             if why is None:
@@ -514,7 +516,8 @@ class Planning:
                 raise e.located(path=df.path) from None
             warnings: list[str] = []
             leaf_cols = [c.index for c in of.pf.schema.leaves
-                         if columns is None or c.path[0] in fields]
+                         if (columns is None or c.path[0] in fields)
+                         and c.path[0] not in hive_keys]
             options = self.plan_options
             adaptive = options.dictionary and self._sift_sized(of, scan_fields, bound)
             consulted = not adaptive or dictionaries.consult()
@@ -611,7 +614,8 @@ class Planning:
             involved = involved_by_shape.get(key)
             if involved is None:
                 cols = [c.index for c in of.pf.schema.leaves
-                        if columns is None or c.path[0] in fields]
+                        if (columns is None or c.path[0] in fields)
+                        and c.path[0] not in hive_keys]
                 n_here = len(of.pf.schema.leaves)
                 if bound is not None:
                     cols += [leaf.index for leaf in bound_leaves(bound) if leaf.index < n_here]

@@ -31,7 +31,7 @@ import secrets
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
 
@@ -42,7 +42,14 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import Http, Response, store_settings
+from pqindex.io.restcall import (
+    RETRY_STATUS,
+    Http,
+    Response,
+    client_options,
+    commit_reconciled,
+    store_settings,
+)
 
 __all__ = ["API_VERSION", "MAX_BLOCKS", "MAX_COPY_BLOCK_BYTES", "AzureBlocks", "AzureConfig",
            "BlockNotSupportedError", "azure_config", "blob_sas", "shared_key_signature"]
@@ -80,6 +87,7 @@ class AzureConfig:
     token: str | None = None
     timeout: float = 60.0
     max_retries: int = 5
+    client_options: Mapping[str, Any] = field(default_factory=dict)  # proxy, TLS
 
     def __repr__(self) -> str:  # never print secrets
         return f"AzureConfig(account={self.account!r}, container={self.container!r}, ...)"
@@ -132,7 +140,8 @@ def azure_config(url: str, storage_options: Mapping[str, Any] | None = None
     return AzureConfig(account=account, container=container, endpoint=endpoint.rstrip("/"),
                        key=secret, sas=sas, token=s.get("token") or None,
                        timeout=float(s.get("timeout", "60").rstrip("s") or 60),
-                       max_retries=int(retries) if retries.isdigit() else 5)
+                       max_retries=int(retries) if retries.isdigit() else 5,
+                       client_options=client_options(storage_options))
 
 
 # ---------------------------------------------------------------- signing
@@ -200,6 +209,7 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
     code, message = _code(resp)
     detail = f"HTTP {resp.status}" + (f" {code}" if code else "") + (
         f": {message}" if message else "")
+    status = resp.status
     if resp.status == 412 or "ConditionNotMet" in code:
         return ObjectChangedError(
             f"the object changed while it was read (ETag mismatch; {detail})",
@@ -215,8 +225,9 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
                                   path=url, operation=operation)
     if resp.status in (429, 503):
         return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    return StorageError(detail, path=url, operation=operation)
+                              operation=operation, status=status, code=code, transient=True)
+    return StorageError(detail, path=url, operation=operation, status=status, code=code,
+                        transient=status in RETRY_STATUS)
 
 
 # ---------------------------------------------------------------- requests
@@ -228,7 +239,7 @@ class AzureBlocks:
     def __init__(self, config: AzureConfig) -> None:
         self.config = config
         self.http = Http(config.endpoint, timeout=config.timeout,
-                         max_retries=config.max_retries)
+                         max_retries=config.max_retries, client_options=config.client_options)
 
     def close(self) -> None:
         self.http.close()
@@ -254,7 +265,8 @@ class AzureBlocks:
 
     def request(self, method: str, blob: str, operation: str, *,
                 query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
-                body: bytes = b"", ok: Sequence[int] = (200, 201)) -> Response:
+                body: bytes = b"", ok: Sequence[int] = (200, 201),
+                retries: int | None = None) -> Response:
         path = self._path(blob)
         cfg = self.config
         full_query = list(query)
@@ -279,7 +291,7 @@ class AzureBlocks:
             return h
 
         resp = self.http.send(method, target, url=self.url(blob), operation=operation,
-                              headers=signed, body=body)
+                              headers=signed, body=body, retries=retries)
         if resp.status not in ok:
             raise _error(resp, self.url(blob), operation)
         return resp
@@ -329,7 +341,11 @@ class AzureBlocks:
         """Commit ``blocks`` as (``Committed``|``Latest``, id) in order, only if the
         blob's ETag is still ``if_match``; ``keep``: the blob's Get Blob Properties
         headers, whose content headers and metadata are carried over. Returns the
-        new ETag."""
+        new ETag.
+
+        Transient failures are sent again. A 412 to a second attempt is ours when
+        the blob's committed block list is now exactly ``blocks`` (the ids are new
+        and random): the first attempt committed and its answer was lost."""
         body = ('<?xml version="1.0" encoding="utf-8"?><BlockList>' + "".join(
             f"<{kind}>{bid}</{kind}>" for kind, bid in blocks) + "</BlockList>").encode()
         headers = {"Content-Type": "application/xml"}
@@ -341,9 +357,20 @@ class AzureBlocks:
             elif name in ("content-type", "content-encoding", "content-language",
                           "content-disposition", "cache-control"):
                 headers[f"x-ms-blob-{name}"] = value
-        r = self.request("PUT", blob, "Put Block List", query=[("comp", "blocklist")],
-                         headers=headers, body=body)
-        return r.headers.get("etag", "")
+        sent = [b for _kind, b in blocks]
+
+        def send() -> str:
+            r = self.request("PUT", blob, "Put Block List", query=[("comp", "blocklist")],
+                             headers=headers, body=body, retries=0)
+            return r.headers.get("etag", "")
+
+        def ours() -> str | None:
+            etag, committed = self.committed_blocks(blob)
+            return etag if [b for b, _n in committed] == sent else None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: isinstance(e, ObjectChangedError),
+                                 reconcile=ours)
 
 
 def new_block_ids(count: int, taken: Sequence[str], size: int = 32) -> list[str]:

@@ -8,6 +8,8 @@ user.
 
 from __future__ import annotations
 
+import re
+
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.errors import StorageError as _StorageRoot
 
@@ -30,10 +32,17 @@ class StorageError(_StorageRoot):
 
     operation: str = ""
     detail: str = ""
+    # A request pqindex sent itself: the store's HTTP status and error code, if it
+    # answered (None: the connection failed), and whether sending again may succeed.
+    status: int | None = None
+    code: str = ""
+    transient: bool = False
 
-    def __init__(self, message: str, *, path: str, operation: str) -> None:
+    def __init__(self, message: str, *, path: str, operation: str, status: int | None = None,
+                 code: str = "", transient: bool = False) -> None:
         self.operation = operation
         self.detail = message
+        self.status, self.code, self.transient = status, code, transient
         super().__init__(f"{operation} failed: {message}", path=path)
 
     def located(self, *, path: str | None = None, row_group: int | None = None,
@@ -48,6 +57,7 @@ class StorageError(_StorageRoot):
         # The copy keeps what was tried and any note (an upload left open, say).
         if isinstance(err, StorageError):
             err.operation, err.detail = self.operation, self.detail
+            err.status, err.code, err.transient = self.status, self.code, self.transient
         for note in getattr(self, "__notes__", ()):
             err.add_note(note)
         return err
@@ -105,61 +115,82 @@ _ACCESS_CODES = (
 
 
 def translate(exc: BaseException, url: str, operation: str) -> PqIndexError:
-    """The :class:`PqIndexError` to raise for ``exc``, a failure of ``operation`` on ``url``."""
+    """The :class:`PqIndexError` to raise for ``exc``, a failure of ``operation`` on ``url``.
+
+    obstore's typed exceptions (``obstore.exceptions``: not found, precondition,
+    permission, authentication, configuration) and Python's (``FileNotFoundError``,
+    ``PermissionError``, ``TimeoutError``, ``ConnectionError``) decide the class.
+    obstore has no type for an HTTP error that is none of those (throttling, 5xx):
+    its ``GenericError`` carries the store's answer, whose S3 ``<Code>`` and HTTP
+    status are read from it."""
     if isinstance(exc, PqIndexError):
         return exc
+    from pqindex.io.native import exception_classes
+
+    ex = exception_classes()
     full = str(exc)
     code = _s3_code(full)
     detail = f"{code}: {_first_line(full)}" if code else _first_line(full)
-    name = type(exc).__name__
-    # Classify on the message, not on obstore's debug dump (it names every setting).
-    text = full.split("\n\nDebug source", 1)[0]
-    lower = text.lower()
-    if "builder error" in lower and url.startswith("http://"):
-        return StorageConfigError(
-            "plain http:// needs the storage option allow_http=true", path=url,
-            operation=operation)
+    if isinstance(exc, ex.UnknownConfigurationKeyError):
+        return StorageConfigError(detail, path=url, operation=operation)
     if code in ("NoSuchBucket", "NoSuchContainer", "ContainerNotFound"):
         return ObjectNotFoundError(f"the bucket does not exist ({detail})", path=url,
                                    operation=operation)
-    if isinstance(exc, FileNotFoundError) or name == "NotFoundError" or code in (
-        "NoSuchKey", "BlobNotFound", "NotFound"
-    ):
+    if isinstance(exc, (FileNotFoundError, ex.NotFoundError)):
         return ObjectNotFoundError(f"no such object ({detail})", path=url, operation=operation)
-    if name == "PreconditionError" or code == "PreconditionFailed":
+    if isinstance(exc, (ex.PreconditionError, ex.NotModifiedError)):
         return ObjectChangedError(
             f"the object changed while it was read (ETag/version mismatch; {detail})",
             path=url,
             operation=operation,
         )
-    if (
-        name in ("PermissionDeniedError", "UnauthenticatedError")
-        or isinstance(exc, PermissionError)
-        or code in _ACCESS_CODES
-        or "403 forbidden" in lower
-        or "401 unauthorized" in lower
-        or "credential" in lower
-    ):
+    if isinstance(exc, (ex.PermissionDeniedError, ex.UnauthenticatedError, PermissionError)):
         return StorageAccessError(f"access denied or no valid credentials ({detail})",
                                   path=url, operation=operation)
-    if code in ("SlowDown", "ServerBusy", "RequestLimitExceeded", "TooManyRequests") or any(
-        s in lower for s in ("503 service unavailable", "429 too many requests", "slowdown")
-    ):
-        return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    full_lower = full.lower()
-    if isinstance(exc, TimeoutError) or "timed out" in full_lower or "timedout" in full_lower:
+    if isinstance(exc, TimeoutError):
         return StorageTimeoutError(f"timed out ({detail})", path=url, operation=operation)
-    if name == "UnknownConfigurationKeyError" or (
-        isinstance(exc, ValueError) and "config" in lower
-    ):
-        return StorageConfigError(detail, path=url, operation=operation)
-    if "error sending request" in lower or isinstance(exc, ConnectionError):
+    if isinstance(exc, ConnectionError):
         return StorageError(f"cannot connect to the store ({detail})", path=url,
                             operation=operation)
+    if isinstance(exc, ex.BaseError):
+        return _generic(exc, code, detail, url, operation)
     if isinstance(exc, OSError) and exc.strerror:
         return StorageError(exc.strerror, path=url, operation=operation)
-    return StorageError(detail or name, path=url, operation=operation)
+    if isinstance(exc, ValueError):  # obstore's builders refuse bad option values so
+        return StorageConfigError(detail, path=url, operation=operation)
+    return StorageError(detail or type(exc).__name__, path=url, operation=operation)
+
+
+_STATUS = re.compile(r"\b(?:status|Status)[: ]+(\d{3})\b|\b(\d{3}) [A-Z][a-z]")
+
+
+def _generic(exc: BaseException, code: str | None, detail: str, url: str,
+             operation: str) -> StorageError:
+    """An obstore error of no specific type: the store's code and HTTP status in the
+    answer it carries, else how the request failed (obstore's source chain)."""
+    text = str(exc).split("\n\nDebug source", 1)[0]
+    found = _STATUS.search(text)
+    status = int(found.group(1) or found.group(2)) if found else None
+    if code in _ACCESS_CODES or status in (401, 403):
+        return StorageAccessError(f"access denied or no valid credentials ({detail})",
+                                  path=url, operation=operation)
+    if code in _THROTTLE_CODES or status in (429, 503):
+        return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
+                              operation=operation)
+    if url.startswith("http://") and status is None and "builder" in text.lower():
+        return StorageConfigError(
+            "plain http:// needs the storage option allow_http=true", path=url,
+            operation=operation)
+    chain = str(exc).lower()
+    if "timed out" in chain or "timedout" in chain:
+        return StorageTimeoutError(f"timed out ({detail})", path=url, operation=operation)
+    if status is None and "error sending request" in chain:
+        return StorageError(f"cannot connect to the store ({detail})", path=url,
+                            operation=operation)
+    return StorageError(detail, path=url, operation=operation, status=status, code=code or "")
+
+
+_THROTTLE_CODES = ("SlowDown", "ServerBusy", "RequestLimitExceeded", "TooManyRequests")
 
 
 def s3_error(status: int, code: str | None, message: str, url: str,
@@ -167,19 +198,21 @@ def s3_error(status: int, code: str | None, message: str, url: str,
     """The :class:`StorageError` for an S3 error response (HTTP status, ``<Code>``,
     ``<Message>``) to a request pqindex signed itself (``io.s3multipart``)."""
     detail = f"HTTP {status}" + (f" {code}" if code else "") + (f": {message}" if message else "")
+
+    def make(cls: type[StorageError], text: str, transient: bool = False) -> StorageError:
+        return cls(text, path=url, operation=operation, status=status, code=code or "",
+                   transient=transient)
+
     if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
         # 409 ConditionalRequestConflict: a concurrent write won the race.
-        return ObjectChangedError(
-            f"the object changed while it was read (ETag/version mismatch; {detail})",
-            path=url, operation=operation)
+        return make(ObjectChangedError,
+                    f"the object changed while it was read (ETag/version mismatch; {detail})")
     if code in ("NoSuchBucket", "NoSuchKey", "NoSuchUpload") or (status == 404 and not code):
         what = {"NoSuchBucket": "the bucket does not exist",
                 "NoSuchUpload": "no such multipart upload"}.get(code or "", "no such object")
-        return ObjectNotFoundError(f"{what} ({detail})", path=url, operation=operation)
+        return make(ObjectNotFoundError, f"{what} ({detail})")
     if status in (401, 403) or code in _ACCESS_CODES:
-        return StorageAccessError(f"access denied or no valid credentials ({detail})",
-                                  path=url, operation=operation)
-    if status in (429, 503) or code in ("SlowDown", "RequestLimitExceeded", "TooManyRequests"):
-        return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    return StorageError(detail, path=url, operation=operation)
+        return make(StorageAccessError, f"access denied or no valid credentials ({detail})")
+    if status in (429, 503) or code in _THROTTLE_CODES:
+        return make(ThrottledError, f"throttled by the store after retries ({detail})", True)
+    return make(StorageError, detail, status >= 500 or code == "InternalError")

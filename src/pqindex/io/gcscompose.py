@@ -31,7 +31,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pqindex.io.errors import (
@@ -41,7 +41,14 @@ from pqindex.io.errors import (
     StorageError,
     ThrottledError,
 )
-from pqindex.io.restcall import RETRY_STATUS, Http, Response, backoff, store_settings
+from pqindex.io.restcall import (
+    RETRY_STATUS,
+    Http,
+    Response,
+    client_options,
+    commit_reconciled,
+    store_settings,
+)
 
 __all__ = ["MAX_COMPOSE_SOURCES", "GcsCompose", "GcsConfig", "gcs_config", "temp_name"]
 
@@ -65,6 +72,7 @@ class GcsConfig:
     timeout: float = 60.0
     max_retries: int = 5
     token: UserToken | None = None
+    client_options: Mapping[str, Any] = field(default_factory=dict)  # proxy, TLS
 
 
 _TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -124,7 +132,8 @@ def gcs_config(url: str, storage_options: Mapping[str, Any] | None = None) -> Gc
     s = _settings(storage_options)
     retries = s.get("max_retries", "")
     extra = {"timeout": float(s.get("timeout", "60").rstrip("s") or 60),
-             "max_retries": int(retries) if retries.isdigit() else 5}
+             "max_retries": int(retries) if retries.isdigit() else 5,
+             "client_options": client_options(storage_options)}
     if s.get("anon", "").strip().lower() in ("1", "true", "yes", "on"):
         return GcsConfig(u.netloc, _PUBLIC, **extra)  # type: ignore[arg-type]
     raw = s.get("key")
@@ -169,6 +178,7 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
     except ValueError:
         message = resp.body[:200].decode("utf-8", "replace").strip()
     detail = f"HTTP {resp.status}" + (f": {message}" if message else "")
+    status = resp.status
     if resp.status == 412:
         return ObjectChangedError(
             f"the object changed while it was read (generation mismatch; {detail})",
@@ -181,8 +191,9 @@ def _error(resp: Response, url: str, operation: str) -> StorageError:
                                   path=url, operation=operation)
     if resp.status == 429:
         return ThrottledError(f"throttled by the store after retries ({detail})", path=url,
-                              operation=operation)
-    return StorageError(detail, path=url, operation=operation)
+                              operation=operation, status=status, transient=True)
+    return StorageError(detail, path=url, operation=operation, status=status,
+                        transient=status in RETRY_STATUS)
 
 
 class GcsCompose:
@@ -191,7 +202,7 @@ class GcsCompose:
     def __init__(self, config: GcsConfig) -> None:
         self.config = config
         self.http = Http(config.base_url, timeout=config.timeout,
-                         max_retries=config.max_retries)
+                         max_retries=config.max_retries, client_options=config.client_options)
 
     def close(self) -> None:
         self.http.close()
@@ -252,39 +263,32 @@ class GcsCompose:
         now has a new generation and ``expect_size`` bytes (the lost attempt
         succeeded)."""
         dest: dict[str, Any] = {}
-        for field in ("contentType", "contentEncoding", "contentDisposition",
+        for name in ("contentType", "contentEncoding", "contentDisposition",
                       "contentLanguage", "cacheControl", "metadata"):
-            if keep and keep.get(field) is not None:
-                dest[field] = keep[field]
+            if keep and keep.get(name) is not None:
+                dest[name] = keep[name]
         body = {"sourceObjects": [
             {"name": n, "generation": str(g),
              "objectPreconditions": {"ifGenerationMatch": str(g)}} for n, g in sources],
             "destination": dest}
         data = json.dumps(body).encode()
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            # One attempt per call: a compose whose answer was lost must not be
-            # taken for a concurrent change when it is sent again.
-            try:
-                r = self._call("POST", self._object_path(key) + "/compose",
-                               [("ifGenerationMatch", str(if_generation))], key, "compose",
-                               body=data, content_type="application/json", retries=0)
-                return self._json(r)
-            except ObjectChangedError:
-                if attempt == 0:
-                    raise
-                now = self.metadata(key)  # did the lost attempt succeed?
-                if expect_size is not None and int(now.get("size", -1)) == expect_size \
-                        and str(now.get("generation")) != str(if_generation):
-                    return now
-                raise
-            except StorageError as e:
-                transient = isinstance(e, ThrottledError) or "cannot connect" in e.detail \
-                    or any(e.detail.startswith(f"HTTP {s}") for s in RETRY_STATUS)
-                if not transient or attempt == attempts - 1:
-                    raise
-                backoff(attempt)
-        raise AssertionError("unreachable")
+
+        def send() -> dict[str, Any]:
+            r = self._call("POST", self._object_path(key) + "/compose",
+                           [("ifGenerationMatch", str(if_generation))], key, "compose",
+                           body=data, content_type="application/json", retries=0)
+            return self._json(r)
+
+        def ours() -> dict[str, Any] | None:
+            now = self.metadata(key)  # a new generation of the size: the lost attempt's
+            if expect_size is not None and int(now.get("size", -1)) == expect_size \
+                    and str(now.get("generation")) != str(if_generation):
+                return now
+            return None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: isinstance(e, ObjectChangedError),
+                                 reconcile=ours)
 
     def delete(self, key: str, generation: int | None = None) -> None:
         query = [("ifGenerationMatch", str(generation))] if generation is not None else []

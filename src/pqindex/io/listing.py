@@ -105,7 +105,10 @@ def _list_obstore(
 ) -> Listing:
     import asyncio
 
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 

@@ -42,9 +42,10 @@ def get_object(
         except OSError as e:
             raise translate(e, url, "read") from None
     elif is_object_store_url(url):
-        import obstore as obs
-
+        from pqindex.io.native import obstore_api
         from pqindex.io.objstore import get_store, run
+
+        obs = obstore_api()
 
         handle, key = get_store(url, storage_options)
 
@@ -94,9 +95,10 @@ def put_object(
         _put_local(path, data, mode)
         return
     if is_object_store_url(url):
-        import obstore as obs
-
+        from pqindex.io.native import obstore_api
         from pqindex.io.objstore import get_store, run
+
+        obs = obstore_api()
 
         handle, key = get_store(url, storage_options)
 
@@ -106,7 +108,7 @@ def put_object(
         try:
             run(put())
         except Exception as e:
-            if type(e).__name__ == "AlreadyExistsError":
+            if isinstance(e, obs.exceptions.AlreadyExistsError):
                 raise StorageError("the object already exists", path=url,
                                    operation="PUT (create)") from None
             raise translate(e, url, "PUT") from None

@@ -21,16 +21,23 @@ variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import contextlib
+import contextvars
+import functools
+import os
 import queue
 import threading
+import types
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 from pqindex.errors import CorruptFileError, UserInputError
+from pqindex.io.credentials import S3CredentialChoice, s3_credentials
 from pqindex.io.errors import ObjectChangedError, StorageConfigError, StorageError, translate
 from pqindex.io.source import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -48,23 +55,164 @@ __all__ = ["ObjectStoreSource", "StoreHandle", "TailWave", "get_store", "prefetc
            "start_tails", "submit"]
 
 T = TypeVar("T")
+_Ts = TypeVarTuple("_Ts")
 
 # ------------------------------------------------------------------ event loop
+#
+# obstore's async calls run as tasks on its Rust runtime (tokio threads). Each task
+# ends by taking the GIL from its own thread: it asks the future whether it was
+# cancelled, then hands the result to the loop (``call_soon_threadsafe``). A tokio
+# thread that takes the GIL while the interpreter finalizes is ended by
+# ``pthread_exit``, whose unwinding through Rust frames aborts the process (SIGABRT
+# after the CLI printed its answer). So the loop knows which of its futures belong
+# to a native task still to come back (:class:`_NativeTasks`), and at exit it
+# cancels its tasks, waits until every native task has left Python, and only then
+# stops, before the interpreter finalizes.
 
-_loop: asyncio.AbstractEventLoop | None = None
+_PLAIN_CALLBACKS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                    types.BuiltinMethodType, functools.partial)
+_EXIT_WAIT_SECONDS = 10.0  # at most this long for native tasks at exit
+
+
+class _NativeTasks:
+    """The loop's futures whose native task has not yet come back from Python."""
+
+    def __init__(self) -> None:
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._idle = threading.Condition(threading.Lock())
+
+    def started(self, fut: asyncio.Future[Any]) -> None:
+        with self._idle:
+            self._pending.add(fut)
+
+    def finished(self, fut: asyncio.Future[Any]) -> None:
+        with self._idle:
+            self._pending.discard(fut)
+            if not self._pending:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until no native task is out (True), or ``timeout`` seconds (False)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._pending, timeout)
+
+    def __len__(self) -> int:
+        with self._idle:
+            return len(self._pending)
+
+
+class _IoFuture(asyncio.Future[Any]):
+    """A future of the I/O loop that sees a native task take it and give it back."""
+
+    def add_done_callback(self, fn: Callable[[_IoFuture], object], *,
+                          context: contextvars.Context | None = None) -> None:
+        loop = self.get_loop()
+        if isinstance(loop, _IoLoop) and not isinstance(fn, _PLAIN_CALLBACKS):
+            # pyo3's waiter (it cancels the native task if this future is cancelled):
+            # a native task will come back to this future from one of its threads.
+            loop.native.started(self)
+        super().add_done_callback(fn, context=context)
+
+    def cancelled(self) -> bool:
+        out = super().cancelled()
+        loop = self.get_loop()
+        if out and isinstance(loop, _IoLoop) and not loop.on_loop_thread():
+            loop.native.finished(self)  # a cancelled native task goes no further
+        return out
+
+
+class _IoLoop(asyncio.SelectorEventLoop):
+    """The background loop: its futures are :class:`_IoFuture`, and results handed
+    over from other threads count their native task as back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.native = _NativeTasks()
+        self.thread_id: int | None = None
+
+    def on_loop_thread(self) -> bool:
+        return threading.get_ident() == self.thread_id
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return _IoFuture(loop=self)
+
+    def call_soon_threadsafe(self, callback: Callable[[*_Ts], object],
+                             *args: *_Ts, context: contextvars.Context | None = None
+                             ) -> asyncio.Handle:
+        try:
+            return super().call_soon_threadsafe(callback, *args, context=context)
+        finally:
+            if not self.on_loop_thread():
+                for arg in args:
+                    if isinstance(arg, _IoFuture):
+                        self.native.finished(arg)
+
+    def serve(self) -> None:
+        """The loop thread's body."""
+        self.thread_id = threading.get_ident()
+        asyncio.set_event_loop(self)
+        self.run_forever()
+
+
+_loop: _IoLoop | None = None
+_loop_thread: threading.Thread | None = None
 _loop_lock = threading.Lock()
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
-    global _loop
+def _background_loop() -> _IoLoop:
+    global _loop, _loop_thread
     with _loop_lock:
         if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(
-                target=loop.run_forever, name="pqindex-io", daemon=True
-            ).start()
-            _loop = loop
+            loop = _IoLoop()
+            thread = threading.Thread(target=loop.serve, name="pqindex-io", daemon=True)
+            thread.start()
+            _loop, _loop_thread = loop, thread
         return _loop
+
+
+def shutdown(timeout: float = _EXIT_WAIT_SECONDS) -> None:
+    """Stop the I/O loop and drop the store clients, in that order: cancel the
+    loop's tasks, wait until every native task is back from Python (at most
+    ``timeout`` seconds), stop and close the loop, then forget the clients. Runs at
+    exit; the next request starts a new loop."""
+    global _loop, _loop_thread
+    with _loop_lock:
+        loop, thread = _loop, _loop_thread
+        _loop = _loop_thread = None
+    if loop is not None and not loop.is_closed():
+        if loop.is_running():
+            async def cancel_all() -> None:
+                me = asyncio.current_task()
+                tasks = [t for t in asyncio.all_tasks() if t is not me]
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout)
+            loop.native.wait_idle(timeout)
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout)
+        if not loop.is_running():
+            loop.close()
+    clear_stores()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: no loop thread, no tokio
+    worker serving the parent's clients (whose pooled connections are the parent's
+    sockets). It starts its own loop and clients on first use."""
+    global _loop, _loop_thread, _loop_lock, _stores_lock
+    _loop = _loop_thread = None
+    _loop_lock = threading.Lock()
+    _stores_lock = threading.Lock()
+    _stores.clear()
+    _by_fast_key.clear()
+
+
+atexit.register(shutdown)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def run(coro: Awaitable[T]) -> T:
@@ -113,6 +261,11 @@ class StoreHandle:
     max_in_flight: int
     # Azure Blob Storage has no suffix ranges: a tail needs the size (listing or HEAD).
     suffix_ranges: bool = True
+    # obstore's client options as given (proxy, TLS, timeouts): requests pqindex
+    # sends itself (io.restcall) honour them too.
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+    # S3: what signs requests, for obstore and for pqindex's own (io.credentials).
+    s3_credentials: S3CredentialChoice | None = None
 
 
 _stores: dict[tuple[str, str], StoreHandle] = {}
@@ -224,17 +377,22 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
             with _stores_lock:
                 _by_fast_key[fast] = handle
         return handle, key
-    from obstore.store import from_url
+    from pqindex.io.native import from_url, obstore_api
 
     config, client, retry, in_flight = _configure(opts)
     if root.startswith("http://"):
         client.setdefault("allow_http", True)  # the URL itself asks for plain HTTP
+    choice = s3_credentials(opts) if root.split("://", 1)[0] in ("s3", "s3a") else None
+    extra: dict[str, Any] = {}
+    if choice is not None and choice.obstore_provider is not None:
+        extra["credential_provider"] = choice.obstore_provider  # one provider for both
     try:
         store = from_url(
             root,
-            config=config or None,  # type: ignore[arg-type]
-            client_options=client or None,  # type: ignore[arg-type]
-            retry_config=retry or None,  # type: ignore[arg-type]
+            config=config or None,
+            client_options=client or None,
+            retry_config=retry or None,
+            **extra,
         )
     except Exception as e:
         err = translate(e, url, "configure the store")
@@ -243,7 +401,8 @@ def get_store(url: str, storage_options: Mapping[str, Any] | None = None) -> tup
                 from None
         raise err from None
     handle = StoreHandle(store, root, in_flight,
-                         suffix_ranges=type(store).__name__ != "AzureStore")
+                         suffix_ranges=not isinstance(store, obstore_api()._store.AzureStore),
+                         client_options=client, s3_credentials=choice)
     with _stores_lock:
         handle = _stores.setdefault(cache_key, handle)
         if fast is not None:
@@ -294,7 +453,9 @@ class ObjectStoreSource:
     ) -> None:
         self.path = url
         self.stats = stats if stats is not None else IOStats()
-        self._handle, self._key = get_store(url, storage_options)
+        self._options = storage_options
+        self._client, self._key = get_store(url, storage_options)
+        self._client_pid = os.getpid()
         if not self._key:
             raise UserInputError("URL names a bucket, not an object", path=url)
         self.max_in_flight = self._handle.max_in_flight
@@ -308,6 +469,15 @@ class ObjectStoreSource:
             self.version = info.version
             self._mtime = info.mtime
         self._lock = threading.Lock()
+
+    @property
+    def _handle(self) -> StoreHandle:
+        """The store's client; in a forked child, the child's own (the parent's
+        belongs to a runtime that did not survive the fork)."""
+        if self._client_pid != os.getpid():
+            self._client, _ = get_store(self.path, self._options)
+            self._client_pid = os.getpid()
+        return self._client
 
     # ------------------------------------------------------------ metadata
 
@@ -342,7 +512,9 @@ class ObjectStoreSource:
 
     def size(self) -> int:
         if self._size is None:
-            import obstore as obs
+            from pqindex.io.native import obstore_api
+
+            obs = obstore_api()
 
             async def head() -> Any:
                 # obstore's coroutines must be created on the running loop
@@ -391,9 +563,11 @@ class ObjectStoreSource:
                         ) -> tuple[memoryview, int, int]:
         """A GET's body as a view of obstore's buffer, with no copy into ``bytes``
         (a wave of 1,000 tails copied 165 MiB into fresh memory: ~10% of its CPU)."""
-        import obstore as obs
+        from pqindex.io.native import obstore_api
 
-        res = await obs.get_async(self._handle.store, self._key, options=options)  # type: ignore[arg-type]
+        obs = obstore_api()
+
+        res = await obs.get_async(self._handle.store, self._key, options=options)
         data = await res.bytes_async()
         self._learn(res.meta, operation)
         start, end = res.range
@@ -409,10 +583,10 @@ class ObjectStoreSource:
             data, start, end = run(self._get(options, "GET (tail)"))
         except Exception as e:
             err = translate(e, self.path, "GET (tail)")
-            text = str(e).lower()
-            unsatisfiable = "range not satisfiable" in text or "non-partial response" in text
-            if unsatisfiable and self.size() == 0:
-                return b""  # an empty object has no suffix to give
+            # An empty object has no suffix to give: the store refuses the range (416,
+            # or a whole answer), an error of no specific class. A HEAD tells.
+            if type(err) is StorageError and self._size is None and self.size() == 0:
+                return b""
             raise err from None
         self.stats.record(start, end - start)
         self.stats.record_wave()

@@ -11,19 +11,25 @@ the store.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import random
+import ssl
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pqindex.io.errors import StorageError, StorageTimeoutError
 
-__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "connection_error", "store_settings"]
+__all__ = ["RETRY_STATUS", "Http", "Response", "backoff", "client_options", "commit_reconciled",
+           "connection_error", "store_settings"]
+
+T = TypeVar("T")
 
 RETRY_STATUS = frozenset({500, 502, 503, 504, 429})
 
@@ -36,15 +42,29 @@ class Response:
 
 
 class Http:
-    """Requests to one ``scheme://host[:port]`` (thread-safe)."""
+    """Requests to one ``scheme://host[:port]`` (thread-safe).
 
-    def __init__(self, base_url: str, *, timeout: float = 60.0, max_retries: int = 5) -> None:
+    ``client_options`` are the store's obstore client options, honoured as obstore
+    honours them: ``proxy_url`` (else the ``HTTP(S)_PROXY`` / ``NO_PROXY``
+    variables, as obstore's HTTP client reads them) with ``proxy_excludes``,
+    ``allow_invalid_certificates``, and ``connect_timeout`` / ``timeout``.
+    An ``https://`` target is reached through the proxy by a CONNECT tunnel, an
+    ``http://`` one by requests in absolute form."""
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0, max_retries: int = 5,
+                 client_options: Mapping[str, Any] | None = None) -> None:
         u = urllib.parse.urlsplit(base_url)
         self.scheme = (u.scheme or "https").lower()
         self.host = u.netloc
         self.base_path = u.path.rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
+        opts = dict(client_options or {})
+        self._tls = ssl.create_default_context()
+        if _truthy(opts.get("allow_invalid_certificates")):
+            self._tls.check_hostname = False
+            self._tls.verify_mode = ssl.CERT_NONE
+        self.proxy = _proxy_for(self.scheme, u.hostname or "", opts)
         self._lock = threading.Lock()
         self._idle: list[http.client.HTTPConnection] = []
 
@@ -52,9 +72,26 @@ class Http:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        cls = (http.client.HTTPSConnection if self.scheme == "https"
-               else http.client.HTTPConnection)
-        return cls(self.host, timeout=self.timeout)
+        proxy = self.proxy
+        if proxy is None:
+            if self.scheme == "https":
+                return http.client.HTTPSConnection(self.host, timeout=self.timeout,
+                                                   context=self._tls)
+            return http.client.HTTPConnection(self.host, timeout=self.timeout)
+        p = urllib.parse.urlsplit(proxy)
+        auth = _proxy_authorization(p)
+        if self.scheme == "https":
+            conn = http.client.HTTPSConnection(p.hostname or "", p.port or 80,
+                                               timeout=self.timeout, context=self._tls)
+            conn.set_tunnel(self.host, headers=auth)
+            return conn
+        return http.client.HTTPConnection(p.hostname or "", p.port or 80, timeout=self.timeout)
+
+    def _target(self, target: str) -> str:
+        """The request target: absolute through a plain-HTTP proxy."""
+        if self.proxy is not None and self.scheme == "http":
+            return f"http://{self.host}{target}"
+        return target
 
     def close(self) -> None:
         with self._lock:
@@ -66,8 +103,11 @@ class Http:
              body: bytes) -> Response:
         """One attempt on a pooled keep-alive connection; connection errors raise."""
         conn = self._connection()
+        sent = dict(headers)
+        if self.proxy is not None and self.scheme == "http":
+            sent.update(_proxy_authorization(urllib.parse.urlsplit(self.proxy)))
         try:
-            conn.request(method, target, body=body, headers=dict(headers))
+            conn.request(method, self._target(target), body=body, headers=sent)
             resp = conn.getresponse()
             data = resp.read()
         except BaseException:
@@ -106,18 +146,79 @@ class Http:
         raise AssertionError("unreachable")
 
 
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _proxy_for(scheme: str, host: str, options: Mapping[str, Any]) -> str | None:
+    """The proxy URL requests to ``host`` go through, or None."""
+    proxy = options.get("proxy_url")
+    excludes = options.get("proxy_excludes")
+    if proxy is None:
+        env = urllib.request.getproxies_environment()
+        proxy = env.get(scheme) or env.get("all")
+        if proxy is None or urllib.request.proxy_bypass_environment(  # type: ignore[attr-defined]
+                host, env):
+            return None
+    if excludes and any(host == x or host.endswith("." + x.lstrip("."))
+                        for x in (e.strip() for e in str(excludes).split(",")) if x):
+        return None
+    return str(proxy) if "://" in str(proxy) else f"http://{proxy}"
+
+
+def _proxy_authorization(proxy: urllib.parse.SplitResult) -> dict[str, str]:
+    """``Proxy-Authorization`` for a proxy URL with user and password, else nothing."""
+    if proxy.username is None:
+        return {}
+    user = urllib.parse.unquote(proxy.username)
+    password = urllib.parse.unquote(proxy.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Proxy-Authorization": f"Basic {token}"}
+
+
 def connection_error(e: BaseException, timeout: float, url: str,
                      operation: str) -> StorageError:
     """What a request that never got an answer (after its last retry) raises."""
     if isinstance(e, TimeoutError):
         return StorageTimeoutError(f"timed out after {timeout:g} s", path=url,
-                                   operation=operation)
+                                   operation=operation, transient=True)
     return StorageError(f"cannot connect to the store ({type(e).__name__}: {e})", path=url,
-                        operation=operation)
+                        operation=operation, transient=True)
+
+
+def commit_reconciled(send: Callable[[], T], *, attempts: int,
+                      lost: Callable[[StorageError], bool],
+                      reconcile: Callable[[], T | None]) -> T:
+    """A commit (S3 completion, GCS compose, Azure block list), one attempt per
+    ``send``, transient failures sent again with backoff. When a later attempt fails
+    as a lost earlier success would make it fail (``lost``: a 412, NoSuchUpload),
+    ``reconcile`` looks at the object: its answer when the commit is there (the
+    earlier attempt succeeded and its answer was lost), None when it is not (the
+    error stands)."""
+    for attempt in range(attempts):
+        try:
+            return send()
+        except StorageError as e:
+            if attempt > 0 and lost(e):
+                done = reconcile()
+                if done is not None:
+                    return done
+                raise
+            if not e.transient or attempt == attempts - 1:
+                raise
+            backoff(attempt)
+    raise AssertionError("unreachable")
 
 
 def backoff(attempt: int) -> None:
     time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+
+
+def client_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The obstore client options (proxy, TLS, timeouts) among ``storage_options``."""
+    from pqindex.io.objstore import _configure
+
+    return _configure(dict(storage_options or {}))[1]
 
 
 def store_settings(env_prefix: str, storage_options: Mapping[str, Any] | None,

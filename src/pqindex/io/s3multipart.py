@@ -27,20 +27,21 @@ import http.client
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
 
-from pqindex.io.errors import StorageError, StorageTimeoutError, ThrottledError, s3_error
+from pqindex.io.credentials import CredentialSource, s3_settings
+from pqindex.io.errors import StorageError, s3_error
 from pqindex.io.restcall import (
     RETRY_STATUS,
     Http,
     Response,
     backoff,
+    commit_reconciled,
     connection_error,
-    store_settings,
 )
-from pqindex.io.s3sign import EMPTY_SHA256, Credentials, sign, uri_encode
+from pqindex.io.s3sign import EMPTY_SHA256, sign, uri_encode
 
 __all__ = ["MAX_PARTS", "MAX_PART_BYTES", "MIN_PART_BYTES", "CopyNotSupportedError",
            "S3Config", "S3Multipart", "etag_matches", "s3_config"]
@@ -62,24 +63,13 @@ class S3Config:
 
     bucket: str
     region: str
-    credentials: Credentials
+    credentials: CredentialSource  # called per request: refreshed keys are used
     endpoint: str | None = None  # scheme://host[:port][/base]
     virtual_hosted: bool = False
     allow_http: bool = False
     timeout: float = _DEFAULT_TIMEOUT
     max_retries: int = _DEFAULT_RETRIES
-
-
-def _settings(storage_options: Mapping[str, Any] | None) -> dict[str, str]:
-    """``AWS_*`` environment variables overridden by the storage options, under
-    obstore's key names without the ``aws_`` prefix."""
-    from pqindex.io.objstore import _ALIASES
-
-    def key(k: str) -> str:
-        k = k[4:] if k.startswith("aws_") else k
-        return _ALIASES.get(k, k)
-
-    return store_settings("AWS_", storage_options, key)
+    client_options: Mapping[str, Any] = field(default_factory=dict)  # proxy, TLS
 
 
 def _flag(value: str | None) -> bool:
@@ -97,32 +87,34 @@ def _seconds(value: str | None, default: float) -> float:
         return default
 
 
-def s3_config(url: str, storage_options: Mapping[str, Any] | None = None) -> S3Config | None:
-    """The configuration for ``url`` (``s3://`` or ``s3a://``), or None when this
-    module cannot sign for it (another scheme, no static credentials, unsigned)."""
-    from pqindex.io.objstore import split_url
+def s3_config(url: str, storage_options: Mapping[str, Any] | None = None
+              ) -> tuple[S3Config | None, str]:
+    """The configuration for ``url`` (``s3://`` or ``s3a://``), or None and the reason
+    this module cannot sign for it (another scheme; unsigned requests or credentials
+    that cannot be shared, see ``io.credentials``). The credentials are the store's
+    (the provider obstore signs with)."""
+    from pqindex.io.objstore import get_store, split_url
 
     root, _key = split_url(url)
     scheme, _, bucket = root.partition("://")
     if scheme.lower() not in ("s3", "s3a") or not bucket:
-        return None
-    s = _settings(storage_options)
-    if _flag(s.get("skip_signature")):
-        return None
-    key_id, secret = s.get("access_key_id"), s.get("secret_access_key")
-    if not key_id or not secret:
-        return None
-    creds = Credentials(key_id, secret, s.get("session_token") or None)
+        return None, "not an S3 URL"
+    handle, _ = get_store(url, storage_options)
+    choice = handle.s3_credentials
+    if choice is None or choice.signer is None:
+        return None, choice.reason if choice is not None else "no credentials"
+    s = s3_settings(storage_options)
     region = s.get("region") or s.get("default_region") or "us-east-1"
     retries = s.get("max_retries")
     return S3Config(
-        bucket=bucket, region=region, credentials=creds,
+        bucket=bucket, region=region, credentials=choice.signer,
         endpoint=(s.get("endpoint") or "").rstrip("/") or None,
         virtual_hosted=_flag(s.get("virtual_hosted_style_request")),
         allow_http=_flag(s.get("allow_http")),
         timeout=_seconds(s.get("timeout"), _DEFAULT_TIMEOUT),
         max_retries=int(retries) if retries and retries.isdigit() else _DEFAULT_RETRIES,
-    )
+        client_options=handle.client_options,
+    ), ""
 
 
 def _local(tag: str) -> str:
@@ -170,7 +162,8 @@ class S3Multipart:
         if self._scheme == "http" and not config.allow_http:
             raise StorageError("plain http:// needs the storage option allow_http=true",
                                path=config.endpoint or "", operation="configure the store")
-        self._http = Http(f"{self._scheme}://{self._host}", timeout=config.timeout)
+        self._http = Http(f"{self._scheme}://{self._host}", timeout=config.timeout,
+                          client_options=config.client_options)
 
     # ------------------------------------------------------------ transport
 
@@ -197,7 +190,7 @@ class S3Multipart:
                                    for k, v in query)
         digest = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
         signed = sign(method, self._host, path.split("?", 1)[0], query, headers, digest,
-                      self.config.credentials, self.config.region)
+                      self.config.credentials(), self.config.region)
         return self._http.once(method, path, signed, body)
 
     def request(self, method: str, key: str, operation: str, *,
@@ -297,33 +290,27 @@ class S3Multipart:
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(e)}</ETag></Part>"
             for n, e in parts) + "</CompleteMultipartUpload>"
         headers = {"If-Match": if_match} if if_match else {}
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                r = self.request("POST", key, "CompleteMultipartUpload",
-                                 query=[("uploadId", upload_id)], headers=headers,
-                                 body=body.encode(), retries=0, error_in_body=True)
-                return _text(_xml(r.body), "ETag") or ""
-            except StorageError as e:
-                if "NoSuchUpload" in e.detail and attempt > 0:
-                    etag, got = self.head(key)
-                    if _unquote(etag).endswith(f"-{len(parts)}") and size in (None, got):
-                        return etag
-                transient = isinstance(e, (ThrottledError, StorageTimeoutError)) or (
-                    type(e) is StorageError and (
-                        "cannot connect" in e.detail or "InternalError" in e.detail
-                        or any(f"HTTP {s}" in e.detail for s in RETRY_STATUS)))
-                if not transient or attempt == attempts - 1:
-                    raise
-                backoff(attempt)
-        raise AssertionError("unreachable")
+
+        def send() -> str:
+            r = self.request("POST", key, "CompleteMultipartUpload",
+                             query=[("uploadId", upload_id)], headers=headers,
+                             body=body.encode(), retries=0, error_in_body=True)
+            return _text(_xml(r.body), "ETag") or ""
+
+        def ours() -> str | None:
+            etag, got = self.head(key)
+            done = _unquote(etag).endswith(f"-{len(parts)}") and size in (None, got)
+            return etag if done else None
+
+        return commit_reconciled(send, attempts=self.config.max_retries + 1,
+                                 lost=lambda e: e.code == "NoSuchUpload", reconcile=ours)
 
     def abort(self, key: str, upload_id: str) -> None:
         """Abort the upload: its parts are deleted; NoSuchUpload counts as done."""
         try:
             self.request("DELETE", key, "AbortMultipartUpload", query=[("uploadId", upload_id)])
         except StorageError as e:
-            if "NoSuchUpload" not in e.detail:
+            if e.code != "NoSuchUpload":
                 raise
 
 

@@ -71,7 +71,9 @@ def _manifest_url(dest: str) -> str:
 
 def _get(url: str, storage_options: Mapping[str, Any] | None) -> tuple[bytes | None, str | None]:
     """The object and its ETag, or (None, None) when there is none."""
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
@@ -116,7 +118,9 @@ def _each(dest: str, storage_options: Mapping[str, Any] | None, op: str,
           pairs: Sequence[tuple[str, str]]) -> None:
     """Copy (``op="copy"``: (from key, to key)) or delete (first of each pair) objects
     of ``dest``'s store, ``_PARALLEL`` at a time."""
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
@@ -305,7 +309,9 @@ def commit_job_remote(
 
 def _put_manifest(url: str, body: bytes, base_etag: str | None,
                   storage_options: Mapping[str, Any] | None) -> None:
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     from pqindex.io.objstore import get_store, run
 
@@ -318,11 +324,10 @@ def _put_manifest(url: str, body: bytes, base_etag: str | None,
     try:
         run(put())
     except Exception as e:
-        name = type(e).__name__
-        if name == "AlreadyExistsError":
+        if isinstance(e, obs.exceptions.AlreadyExistsError):
             raise StorageError("the manifest already exists", path=url,
                                operation="PUT (create)") from None
-        if name == "PreconditionError":
+        if isinstance(e, obs.exceptions.PreconditionError):
             raise StorageError("the manifest changed since the job started", path=url,
                                operation="PUT (if-match)") from None
         raise translate(e, url, "PUT") from None

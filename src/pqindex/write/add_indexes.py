@@ -105,6 +105,8 @@ class IndexResult:
     # Object stores: bytes sent to the store, and bytes the store copied itself.
     bytes_uploaded: int = 0
     bytes_copied_server_side: int = 0
+    # Why the object was streamed down and up instead of copied by the store ("": not).
+    streamed_because: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as ``pqindex index --json`` prints it."""

@@ -65,9 +65,9 @@ class ServerPlan(Protocol):
     keep_whole: bool  # the tail goes after the whole object, not after the data
 
     def run(self, source: ByteSource, base: int, tail_bytes: bytes,
-            done: RewriteResult) -> RemoteRewrite | None:
-        """Replace the object by ``[0, base)`` + ``tail_bytes``; None: not possible
-        here (nothing was changed; the caller streams)."""
+            done: RewriteResult) -> RemoteRewrite | str:
+        """Replace the object by ``[0, base)`` + ``tail_bytes``; or why that is not
+        possible here (nothing was changed; the caller streams)."""
 
     def close(self) -> None: ...
 
@@ -83,24 +83,30 @@ def _changed(url: str, operation: str, was: str | None, now: str | None) -> Obje
 
 
 def server_plan(url: str, storage_options: Mapping[str, Any] | None, source: ByteSource,
-                size: int) -> ServerPlan | None:
-    """How to rewrite ``url`` server side, or None (S3, or no usable configuration:
-    see ``io.azblocks``/``io.gcscompose``)."""
+                size: int) -> ServerPlan | str:
+    """How to rewrite ``url`` server side, or why there is no such plan (S3 has its
+    own path; no usable configuration: see ``io.azblocks``/``io.gcscompose``)."""
     scheme = url.split("://", 1)[0].lower()
     if scheme in ("gs", "gcs"):
         gcfg = gcs_config(url, storage_options)
-        return None if gcfg is None else GcsPlan(GcsCompose(gcfg), url)
+        if gcfg is None:
+            return ("compose needs a token pqindex can obtain (user credentials, an "
+                    "emulator or anonymous access); obstore's service-account and "
+                    "metadata-server tokens are not handed out")
+        return GcsPlan(GcsCompose(gcfg), url)
     if scheme in ("az", "azure", "abfs", "abfss", "adl"):
         acfg = azure_config(url, storage_options)
         if acfg is None:
-            return None
+            return ("block requests need an account key, a SAS token or a bearer token in "
+                    "the options or environment; obstore's other credentials (managed "
+                    "identity, service principal, Azure CLI) are not handed out")
         client = AzureBlocks(acfg)
         try:
             return AzurePlan.for_blob(client, url, source, size)
         except BaseException:
             client.close()
             raise
-    return None
+    return "no server-side copy for this store"
 
 
 # ---------------------------------------------------------------- GCS
@@ -122,10 +128,10 @@ class GcsPlan:
         self.client.close()
 
     def run(self, source: ByteSource, base: int, tail_bytes: bytes,
-            done: RewriteResult) -> RemoteRewrite | None:
+            done: RewriteResult) -> RemoteRewrite | str:
         c, key = self.client, self.key
         if not source.version:
-            return None  # no generation to make the compose conditional on
+            return "the object's generation is unknown (compose could not be conditional)"
         tmp = temp_name(key)
         tmp_gen = c.create(tmp, tail_bytes)
         try:
@@ -213,7 +219,7 @@ class AzurePlan:
         self.client.close()
 
     def run(self, source: ByteSource, base: int, tail_bytes: bytes,
-            done: RewriteResult) -> RemoteRewrite | None:
+            done: RewriteResult) -> RemoteRewrite | str:
         c, blob = self.client, self.blob
         taken = [b for b, _n in self.committed]
         id_size = block_id_size(self.committed)
@@ -225,7 +231,7 @@ class AzurePlan:
         else:
             ranges = block_ranges(base)
             if len(ranges) + 1 > MAX_BLOCKS:
-                return None
+                return "the blob needs more blocks than Azure allows"
             ids = new_block_ids(len(ranges) + 1, taken, id_size)
             source_url = c.source_address(blob)
             jobs: list[Callable[[], None]] = [
@@ -235,8 +241,9 @@ class AzurePlan:
             jobs.append(functools.partial(c.put_block, blob, ids[-1], tail_bytes))
             try:
                 run_all(jobs, COPY_CONCURRENCY)
-            except BlockNotSupportedError:
-                return None  # nothing committed: the staged blocks are discarded
+            except BlockNotSupportedError as e:
+                # nothing committed: the staged blocks are discarded
+                return f"the store does not implement Put Block From URL ({e.detail})"
             blocks = [("Uncommitted", b) for b in ids]
             copied = base
         now = c.properties(blob).get("etag", "")  # for stores that ignore If-Match

@@ -264,7 +264,9 @@ class Upload:
             yield item
 
     def _run(self) -> None:
-        import obstore as obs
+        from pqindex.io.native import obstore_api
+
+        obs = obstore_api()
 
         try:
             self.result = obs.put(self.handle.store, self.key, self._parts(),
@@ -303,7 +305,9 @@ class Upload:
 
     def finish(self) -> None:
         """Send what is buffered and complete the upload (the object appears now)."""
-        import obstore as obs
+        from pqindex.io.native import obstore_api
+
+        obs = obstore_api()
 
         if self._thread is None:
             data = bytes(self._buf)
@@ -314,7 +318,7 @@ class Upload:
                 else:
                     self.result = obs.put(self.handle.store, self.key, data, mode=self.mode)
             except Exception as e:
-                if type(e).__name__ == "AlreadyExistsError":
+                if isinstance(e, obs.exceptions.AlreadyExistsError):
                     raise StorageError("the object already exists", path=self.url,
                                        operation="PUT (create)") from None
                 raise translate(e, self.url, "PUT") from None
@@ -476,7 +480,9 @@ def rewrite_remote(
     Raises :class:`ObjectChangedError` when it changed; on any error the
     original object stays as it was.
     """
-    import obstore as obs
+    from pqindex.io.native import obstore_api
+
+    obs = obstore_api()
 
     etag = source.etag
     total = base + len(tail_bytes)
@@ -494,7 +500,7 @@ def rewrite_remote(
         if etag:
             opts["if_match"] = etag
         try:
-            got = obs.get(handle.store, key, options=opts)  # type: ignore[arg-type]
+            got = obs.get(handle.store, key, options=opts)
             return bytes(got.bytes())
         except Exception as e:
             raise translate(e, url, "GET") from None

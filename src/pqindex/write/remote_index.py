@@ -122,17 +122,21 @@ def index_object(
                 result.seconds = time.perf_counter() - t0
                 return result
             size = pf.file_size
-        plan = server_plan(url, storage_options, src, size)
+        planned = server_plan(url, storage_options, src, size)
+        plan = None if isinstance(planned, str) else planned
         try:
-            sent, whole = None, plan is not None and plan.keep_whole
+            # Each server-side path says why it could not be taken (the result keeps it).
+            sent: RemoteRewrite | str = planned if isinstance(planned, str) else ""
+            whole = plan is not None and plan.keep_whole
             base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, whole)
             if plan is not None:
                 sent = plan.run(src, base, tail_bytes, done)
-            if sent is None and whole:  # the data-range layout after all
+            if isinstance(sent, str) and whole:  # the data-range layout after all
                 base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, False)
-            if sent is None:
+            if isinstance(sent, str) and url.split("://", 1)[0].lower() in ("s3", "s3a"):
                 sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
-            if sent is None:
+            if isinstance(sent, str):
+                result.streamed_because = sent or "no server-side copy for this store"
                 sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
         finally:
             if plan is not None:
@@ -190,10 +194,10 @@ def rewrite_server_side(
     storage_options: Mapping[str, Any] | None = None,
     *,
     part_bytes: int | None = None,
-) -> RemoteRewrite | None:
+) -> RemoteRewrite | str:
     """Replace the S3 object ``url`` by its bytes ``[0, base)``, copied by S3, plus
-    ``tail_bytes``, only if it is still the object ``source`` read; None when
-    this cannot be done server side (the caller streams instead).
+    ``tail_bytes``, only if it is still the object ``source`` read; when this
+    cannot be done server side, why (the caller streams instead).
 
     Stores that honour the conditions (AWS S3) refuse a copy from, or a
     completion over, another version with 412. Some S3-compatible servers
@@ -203,13 +207,14 @@ def rewrite_server_side(
     honoured. Any failure aborts the upload; the object stays as it was.
     """
     if base < MIN_PART_BYTES:
-        return None  # the copied part(s) would be under S3's part minimum
-    config = s3_config(url, storage_options)
+        return (f"the data range ({base:,} bytes) is under S3's {MIN_PART_BYTES:,}-byte "
+                "part minimum")
+    config, reason = s3_config(url, storage_options)
     if config is None:
-        return None
+        return f"pqindex cannot sign the part copies: {reason}"
     ranges = copy_ranges(base, part_bytes)
     if len(ranges) + 1 > MAX_PARTS or len(tail_bytes) > MAX_PART_BYTES:
-        return None
+        return "the object needs more parts than S3 allows"
     etag, version = source.etag, source.version
     client = S3Multipart(config)
     from pqindex.io.objstore import split_url
@@ -218,8 +223,8 @@ def rewrite_server_side(
     try:
         try:
             upload_id = client.create(key)
-        except CopyNotSupportedError:
-            return None  # no multipart API at all: obstore's single PUT will do
+        except CopyNotSupportedError as e:
+            return f"the store has no multipart API ({e.detail})"
         try:
             parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version)
             if etag:
@@ -235,7 +240,7 @@ def rewrite_server_side(
             except StorageError as bad:
                 e.add_note(f"the multipart upload {upload_id} could not be aborted: {bad}")
             if isinstance(e, CopyNotSupportedError):
-                return None
+                return f"the store refused UploadPartCopy ({e.detail})"
             raise
     finally:
         client.close()
