@@ -96,7 +96,7 @@ def find_table_remote(url: str, storage_options: Mapping[str, Any] | None = None
     ancestor prefix (and one of ``metadata/`` where that directory exists)."""
     import obstore
 
-    from pqindex.io.errors import translate
+    from pqindex.io.errors import StorageAccessError, translate
     from pqindex.io.objstore import get_store
 
     handle, key = get_store(url, storage_options)
@@ -117,7 +117,12 @@ def find_table_remote(url: str, storage_options: Mapping[str, Any] | None = None
                         handle.store, f"{prefix}/metadata" if prefix else "metadata")
                     files = {o["path"] for o in meta["objects"]}
             except Exception as e:  # the store's error, made ours
-                raise translate(e, url, "LIST") from None
+                err = translate(e, url, "LIST")
+                if isinstance(err, StorageAccessError):
+                    # Credentials scoped to objects (a blob SAS) cannot list; a table's
+                    # own writers must list its log, so no table is kept here.
+                    return None
+                raise err from None
             found = seen[prefix] = _remote_format(names, files)
         if found is not None:
             root = handle.url + ("/" + prefix if prefix else "")
