@@ -20,6 +20,7 @@ import pyarrow as pa
 from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
@@ -72,6 +73,9 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # pqindex's sidecar of this version (``evidence.py``): file-scope Bloom filters and
+    # distinct sets, consulted when the table's statistics keep more than one file.
+    evidence: TableEvidence | None = None
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -117,6 +121,9 @@ class TableSource:
             return files, 0
         keep = self.may_match(expr)
         kept = [f for f, k in zip(files, keep, strict=True) if k]
+        if self.evidence is not None and len(kept) > 1:
+            out = self.evidence.ruled_out(files, kept, expr)
+            kept = [f for f, o in zip(kept, out, strict=True) if not o]
         return kept, len(files) - len(kept)
 
 
@@ -223,6 +230,9 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
-        return _delta_source(load_delta(source, version, storage_options))
+        snap = load_delta(source, version, storage_options)
+        found = _delta_source(snap)
+        found.evidence = TableEvidence(snap.location, snap.version, storage_options)
+        return found
     raise UserInputError(f"not a table: {type(source).__name__}")
 
