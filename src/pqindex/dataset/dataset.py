@@ -39,7 +39,7 @@ from pqindex.dataset.planning import (
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
-from pqindex.errors import PqIndexError, UserInputError, public_api
+from pqindex.errors import PqIndexError, UnsupportedError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
@@ -694,11 +694,22 @@ class Dataset(Planning):
             if not subset:
                 subset, ruled_out = [self.discovery.files[0]], ruled_out - 1
             self._table.first = subset[0]
+        table = self._table
+        if table is not None and table.deleted and on_planned is not None:
+            # Rows the table deleted (deletion vectors, position deletes) leave each
+            # file's plan before anything reads it (dataset/tables/deletes.py).
+            read_early = on_planned
+
+            def on_planned(done: Planned, wanted: list[str] | None) -> None:
+                read_early(table.without_deleted(done), wanted)
         with self._lock:
             self._planning += 1  # the files this plan opens stay until it is made
         plans = None
         try:
             plans = self._plan_held(columns, expr, on_planned, subset)
+            if table is not None and table.deleted:
+                plans = dataclasses.replace(
+                    plans, files=[table.without_deleted(p) for p in plans.files])
             if self._table is not None:
                 plans.report.table = self._table.description
                 plans.report.files_total += ruled_out
@@ -975,6 +986,11 @@ class Dataset(Planning):
         the predicate attached as a pyarrow filter (see docs/interop.md)."""
         from pqindex.dataset.interop import to_pyarrow_dataset
 
+        if self._table is not None and self._table.deleted:
+            # pyarrow would read the rows the table deleted: it takes row groups, not rows.
+            raise UnsupportedError(
+                f"the table has deleted rows ({self._table.deleted_by}s): pyarrow's dataset "
+                "would read them; use scan() or to_table()", path=self._table.location)
         return to_pyarrow_dataset(
             self, _where(where, filters), column_list(columns), filesystem=filesystem,
             attach_filter=attach_filter, exact=exact,

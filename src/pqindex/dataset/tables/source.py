@@ -18,7 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
+from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
@@ -72,6 +74,10 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # Per file (its DataFile.path): the row positions the table deleted (``deletes.py``),
+    # and what deleted them.
+    deleted: DeletedRows = field(default_factory=dict)
+    deleted_by: str = "deletion vector"
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -82,6 +88,14 @@ class TableSource:
             raise UnsupportedError("the file has no field ids and the table renamed columns: "
                                    "reading it by name mapping is not supported yet",
                                    path=pf.path)
+
+    def without_deleted(self, planned: Planned) -> Planned:
+        """A file's planned outcome without the rows the table deleted."""
+        df, of, plan, bound = planned
+        rows = self.deleted.get(df.path)
+        if rows is None or of is None or plan is None:
+            return planned
+        return df, of, drop_deleted(plan, of.pf, rows, self.deleted_by), bound
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -157,7 +171,8 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
-                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical,
+                       deleted=snap.deleted)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
