@@ -275,3 +275,17 @@ def test_a_vector_past_the_files_end_is_refused() -> None:
     with pytest.raises(PqIndexError, match="does not belong"):
         drop_deleted(plan, _FakeFile([10]), np.array([3, 10], np.int64),  # type: ignore[arg-type]
                      "deletion vector")
+
+
+def test_indexing_a_table_with_deletion_vectors_is_refused_unchanged(
+        dv_table: tuple[Path, list[int]], tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    path = tmp_path / "t"
+    shutil.copytree(dv_table[0], path)
+    shutil.copytree(dv_table[0].parent / "elsewhere", tmp_path / "elsewhere")
+    version = DeltaTable(str(path)).version()
+    with pytest.raises(UnsupportedError, match="deletion vectors"):
+        pqindex.add_indexes(str(path), bloom=["user"])
+    assert DeltaTable(str(path)).version() == version
+    assert not list(path.rglob("*.pqindex-*"))

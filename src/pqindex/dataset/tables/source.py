@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.partition_kinds import partition_kind, partition_text
 from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
@@ -37,21 +38,15 @@ DELTA_STRING_PREFIX = 32
 
 
 def _discovery_type(name: str, t: pa.DataType, location: str) -> str:
-    """The discovery's partition type of a table's partition column."""
-    if pa.types.is_integer(t):
+    """The discovery's partition kind of a table's partition column."""
+    if pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t) and t.bit_width == 64:
         return "int64"
-    if pa.types.is_date32(t):
-        return "date32"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    raise UnsupportedError(f"partition column of type {t} is not supported yet (integer, "
-                           "date and string are)", path=location, column=name)
-
-
-def _partition_text(value: Any) -> str:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
+    kind = partition_kind(t)
+    if kind is None:
+        raise UnsupportedError(f"partition column of type {t} is not supported (boolean, "
+                               "integers, floats, decimals, dates, timestamps, strings and "
+                               "binaries are)", path=location, column=name)
+    return kind
 
 
 @dataclass
@@ -142,7 +137,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
-        DataFile(f.path, tuple((k, _partition_text(v)) for k, v in f.partition.items()
+        DataFile(f.path, tuple((k, partition_text(v)) for k, v in f.partition.items()
                                if v is not None), ObjectInfo(f.size))
         for f in snap.files)
     stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
