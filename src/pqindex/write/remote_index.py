@@ -47,6 +47,7 @@ from pqindex.write.add_indexes import (
     _is_data_name,
     _kinds,
     _page_index,
+    _physical_columns,
     _region,
     bloom_scopes,
 )
@@ -353,9 +354,13 @@ def add_indexes_remote(
     for root, only in tables.items():
         # Files of a Delta table: indexed copies under new names, then one commit.
         from pqindex.dataset.tables.commit import index_delta_table
+        from pqindex.dataset.tables.delta import load_delta
 
+        # Under column mapping the files name columns by their physical names.
+        physical = load_delta(root, storage_options=storage_options).physical
+        mapped = _physical_columns({"indexes": kinds}, physical).get("indexes", kinds)
         done, _version = index_delta_table(
-            root, functools.partial(_index_copy, kinds=kinds, cap=cap, page_index=page_index,
+            root, functools.partial(_index_copy, kinds=mapped, cap=cap, page_index=page_index,
                                     drop=drop, storage_options=storage_options,
                                     options=options),
             only=only, storage_options=storage_options, progress=progress)

@@ -191,6 +191,11 @@ def index_delta_table(
     snapshot = load_delta(root, storage_options=storage_options)
     remote = _is_remote(snapshot.location)
     files = _chosen(snapshot, only)
+    if any(f.path in snapshot.deleted for f in files):
+        # The copy's add action would carry no deletion vector: deleted rows would return.
+        raise UnsupportedError("files of the table have deletion vectors: indexing them is "
+                               "not supported yet (purge them first, e.g. REORG TABLE ... "
+                               "APPLY (PURGE)); no file was changed", path=root)
     written: list[str] = []
     actions: list[Any] = []
     stats = _log_stats(snapshot)
