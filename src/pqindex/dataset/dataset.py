@@ -463,6 +463,9 @@ class Dataset(Planning):
                 self._discovery.io)
             if self._discovery.manifest is not None:
                 out[self._discovery.manifest[0]] = self._manifest_io
+        evidence = None if self._table is None else self._table.evidence
+        if evidence is not None:  # a table's evidence sidecar (tables/evidence.py)
+            out[evidence.url] = evidence.stats
         return out
 
     def _io_counts(self) -> dict[str, tuple[int, int, int]]:
@@ -666,6 +669,10 @@ class Dataset(Planning):
         ``on_planned`` is called with each kept file as soon as it is planned, on a
         pool thread."""
         ruled_out = 0
+        # A table on a store is found by its listing (self._table is set then): the
+        # LIST counts in this plan's report, and so does the table's sidecar GET.
+        before = self._io_counts()
+        _ = self.discovery
         if self._table is not None and subset is None:
             # The table's per-file statistics rule files out before any footer is read;
             # one file stays when none is left (its footer binds the predicate).
@@ -685,7 +692,7 @@ class Dataset(Planning):
             self._planning += 1  # the files this plan opens stay until it is made
         plans = None
         try:
-            plans = self._plan_held(columns, expr, on_planned, subset)
+            plans = self._plan_held(columns, expr, on_planned, subset, before)
             if table is not None and table.deleted:
                 plans = dataclasses.replace(
                     plans, files=[table.without_deleted(p) for p in plans.files])
@@ -711,10 +718,11 @@ class Dataset(Planning):
 
     def _plan_held(self, columns: Sequence[str] | None, expr: Expr,
                    on_planned: OnPlanned | None,
-                   subset: Sequence[DataFile] | None = None) -> Plans:
+                   subset: Sequence[DataFile] | None = None,
+                   before: Mapping[str, tuple[int, int, int]] | None = None) -> Plans:
         columns = column_list(columns)
         t0 = time.perf_counter()
-        before = self._io_counts()
+        before = self._io_counts() if before is None else before
         disc = self.discovery
         files = disc.files if subset is None else subset
         report = ScanReport(files_total=len(files))

@@ -23,6 +23,7 @@ from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
@@ -69,6 +70,9 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # pqindex's sidecar of this version (``evidence.py``): file-scope Bloom filters and
+    # distinct sets, consulted when the table's statistics keep more than one file.
+    evidence: TableEvidence | None = None
     # Per file (its DataFile.path): the row positions the table deleted (``deletes.py``),
     # and what deleted them.
     deleted: DeletedRows = field(default_factory=dict)
@@ -126,6 +130,9 @@ class TableSource:
             return files, 0
         keep = self.may_match(expr)
         kept = [f for f, k in zip(files, keep, strict=True) if k]
+        if self.evidence is not None and len(kept) > 1:
+            out = self.evidence.ruled_out(files, kept, expr)
+            kept = [f for f, o in zip(kept, out, strict=True) if not o]
         return kept, len(files) - len(kept)
 
 
@@ -234,6 +241,9 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
-        return _delta_source(load_delta(source, version, storage_options))
+        snap = load_delta(source, version, storage_options)
+        found = _delta_source(snap)
+        found.evidence = TableEvidence(snap.location, snap.version, storage_options)
+        return found
     raise UserInputError(f"not a table: {type(source).__name__}")
 
