@@ -751,11 +751,23 @@ def add_indexes(
 
         if output is not None:
             raise UserInputError("output is not supported for an Iceberg table (a commit)")
-        done, _snapshot = index_iceberg_table(
-            paths, lambda src, dst: index_file(
-                src, output=dst, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
-                truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
-                bloom_scope=bloom_scope), progress=progress)
+        def index_one(src: str, dst: str) -> IndexResult:
+            if "://" in src and not src.startswith("file://"):  # an object: a new object
+                from pqindex.write.remote_index import index_object
+
+                return index_object(
+                    src, output=dst, kinds=_kinds(indexes, distinct=distinct, bloom=bloom,
+                                                  zone_maps=zone_maps, hll=hll),
+                    cap=_cap(truncate), page_index=page_index, drop=drop,
+                    storage_options=storage_options,
+                    options={"bloom": {"scopes": bloom_scopes(bloom_scope)}})
+            return index_file(src, output=dst, distinct=distinct, bloom=bloom,
+                              zone_maps=zone_maps, hll=hll, truncate=truncate,
+                              page_index=page_index, drop=drop, indexes=indexes,
+                              bloom_scope=bloom_scope)
+
+        done, _snapshot = index_iceberg_table(paths, index_one, progress=progress,
+                                              storage_options=storage_options)
         return list(done)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):

@@ -132,33 +132,34 @@ def _chosen(snapshot: DeltaSnapshot, only: Collection[str] | None) -> list[Delta
 REMOTE_CONCURRENCY = 8  # objects indexed at once on a store (each a few round trips)
 
 
-def _index_all(files: Sequence[DeltaFile], index_one: Callable[[str, str], Any], remote: bool,
+def _index_all(paths: Sequence[str], index_one: Callable[[str, str], Any], remote: bool,
                progress: Callable[[int, int, Any], None] | None,
-               written: list[str]) -> list[tuple[DeltaFile, str, Any]]:
-    """Each file indexed into its copy: (file, copy, result); ``written`` collects the
-    copies made as they land (so a failure can remove them). Objects on a store are
-    indexed ``REMOTE_CONCURRENCY`` at once, local files one after another."""
-    out: list[tuple[DeltaFile, str, Any]] = []
+               written: list[str]) -> list[tuple[str, Any]]:
+    """Each file indexed into its copy, in order: (the copy, "" when nothing needed a
+    change; the result); ``written`` collects the copies made as they land (so a
+    failure can remove them). Objects on a store are indexed ``REMOTE_CONCURRENCY``
+    at once, local files one after another."""
+    out: list[tuple[str, Any]] = []
 
-    def one(f: DeltaFile) -> tuple[DeltaFile, str, Any]:
-        copy = indexed_name(f.path)
-        result = index_one(f.path, copy)
+    def one(path: str) -> tuple[str, Any]:
+        copy = indexed_name(path)
+        result = index_one(path, copy)
         made = getattr(result, "rewritten", True) if remote else os.path.exists(copy)
         if made:
             written.append(copy)
-        return f, (copy if made else ""), result
+        return (copy if made else ""), result
 
-    def done(item: tuple[DeltaFile, str, Any]) -> None:
+    def done(item: tuple[str, Any]) -> None:
         out.append(item)
         if progress is not None:
-            progress(len(out), len(files), item[2])
+            progress(len(out), len(paths), item[1])
 
-    if not remote or len(files) < 2:
-        for f in files:
-            done(one(f))
+    if not remote or len(paths) < 2:
+        for p in paths:
+            done(one(p))
         return out
     with ThreadPoolExecutor(REMOTE_CONCURRENCY) as pool:
-        futures = [pool.submit(one, f) for f in files]
+        futures = [pool.submit(one, p) for p in paths]
         try:
             for fut in futures:
                 done(fut.result())
@@ -167,6 +168,10 @@ def _index_all(files: Sequence[DeltaFile], index_one: Callable[[str, str], Any],
                 fut.cancel()
             raise
     return out
+
+
+def _copy_size(copy: str, result: Any, remote: bool) -> int:
+    return int(result.bytes_after) if remote else os.path.getsize(copy)
 
 
 def index_delta_table(
@@ -201,11 +206,11 @@ def index_delta_table(
     stats = _log_stats(snapshot)
     now = int(time.time() * 1000)
     try:
-        indexed = _index_all(files, index_one, remote, progress, written)
-        for f, copy, result in indexed:
+        indexed = _index_all([f.path for f in files], index_one, remote, progress, written)
+        for f, (copy, result) in zip(files, indexed, strict=True):
             if not copy:  # nothing to change in this file
                 continue
-            size = int(result.bytes_after) if remote else os.path.getsize(copy)
+            size = _copy_size(copy, result, remote)
             mtime = now if remote else int(os.path.getmtime(copy) * 1000)
             # The copy's path as the log records paths: the old one's, new last name.
             head, _, _name = f.relative.rpartition("/")
@@ -219,7 +224,7 @@ def index_delta_table(
                                      modification_time=mtime, data_change=False,
                                      stats=stats.get(f.relative, json.dumps(
                                          {"numRecords": f.rows}))))
-        results = [result for _f, _copy, result in indexed]
+        results = [result for _copy, result in indexed]
         if not actions:
             return results, None
         table = snapshot.table
@@ -246,12 +251,12 @@ def index_delta_table(
 def _write_evidence(table: Any, storage_options: Mapping[str, Any] | None) -> None:
     """The sidecar of the table's version (a failure leaves the table as committed:
     readers then read the files' tails, as without a sidecar)."""
-    from pqindex.dataset.tables.evidence import write_delta_evidence
+    from pqindex.dataset.tables.evidence import write_evidence
 
     try:
         now = load_delta(table, storage_options=storage_options)
-        write_delta_evidence(now.location, now.version, [(f.path, f.size) for f in now.files],
-                             storage_options)
+        write_evidence(now.location, "delta", now.version,
+                       [(f.path, f.size) for f in now.files], storage_options)
     except PqIndexError as e:
         log.warning("%s: the table's evidence sidecar was not written: %s",
                     getattr(table, "table_uri", "?"), e)
@@ -276,11 +281,16 @@ def index_iceberg_table(
     *,
     only: Collection[str] | None = None,
     progress: Callable[[int, int, Any], None] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    evidence: bool = True,
 ) -> tuple[list[Any], int | None]:
     """Index the data files of a pyiceberg ``Table``'s current snapshot (those of
-    ``only`` when given) into copies beside them, then commit one overwrite snapshot
-    that replaces each file by its copy (same rows, metrics and partition values).
-    Returns the results and the new snapshot's id (None when nothing changed).
+    ``only`` when given) into copies beside them (``index_one(source, output)``; on an
+    object store, new objects of the same bucket, ``storage_options`` configuring
+    pqindex's access), then commit one overwrite snapshot that replaces each file by
+    its copy (same rows, metrics and partition values). With ``evidence``, the sidecar
+    of the snapshot made is written (``evidence.py``). Returns the results and the new
+    snapshot's id (None when nothing changed).
 
     A concurrent commit is checked by pyiceberg (its commit window validation and the
     catalog's compare-and-swap); a failed commit removes the copies and raises
@@ -292,26 +302,29 @@ def index_iceberg_table(
     if any(t.delete_files for t in tasks):
         raise UnsupportedError("the snapshot has delete files: indexing such a table is not "
                                "supported yet; no file was changed", path=location)
-    wanted = None if only is None else {os.path.realpath(p) for p in only}
+
+    def key(uri: str) -> str:
+        return uri if _is_remote(uri) else os.path.realpath(uri.removeprefix("file://"))
+
+    wanted = None if only is None else {key(p) for p in only}
+    chosen = [t.file for t in tasks if wanted is None or key(t.file.file_path) in wanted]
+    remote = any(_is_remote(f.file_path) for f in chosen)
+    if remote and not all(_is_remote(f.file_path) for f in chosen):
+        raise UnsupportedError("the table's data files are both local and on a store; no "
+                               "file was changed", path=location)
     written: list[str] = []
-    results: list[Any] = []
     swaps: list[tuple[Any, Any]] = []
-    chosen = [t.file for t in tasks if wanted is None
-              or os.path.realpath(t.file.file_path.removeprefix("file://")) in wanted]
     try:
-        for old in chosen:
-            uri = old.file_path
-            if "://" in uri and not uri.startswith("file://"):
-                raise UnsupportedError("Iceberg data files are indexed locally only for now",
-                                       path=uri)
-            src = uri.removeprefix("file://")
-            out = indexed_name(src)
-            results.append(index_one(src, out))
-            written.append(out)
-            new_uri = ("file://" + out) if uri.startswith("file://") else out
-            swaps.append((old, _copy_data_file(table, old, new_uri, os.path.getsize(out))))
-            if progress is not None:
-                progress(len(results), len(chosen), results[-1])
+        paths = [f.file_path if remote else f.file_path.removeprefix("file://")
+                 for f in chosen]
+        indexed = _index_all(paths, index_one, remote, progress, written)
+        for old, (copy, result) in zip(chosen, indexed, strict=True):
+            if not copy:
+                continue
+            new_uri = ("file://" + copy) if old.file_path.startswith("file://") else copy
+            swaps.append((old, _copy_data_file(table, old, new_uri,
+                                               _copy_size(copy, result, remote))))
+        results = [result for _copy, result in indexed]
         if not swaps:
             return results, None
         with table.transaction() as tx, tx.update_snapshot(
@@ -320,15 +333,31 @@ def index_iceberg_table(
                 overwrite.delete_data_file(old)
                 overwrite.append_data_file(new)
     except BaseException as e:
-        for p in written:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
+        _remove(written, storage_options)
         if isinstance(e, CommitFailedException | ValidationException):
             raise TableCommitError(f"commit of the indexed files failed (a concurrent "
                                    f"commit conflicts): {e}; the table is unchanged",
                                    path=location) from None
         raise
-    return results, table.current_snapshot().snapshot_id
+    snapshot_id = int(table.current_snapshot().snapshot_id)
+    if evidence:
+        _write_iceberg_evidence(table, storage_options)
+    return results, snapshot_id
+
+
+def _write_iceberg_evidence(table: Any, storage_options: Mapping[str, Any] | None) -> None:
+    """The sidecar of the table's current snapshot (a failure leaves the commit made)."""
+    from pqindex.dataset.tables.evidence import write_evidence
+    from pqindex.dataset.tables.iceberg import load_iceberg
+
+    try:
+        now = load_iceberg(table)
+        if now.snapshot_id is not None:
+            write_evidence(now.location, "iceberg", now.snapshot_id,
+                           [(f.path, f.size) for f in now.files], storage_options)
+    except PqIndexError as e:
+        log.warning("%s: the table's evidence sidecar was not written: %s",
+                    table.location(), e)
 
 
 # ---------------------------------------------------------------- new files committed

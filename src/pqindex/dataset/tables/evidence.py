@@ -1,4 +1,4 @@
-"""pqindex's per-file evidence for one version of a Delta table, in a sidecar.
+"""pqindex's per-file evidence for one version of a lake table, in a sidecar.
 
 A table's log keeps per-file min/max, null counts and row counts: enough for a
 sorted column, never for a rare or absent value of an unsorted one, where every
@@ -6,17 +6,18 @@ file's tail had to be read for its Bloom filter or distinct set. When pqindex
 indexes a table it also writes, for the version it committed, one object that
 holds each active file's footer statistics and small file-scope summaries
 (Bloom filters and distinct sets up to ``SUMMARY_MAX_BYTES``):
-``<root>/_pqindex/delta-<version, 20 digits>.json``, in the dataset manifest's
-format (``dataset/manifest.py``, docs/manifest.md), with a ``table`` key naming
-the format and version.
+``<root>/_pqindex/delta-<version, 20 digits>.json`` (Delta) or
+``<location>/_pqindex/iceberg-<snapshot id>.json`` (Iceberg), in the dataset
+manifest's format (``dataset/manifest.py``, docs/manifest.md), with a ``table``
+key naming the format and version.
 
 Trust rules:
 
 * The sidecar is named by the version it describes; a reader looks for its own
   version's only, so another version's (stale) sidecar is never read.
 * An entry is used only for a file of the snapshot at the same relative path and
-  with the size the log records (a Delta file is immutable: a path names one
-  content). Files without an entry are planned from their footers as before.
+  with the size the log or manifest records (a table's data file is immutable: a
+  path names one content). Files without an entry are planned from their footers as before.
 * A sidecar that cannot be read or parsed is ignored (logged): the same rows.
 * Only a "no row can match" answer is used; a column the sidecar's schema lacks
   (added later, column mapping's physical names, partition columns) keeps the file.
@@ -52,8 +53,7 @@ from pqindex.format.file import ParquetFile
 from pqindex.io.objects import get_object, put_object
 from pqindex.io.source import IOStats, ObjectInfo, open_source
 
-__all__ = ["SIDECAR_DIR", "SUMMARY_KINDS", "TableEvidence", "evidence_url",
-           "write_delta_evidence"]
+__all__ = ["SIDECAR_DIR", "SUMMARY_KINDS", "TableEvidence", "evidence_url", "write_evidence"]
 
 log = logging.getLogger("pqindex")
 
@@ -65,9 +65,11 @@ SUMMARY_MAX_BYTES = 64 << 10
 OPEN_CONCURRENCY = 16  # footers read at once while the sidecar is built
 
 
-def evidence_url(root: str, version: int) -> str:
-    """Where the sidecar of ``version`` of the table at ``root`` lives."""
-    name = f"delta-{version:020d}.json"
+def evidence_url(root: str, version: int, table_format: str = "delta") -> str:
+    """Where the sidecar of ``version`` (a Delta version, an Iceberg snapshot id) of
+    the table at ``root`` lives."""
+    name = (f"delta-{version:020d}.json" if table_format == "delta"
+            else f"{table_format}-{version}.json")
     if "://" in root:
         return f"{root}/{SIDECAR_DIR}/{name}"
     return os.path.join(root, SIDECAR_DIR, name)
@@ -80,10 +82,11 @@ def _relative(root: str, path: str) -> str:
     return os.path.relpath(path, root).replace(os.sep, "/")
 
 
-def write_delta_evidence(root: str, version: int, files: Sequence[tuple[str, int]],
-                         storage_options: Mapping[str, Any] | None = None) -> str:
-    """Write the sidecar of ``version`` for its active ``files`` ((path or URL, size the
-    log records)); returns its URL. Each footer is read (one tail request each,
+def write_evidence(root: str, table_format: str, version: int,
+                   files: Sequence[tuple[str, int]],
+                   storage_options: Mapping[str, Any] | None = None) -> str:
+    """Write the sidecar of ``version`` for its ``files`` ((path or URL, size the log or
+    manifest records)); returns its URL. Each footer is read (one tail request each,
     ``OPEN_CONCURRENCY`` at once)."""
 
     def entry(item: tuple[str, int]) -> tuple[str, ParquetFile, ObjectInfo]:
@@ -95,12 +98,12 @@ def write_delta_evidence(root: str, version: int, files: Sequence[tuple[str, int
         opened = list(pool.map(entry, files))
     try:
         manifest = build_manifest(
-            opened, {"table": {"format": "delta", "version": version}},
+            opened, {"table": {"format": table_format, "version": version}},
             summary_kinds=SUMMARY_KINDS, summary_max_bytes=SUMMARY_MAX_BYTES)
     finally:
         for _rel, pf, _info in opened:
             pf.close()
-    url = evidence_url(root, version)
+    url = evidence_url(root, version, table_format)
     if "://" not in url:
         os.makedirs(os.path.dirname(url), exist_ok=True)
     put_object(url, json.dumps(manifest, separators=(",", ":")).encode(), storage_options)
@@ -114,6 +117,7 @@ class TableEvidence:
     root: str
     version: int
     storage_options: Mapping[str, Any] | None = None
+    table_format: str = "delta"
     stats: IOStats = field(default_factory=IOStats)
     _view: ManifestView | None = None
     _loaded: bool = False
@@ -121,7 +125,7 @@ class TableEvidence:
 
     @property
     def url(self) -> str:
-        return evidence_url(self.root, self.version)
+        return evidence_url(self.root, self.version, self.table_format)
 
     def _load(self, files: Sequence[DataFile]) -> ManifestView | None:
         with self._lock:
@@ -138,7 +142,8 @@ class TableEvidence:
                 return None
             # The name says the version; so does the sidecar's own ``table`` key (early
             # in the object: build_manifest puts it before the entries).
-            own = f'"table":{{"format":"delta","version":{self.version}}}'.encode()
+            own = (f'"table":{{"format":"{self.table_format}",'
+                   f'"version":{self.version}}}').encode()
             if own not in data[:256]:
                 log.warning("%s: not the sidecar of version %d: not used", self.url,
                             self.version)

@@ -236,14 +236,21 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        return _iceberg_source(load_iceberg(source, snapshot_id))
+        isnap = load_iceberg(source, snapshot_id)
+        found = _iceberg_source(isnap)
+        # A renamed column or a reused name: the sidecar's footers bind by name, not id.
+        if isnap.snapshot_id is not None and not isnap.renamed:
+            found.evidence = TableEvidence(isnap.location, isnap.snapshot_id, storage_options,
+                                           "iceberg")
+        return found
     if snapshot_id is not None:
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
         snap = load_delta(source, version, storage_options)
         found = _delta_source(snap)
-        found.evidence = TableEvidence(snap.location, snap.version, storage_options)
+        if not snap.column_mapping:  # the sidecar's footers name physical columns
+            found.evidence = TableEvidence(snap.location, snap.version, storage_options)
         return found
     raise UserInputError(f"not a table: {type(source).__name__}")
 
