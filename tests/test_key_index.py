@@ -276,3 +276,28 @@ def test_spark_does_not_take_the_index_for_data(tmp_path: Path, spark: Any) -> N
     _build(tmp_path, "k")
     assert spark.read.parquet(str(tmp_path)).count() == before == 1200
     assert spark.read.parquet(f"{tmp_path}/*.parquet").count() == before
+
+
+def test_compaction_merges_delta_shards(tmp_path: Path) -> None:
+    _lake(tmp_path, "string", seed=21, files=4)
+    _build(tmp_path, "k")
+    for start in (4, 6):  # two appends: two delta runs
+        _lake(tmp_path, "string", seed=start, files=2, start=start)
+        _build(tmp_path, "k")
+    os.remove(tmp_path / "part-001.parquet")  # its entries go with the compaction
+    assert sum(s["delta"] for s in _shards(tmp_path)) == 2
+    r = CliRunner().invoke(cli, ["manifest", str(tmp_path), "--compact-key-index"])
+    assert r.exit_code == 0, r.output
+    after = _shards(tmp_path)
+    assert not any(s["delta"] for s in after)
+    keys = sorted(s["min"]["b"] for s in after)
+    assert keys == [s["min"]["b"] for s in after]  # one sorted run
+    m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+    assert "part-001.parquet" not in {f["path"] for f in m["key_index"]["files"]}
+    rng = random.Random(5)
+    for _ in range(4):
+        keys = _probe_keys(tmp_path, rng, 8)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        assert rep["key_index"]["fallback"] is None
+        assert rep["key_index"]["files_not_covered"] == 0
