@@ -301,3 +301,51 @@ def test_compaction_merges_delta_shards(tmp_path: Path) -> None:
         assert got == _reference(tmp_path, keys)
         assert rep["key_index"]["fallback"] is None
         assert rep["key_index"]["files_not_covered"] == 0
+
+
+def _check_lookups(root: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(3):
+        keys = _probe_keys(root, rng, 10)
+        got, rep = _lookup(root, keys)
+        assert got == _reference(root, keys)
+        assert rep["key_index"]["fallback"] is None
+        assert rep["key_index"]["files_not_covered"] == 0
+
+
+def test_spark_write_commits_the_key_index_with_the_manifest(tmp_path: Path, spark: Any
+                                                           ) -> None:
+    import pqindex.spark
+
+    rng = random.Random(31)
+    dest = tmp_path / "lake"
+
+    def frame(start: int) -> Any:
+        rows = [(rng.randrange(10**12) if i % 13 else None, start + i) for i in range(1500)]
+        return spark.createDataFrame(rows, "k long, row long")
+
+    pqindex.spark.write(frame(0), str(dest), sort_by="row", key_index=["k"],
+                        num_partitions=2, target_file_bytes=8_000)
+    m = json.loads((dest / "_pqindex_manifest.json").read_text())
+    assert m["commit_point"] is True
+    assert {f["path"] for f in m["key_index"]["files"]} == {f["path"] for f in m["files"]}
+    _check_lookups(dest, 1)
+    pqindex.spark.write(frame(1500), str(dest), sort_by="row", key_index=["k"],
+                        num_partitions=2, mode="append")
+    shards = json.loads((dest / "_pqindex_manifest.json").read_text())["key_index"][
+        "columns"]["k"]["shards"]
+    assert any(s["delta"] for s in shards) and not all(s["delta"] for s in shards)
+    _check_lookups(dest, 2)
+
+
+def test_a_spark_job_builds_the_key_index_of_an_existing_lake(tmp_path: Path, spark: Any
+                                                            ) -> None:
+    import pqindex.spark
+
+    _lake(tmp_path, "string", seed=33, files=5)
+    write_manifest(str(tmp_path))
+    pqindex.spark.build_key_index(spark, str(tmp_path), ["k"], shards=3)
+    m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+    assert len(m["key_index"]["files"]) == 5
+    assert len(m["key_index"]["columns"]["k"]["shards"]) >= 2  # a range per task
+    _check_lookups(tmp_path, 3)

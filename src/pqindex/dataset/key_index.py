@@ -75,6 +75,8 @@ __all__ = [
     "commit_key_index",
     "compact_key_index",
     "describe_lookup",
+    "extend_key_index",
+    "file_keys",
     "key_conjunct",
     "lookup_keys",
 ]
@@ -433,6 +435,97 @@ def _load_all(pool: ThreadPoolExecutor, files: Sequence[DataFile], columns: Sequ
         yield from pool.map(lambda d: _load(d, columns, storage_options), batch)
 
 
+# A file's key entries: column -> (key type, its (key, row_group) table); None for a
+# column the file lacks.
+FileKeys = Mapping[str, "tuple[pa.DataType, pa.Table] | None"]
+
+
+def file_keys(path: str, columns: Sequence[str],
+              storage_options: Mapping[str, Any] | None = None,
+              info: ObjectInfo | None = None) -> FileKeys:
+    """The distinct ``(key, row_group)`` entries of ``columns`` in one data file (a
+    Spark task calls this for the files it wrote)."""
+    loaded = _load(DataFile(path, info=info), columns, storage_options)
+    if loaded is None:
+        raise UserInputError("the file disappeared while the key index was built", path=path)
+    return loaded[1]
+
+
+def _old_index(previous: Any, columns: Sequence[str]) -> KeyIndex | None:
+    """The former descriptor, when it indexes exactly ``columns`` (else a rebuild)."""
+    if previous is None:
+        return None
+    try:
+        old = parse_key_index(previous)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return old if set(old.columns) == set(columns) else None
+
+
+def _still_covered(old: KeyIndex | None, current: Mapping[str, ObjectInfo | None]
+                   ) -> list[Covered]:
+    """The files of ``old`` that ``current`` (relative path -> info) shows unchanged."""
+    if old is None:
+        return []
+    return [c for c in old.files
+            if c.path in current and _same_object(c, current[c.path])]
+
+
+def extend_key_index(base: str, columns: Sequence[str], previous: Any,
+                     current: Mapping[str, ObjectInfo | None],
+                     new: Sequence[tuple[str, ObjectInfo, FileKeys]],
+                     storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The descriptor of ``base``'s key index once the ``new`` files' entries are in:
+    ``(relative path, info, entries)``, written as delta shards when ``previous``
+    indexes the same columns (its files that ``current`` shows unchanged stay
+    covered), else as the first shards of a new index."""
+    cols = list(dict.fromkeys(columns))
+    old = _old_index(previous, cols)
+    covered = _still_covered(old, current)
+    next_id = 1 + max((c.id for c in (old.files if old else ())), default=-1)
+    types: dict[str, tuple[pa.DataType, str]] = {}
+    if old is not None:  # a delta's keys must have the type of the shards it joins
+        from pqindex.dataset.manifest import stub_file
+        from pqindex.scan.page_decode import arrow_schema
+
+        for c in cols:
+            shard = stub_file(old.columns[c].schema, f"{base}#key_index/{c}")
+            types[c] = (_plain(arrow_schema(shard).field(_KEY).type),
+                        f"the key index's shards ({INDEX_DIR}/{c})")
+    parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
+    new_files: list[Covered] = []
+    for rel, info, got in new:
+        where = _join(base, rel)
+        for c in cols:
+            hit = got.get(c)
+            if hit is None:
+                continue
+            t, entries = hit
+            seen = types.setdefault(c, (t, where))
+            if seen[0] != t:
+                raise UserInputError(
+                    f"the key column changed type across files: {seen[0]} in {seen[1]}, "
+                    f"{t} in {where}", path=where, column=c)
+            parts[c].append(entries.select([_KEY, _ROW_GROUP]).append_column(
+                _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
+        new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
+        next_id += 1
+    out_columns: dict[str, ColumnIndex] = {}
+    for c in cols:
+        shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
+        stub = old.columns[c].schema if old is not None else None
+        if parts[c]:
+            table = pa.concat_tables(parts[c])
+            written, got_stub = _write_shards(table, base, c, old is not None, storage_options)
+            shards += written
+            stub = stub or got_stub
+        if stub is None:
+            raise UserInputError(f"no file has a non-null value of key column {c!r}",
+                                 path=base, column=c)
+        out_columns[c] = ColumnIndex(c, stub, tuple(shards))
+    return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
+
+
 def build_key_index(
     path: str | os.PathLike[str], columns: Sequence[str], *,
     storage_options: Mapping[str, Any] | None = None,
@@ -445,72 +538,19 @@ def build_key_index(
     removed: the manifest no longer names them)."""
     from pqindex.dataset.discovery import discover
 
-    base = os.fspath(path)
-    if base.startswith("file://"):
-        base = base[len("file://"):]
-    base = base.rstrip("/").rstrip(os.sep)
+    base = _base(os.fspath(path))
     disc = discovery if discovery is not None else discover(base, storage_options)
     cols = list(dict.fromkeys(columns))
-    old: KeyIndex | None = None
-    if previous is not None:
-        try:
-            old = parse_key_index(previous)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            old = None
-        if old is not None and set(old.columns) != set(cols):
-            old = None
     by_rel = {_rel(base, df.path): df for df in disc.files}
-    covered: list[Covered] = []
-    if old is not None:
-        covered = [c for c in old.files
-                   if (df := by_rel.get(c.path)) is not None and _same_object(c, _info(df))]
-    have = {c.path for c in covered}
-    next_id = 1 + max((c.id for c in (old.files if old else ())), default=-1)
+    current = {rel: _info(df) for rel, df in by_rel.items()}
+    have = {c.path for c in _still_covered(_old_index(previous, cols), current)}
     todo = [df for rel, df in sorted(by_rel.items()) if rel not in have]
-    types: dict[str, tuple[pa.DataType, str]] = {}
-    if old is not None:  # a delta's keys must have the type of the shards it joins
-        from pqindex.dataset.manifest import stub_file
-        from pqindex.scan.page_decode import arrow_schema
-
-        for c in cols:
-            shard = stub_file(old.columns[c].schema, f"{base}#key_index/{c}")
-            types[c] = (_plain(arrow_schema(shard).field(_KEY).type),
-                        f"the key index's shards ({INDEX_DIR}/{c})")
-    parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
-    new_files: list[Covered] = []
+    new: list[tuple[str, ObjectInfo, FileKeys]] = []
     with ThreadPoolExecutor(_BUILD_THREADS) as pool:
         for df, loaded in zip(todo, _load_all(pool, todo, cols, storage_options), strict=True):
-            if loaded is None:
-                continue
-            info, got = loaded
-            for c, hit in got.items():
-                if hit is None:
-                    continue
-                t, entries = hit
-                seen = types.setdefault(c, (t, df.path))
-                if seen[0] != t:
-                    raise UserInputError(
-                        f"the key column changed type across files: {seen[0]} in {seen[1]}, "
-                        f"{t} in {df.path}", path=df.path, column=c)
-                parts[c].append(entries.append_column(
-                    _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
-            new_files.append(Covered(next_id, _rel(base, df.path), info.size, info.etag,
-                                     info.mtime, info.ctime))
-            next_id += 1
-    out_columns: dict[str, ColumnIndex] = {}
-    for c in cols:
-        shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
-        stub = old.columns[c].schema if old is not None else None
-        if parts[c]:
-            table = pa.concat_tables(parts[c])
-            new, got_stub = _write_shards(table, base, c, old is not None, storage_options)
-            shards += new
-            stub = stub or got_stub
-        if stub is None:
-            raise UserInputError(f"no file has a non-null value of key column {c!r}",
-                                 path=base, column=c)
-        out_columns[c] = ColumnIndex(c, stub, tuple(shards))
-    return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
+            if loaded is not None:
+                new.append((_rel(base, df.path), loaded[0], loaded[1]))
+    return extend_key_index(base, cols, previous, current, new, storage_options)
 
 
 def write_manifest_with_key_index(
