@@ -349,3 +349,39 @@ def test_a_spark_job_builds_the_key_index_of_an_existing_lake(tmp_path: Path, sp
     assert len(m["key_index"]["files"]) == 5
     assert len(m["key_index"]["columns"]["k"]["shards"]) >= 2  # a range per task
     _check_lookups(tmp_path, 3)
+
+
+def test_a_delta_tables_index_is_tied_to_its_version(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    rng = random.Random(41)
+    table = tmp_path / "t"
+    rows = 0
+    for _ in range(3):
+        ks = [rng.randrange(10**9) for _ in range(300)]
+        write_deltalake(str(table), pa.table({"k": pa.array(ks, pa.int64()), "row": pa.array(
+            range(rows, rows + 300), pa.int64())}), mode="append")
+        rows += 300
+    r = CliRunner().invoke(cli, ["manifest", str(table), "--key-index", "k"])
+    assert r.exit_code == 0, r.output
+    every = pqindex.dataset(str(table)).to_table()
+    keys = every["k"].to_pylist()[5:6] + [10**9 + 1]  # in one file of three; absent
+
+    def lookup(**kw: Any) -> tuple[list[int], dict[str, Any]]:
+        scan = pqindex.dataset(str(table), **kw).scan(
+            columns=["row"], where=In(Column("k"), tuple(Literal(k) for k in keys)))
+        return sorted(scan.to_table()["row"].to_pylist()), scan.report.to_dict()
+
+    want = sorted(r for k, r in zip(every["k"].to_pylist(), every["row"].to_pylist(),
+                                    strict=True) if k in set(keys))
+    got, rep = lookup()
+    assert got == want and rep["key_index"]["fallback"] is None
+    assert rep["files_skipped"].get("key index") == 2
+    write_deltalake(str(table), pa.table({"k": pa.array(keys[:2], pa.int64()),
+                                          "row": pa.array([-1, -2], pa.int64())}),
+                    mode="append")
+    got, rep = lookup()  # version 3: the index (built at 2) is ignored, rows exact
+    assert got == sorted(want + [-1, -2])
+    assert "built for table version delta:2" in rep["key_index"]["fallback"]
+    got, rep = lookup(version=2)  # the version it was built at uses it again
+    assert got == want and rep["key_index"]["fallback"] is None

@@ -459,8 +459,16 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
         files = [{"path": f.path, "size": None if f.info is None else f.info.size,
                   "rows": rows} for f, rows in zip(table.discovery.files, table.rows,
                                                    strict=True)]
+        if key_index:
+            from pqindex.dataset.key_index import build_table_key_index
+
+            build_table_key_index(table, key_index,
+                                  storage_options=_storage_options(storage_option))
         if as_json:
             click.echo(json.dumps({"table": table.description, "files": files}, indent=1))
+        elif key_index:
+            click.echo(f"{table.description}: key index of {', '.join(key_index)} written "
+                       "for this version (other versions ignore it)")
         else:
             click.echo(f"{table.description}: the table's log is its manifest; nothing "
                        "written")

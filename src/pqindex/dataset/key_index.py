@@ -57,7 +57,7 @@ from pqindex.expr.nodes import And, Column, Compare, Expr, In, Literal
 from pqindex.format.match import LeafOp
 from pqindex.format.values import bound_order
 from pqindex.indexes.evidence import value_key
-from pqindex.io.source import ObjectInfo
+from pqindex.io.source import IOStats, ObjectInfo
 
 if TYPE_CHECKING:
     from pqindex.dataset.manifest import ManifestView
@@ -72,6 +72,7 @@ __all__ = [
     "KeyLookup",
     "add_key_index",
     "build_key_index",
+    "build_table_key_index",
     "commit_key_index",
     "compact_key_index",
     "describe_lookup",
@@ -79,6 +80,7 @@ __all__ = [
     "file_keys",
     "key_conjunct",
     "lookup_keys",
+    "lookup_table_keys",
 ]
 
 MANIFEST_KEY = "key_index"
@@ -712,15 +714,17 @@ def compact_key_index(path: str | os.PathLike[str], *,
 
 # ------------------------------------------------------------------ looking up
 
-def key_conjunct(expr: Expr, columns: Sequence[str]) -> Compare | In | None:
-    """A top-level conjunct ``col = v`` or ``col IN (...)`` on an indexed column."""
+def key_conjunct(expr: Expr, columns: Sequence[str] | None) -> Compare | In | None:
+    """A top-level conjunct ``col = v`` or ``col IN (...)`` on an indexed column (on
+    any column when ``columns`` is None)."""
     todo = [expr]
     while todo:
         e = todo.pop()
         if isinstance(e, And):
             todo += [e.right, e.left]
         elif ((isinstance(e, Compare) and e.op == LeafOp.EQ)
-              or (isinstance(e, In) and not e.negated)) and e.column.name in columns:
+              or (isinstance(e, In) and not e.negated)) and (
+                  columns is None or e.column.name in columns):
             return e
     return None
 
@@ -780,8 +784,16 @@ def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
         columnar = getattr(view, "columnar", None)  # its top-level keys, as the JSON's
         if raw is None and columnar is not None:
             raw = columnar.top.get(MANIFEST_KEY)
-    if raw is None:
+    if raw is None or view is None:
         return None
+    return _use(raw, "the manifest's", view.root, view.stats, disc, expr, storage_options,
+                on_error)
+
+
+def _use(raw: Any, whose: str, root: str, stats: IOStats, disc: Discovery, expr: Expr,
+         storage_options: Mapping[str, Any] | None,
+         on_error: Callable[[str], None] | None, stale: str | None = None
+         ) -> KeyLookup | None:
     try:
         index = parse_key_index(raw)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -789,30 +801,108 @@ def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
         node = key_conjunct(expr, cols)
         if node is None:
             return None
-        return KeyLookup(node.column.name, fallback=f"the manifest's key index is damaged ({e})")
+        return KeyLookup(node.column.name, fallback=f"{whose} key index is damaged ({e})")
     node = key_conjunct(expr, list(index.columns))
     if node is None:
         return None
-    assert view is not None
     column = index.columns[node.column.name]
-    found = KeyLookup(column.column)
-    try:
-        _lookup(found, index, column, node, view, disc, storage_options)
-    except PqIndexError as e:
-        found.named.clear()
-        found.fallback = f"a shard could not be read: {e}"
+    found = KeyLookup(column.column, fallback=stale)
+    if stale is None:
+        try:
+            _lookup(found, index, column, node, root, stats, disc, storage_options)
+        except PqIndexError as e:
+            found.named.clear()
+            found.fallback = f"a shard could not be read: {e}"
     if found.fallback is not None and on_error is not None:
         on_error(describe_lookup(found.to_dict()))
     return found
 
 
+# ------------------------------------------------------------------ tables
+
+# A Delta or Iceberg table's key index: the descriptor with the table version it was
+# built at, beside the table (no pqindex manifest there; the table's log names files).
+TABLE_DESCRIPTOR = "_pqindex/key_index.json"
+
+
+# (table location, version) -> None: the versions this process found no descriptor
+# for (a table read without a key index pays its GET once).
+_TABLE_DESCRIPTORS: dict[tuple[str, str | None], bytes | None] = {}
+
+
+def table_version(table: Any) -> str | None:
+    """The version a table source reads (``delta:<version>``, ``iceberg:<snapshot>``)."""
+    v = getattr(table, "version", None)
+    return v if isinstance(v, str) else None
+
+
+def build_table_key_index(table: Any, columns: Sequence[str], *,
+                          storage_options: Mapping[str, Any] | None = None
+                          ) -> dict[str, Any]:
+    """The key index of a table snapshot (``dataset/tables/source.py``'s source),
+    tied to its version: a read of any other version ignores it. Written as
+    :data:`TABLE_DESCRIPTOR` under the table's location; returns the descriptor."""
+    from pqindex.errors import UnsupportedError
+    from pqindex.io.objects import put_object
+
+    version = table_version(table)
+    if version is None or getattr(table, "logical_names", None) or getattr(
+            table, "renamed", False):
+        raise UnsupportedError("a key index of this table is not supported yet (no version, "
+                               "or columns mapped or renamed)", path=table.location)
+    root = _base(table.location)
+    descriptor = build_key_index(root, columns, storage_options=storage_options,
+                                 discovery=table.discovery)
+    descriptor["table_version"] = version
+    _TABLE_DESCRIPTORS.pop((root, version), None)
+    put_object(_join(root, TABLE_DESCRIPTOR),
+               json.dumps(descriptor, separators=(",", ":")).encode("utf-8"), storage_options)
+    return descriptor
+
+
+def lookup_table_keys(table: Any, disc: Discovery, expr: Expr,
+                      storage_options: Mapping[str, Any] | None,
+                      on_error: Callable[[str], None] | None = None) -> KeyLookup | None:
+    """:func:`lookup_keys` for a table snapshot: its key index, used only when built at
+    the version read (one GET of the descriptor; none there: None)."""
+    from pqindex.io.objects import get_object
+
+    if key_conjunct(expr, None) is None:
+        return None  # no point lookup: the descriptor is not even read
+    root = _base(table.location)
+    stats = IOStats()
+    memo = (root, table_version(table))
+    if memo in _TABLE_DESCRIPTORS:
+        data = _TABLE_DESCRIPTORS[memo]
+    else:
+        try:
+            data = get_object(_join(root, TABLE_DESCRIPTOR), storage_options, stats)
+        except PqIndexError:
+            return None
+        if data is None:
+            _TABLE_DESCRIPTORS[memo] = None  # this version has none: asked once
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raw = {"damaged": str(e)}
+    built = raw.get("table_version") if isinstance(raw, dict) else None
+    read = table_version(table)
+    stale = None
+    if built != read:
+        stale = (f"the key index was built for table version {built}; this read is at "
+                 f"{read}")
+    return _use(raw, "the table's", root, stats, disc, expr, storage_options, on_error,
+                stale)
+
+
 def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compare | In,
-            view: ManifestView, disc: Discovery,
+            root: str, stats: IOStats, disc: Discovery,
             storage_options: Mapping[str, Any] | None) -> None:
     from pqindex.dataset.dataset import Dataset
     from pqindex.dataset.manifest import stub_file
 
-    root = view.root
     by_id: dict[int, str] = {}
     listed = {_rel(root, df.path): df for df in disc.files}
     for c in index.files:
@@ -847,10 +937,10 @@ def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compar
         got = scan.to_table()
         rep = scan.report
         # Charged to the manifest's requests: the dataset's own, before any file's.
-        with view.stats._lock:
-            view.stats.requests += rep.requests
-            view.stats.bytes_read += rep.bytes_read
-            view.stats.round_trips += rep.round_trips
+        with stats._lock:
+            stats.requests += rep.requests
+            stats.bytes_read += rep.bytes_read
+            stats.round_trips += rep.round_trips
         found.requests = rep.requests
         found.round_trips = rep.round_trips
         found.pages = rep.pages_read

@@ -72,6 +72,8 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # The version read ("delta:3", "iceberg:<snapshot id>"): a key index is tied to one.
+    version: str | None = None
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -157,7 +159,8 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
-                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical,
+                       version=f"delta:{snap.version}")
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -170,7 +173,7 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
-                       renamed=snap.renamed)
+                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}")
 
 
 def is_table_source(source: Any) -> bool:
