@@ -70,6 +70,8 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # The version read ("delta:3", "iceberg:<snapshot id>"): a key index is tied to one.
+    version: str | None = None
     # pqindex's sidecar of this version (``evidence.py``): file-scope Bloom filters and
     # distinct sets, consulted when the table's statistics keep more than one file.
     evidence: TableEvidence | None = None
@@ -174,7 +176,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
                        keep, tuple(f.rows for f in snap.files), logical_names=logical,
-                       deleted=snap.deleted)
+                       version=f"delta:{snap.version}", deleted=snap.deleted)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -187,8 +189,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
-                       renamed=snap.renamed, deleted=snap.deleted,
-                       deleted_by="position deletes")
+                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
+                       deleted=snap.deleted, deleted_by="position deletes")
 
 
 def is_table_source(source: Any) -> bool:
