@@ -32,7 +32,7 @@ pl = pytest.importorskip("polars")
 pyroaring = pytest.importorskip("pyroaring")
 
 import pqindex  # noqa: E402
-from pqindex.dataset.tables.deletes import drop_deleted  # noqa: E402
+from pqindex.dataset.tables.deletes import drop_deleted, row_group_holes  # noqa: E402
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError  # noqa: E402
 from pqindex.format.match import Match  # noqa: E402
 from pqindex.format.row_ranges import RowRanges  # noqa: E402
@@ -251,7 +251,8 @@ def test_drop_deleted_takes_exactly_the_deleted_positions_out(
                                    RowRanges.from_mask(sure)))
         masks.append((np.array(maybe, bool), np.array(sure, bool)))
     plan = FilePlan("f", total, tuple(groups))
-    got = drop_deleted(plan, _FakeFile(sizes), deleted, "deletion vector")  # type: ignore[arg-type]
+    holes = row_group_holes(_FakeFile(sizes), deleted, "deletion vector")  # type: ignore[arg-type]
+    got = drop_deleted(plan, holes, "deletion vector")
     for i, (rgp, (maybe, sure)) in enumerate(zip(got.row_groups, masks, strict=True)):
         live = ~np.isin(np.arange(firsts[i], firsts[i + 1]), deleted)
         assert np.array_equal(rgp.maybe.to_mask(sizes[i]), maybe & live)
@@ -270,11 +271,9 @@ class _FakeFile:
 
 
 def test_a_vector_past_the_files_end_is_refused() -> None:
-    plan = FilePlan("f", 10, (RowGroupPlan(0, 10, Match.SOME, "-", "", RowRanges.full(10),
-                                           RowRanges.empty()),))
     with pytest.raises(PqIndexError, match="does not belong"):
-        drop_deleted(plan, _FakeFile([10]), np.array([3, 10], np.int64),  # type: ignore[arg-type]
-                     "deletion vector")
+        row_group_holes(_FakeFile([10]), np.array([3, 10], np.int64),  # type: ignore[arg-type]
+                        "deletion vector")
 
 
 def test_indexing_a_table_with_deletion_vectors_is_refused_unchanged(
