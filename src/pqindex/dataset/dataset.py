@@ -487,6 +487,11 @@ class Dataset:
         return rows
 
     @property
+    def given_schema(self) -> pa.Schema | None:
+        """The schema given to the dataset (None: unified from the files)."""
+        return self._given_schema
+
+    @property
     def remote(self) -> bool:
         """Whether the files are behind a URL other than file://."""
         return self._remote
@@ -619,6 +624,14 @@ class Dataset:
         return Schema(pf.schema.root, leaves + tuple(extra))
 
     # ------------------------------------------------------------ planning
+
+    def make_plans(self, columns: Sequence[str] | None, expr: Expr,
+                   on_planned: OnPlanned | None = None,
+                   subset: Sequence[DataFile] | None = None) -> Plans:
+        """Every file (or those of ``subset``) planned: what a ``Scan`` reads
+        (``dataset/planning.py``); ``on_planned`` is called with each kept file as soon
+        as it is planned, on a pool thread."""
+        return self._plan(columns, expr, on_planned, subset)
 
     def _plan(self, columns: Sequence[str] | None, expr: Expr,
               on_planned: OnPlanned | None = None,
@@ -931,6 +944,16 @@ class Scan:
         self._schema: pa.Schema | None = None
 
     @property
+    def dataset(self) -> Dataset:
+        """The dataset this scan reads."""
+        return self._ds
+
+    @property
+    def columns(self) -> list[str] | None:
+        """The top-level columns asked for (None: every column)."""
+        return self._columns
+
+    @property
     def schema(self) -> pa.Schema:
         """The projected Arrow schema. Before the scan runs: ``Dataset.schema`` narrowed
         to the columns (the given schema, a current manifest, or every footer: no data
@@ -1031,7 +1054,7 @@ class Scan:
         # Reading while planning: to_table of a plan made now (files of one dataset
         # go to the planning pool; a single file is read below, its row groups on a pool).
         pipelined = parallel and self._premade is None
-        plans, self._premade = self._premade or ds._plan(
+        plans, self._premade = self._premade or ds.make_plans(
             self._columns, self._expr, on_planned if pipelined else None, self._subset), None
         pipelined = pipelined and len(self._subset or ds.discovery.files) > 1
         self._page_units = plans.page_units
@@ -1102,7 +1125,7 @@ class Scan:
     def _given_typed(self, tables: list[pa.Table], path: str) -> list[pa.Table]:
         """A file's tables cast to the dataset's given schema here, where the file is
         known (a value that does not convert names it); as they are otherwise."""
-        if self._ds._given_schema is None:
+        if self._ds.given_schema is None:
             return tables
         return [conform(t, self.schema, path) for t in tables]
 
@@ -1203,7 +1226,7 @@ class Scan:
                 n -= got.num_rows
         report.files_total = len(files)
         self.report = report
-        if self._ds._given_schema is not None:
+        if self._ds.given_schema is not None:
             from pqindex.dataset.interop import scan_schema
 
             self.schema = scan_schema(self)  # the given schema, narrowed
