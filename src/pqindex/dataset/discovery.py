@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pqindex.dataset.partition_kinds import partition_value
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
@@ -43,7 +44,7 @@ class Discovery:
 
     files: tuple[DataFile, ...]
     partition_columns: tuple[str, ...] = ()
-    # "int64", "date32" or "string" (_infer_type)
+    # "int64", "date32" or "string" (_infer_type); a table's typed ones (partition_kinds)
     partition_types: dict[str, str] = field(default_factory=dict)
     io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
     # The dataset manifest beside the files of a one-directory dataset (URL, listing info).
@@ -74,10 +75,8 @@ class Discovery:
             v = raw.get(k)
             if v is None or v == "__HIVE_DEFAULT_PARTITION__":
                 out[k] = None
-            elif self.partition_types.get(k) == "int64":
-                out[k] = int(v)
-            elif self.partition_types.get(k) == "date32":
-                out[k] = dt.date.fromisoformat(v)
+            elif (kind := self.partition_types.get(k, "string")) != "string":
+                out[k] = partition_value(kind, v)  # int64, date32, or a table's kind
             else:
                 out[k] = v
         return out

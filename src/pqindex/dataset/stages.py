@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pqindex.dataset.partition_kinds import HIVE_KINDS
 from pqindex.dataset.sources import ColumnStatistics, FileFacts, key_type, partition_column
 from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound, has_condition
 from pqindex.format.column_index import prefix_upper_bound
@@ -223,8 +224,9 @@ def _partition_leaf(facts: FileFacts, types: Mapping[str, str], n_leaves: int,
         if pred.leaf.index < n_leaves:
             return np.zeros(facts.num_files, np.bool_)  # a file column: the statistics stage's
         name = pred.leaf.name
-        if partition_column(name) not in facts.files.column_names:
-            return None
+        if partition_column(name) not in facts.files.column_names or (
+                types.get(name, "string") not in HIVE_KINDS):
+            return None  # a table's typed kind: file by file (dataset/partition_kinds.py)
         if name not in cache:
             cache[name] = partition_statistics(facts, name, types.get(name, "string"))
         return leaf_ruled_out(pred, cache[name])

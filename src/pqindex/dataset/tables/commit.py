@@ -118,6 +118,11 @@ def index_delta_table(
         raise UserInputError("Delta tables are indexed locally only for now", path=root)
     snapshot = load_delta(root, storage_options=storage_options)
     files = _chosen(snapshot, only)
+    if any(f.path in snapshot.deleted for f in files):
+        # The copy's add action would carry no deletion vector: deleted rows would return.
+        raise UnsupportedError("files of the table have deletion vectors: indexing them is "
+                               "not supported yet (purge them first, e.g. REORG TABLE ... "
+                               "APPLY (PURGE)); no file was changed", path=root)
     written: list[str] = []
     results: list[Any] = []
     actions: list[Any] = []

@@ -18,7 +18,10 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.partition_kinds import partition_kind, partition_text
+from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
+from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
@@ -35,21 +38,15 @@ DELTA_STRING_PREFIX = 32
 
 
 def _discovery_type(name: str, t: pa.DataType, location: str) -> str:
-    """The discovery's partition type of a table's partition column."""
-    if pa.types.is_integer(t):
+    """The discovery's partition kind of a table's partition column."""
+    if pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t) and t.bit_width == 64:
         return "int64"
-    if pa.types.is_date32(t):
-        return "date32"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    raise UnsupportedError(f"partition column of type {t} is not supported yet (integer, "
-                           "date and string are)", path=location, column=name)
-
-
-def _partition_text(value: Any) -> str:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
+    kind = partition_kind(t)
+    if kind is None:
+        raise UnsupportedError(f"partition column of type {t} is not supported (boolean, "
+                               "integers, floats, decimals, dates, timestamps, strings and "
+                               "binaries are)", path=location, column=name)
+    return kind
 
 
 @dataclass
@@ -72,6 +69,10 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # Per file (its DataFile.path): the row positions the table deleted (``deletes.py``),
+    # and what deleted them.
+    deleted: DeletedRows = field(default_factory=dict)
+    deleted_by: str = "deletion vector"
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -82,6 +83,14 @@ class TableSource:
             raise UnsupportedError("the file has no field ids and the table renamed columns: "
                                    "reading it by name mapping is not supported yet",
                                    path=pf.path)
+
+    def without_deleted(self, planned: Planned) -> Planned:
+        """A file's planned outcome without the rows the table deleted."""
+        df, of, plan, bound = planned
+        rows = self.deleted.get(df.path)
+        if rows is None or of is None or plan is None:
+            return planned
+        return df, of, drop_deleted(plan, of.pf, rows, self.deleted_by), bound
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -128,7 +137,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
-        DataFile(f.path, tuple((k, _partition_text(v)) for k, v in f.partition.items()
+        DataFile(f.path, tuple((k, partition_text(v)) for k, v in f.partition.items()
                                if v is not None), ObjectInfo(f.size))
         for f in snap.files)
     stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
@@ -157,7 +166,8 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
-                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical,
+                       deleted=snap.deleted)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
