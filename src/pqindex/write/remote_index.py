@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.listing import list_objects
@@ -43,12 +43,12 @@ from pqindex.write.add_indexes import (
     IndexResult,
     PageIndexMode,
     Progress,
-    _cap,
-    _is_data_name,
-    _kinds,
-    _page_index,
-    _region,
     bloom_scopes,
+    fill_page_indexes,
+    is_data_name,
+    new_region,
+    requested_kinds,
+    truncation_cap,
 )
 from pqindex.write.cloud_copy import server_plan
 from pqindex.write.remote import (
@@ -83,7 +83,7 @@ def remote_targets(paths: Sequence[str], storage_options: Mapping[str, Any] | No
             root = p.rstrip("/") + "/"
             for url, _info in listed:
                 rel = url[len(root):] if url.startswith(root) else url
-                if all(_is_data_name(part) for part in rel.split("/")):
+                if all(is_data_name(part) for part in rel.split("/")):
                     out.append(url)
         else:
             out.append(p)
@@ -114,7 +114,7 @@ def index_object(
                 tail.drop_region = True
                 result.region_dropped = old_region is not None
             else:
-                _page_index(pf, tail, result, cap, page_index)
+                fill_page_indexes(pf, tail, result, cap, page_index)
             if not (tail.column_indexes or tail.offset_indexes or kinds
                     or (drop and old_region is not None)):
                 result.rewritten = False
@@ -167,11 +167,11 @@ def _new_tail(src: ByteSource, tail: Tail, kinds: Mapping[str, list[str]],
     with ParquetFile(src) as pf:
         at = pf.file_size if keep_whole else None
         if kinds and not tail.offset_indexes:
-            tail.region = _region(pf, dict(kinds), result, options)
+            tail.region = new_region(pf, dict(kinds), result, options)
         base, tail_bytes, done = build_tail(pf, tail, at=at)
     if kinds and tail.offset_indexes:
         with ParquetFile(spliced(src, base, tail_bytes)) as staged:
-            region_tail = Tail(region=_region(staged, dict(kinds), result, options))
+            region_tail = Tail(region=new_region(staged, dict(kinds), result, options))
             _b, tail_bytes, done = build_tail(staged, region_tail, at=base)
     return base, tail_bytes, done
 
@@ -262,21 +262,6 @@ def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tupl
     return [*enumerate(etags, 1), (last, tail_etag)]
 
 
-def _refuse_tables(targets: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
-    """UnsupportedError before any object changes when one belongs to a lake table:
-    its log or manifests record the object's size."""
-    from pqindex.dataset.tables.detect import find_table_remote
-
-    cache: dict[str, Any] = {}
-    for url in targets:
-        table = find_table_remote(url, storage_options, cache)
-        if table is not None:
-            raise UnsupportedError(
-                f"a {table.format.value.capitalize()} table: objects of a table are not "
-                "indexed in place on object stores (its log records each file's size); no "
-                "object was changed", path=table.root)
-
-
 def add_indexes_remote(
     paths: Sequence[str],
     *,
@@ -291,26 +276,26 @@ def add_indexes_remote(
     storage_options: Mapping[str, Any] | None = None,
     indexes: Mapping[str, str | Sequence[str]] | None = None,
     bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
+    refuse: Callable[[Sequence[str]], None] | None = None,
 ) -> list[IndexResult]:
-    """``add_indexes`` for object-store URLs (in place only; no ``output``)."""
+    """``add_indexes`` for object-store URLs (in place only; no ``output``); ``refuse``
+    is called with the objects before any changes (the dataset layer refuses those
+    of a lake table, ``dataset/indexing.py``)."""
     options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
-    kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
+    kinds = requested_kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
     if drop and (kinds or page_index == "add"):
         raise UserInputError(
             "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
-    cap = _cap(truncate)
+    cap = truncation_cap(truncate)
     targets = remote_targets(paths, storage_options)
-    _refuse_tables(targets, storage_options)
+    if refuse is not None:
+        refuse(targets)
     results: list[IndexResult] = []
     for url in targets:
         results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
                                     storage_options=storage_options, options=options))
         if progress is not None:
             progress(len(results), len(targets), results[-1])
-    if len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]:
-        from pqindex.dataset.manifest import write_manifest
-
-        write_manifest(paths[0], storage_options)
     return results
