@@ -64,6 +64,9 @@ class FilePlan:
     skipped_by: str | None = None  # set when the whole file is skipped before opening
     reason: str = ""
     partition: dict[str, Any] = field(default_factory=dict)
+    # What each stage of the planner did, in order, and where it stopped and why
+    # (explain prints it; not part of the plan's identity).
+    stages: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def skipped(self) -> bool:

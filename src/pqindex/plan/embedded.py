@@ -119,5 +119,6 @@ def embedded_file_stage(
                      RowRanges.empty())
         for rg in range(pf.num_row_groups)
     )
-    return EmbeddedFileStage(region, seen, FilePlan(pf.path, pf.num_rows, skipped,
-                                                    partition=partition))
+    return EmbeddedFileStage(region, seen, FilePlan(
+        pf.path, pf.num_rows, skipped, partition=partition,
+        stages=("embedded file-level index: no row matches; stopped",)))

@@ -163,5 +163,5 @@ def settled_by_statistics(
         RowGroupPlan(rg, rows, Match.NONE, "statistics",
                      REASON if rows else "row group has no rows", none.maybe, none.all)
         for rg in range(pf.num_row_groups) for rows in (pf.row_group_rows(rg),)
-    ), partition=partition)
+    ), partition=partition, stages=("file statistics: no row matches; stopped",))
 

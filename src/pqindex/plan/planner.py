@@ -35,6 +35,7 @@ from pqindex.plan.embedded import embedded_file_stage, file_region
 from pqindex.plan.file_level import settled_by_statistics
 from pqindex.plan.pages import (
     UNCLUSTERED_SPAN,
+    PageFutility,
     column_reads,
     futile_leaves,
     page_index_futile,
@@ -131,20 +132,57 @@ def plan_file(
     if embedded.skipped is not None:
         return embedded.skipped
     ctx = file_context(pf, expr, columns, options, partition, embedded.region)
-    decisions = footer_stage(ctx, row_groups)
+    footer = footer_stage(ctx, row_groups)
     # Predicate leaves whose page index cannot narrow what the statistics kept: never
     # fetched nor parsed beyond one sampled row group (see page_index_futile).
-    futility = futile_leaves(ctx, decisions)
+    futility = futile_leaves(ctx, footer)
     decisions = equality_stage(
-        ctx, decisions, lambda rgs: page_index_ranges(ctx, rgs, futility.paged))
+        ctx, footer, lambda rgs: page_index_ranges(ctx, rgs, futility.paged))
     futility = futility.settled(ctx, decisions)
-    outcomes = late_stage(ctx, decisions, page_stage(ctx, decisions, futility))
+    pages = page_stage(ctx, decisions, futility)
+    outcomes = late_stage(ctx, decisions, pages)
     plans = [_row_group_plan(ctx, d, o, warnings)
              for d, o in zip(decisions, outcomes, strict=True)]
     region = embedded.region
     if warnings is not None and region is not None:
         warnings += region.warnings[embedded.warnings_seen:]  # blobs refused while planning
-    return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition)
+    return FilePlan(pf.path, pf.num_rows, tuple(plans), partition=partition,
+                    stages=stage_notes(ctx, footer, decisions, futility, pages, outcomes))
+
+
+def stage_notes(ctx: FileContext, footer: Sequence[RowGroupDecision],
+                decisions: Sequence[RowGroupDecision], futility: PageFutility,
+                pages: Sequence[PageOutcome], outcomes: Sequence[PageOutcome]
+                ) -> tuple[str, ...]:
+    """What each stage decided, and where the planner stopped descending and why
+    (``FilePlan.stages``, printed by explain)."""
+    n = len(footer)
+    left = [d.index for d in footer if d.undecided]
+    notes = [f"footer: {n - len(left)} of {n} row groups decided"]
+    if not left:
+        return (*notes, "stopped: the footer decided every row group")
+    still = [d.index for d in decisions if d.undecided]
+    if len(still) < len(left):
+        notes.append(f"Bloom filters / = and IN dictionaries: {len(left) - len(still)} more")
+    if not still:
+        return (*notes, "stopped: no row group left undecided")
+    if not ctx.options.page_index:
+        notes.append("pages: not used (page index off)")
+    else:
+        notes += [f"pages not read: {why}" for why in futility.futile.values()]
+        consulted = [(d, o) for d, o in zip(decisions, pages, strict=True)
+                     if d.undecided and o.decided_by == "page index"]
+        narrowed = sum(1 for d, o in consulted if o.selection.maybe.count() < d.num_rows)
+        if consulted:
+            notes.append(f"pages: consulted for {len(consulted)} of {len(still)} row groups, "
+                         f"{narrowed} narrowed")
+        elif futility.futile and all(c in futility.futile for c in ctx.pred_cols):
+            notes.append("stopped before the pages: no predicate column's pages can narrow "
+                         "its row groups")
+    late = sum(1 for o, f in zip(pages, outcomes, strict=True) if o is not f)
+    if late:
+        notes.append(f"dictionaries / Bloom filters after the pages: {late} decided")
+    return tuple(notes)
 
 
 def _row_group_plan(ctx: FileContext, d: RowGroupDecision, o: PageOutcome,
