@@ -396,6 +396,9 @@ class Dataset:
                 self._discovery.io)
             if self._discovery.manifest is not None:
                 out[self._discovery.manifest[0]] = self._manifest_io
+        evidence = None if self._table is None else self._table.evidence
+        if evidence is not None:  # a table's evidence sidecar (tables/evidence.py)
+            out[evidence.url] = evidence.stats
         return out
 
     def io_counts(self) -> dict[str, tuple[int, int, int]]:
@@ -477,6 +480,12 @@ class Dataset:
         if held is not None and held[1] is facts:
             self._file_facts = (held[0], facts, rows)
         return rows
+
+    @property
+    def lake_table(self) -> Any:
+        """The lake table whose snapshot names the files (``dataset/tables/source.py``),
+        or None."""
+        return self._table
 
     @property
     def given_schema(self) -> pa.Schema | None:
@@ -619,6 +628,10 @@ class Dataset:
         ``on_planned`` is called with each kept file as soon as it is planned, on a
         pool thread."""
         ruled_out = 0
+        # A table on a store is found by its listing (self._table is set then): the
+        # LIST counts in this plan's report, and so does the table's sidecar GET.
+        before = self.io_counts()
+        _ = self.discovery
         if self._table is not None and subset is None:
             # The table's per-file statistics rule files out before any footer is read;
             # one file stays when none is left (its footer binds the predicate).
@@ -637,7 +650,7 @@ class Dataset:
         self.open_files.plan_started()  # the files this plan opens stay until it is made
         plans = None
         try:
-            plans = self._plan_held(columns, expr, on_planned, subset)
+            plans = self._plan_held(columns, expr, on_planned, subset, before)
             if table is not None and table.deleted:
                 plans = dataclasses.replace(
                     plans, files=[table.without_deleted(p) for p in plans.files])
@@ -656,10 +669,11 @@ class Dataset:
 
     def _plan_held(self, columns: Sequence[str] | None, expr: Expr,
                    on_planned: OnPlanned | None,
-                   subset: Sequence[DataFile] | None = None) -> Plans:
+                   subset: Sequence[DataFile] | None = None,
+                   before: Mapping[str, tuple[int, int, int]] | None = None) -> Plans:
         columns = column_list(columns)
         t0 = time.perf_counter()
-        before = self.io_counts()
+        before = self.io_counts() if before is None else before
         disc = self.discovery
         files = disc.files if subset is None else subset
         report = ScanReport(files_total=len(files))
@@ -1234,7 +1248,7 @@ class Scan:
     def _head_of(self, n: int) -> pa.Table:
         """:meth:`head` of this scan's files (``_subset``, or all) in one plan."""
         if n == 0:  # the schema needs the plan; no data page is read
-            plans = self._ds._plan(self._columns, self._expr, None, self._subset)
+            plans = self._ds.make_plans(self._columns, self._expr, None, self._subset)
             self.report, self.schema = plans.report, plans.schema
             return plans.schema.empty_table()
         tables: list[pa.Table] = []

@@ -29,14 +29,17 @@ from pqindex.write.add_indexes import (
     PageIndexMode,
     Paths,
     Progress,
+    bloom_scopes,
     column_names,
     index_file,
     index_targets,
+    requested_kinds,
+    truncation_cap,
 )
-from pqindex.write.remote_index import add_indexes_remote
+from pqindex.write.remote_index import index_object, index_object_copy, remote_targets
 
-__all__ = ["TableTargets", "add_indexes", "index_table_targets", "refresh_manifest",
-           "refuse_remote_tables", "split_table_targets"]
+__all__ = ["TableTargets", "add_indexes", "add_indexes_remote", "index_table_targets",
+           "refresh_manifest", "split_remote_tables", "split_table_targets"]
 
 
 @dataclass(frozen=True)
@@ -47,18 +50,90 @@ class TableTargets:
     files: tuple[str, ...] | None
 
 
-def refuse_remote_tables(targets: Sequence[str],
-                         storage_options: Mapping[str, Any] | None) -> None:
-    """UnsupportedError before any object changes when one belongs to a lake table:
-    its log or manifests record the object's size."""
+def split_remote_tables(paths: Sequence[str], targets: Sequence[str],
+                  storage_options: Mapping[str, Any] | None
+                  ) -> tuple[list[str], dict[str, tuple[str, ...] | None]]:
+    """``targets`` split into plain objects and, per Delta table root, the objects of it
+    asked for (None: the whole table, given at or above its root). An object of
+    another table format raises UnsupportedError before any object changes: its
+    manifests record the object's size, and pqindex makes no commit to it."""
     cache: dict[str, Any] = {}
+    plain: list[str] = []
+    tables: dict[str, list[str]] = {}
+    # A path given at or below a table's root: its objects are that table's (no LIST
+    # per partition directory of a thousand-file table).
+    given_roots = [t for t in (find_table_remote(p, storage_options, cache) for p in paths)
+                   if t is not None]
     for url in targets:
-        table = find_table_remote(url, storage_options, cache)
-        if table is not None:
+        table = next((t for t in given_roots if url.startswith(t.root + "/")), None)
+        if table is None:
+            table = find_table_remote(url, storage_options, cache)
+        if table is None:
+            plain.append(url)
+        elif table.format is TableFormat.DELTA:
+            tables.setdefault(table.root, []).append(url)
+        else:
             raise UnsupportedError(
-                f"a {table.format.value.capitalize()} table: objects of a table are not "
-                "indexed in place on object stores (its log records each file's size); no "
+                f"a {table.format.value.capitalize()} table: pqindex commits indexes to "
+                "Delta tables only there (an Iceberg table: pass its pyiceberg Table); no "
                 "object was changed", path=table.root)
+    given = [p.rstrip("/") for p in paths if not p.endswith(".parquet")]
+    whole = {root: None if any(root == g or root.startswith(g + "/") for g in given)
+             else tuple(found) for root, found in tables.items()}
+    return plain, whole
+
+
+
+def add_indexes_remote(
+    paths: Sequence[str],
+    *,
+    distinct: str | Iterable[str] = (),
+    bloom: str | Iterable[str] = (),
+    zone_maps: str | Iterable[str] = (),
+    hll: str | Iterable[str] = (),
+    truncate: bool | int = True,
+    page_index: PageIndexMode = "keep",
+    drop: bool = False,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    indexes: Mapping[str, str | Sequence[str]] | None = None,
+    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
+) -> list[IndexResult]:
+    """``add_indexes`` for object-store URLs (in place only; no ``output``): plain
+    objects are replaced (``write.remote_index.index_object``), the objects of a Delta
+    table are indexed as copies and one commit, another table's are refused; a prefix
+    indexed as a whole gets its manifest written anew."""
+    options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
+    kinds = requested_kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
+    if page_index not in ("keep", "add"):
+        raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
+    if drop and (kinds or page_index == "add"):
+        raise UserInputError(
+            "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
+    cap = truncation_cap(truncate)
+    targets, tables = split_remote_tables(paths, remote_targets(paths, storage_options),
+                                    storage_options)
+    results: list[IndexResult] = []
+    for root, only in tables.items():
+        # Files of a Delta table: indexed copies under new names, then one commit.
+        # Under column mapping the files name columns by their physical names.
+        physical = load_delta(root, storage_options=storage_options).physical
+        mapped = _physical_columns({"indexes": kinds}, physical).get("indexes", kinds)
+        done, _version = index_delta_table(
+            root, functools.partial(index_object_copy, kinds=mapped, cap=cap, page_index=page_index,
+                                    drop=drop, storage_options=storage_options,
+                                    options=options),
+            only=only, storage_options=storage_options, progress=progress)
+        results += done
+    for url in targets:
+        results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
+                                    storage_options=storage_options, options=options))
+        if progress is not None:
+            progress(len(results), len(targets), results[-1])
+    if (len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]
+            and not tables):
+        write_manifest(paths[0], storage_options)
+    return results
 
 
 def _refuse_table(fmt: str, root: str, why: str) -> UnsupportedError:
@@ -203,32 +278,31 @@ def add_indexes(
         # An Iceberg table object: its data files indexed by a commit (dataset/tables).
         if output is not None:
             raise UserInputError("output is not supported for an Iceberg table (a commit)")
-        done, _snapshot = index_iceberg_table(
-            paths, lambda src, dst: index_file(
-                src, output=dst, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
-                truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
-                bloom_scope=bloom_scope), progress=progress)
+        def index_one(src: str, dst: str) -> IndexResult:
+            if "://" in src and not src.startswith("file://"):  # an object: a new object
+                return index_object(
+                    src, output=dst, kinds=requested_kinds(
+                        indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll),
+                    cap=truncation_cap(truncate), page_index=page_index, drop=drop,
+                    storage_options=storage_options,
+                    options={"bloom": {"scopes": bloom_scopes(bloom_scope)}})
+            return index_file(src, output=dst, distinct=distinct, bloom=bloom,
+                              zone_maps=zone_maps, hll=hll, truncate=truncate,
+                              page_index=page_index, drop=drop, indexes=indexes,
+                              bloom_scope=bloom_scope)
+
+        done, _snapshot = index_iceberg_table(paths, index_one, progress=progress,
+                                              storage_options=storage_options)
         return list(done)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):
         if output is not None:
             raise UserInputError("output is not supported for object-store URLs (in place only)")
-        urls = [os.fspath(p) for p in items]
-        objects: list[str] = []
-
-        def refuse(targets: Sequence[str]) -> None:
-            objects.extend(targets)
-            refuse_remote_tables(targets, storage_options)
-
-        results = add_indexes_remote(
-            urls, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
-            truncate=truncate, page_index=page_index, drop=drop, progress=progress,
-            storage_options=storage_options, indexes=indexes, bloom_scope=bloom_scope,
-            refuse=refuse)
-        if len(urls) == 1 and not urls[0].endswith(".parquet") and objects != urls:
-            # A prefix indexed as a whole: its manifest matches the new objects.
-            write_manifest(urls[0], storage_options)
-        return results
+        return add_indexes_remote([os.fspath(p) for p in items], distinct=distinct, bloom=bloom,
+                                  zone_maps=zone_maps, hll=hll, truncate=truncate,
+                                  page_index=page_index, drop=drop, progress=progress,
+                                  storage_options=storage_options, indexes=indexes,
+                                  bloom_scope=bloom_scope)
     targets, tables = split_table_targets(paths, index_targets(paths, output), output)
     results = []
     for t in targets:

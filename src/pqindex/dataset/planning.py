@@ -31,7 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
-from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys
+from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys, lookup_table_keys
 from pqindex.dataset.open_files import OpenFile
 from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
@@ -49,8 +49,8 @@ from pqindex.scan.report import ScanReport
 if TYPE_CHECKING:
     from pqindex.dataset.dataset import Dataset
 
-__all__ = ["BusyClock", "DatasetPlanner", "OpenFile", "Planned", "Plans", "StageSkipped", "WaveClock",
-           "count_pages", "gc_paused"]
+__all__ = ["BusyClock", "DatasetPlanner", "OpenFile", "Planned", "Plans", "StageSkipped",
+           "WaveClock", "count_pages", "gc_paused"]
 
 T = TypeVar("T")
 # One file's outcome: the file, its opened footer (None when never opened), its
@@ -478,7 +478,10 @@ class DatasetPlanner:
         # The manifest's key index names the files and row groups of a key
         # (dataset/key_index.py): the files it covers and does not name are never opened.
         keyed = (lookup_keys(view, disc, expr, ds.storage_options, report.warnings.append)
-                 if use_manifest else None)
+                 if use_manifest else lookup_table_keys(
+                     ds.lake_table, disc, expr, ds.storage_options, report.warnings.append)
+                 if ds.lake_table is not None and not isinstance(first_bound, BoundTrue)
+                 else None)
         if keyed is not None:
             report.key_index = keyed.to_dict()
             for df in kept_files:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pqindex.errors import PqIndexError, UserInputError
@@ -37,18 +37,13 @@ from pqindex.io.s3multipart import (
     etag_matches,
     s3_config,
 )
-from pqindex.io.source import ByteSource, open_source
+from pqindex.io.source import ByteSource, ObjectInfo, open_source
 from pqindex.write.add_indexes import (
-    DEFAULT_BLOOM_SCOPE,
     IndexResult,
     PageIndexMode,
-    Progress,
-    bloom_scopes,
     fill_page_indexes,
     is_data_name,
     new_region,
-    requested_kinds,
-    truncation_cap,
 )
 from pqindex.write.cloud_copy import server_plan
 from pqindex.write.remote import (
@@ -62,8 +57,8 @@ from pqindex.write.remote import (
 )
 from pqindex.write.tail import RewriteResult, Tail, region_locator
 
-__all__ = ["COPY_CONCURRENCY", "COPY_PART_BYTES", "add_indexes_remote", "copy_ranges",
-           "index_object", "remote_targets", "rewrite_server_side"]
+__all__ = ["COPY_CONCURRENCY", "COPY_PART_BYTES", "copy_ranges", "index_object",
+           "index_object_copy", "remote_targets", "rewrite_server_side"]
 
 COPY_PART_BYTES = 32 << 20  # target size of a copied part (each is 1-2x this)
 COPY_CONCURRENCY = 16  # part copies in flight per object
@@ -99,14 +94,22 @@ def index_object(
     drop: bool,
     storage_options: Mapping[str, Any] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    output: str | None = None,
+    size: int | None = None,
 ) -> IndexResult:
     """Index one object in place (see :func:`pqindex.write.add_indexes.add_indexes`);
-    ``options`` per index kind, as ``build_blobs`` takes them (Bloom scopes)."""
+    ``options`` per index kind, as ``build_blobs`` takes them (Bloom scopes).
+
+    ``output``: a new object of the same bucket (a lake table's indexed copy) is
+    written instead and ``url`` left as it is; nothing is written when the object
+    needs no change. ``size``: the object's size when known (a table's log records
+    it: no HEAD)."""
     t0 = time.perf_counter()
-    src = open_source(url, storage_options=storage_options)
+    src = open_source(url, storage_options=storage_options,
+                      info=None if size is None else ObjectInfo(size))
     try:
         with ParquetFile(src) as pf:
-            result = IndexResult(path=url, output=url, bytes_before=pf.file_size,
+            result = IndexResult(path=url, output=output or url, bytes_before=pf.file_size,
                                  bytes_after=pf.file_size, region_bytes=0)
             tail = Tail()
             old_region = region_locator(pf)
@@ -122,7 +125,9 @@ def index_object(
                 result.seconds = time.perf_counter() - t0
                 return result
             size = pf.file_size
-        planned = server_plan(url, storage_options, src, size)
+        # Azure's and GCS's server-side paths keep the object's own name.
+        planned = (server_plan(url, storage_options, src, size) if output is None
+                   else "a new object: the store's append paths keep the same name")
         plan = None if isinstance(planned, str) else planned
         try:
             # Each server-side path says why it could not be taken (the result keeps it).
@@ -134,10 +139,12 @@ def index_object(
             if isinstance(sent, str) and whole:  # the data-range layout after all
                 base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, False)
             if isinstance(sent, str) and url.split("://", 1)[0].lower() in ("s3", "s3a"):
-                sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
+                sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options,
+                                           output=output)
             if isinstance(sent, str):
                 result.streamed_because = sent or "no server-side copy for this store"
-                sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
+                sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options,
+                                      output=output)
         finally:
             if plan is not None:
                 plan.close()
@@ -151,6 +158,11 @@ def index_object(
     result.bytes_copied_server_side = sent.copied_server_side
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def index_object_copy(url: str, output: str, **kw: Any) -> IndexResult:
+    """:func:`index_object` into a new object (a table's copy)."""
+    return index_object(url, output=output, **kw)
 
 
 def _new_tail(src: ByteSource, tail: Tail, kinds: Mapping[str, list[str]],
@@ -194,10 +206,12 @@ def rewrite_server_side(
     storage_options: Mapping[str, Any] | None = None,
     *,
     part_bytes: int | None = None,
+    output: str | None = None,
 ) -> RemoteRewrite | str:
     """Replace the S3 object ``url`` by its bytes ``[0, base)``, copied by S3, plus
     ``tail_bytes``, only if it is still the object ``source`` read; when this
-    cannot be done server side, why (the caller streams instead).
+    cannot be done server side, why (the caller streams instead). With ``output``
+    (a new key of the same bucket) that object is made instead; ``url`` stays.
 
     Stores that honour the conditions (AWS S3) refuse a copy from, or a
     completion over, another version with 412. Some S3-compatible servers
@@ -220,23 +234,28 @@ def rewrite_server_side(
     from pqindex.io.objstore import split_url
 
     key = split_url(url)[1]
+    dest = key if output is None else split_url(output)[1]
+    if output is not None and split_url(output)[0] != split_url(url)[0]:
+        return "the copy goes to another bucket"
     try:
         try:
-            upload_id = client.create(key)
+            upload_id = client.create(dest)
         except CopyNotSupportedError as e:
             return f"the store has no multipart API ({e.detail})"
         try:
-            parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version)
+            parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version,
+                                dest=dest)
             if etag:
                 now, _size = client.head(key)
                 if not etag_matches(now, etag):
                     raise ObjectChangedError(
                         f"the object changed while indexes were added (ETag {etag} -> "
                         f"{now}); nothing was replaced", path=url, operation="HEAD")
-            client.complete(key, upload_id, parts, if_match=etag, size=base + len(tail_bytes))
+            client.complete(dest, upload_id, parts, if_match=etag if dest == key else None,
+                            size=base + len(tail_bytes))
         except BaseException as e:
             try:
-                client.abort(key, upload_id)
+                client.abort(dest, upload_id)
             except StorageError as bad:
                 e.add_note(f"the multipart upload {upload_id} could not be aborted: {bad}")
             if isinstance(e, CopyNotSupportedError):
@@ -249,53 +268,16 @@ def rewrite_server_side(
 
 
 def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tuple[int, int]],
-                tail_bytes: bytes, etag: str | None, version: str | None
-                ) -> list[tuple[int, str]]:
-    """Copy ``ranges`` as parts 1..n and upload the tail as part n+1, concurrently;
-    the first failure cancels what has not started and is raised."""
+                tail_bytes: bytes, etag: str | None, version: str | None, *,
+                dest: str | None = None) -> list[tuple[int, str]]:
+    """Copy ``ranges`` of ``key`` as parts 1..n of the upload to ``dest`` (default:
+    ``key``) and upload the tail as part n+1, concurrently; the first failure
+    cancels what has not started and is raised."""
     last = len(ranges) + 1
-    jobs = [functools.partial(client.upload_part, key, upload_id, last, tail_bytes)]
-    jobs += [functools.partial(client.copy_part, key, upload_id, i, key, start, end,
+    dest = dest or key
+    jobs = [functools.partial(client.upload_part, dest, upload_id, last, tail_bytes)]
+    jobs += [functools.partial(client.copy_part, dest, upload_id, i, key, start, end,
                                if_match=etag, version=version)
              for i, (start, end) in enumerate(ranges, 1)]
     tail_etag, *etags = run_all(jobs, COPY_CONCURRENCY)
     return [*enumerate(etags, 1), (last, tail_etag)]
-
-
-def add_indexes_remote(
-    paths: Sequence[str],
-    *,
-    distinct: str | Iterable[str] = (),
-    bloom: str | Iterable[str] = (),
-    zone_maps: str | Iterable[str] = (),
-    hll: str | Iterable[str] = (),
-    truncate: bool | int = True,
-    page_index: PageIndexMode = "keep",
-    drop: bool = False,
-    progress: Progress | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    indexes: Mapping[str, str | Sequence[str]] | None = None,
-    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
-    refuse: Callable[[Sequence[str]], None] | None = None,
-) -> list[IndexResult]:
-    """``add_indexes`` for object-store URLs (in place only; no ``output``); ``refuse``
-    is called with the objects before any changes (the dataset layer refuses those
-    of a lake table, ``dataset/indexing.py``)."""
-    options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
-    kinds = requested_kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
-    if page_index not in ("keep", "add"):
-        raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
-    if drop and (kinds or page_index == "add"):
-        raise UserInputError(
-            "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
-    cap = truncation_cap(truncate)
-    targets = remote_targets(paths, storage_options)
-    if refuse is not None:
-        refuse(targets)
-    results: list[IndexResult] = []
-    for url in targets:
-        results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
-                                    storage_options=storage_options, options=options))
-        if progress is not None:
-            progress(len(results), len(targets), results[-1])
-    return results

@@ -23,6 +23,7 @@ from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
@@ -69,6 +70,11 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # The version read ("delta:3", "iceberg:<snapshot id>"): a key index is tied to one.
+    version: str | None = None
+    # pqindex's sidecar of this version (``evidence.py``): file-scope Bloom filters and
+    # distinct sets, consulted when the table's statistics keep more than one file.
+    evidence: TableEvidence | None = None
     # Per file (its DataFile.path): the row positions the table deleted (``deletes.py``),
     # and what deleted them.
     deleted: DeletedRows = field(default_factory=dict)
@@ -126,6 +132,9 @@ class TableSource:
             return files, 0
         keep = self.may_match(expr)
         kept = [f for f, k in zip(files, keep, strict=True) if k]
+        if self.evidence is not None and len(kept) > 1:
+            out = self.evidence.ruled_out(files, kept, expr)
+            kept = [f for f, o in zip(kept, out, strict=True) if not o]
         return kept, len(files) - len(kept)
 
 
@@ -167,7 +176,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
                        keep, tuple(f.rows for f in snap.files), logical_names=logical,
-                       deleted=snap.deleted)
+                       version=f"delta:{snap.version}", deleted=snap.deleted)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -180,7 +189,7 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
-                       renamed=snap.renamed)
+                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}")
 
 
 def is_table_source(source: Any) -> bool:
@@ -228,11 +237,21 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        return _iceberg_source(load_iceberg(source, snapshot_id))
+        isnap = load_iceberg(source, snapshot_id)
+        found = _iceberg_source(isnap)
+        # A renamed column or a reused name: the sidecar's footers bind by name, not id.
+        if isnap.snapshot_id is not None and not isnap.renamed:
+            found.evidence = TableEvidence(isnap.location, isnap.snapshot_id, storage_options,
+                                           "iceberg")
+        return found
     if snapshot_id is not None:
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
-        return _delta_source(load_delta(source, version, storage_options))
+        snap = load_delta(source, version, storage_options)
+        found = _delta_source(snap)
+        if not snap.column_mapping:  # the sidecar's footers name physical columns
+            found.evidence = TableEvidence(snap.location, snap.version, storage_options)
+        return found
     raise UserInputError(f"not a table: {type(source).__name__}")
 
