@@ -734,10 +734,9 @@ class Dataset:
             raise UserInputError("plan= takes a plan made by this dataset's plan()")
         if where is not None or filters is not None or columns is not None:
             raise UserInputError("plan= already holds columns and where: give neither")
-        scan = Scan(self, made.columns, made.expr, batch_size, verify_checksums)
         # Once: a plan's report becomes its scan's; a second scan plans afresh.
-        scan._premade, made.plans = made.plans, None
-        return scan
+        premade, made.plans = made.plans, None
+        return Scan(self, made.columns, made.expr, batch_size, verify_checksums, premade)
 
     @public_api
     def plan(
@@ -938,7 +937,7 @@ class Scan:
 
     def __init__(
         self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int,
-        verify_checksums: bool | None = None,
+        verify_checksums: bool | None = None, premade: Plans | None = None,
     ) -> None:
         self._ds = ds
         self._options = ds.scan_options if verify_checksums is None else dataclasses.replace(
@@ -948,7 +947,7 @@ class Scan:
         self.batch_size = batch_size
         self.report = ScanReport()
         self._files_read: set[str] = set()
-        self._premade: Plans | None = None  # a plan made beforehand: read once as is
+        self._premade: Plans | None = premade  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
         self._schema: pa.Schema | None = None
 
