@@ -161,3 +161,22 @@ def test_stages_compose_to_plan_file(path: Path) -> None:
         plan = plan_file(ParquetFile.open(path), bind(parse_where(where), pf.schema), [0, 1, 2])
         assert [(o.decided_by, o.selection.maybe.count()) for o in out] == [
             (rg.decided_by, rg.maybe.count()) for rg in plan.row_groups], where
+
+
+def test_busy_clock_counts_the_busiest_other_thread() -> None:
+    """plan_seconds adds the busiest pool thread's planning to the caller's own time:
+    the caller's thread is left out (its time is counted outside its waits)."""
+    import threading
+
+    from pqindex.dataset.planning import BusyClock
+
+    clock = BusyClock()
+    clock.add(5.0)  # this thread
+    done = []
+    for seconds in ([0.25, 0.5], [1.0]):
+        t = threading.Thread(target=lambda s=seconds: done.extend(clock.add(x) for x in s))
+        t.start()
+        t.join()
+    assert clock.critical(besides=threading.get_ident()) == 1.0
+    assert clock.critical() == 5.0
+    assert BusyClock().critical() == 0.0
