@@ -172,10 +172,18 @@ def test_busy_clock_counts_the_busiest_other_thread() -> None:
 
     clock = BusyClock()
     clock.add(5.0)  # this thread
-    done = []
-    for seconds in ([0.25, 0.5], [1.0]):
-        t = threading.Thread(target=lambda s=seconds: done.extend(clock.add(x) for x in s))
+    # Both threads alive until both added (a finished thread's id may be reused).
+    barrier = threading.Barrier(2)
+
+    def plan(seconds: list[float]) -> None:
+        for x in seconds:
+            clock.add(x)
+        barrier.wait()
+
+    threads = [threading.Thread(target=plan, args=(s,)) for s in ([0.25, 0.5], [1.0])]
+    for t in threads:
         t.start()
+    for t in threads:
         t.join()
     assert clock.critical(besides=threading.get_ident()) == 1.0
     assert clock.critical() == 5.0
