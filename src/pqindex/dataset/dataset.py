@@ -924,7 +924,7 @@ class Dataset:
         if self._table is not None and self._table.deleted:
             # pyarrow would read the rows the table deleted: it takes row groups, not rows.
             raise UnsupportedError(
-                f"the table has deleted rows ({self._table.deleted_by}s): pyarrow's dataset "
+                f"the table has deleted rows ({self._table.deleted_by}): pyarrow's dataset "
                 "would read them; use scan() or to_table()", path=self._table.location)
         return to_pyarrow_dataset(
             self, _where(where, filters), column_list(columns), filesystem=filesystem,
