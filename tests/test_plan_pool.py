@@ -53,9 +53,9 @@ class _Spy:
         self._lock = threading.Lock()
         as_landed, plan_file = planning.DatasetPlanner.as_landed, planning.plan_file
 
-        def spy_as_landed(ds: Any, pool: Any, fn: Any, files: Any) -> Any:
+        def spy_as_landed(planner: Any, ds: Any, pool: Any, fn: Any, files: Any) -> Any:
             self.handed += [df.path for df in files]
-            return as_landed(ds, pool, fn, files)
+            return as_landed(planner, ds, pool, fn, files)
 
         def spy_plan_file(pf: Any, *a: Any, **kw: Any) -> Any:
             with self._lock:

@@ -302,7 +302,7 @@ class Dataset:
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
         self.open_files = OpenFiles(storage_options=self.storage_options,
-                                    tail_bytes=tail_bytes, rename=self._rename_columns)
+                                    tail_bytes=tail_bytes)
         self.tail_bytes = tail_bytes
         # Files in flight: on object stores a file waits on round trips, not on the CPU.
         self._remote = _remote(source)
@@ -321,7 +321,7 @@ class Dataset:
             self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
             self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
         # Planning many files: binds per footer schema, prunes, plans on a pool.
-        self.planner = DatasetPlanner(self)
+        self.planner = DatasetPlanner()
 
     # ------------------------------------------------------------ files
 
@@ -342,9 +342,6 @@ class Dataset:
     def _landing(self) -> dict[str, TailWave]:
         return self.open_files.landing
 
-    def _rename_columns(self, pf: ParquetFile) -> None:
-        if self._table is not None:
-            self._table.rename(pf)  # the table's column names (mapping, field ids)
 
     @property
     def discovery(self) -> Discovery:
@@ -375,7 +372,8 @@ class Dataset:
 
     def open_file(self, df: DataFile) -> OpenFile:
         """The data file ``df``, opened if it is not (``dataset/open_files.py``)."""
-        return self.open_files.file(df)
+        # A table's column names (mapping, field ids) on a freshly opened footer.
+        return self.open_files.file(df, None if self._table is None else self._table.rename)
 
     def io_stats(self, include_listing: bool = False) -> dict[str, IOStats]:
         """Per file opened so far, its I/O counters and request trace; with
@@ -694,7 +692,8 @@ class Dataset:
             # Many footers planned (a tail wave, or local files opened one after another).
             with (gc_paused() if len(files) >= GC_PAUSE_FILES
                   else contextlib.nullcontext()):
-                plans = self.planner.plan_files(columns, expr, t0, report, waves0, pool, view,
+                plans = self.planner.plan_files(self, columns, expr, t0, report, waves0, pool,
+                                                view,
                                          on_planned, subset)
         finally:
             if tails is not None:

@@ -47,14 +47,13 @@ class OpenFile:
 
 class OpenFiles:
     """The open files of one dataset, least recently used first, and their tails in
-    flight. ``rename`` adapts a freshly opened footer (a table's column names)."""
+    flight. It holds nothing of the dataset (no cycle: a dropped dataset goes by
+    reference counting, its footers with it)."""
 
-    def __init__(self, *, storage_options: Mapping[str, Any], tail_bytes: int | None,
-                 rename: Callable[[ParquetFile], None]) -> None:
+    def __init__(self, *, storage_options: Mapping[str, Any], tail_bytes: int | None) -> None:
         self.storage_options = storage_options
         self.tail_bytes = tail_bytes
         self.max_open_bytes = OPEN_FILES_BYTES
-        self._rename = rename
         self.lock = threading.Lock()
         self.open: OrderedDict[str, OpenFile] = OrderedDict()
         # Every file's I/O counters, kept when its file is dropped.
@@ -69,8 +68,10 @@ class OpenFiles:
         """The file if it is open (no request)."""
         return self.open.get(path)
 
-    def file(self, df: DataFile) -> OpenFile:
-        """The file, opened now if it is not (waiting for its tail if in flight)."""
+    def file(self, df: DataFile, rename: Callable[[ParquetFile], None] | None = None
+             ) -> OpenFile:
+        """The file, opened now if it is not (waiting for its tail if in flight);
+        ``rename`` adapts a freshly opened footer (a table's column names)."""
         with self.lock:
             of = self.open.get(df.path)
             if of is not None:
@@ -85,7 +86,8 @@ class OpenFiles:
             stats = self.ahead.pop(df.path, None) or self.stats.get(df.path) or IOStats()
         pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
                               storage_options=self.storage_options, info=df.info)
-        self._rename(pf)
+        if rename is not None:
+            rename(pf)
         of = OpenFile(df, pf, stats)
         held = pf.retained_bytes()
         with self.lock:

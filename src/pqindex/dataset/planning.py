@@ -273,12 +273,12 @@ def count_pages(units: Sequence[tuple[ParquetFile, int, list[int]]]) -> int:
 
 class DatasetPlanner:
     """The planning of a dataset's files: the stages from the sources down to each
-    kept file's ``plan_file`` (``Plans``). It reads the dataset through its public
-    API (files, schemas, open files) and keeps the distinct footer schemas it has
-    bound predicates for."""
+    kept file's ``plan_file`` (``Plans``). It reads the dataset it is given through
+    its public API (files, schemas, open files; it keeps no reference to it: a
+    dropped dataset goes by reference counting) and keeps the distinct footer
+    schemas it has bound predicates for."""
 
-    def __init__(self, ds: Dataset) -> None:
-        self.ds = ds
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._shapes: list[tuple[Any, ...]] = []  # distinct footer schemas
 
@@ -298,18 +298,18 @@ class DatasetPlanner:
         pf.derived["schema_shape"] = got
         return got
 
-    def as_landed(self, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
+    def as_landed(self, ds: Dataset, pool: ThreadPoolExecutor, fn: Callable[[DataFile], T],
                    files: Sequence[DataFile]) -> dict[str, Future[T]]:
         """``fn(df)`` for each file on the pool, each task submitted once the file's tail
         is in (files outside a wave at once): a pool thread only wakes for a file it can
         plan, and the pool grows past its busy threads only (a task per waiting file kept
         up to 32 threads switching on the GIL through a wave of 1,000 tails)."""
         out: dict[str, Future[T]] = {}
-        waves = self.ds.open_files.tail_waves(files)
+        waves = ds.open_files.tail_waves(files)
         # Files whose tail is not in flight (local files, open ones): planned in batches,
         # a few per thread: a task per file costs more in hand-offs than a local open.
         loose = [df for df in files if waves[df.path] is None]
-        size = max(1, min(_BATCH_FILES, len(loose) // (4 * self.ds.max_workers)))
+        size = max(1, min(_BATCH_FILES, len(loose) // (4 * ds.max_workers)))
         for i in range(0, len(loose), size):
             batch = loose[i:i + size]
             futures: list[Future[T]] = [Future() for _ in batch]
@@ -332,7 +332,7 @@ class DatasetPlanner:
         return out
 
 
-    def plan_files(self, columns: Sequence[str] | None, expr: Expr, t0: float,
+    def plan_files(self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, t0: float,
                    report: ScanReport, waves0: dict[str, int],
                    pool: ThreadPoolExecutor | None, view: Any,
                    on_planned: OnPlanned | None = None,
@@ -344,7 +344,6 @@ class DatasetPlanner:
         started counts in it). ``on_planned`` is called for each kept file as soon as
         it is planned, on the pool thread that planned it (only with a pool: several
         files)."""
-        ds = self.ds
         disc = ds.discovery
         chosen = disc.files if subset is None else subset
         open_clock, plan_clock = WaveClock(), WaveClock()
@@ -600,7 +599,7 @@ class DatasetPlanner:
                 settled = ruled  # plan_one answers these from it as well
                 settled.update([(df.path, r) for df in kept_files if df.path not in ruled
                                 and (r := footer_settled(df)) is not None])
-                tasks = self.as_landed(pool, plan_one,
+                tasks = self.as_landed(ds, pool, plan_one,
                                    [df for df in kept_files if df.path not in settled])
                 waiting = time.perf_counter()
                 try:
