@@ -37,6 +37,7 @@ from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError  # n
 from pqindex.format.match import Match  # noqa: E402
 from pqindex.format.row_ranges import RowRanges  # noqa: E402
 from pqindex.plan.planner import FilePlan, RowGroupPlan  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 from table_rows import normalize, random_predicate  # noqa: E402
 from test_tables_delta import _rows  # noqa: E402
 
@@ -301,3 +302,16 @@ def test_spark_reads_a_table_with_deletion_vectors_without_its_deleted_rows(
     got = pqindex.spark.read(spark, str(path), where="id >= 200", driver_read_bytes=0)
     assert sorted(got.toArrow().column("id").to_pylist()) == sorted(
         reference.column("id").to_pylist())
+
+
+def test_a_table_with_deletion_vectors_on_s3(s3: S3Endpoint) -> None:  # noqa: F811
+    """The reference table on moto: its vectors are read with the same storage options."""
+    bucket = s3.new_bucket()
+    root = DATA / "table-with-dv-small"
+    for f in root.rglob("*"):
+        if f.is_file():
+            s3.put(bucket, f"t/{f.relative_to(root).as_posix()}", f.read_bytes())
+    url = f"s3://{bucket}/t"
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    assert normalize_any(ds.to_table()) == normalize_any(_polars(root))
+    assert ds.count_rows("value > 3") == _polars(root).filter(pc.field("value") > 3).num_rows == 5
