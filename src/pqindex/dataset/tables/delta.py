@@ -88,16 +88,20 @@ def open_delta(source: Any, version: int | str | dt.datetime | None = None,
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
+    # A version number is loaded at once: loading the latest first and then moving
+    # back read the log twice (~3 more round trips on a store).
+    at = version if isinstance(version, int) and not isinstance(version, bool) else None
     try:
         if isinstance(source, DeltaTable):
             table = source
             if version is not None:
                 # Time travel must not move the caller's own table object.
-                table = DeltaTable(table.table_uri, storage_options=_options(storage_options))
+                table = DeltaTable(table.table_uri, version=at,
+                                   storage_options=_options(storage_options))
         else:
             uri = os.fspath(source)
-            table = DeltaTable(uri, storage_options=_options(storage_options))
-        if version is not None:
+            table = DeltaTable(uri, version=at, storage_options=_options(storage_options))
+        if version is not None and at is None:
             table.load_as_version(version)
     except TableNotFoundError as e:
         raise UserInputError(f"not a Delta table: {e}", path=str(source)) from None
