@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,8 +188,7 @@ def _s3_child(reader: str, url: str, endpoint: str, where: str) -> dict[str, flo
         store = AmazonS3(bucket_name=url.split("/")[2], region="us-east-1",
                          access_key_id="testing", secret_access_key="testing",
                          endpoint=endpoint, allow_http=True)
-        ctx.register_object_store("s3://" + url.split("/")[2], store)
-        ctx.register_parquet("t", url.rstrip("/") + "/")
+        ctx.register_parquet("t", url.rstrip("/") + "/", object_store=store)
         n = ctx.sql(f"SELECT count(*) AS n FROM (SELECT id, s FROM t WHERE {where})"
                     ).to_pydict()["n"][0]
         return {"ms": (time.perf_counter() - t0) * 1000, "rows": n}
@@ -203,7 +203,8 @@ def _s3_child(reader: str, url: str, endpoint: str, where: str) -> dict[str, flo
     return {"ms": (time.perf_counter() - t0) * 1000, "rows": n}
 
 
-def run_s3(root: Path, files: int, delay_ms: float) -> dict[str, dict[str, float]]:
+def run_s3(root: Path, files: int, delay_ms: float, readers: Sequence[str]
+           ) -> dict[str, dict[str, float]]:
     """The lake at ``root`` uploaded to moto; one cold lookup per reader."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -225,7 +226,7 @@ def run_s3(root: Path, files: int, delay_ms: float) -> dict[str, dict[str, float
         url = f"s3://{bucket}/lake"
         where = f"id = {files * ROWS * 37 // 100}"
         out: dict[str, dict[str, float]] = {}
-        for reader in S3_READERS:
+        for reader in readers:
             ep.reset_log()
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
             got = subprocess.run([sys.executable, __file__, "--s3-child", reader, "--root", url,
@@ -326,6 +327,7 @@ def main() -> None:
                     help="run the keeps-every-file scan on lakes of at most this many files")
     ap.add_argument("--s3", type=int, default=0, help="files of the lake uploaded to moto")
     ap.add_argument("--delay-ms", type=float, default=25.0)
+    ap.add_argument("--s3-readers", default=",".join(S3_READERS))
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--child")
     ap.add_argument("--s3-child")
@@ -357,7 +359,8 @@ def main() -> None:
         results[files] = {r: {k: statistics.median(x[k] for x in v) for k in v[0]}
                           for r, v in runs.items()}
         print(json.dumps({files: results[files]}, indent=1), file=sys.stderr, flush=True)
-    s3 = run_s3(lake(Path(args.cache), args.s3), args.s3, args.delay_ms) if args.s3 else {}
+    s3 = (run_s3(lake(Path(args.cache), args.s3), args.s3, args.delay_ms,
+                 args.s3_readers.split(",")) if args.s3 else {})
     text = section(results, s3, args.s3, args.delay_ms, time.perf_counter() - t0,
                    (load0, os.getloadavg()[0]))
     print(text)
