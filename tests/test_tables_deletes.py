@@ -289,3 +289,16 @@ def test_indexing_a_table_with_deletion_vectors_is_refused_unchanged(
         pqindex.add_indexes(str(path), bloom=["user"])
     assert DeltaTable(str(path)).version() == version
     assert not list(path.rglob("*.pqindex-*"))
+
+
+def test_spark_reads_a_table_with_deletion_vectors_without_its_deleted_rows(
+        spark: Any, dv_table: tuple[Path, list[int]]) -> None:
+    import pqindex.spark
+
+    path, _ = dv_table
+    reference = _polars(path).filter(pc.field("id") >= 200)
+    # Even when the plan is large enough for Spark's tasks (driver_read_bytes=0): their
+    # plain per-file reads would return the deleted rows, so the driver reads it.
+    got = pqindex.spark.read(spark, str(path), where="id >= 200", driver_read_bytes=0)
+    assert sorted(got.toArrow().column("id").to_pylist()) == sorted(
+        reference.column("id").to_pylist())

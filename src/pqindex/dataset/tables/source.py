@@ -189,7 +189,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
-                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}")
+                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
+                       deleted=snap.deleted, deleted_by="position deletes")
 
 
 def is_table_source(source: Any) -> bool:
