@@ -287,8 +287,11 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
         if columnar is not None:
             if not columnar.commit_point:
                 return None
-            return _named(base, remote, columnar.table.column("path").to_pylist(), [],
+            disc = _named(base, remote, columnar.table.column("path").to_pylist(), [],
                           stats, url, None)
+            # Its files are the manifest's rows in order: its view needs no matching.
+            columnar.named_files = None if disc is None else disc.files
+            return disc
     try:
         data = get_object(url, storage_options, stats)
     except PqIndexError:
@@ -305,10 +308,12 @@ def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectI
     """The Discovery of the files ``rels`` a commit point at ``url`` names."""
     files = []
     for i, rel in enumerate(rels):
-        parts = rel.split("/")
-        full = f"{base}/{rel}" if remote else os.path.join(base, *parts)
+        parts = rel.split("/") if "/" in rel else None
+        full = (f"{base}/{rel}" if remote or os.sep == "/"
+                else os.path.join(base, *rel.split("/")))
         # A local file is opened as the walk would give it (its size from the file).
-        files.append(DataFile(full, _hive_parts(parts[:-1]), infos[i] if remote else None))
+        files.append(DataFile(full, () if parts is None else _hive_parts(parts[:-1]),
+                              infos[i] if remote else None))
     if not files:
         return None
     keys, types = _partition_keys(files)

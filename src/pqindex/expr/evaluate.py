@@ -31,6 +31,7 @@ from pqindex.expr.bind import (
     visit_bound,
 )
 from pqindex.expr.nodes import term_sql
+from pqindex.format.arrow_build import typed_scalar
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
@@ -94,6 +95,9 @@ def _scalar(value: Value, arrow_type: pa.DataType) -> Any:
             return plain.cast(arrow_type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return plain
+    got = typed_scalar(plain, arrow_type)  # no pa.scalar: pyarrow would import pandas
+    if got is not None:
+        return got
     try:
         return pa.scalar(plain, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
