@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
 
 import pqindex  # noqa: E402
 import pqindex.spark  # noqa: E402
