@@ -39,6 +39,7 @@ from pqindex.dataset.planning import (
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
+from pqindex.dataset.tables.deletes import Holes
 from pqindex.errors import PqIndexError, UnsupportedError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
@@ -139,19 +140,25 @@ def _footer_settled(plan: FilePlan | None) -> bool:
 
 
 def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
-              bound: BoundExpr | None = None) -> list[tuple[str, list[RowGroupPlan]]]:
+              bound: BoundExpr | None = None, holes: Mapping[int, Holes] | None = None
+              ) -> list[tuple[str, list[RowGroupPlan]]]:
     """A file's planned row groups as consecutive segments: ``("whole", run)`` for a run
     of row groups where every row matches (pyarrow reads it like ``read_table``),
-    ``("sift", run)`` for small ones no index narrowed (pyarrow reads them, the
-    predicate filters), ``("waves", group)`` for the others (read in waves)."""
+    ``("holed", run)`` for row groups where every row the table did not delete matches
+    (``holes``: read whole, the deleted rows filtered out after), ``("sift", run)`` for
+    small ones no index narrowed (pyarrow reads them, the predicate filters),
+    ``("waves", group)`` for the others (read in waves)."""
     out: list[tuple[str, list[RowGroupPlan]]] = []
     pf = of.pf
     free = any(c.path[0] in fields for c in pf.schema.leaves) and pyarrow_opens_free(pf)
     read = _sift_leaves(of, fields, bound) if free else None
     for rgp in rgps:
         kind = "waves"
+        h = None if holes is None else holes.get(rgp.index)
         if free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows:
             kind = "whole"
+        elif free and h is not None and rgp.all.count() == rgp.num_rows - h.positions.size:
+            kind = "holed"  # ``all`` lies within the live rows: it is all of them
         elif (read is not None and rgp.num_rows > 0 and rgp.maybe.count() == rgp.num_rows
               and _sift_small(pf, rgp.index, read)):
             kind = "sift"
@@ -1019,8 +1026,20 @@ class Scan:
             fields = ([f for f in wanted if f in pt or f in of.arrow.names]
                       if wanted is not None else
                       [*of.arrow.names, *(k for k in pt if k not in of.arrow.names)])
-            for kind, group in _segments(of, rgps, fields, bound):
+            holes = (None if ds._table is None or not ds._table.deleted
+                     else ds._table.holes(of.df.path, of.pf))
+            for kind, group in _segments(of, rgps, fields, bound, holes):
                 stats = ScanStats()
+                if kind == "holed" and holes is not None:
+                    for r in group:
+                        keep, at = holes[r.index].keep_mask(r.num_rows), 0
+                        for t, stats in iter_whole_row_groups(
+                                of.pf, [r.index], fields, plan.partition, pt, opts, map_fn,
+                                stream=not parallel):
+                            part, at = keep[at:at + t.num_rows], at + t.num_rows
+                            stats.rows_out -= t.num_rows - int(part.sum())
+                            yield [t.filter(pa.array(part))], stats, of.pf.path
+                    continue
                 if kind == "whole":
                     for t, stats in iter_whole_row_groups(
                             of.pf, [r.index for r in group], fields, plan.partition, pt,
