@@ -27,9 +27,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
-pyroaring = pytest.importorskip("pyroaring")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
+pyroaring = import_or_missing("pyroaring", "pyroaring")
 
 import pqindex  # noqa: E402
 from pqindex.dataset.tables.deletes import drop_deleted, row_group_holes  # noqa: E402

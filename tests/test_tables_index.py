@@ -18,8 +18,10 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
 
 from pqindex.cli import cli  # noqa: E402
 from pqindex.dataset.indexing import add_indexes  # noqa: E402

@@ -36,7 +36,6 @@ from pqindex.write.add_indexes import (
     requested_kinds,
     truncation_cap,
 )
-from pqindex.write.remote_index import index_object, index_object_copy, remote_targets
 
 __all__ = ["TableTargets", "add_indexes", "add_indexes_remote", "index_table_targets",
            "refresh_manifest", "split_remote_tables", "split_table_targets"]
@@ -103,6 +102,9 @@ def add_indexes_remote(
     objects are replaced (``write.remote_index.index_object``), the objects of a Delta
     table are indexed as copies and one commit, another table's are refused; a prefix
     indexed as a whole gets its manifest written anew."""
+    # Imported here: object-store writing pulls in urllib / xml (~60 ms at import).
+    from pqindex.write.remote_index import index_object, index_object_copy, remote_targets
+
     options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
     kinds = requested_kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     if page_index not in ("keep", "add"):
@@ -280,6 +282,8 @@ def add_indexes(
             raise UserInputError("output is not supported for an Iceberg table (a commit)")
         def index_one(src: str, dst: str) -> IndexResult:
             if "://" in src and not src.startswith("file://"):  # an object: a new object
+                from pqindex.write.remote_index import index_object
+
                 return index_object(
                     src, output=dst, kinds=requested_kinds(
                         indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll),
