@@ -7,12 +7,17 @@ moto on 127.0.0.1 behind the proxy that delays every request by ``--delay-ms`` a
 logs it (tests/s3_server.py). ``--files`` files of ``--rows`` rows; ``user_id`` is
 unique and random across files (every file's min/max spans nearly the whole key
 range, so statistics rule no file out), with ``amount`` and ``name``. The same files
-under two prefixes: ``plain/`` with ``pqindex manifest``, ``indexed/`` with
-``pqindex manifest --key-index user_id`` (both timed: the build cost).
+under three prefixes: ``plain/`` with ``pqindex manifest``; ``listed/`` with
+``pqindex manifest --key-index user_id`` (a manifest over a listing: the build cost
+against ``plain/``'s); ``indexed/`` committed as pqindex's pipeline commits a job (a
+commit-point manifest), then ``--key-index user_id``, which adds the index to that
+manifest. Then 10 files are appended to ``listed/`` and ``--key-index`` run again (a
+delta shard: the append cost), and ``pqindex manifest --compact-key-index`` merges it.
 
 Queries: one present key, a 20-key IN list, a 1,000-key IN list, and an absent key
-inside every file's range. Readers: pqindex with the key index, pqindex without it
-(the plain prefix's manifest), DataFusion (pushdown and page index on) and polars
+inside every file's range. Readers: pqindex with the key index on the commit point
+(``listing=False``: no LIST), the same on ``listed/`` (LIST validated), pqindex
+without it (``plain/``), DataFusion (pushdown and page index on) and polars
 (``plain/*.parquet``). Every run is a fresh Python process (imports not timed; the
 dataset / context made inside the timing); requests and round trips (requests that
 arrived while none was in flight) come from the proxy's log; medians of
@@ -41,7 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- key-index:start -->", "<!-- key-index:end -->"
 REGION = "us-east-1"
-READERS = ("pqindex + key index", "pqindex, no index", "DataFusion", "polars")
+READERS = ("pqindex + key index", "pqindex + key index, LIST", "pqindex, no index",
+           "DataFusion", "polars")
 
 
 # ------------------------------------------------------------------ the child
@@ -55,7 +61,9 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
         opts = {"endpoint": endpoint, "access_key_id": "testing",
                 "secret_access_key": "testing", "region": REGION, "allow_http": "true"}
         t0 = time.perf_counter()
-        scan = pqindex.dataset(url, storage_options=opts).scan(
+        # The pipeline-committed lake: its manifest names the files (no LIST).
+        listing = False if reader == "pqindex + key index" else None
+        scan = pqindex.dataset(url, storage_options=opts, listing=listing).scan(
             columns=["user_id", "amount", "name"], where=where)
         rows = scan.to_table().num_rows
         extra = scan.report.to_dict().get("key_index")
@@ -94,17 +102,24 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
 
 
 def write_lake(ep: Any, bucket: str, files: int, rows: int, tmp: Path) -> list[int]:
-    """The files under ``plain/`` and ``indexed/``; returns every user_id, file by file."""
+    """The files under ``plain/``, ``listed/`` and ``indexed/``; returns every user_id,
+    file by file. ``indexed/`` is committed as pqindex's pipeline commits a job (the
+    files staged, then ``commit_job_remote``: a commit-point manifest, which readers
+    trust without a LIST); the other two are plain uploads."""
     import numpy as np
     import pyarrow as pa
 
     import pqindex
+    from pqindex.spark.commit import STAGING
+    from pqindex.spark.remote_commit import commit_job_remote
 
     rng = np.random.default_rng(41)
     # Unique random 62-bit ids (as user or trace ids are), in random order.
     drawn = np.unique(rng.integers(0, 2**62, size=files * rows + files * rows // 10 + 16))
     ids = rng.permutation(drawn)[: files * rows].astype(np.int64)
     client = ep.boto3()
+    job = "0" * 32
+    staged = []
     for k in range(files):
         part = ids[k * rows:(k + 1) * rows]
         t = pa.table({"user_id": part, "amount": rng.normal(size=rows),
@@ -113,8 +128,15 @@ def write_lake(ep: Any, bucket: str, files: int, rows: int, tmp: Path) -> list[i
         pqindex.write_table(t, local, row_group_rows=rows, indexes=None)
         data = local.read_bytes()
         local.unlink()
-        for prefix in ("plain", "indexed"):
-            client.put_object(Bucket=bucket, Key=f"{prefix}/part-{k:05d}.parquet", Body=data)
+        name = f"part-{k:05d}.parquet"
+        for prefix in ("plain", "listed"):
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=data)
+        key = f"indexed/{STAGING}/{job}/task-0-0/{name}"
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+        staged.append({"path": name, "staged": f"s3://{bucket}/{key}", "rows": rows,
+                       "bytes": len(data), "job": job})
+    commit_job_remote(f"s3://{bucket}/indexed", job, staged, mode="append", info={},
+                      base_etag=None, storage_options=ep.storage_options())
     return [int(x) for x in ids]
 
 
@@ -134,12 +156,41 @@ def build(url: str, opts: dict[str, str], key_index: bool) -> float:
     return time.perf_counter() - t0
 
 
+def append_and_compact(ep: Any, bucket: str, rows: int, opts: dict[str, str]
+                       ) -> tuple[float, float]:
+    """Seconds to index 10 appended files of ``listed/`` (a delta shard), and to
+    compact the index after."""
+    import numpy as np
+    import pyarrow as pa
+
+    import pqindex
+    from pqindex.dataset.key_index import compact_key_index
+    from pqindex.io.cache import metadata_cache
+
+    rng = np.random.default_rng(99)
+    client = ep.boto3()
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(10):
+            ids = rng.integers(2**62, 2**63 - 1, size=rows)  # above every key so far
+            t = pa.table({"user_id": ids, "amount": rng.normal(size=rows),
+                          "name": pa.array([f"user {x}" for x in ids])})
+            local = Path(tmp) / "f.parquet"
+            pqindex.write_table(t, local, row_group_rows=rows, indexes=None)
+            client.put_object(Bucket=bucket, Key=f"listed/append-{k:03d}.parquet",
+                              Body=local.read_bytes())
+    append = build(f"s3://{bucket}/listed", opts, key_index=True)
+    metadata_cache().clear()
+    t0 = time.perf_counter()
+    compact_key_index(f"s3://{bucket}/listed", storage_options=opts)
+    return append, time.perf_counter() - t0
+
+
 def index_size(ep: Any, bucket: str) -> tuple[int, int]:
     """Bytes of the key index's shards and of their descriptor in the manifest."""
     client = ep.boto3()
-    got = client.list_objects_v2(Bucket=bucket, Prefix="indexed/_pqindex/key_index/")
+    got = client.list_objects_v2(Bucket=bucket, Prefix="listed/_pqindex/key_index/")
     shards = sum(o["Size"] for o in got.get("Contents", []))
-    m = json.loads(client.get_object(Bucket=bucket, Key="indexed/_pqindex_manifest.json")
+    m = json.loads(client.get_object(Bucket=bucket, Key="listed/_pqindex_manifest.json")
                    ["Body"].read())
     return shards, len(json.dumps(m["key_index"]))
 
@@ -198,6 +249,8 @@ def main() -> None:
         ep.delay = args.delay_ms / 1000
         opts = ep.storage_options()
         build_plain = build(f"s3://{bucket}/plain", opts, key_index=False)
+        build_listed = build(f"s3://{bucket}/listed", opts, key_index=True)
+        # On the commit point the index joins the pipeline's manifest (no rewrite).
         build_indexed = build(f"s3://{bucket}/indexed", opts, key_index=True)
         shard_bytes, descriptor_bytes = index_size(ep, bucket)
         rng = random.Random(7)
@@ -208,6 +261,7 @@ def main() -> None:
         queries = [("one key", [rng.choice(ids)]), ("20-key IN", rng.sample(ids, 20)),
                    ("1,000-key IN", rng.sample(ids, 1000)), ("absent key", [absent])]
         urls = {"pqindex + key index": f"s3://{bucket}/indexed",
+                "pqindex + key index, LIST": f"s3://{bucket}/listed",
                 "pqindex, no index": f"s3://{bucket}/plain",
                 "DataFusion": f"s3://{bucket}/plain", "polars": f"s3://{bucket}/plain"}
         results: dict[tuple[str, str], dict[str, Any]] = {}
@@ -227,6 +281,7 @@ def main() -> None:
                 results[(title, reader)] = med
                 print(title, reader, {k: v for k, v in med.items() if k != "key_index"},
                       flush=True)
+        append_s, compact_s = append_and_compact(ep, bucket, args.rows, opts)
     finally:
         ep.stop()
     seconds = time.perf_counter() - t_start
@@ -259,8 +314,11 @@ def main() -> None:
               f"({shard_bytes / keys_total:.1f} bytes per key, the 8-byte key included), "
               f"and {descriptor_bytes:,} bytes of descriptor in the manifest. Build: "
               f"`pqindex manifest` {build_plain:.1f} s, with `--key-index user_id` "
-              f"{build_indexed:.1f} s ({build_indexed / build_plain:.2f}×; the index build "
-              "reads each whole file once, concurrently, 16 at a time).", "", END]
+              f"{build_listed:.1f} s ({build_listed / build_plain:.2f}×); the index added to "
+              f"the pipeline's commit-point manifest {build_indexed:.1f} s "
+              f"({build_indexed / build_plain:.2f}× `pqindex manifest`). Append: 10 files "
+              f"added, `--key-index` again (a delta shard, manifest refreshed) {append_s:.1f} s; "
+              f"`--compact-key-index` (the delta merged) {compact_s:.1f} s.", "", END]
     section = "\n".join(lines)
     print(section)
     if not args.no_doc:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pqindex
-from conftest import CORPUS
+from conftest import CORPUS, import_or_missing, missing
 from pqindex.cli import cli
 from pqindex.errors import CorruptFileError
 from pqindex.format.checksum import page_crc
@@ -125,7 +125,7 @@ def test_write_table_puts_a_crc_in_every_page(tmp_path: Path) -> None:
         raw = f.read()
     assert all(page_crc(raw[p.body : p.end]) == p.crc for p in pages)
     assert pq.read_table(path, page_checksum_verification=True).equals(pq.read_table(path))
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = import_or_missing("duckdb", "duckdb")
     got = duckdb.sql(f"SELECT * FROM '{path}' ORDER BY id").to_arrow_table()
     assert got.equals(pq.read_table(path).sort_by("id"))
 
@@ -267,7 +267,7 @@ def test_parquet_java_files_have_crcs_that_verify(written_files: Any) -> None:
 def test_corpus_files_with_crcs_verify(name: str) -> None:
     path = DATA / name
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        missing(f"{path} is missing")
     assert checked(path) > 0
     assert pq.read_table(path, page_checksum_verification=True).num_rows > 0
     _same(path)
@@ -277,7 +277,7 @@ def test_corpus_files_with_crcs_verify(name: str) -> None:
 def test_damaged_corpus_files_fail(name: str) -> None:
     path = DATA / name
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        missing(f"{path} is missing")
     column, offset = DAMAGED_CORPUS[name]
     for read in (lambda: checked(path),
                  lambda: pqindex.dataset(str(path), verify_checksums=True).to_table()):

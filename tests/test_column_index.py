@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, missing
 from pqindex.format.column_index import PageIndex, prefix_upper_bound
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
@@ -515,7 +515,7 @@ def test_fallback_huge_in_list() -> None:
 def test_fallback_corpus_without_offset_index() -> None:
     path = CORPUS / "nan_in_stats.parquet"
     if not path.exists():
-        pytest.skip("not in corpus")
+        missing("nan_in_stats.parquet is not in the corpus")
     with ParquetFile.open(path) as pf:
         assert not pf.has_offset_index(0, 0)
         assert PageIndex.load(pf, 0, 0) is None
@@ -860,14 +860,14 @@ def test_pyarrow_all_nan_page_drops_the_index(tmp_path: Path) -> None:
 def test_corpus_files_sound(name: str) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} not in corpus")
+        missing(f"{name} not in corpus")
     check_file_sound(path)
 
 
 def test_corpus_int32_with_null_pages_prunes() -> None:
     path = CORPUS / "int32_with_null_pages.parquet"
     if not path.exists():
-        pytest.skip("not in corpus")
+        missing("nan_in_stats.parquet is not in the corpus")
     with ParquetFile.open(path) as pf:
         pi = PageIndex.load(pf, 0, 0)
         assert pi is not None

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, import_or_missing
 from pqindex.format import thrift
 from pqindex.format.structs import (
     ColumnIndex,
@@ -28,7 +28,7 @@ from pqindex.format.structs import (
     Statistics,
 )
 
-_compact = pytest.importorskip("pqindex.format._compact", reason="C extension not built")
+_compact = import_or_missing("pqindex.format._compact", "the C module pqindex.format._compact")
 
 pytestmark = pytest.mark.skipif(
     thrift._accel is None, reason="C decoder disabled (PQINDEX_PURE_PYTHON)"

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pqindex
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, import_or_missing, missing
 from pqindex.errors import CorruptFileError, PqIndexError
 from pqindex.format import codec as fc
 from pqindex.format.file import ParquetFile, chunk_range
@@ -204,7 +204,7 @@ def test_a_damaged_part_raises_its_own_error_in_a_batch() -> None:
 
 def test_snappy_parts_decompress_in_one_call_and_a_damaged_one_raises_its_own_error(
 ) -> None:
-    pytest.importorskip("pqindex.scan._snappy")
+    import_or_missing("pqindex.scan._snappy", "the C module pqindex.scan._snappy")
     rng = np.random.default_rng(5)
     datas = [rng.integers(0, 50, 2000).astype("<i8").tobytes() for _ in range(5)]
     parts = [(pa.compress(d, codec="snappy", asbytes=True), len(d)) for d in datas]
@@ -269,7 +269,7 @@ def _corpus_zstd_parts(path: Path) -> list[list[tuple[bytes, int]]]:
 def test_corpus_zstd_pages_decompress_together_like_one_by_one(name: str) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} is not in the corpus")
+        missing(f"{name} is not in the corpus")
     chunks = _corpus_zstd_parts(path)
     assert chunks
     for parts in chunks:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import pqindex
 import writers
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, missing
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.scan import decompress, encoded, page_values
 from pqindex.scan.page_decode import arrow_schema
@@ -403,7 +403,7 @@ CORPUS_FILES = [
 def test_corpus_files(name: str, gather_everywhere: None) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} is not in the corpus")
+        missing(f"{name} is not in the corpus")
     _check_file(path, np.random.default_rng(2))
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import pqindex
 import writers
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, missing
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.io.source import LocalFileSource
 from pqindex.scan import encoded
@@ -547,7 +547,7 @@ CORPUS_FILES = [
 def test_corpus_files_match_through_windows(name: str) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} is not in the corpus")
+        missing(f"{name} is not in the corpus")
     _check_windowed(path)
 
 

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pqindex
-from conftest import CORPUS
+from conftest import CORPUS, import_or_missing
 from pqindex.errors import PqIndexError
 from pqindex.format.file import chunk_range
 from pqindex.scan import hybrid
@@ -120,7 +120,7 @@ def test_an_index_past_the_dictionary_is_an_error(numpy_code: bool,
 
 
 def test_batched_snappy_decodes_what_cramjam_decodes() -> None:
-    _snappy = pytest.importorskip("pqindex.scan._snappy")  # built where a compiler is
+    _snappy = import_or_missing("pqindex.scan._snappy", "the C module pqindex.scan._snappy")
     rng = np.random.default_rng(20261127)
 
     def sample(n: int) -> bytes:

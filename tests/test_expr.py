@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import import_or_missing
 from pqindex.errors import UserInputError
 from pqindex.expr import (
     FALSE,
@@ -648,7 +649,7 @@ def _random_where(rng: random.Random, depth: int) -> str:
 
 
 def test_differential_against_duckdb() -> None:
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = import_or_missing("duckdb", "duckdb")
     rng = random.Random(20240601)
     table = _diff_table(rng)
     schema = schema_of(table)

@@ -18,6 +18,7 @@ import pqindex
 import scan_fixtures
 import test_scan_differential as diff
 import writers
+from conftest import missing
 from pqindex.expr.bind import bind
 from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
@@ -74,7 +75,7 @@ def test_writer_files(written_files: writers.FileCache, name: str) -> None:
 def test_corpus_files(name: str) -> None:
     path = diff.CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} is not in the corpus")
+        missing(f"{name} is not in the corpus")
     _check_file(path, f"file-level:corpus:{name}")
 
 

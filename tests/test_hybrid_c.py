@@ -25,11 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import import_or_missing
 from pqindex.format.file import ParquetFile, chunk_range
 from pqindex.scan import encoded, hybrid
 from pqindex.scan.page_decode import arrow_schema
 
-_c: Any = pytest.importorskip("pqindex.scan._hybrid", reason="C kernel not built")
+_c: Any = import_or_missing("pqindex.scan._hybrid", "the C module pqindex.scan._hybrid")
 pytestmark = pytest.mark.skipif(not hybrid.accelerated(),
                                 reason="C kernel disabled (PQINDEX_PURE_PYTHON)")
 

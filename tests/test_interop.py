@@ -29,14 +29,15 @@ from click.testing import CliRunner
 
 import pqindex
 import writers
+from conftest import import_or_missing
 from pqindex.cli import cli
 from pqindex.dataset.explain import PAGE_MAP_LEGEND, PAGE_MAP_WIDTH
 from pqindex.dataset.interop import arrow_expression
 from pqindex.errors import UserInputError
 
-duckdb = pytest.importorskip("duckdb")
-pl = pytest.importorskip("polars")
-datafusion = pytest.importorskip("datafusion")
+duckdb = import_or_missing("duckdb", "duckdb")
+pl = import_or_missing("polars", "polars")
+datafusion = import_or_missing("datafusion", "datafusion")
 
 DIFF_WRITERS = ("pyarrow_v1_none_dict", "pyarrow_v2_zstd_plain", "duckdb", "datafusion", "polars")
 COLUMNS = ["id", "shuffled", "f64", "category", "day", "price", "flag"]

@@ -276,3 +276,112 @@ def test_spark_does_not_take_the_index_for_data(tmp_path: Path, spark: Any) -> N
     _build(tmp_path, "k")
     assert spark.read.parquet(str(tmp_path)).count() == before == 1200
     assert spark.read.parquet(f"{tmp_path}/*.parquet").count() == before
+
+
+def test_compaction_merges_delta_shards(tmp_path: Path) -> None:
+    _lake(tmp_path, "string", seed=21, files=4)
+    _build(tmp_path, "k")
+    for start in (4, 6):  # two appends: two delta runs
+        _lake(tmp_path, "string", seed=start, files=2, start=start)
+        _build(tmp_path, "k")
+    os.remove(tmp_path / "part-001.parquet")  # its entries go with the compaction
+    assert sum(s["delta"] for s in _shards(tmp_path)) == 2
+    r = CliRunner().invoke(cli, ["manifest", str(tmp_path), "--compact-key-index"])
+    assert r.exit_code == 0, r.output
+    after = _shards(tmp_path)
+    assert not any(s["delta"] for s in after)
+    keys = sorted(s["min"]["b"] for s in after)
+    assert keys == [s["min"]["b"] for s in after]  # one sorted run
+    m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+    assert "part-001.parquet" not in {f["path"] for f in m["key_index"]["files"]}
+    rng = random.Random(5)
+    for _ in range(4):
+        keys = _probe_keys(tmp_path, rng, 8)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        assert rep["key_index"]["fallback"] is None
+        assert rep["key_index"]["files_not_covered"] == 0
+
+
+def _check_lookups(root: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(3):
+        keys = _probe_keys(root, rng, 10)
+        got, rep = _lookup(root, keys)
+        assert got == _reference(root, keys)
+        assert rep["key_index"]["fallback"] is None
+        assert rep["key_index"]["files_not_covered"] == 0
+
+
+def test_spark_write_commits_the_key_index_with_the_manifest(tmp_path: Path, spark: Any
+                                                           ) -> None:
+    import pqindex.spark
+
+    rng = random.Random(31)
+    dest = tmp_path / "lake"
+
+    def frame(start: int) -> Any:
+        rows = [(rng.randrange(10**12) if i % 13 else None, start + i) for i in range(1500)]
+        return spark.createDataFrame(rows, "k long, row long")
+
+    pqindex.spark.write(frame(0), str(dest), sort_by="row", key_index=["k"],
+                        num_partitions=2, target_file_bytes=8_000)
+    m = json.loads((dest / "_pqindex_manifest.json").read_text())
+    assert m["commit_point"] is True
+    assert {f["path"] for f in m["key_index"]["files"]} == {f["path"] for f in m["files"]}
+    _check_lookups(dest, 1)
+    pqindex.spark.write(frame(1500), str(dest), sort_by="row", key_index=["k"],
+                        num_partitions=2, mode="append")
+    shards = json.loads((dest / "_pqindex_manifest.json").read_text())["key_index"][
+        "columns"]["k"]["shards"]
+    assert any(s["delta"] for s in shards) and not all(s["delta"] for s in shards)
+    _check_lookups(dest, 2)
+
+
+def test_a_spark_job_builds_the_key_index_of_an_existing_lake(tmp_path: Path, spark: Any
+                                                            ) -> None:
+    import pqindex.spark
+
+    _lake(tmp_path, "string", seed=33, files=5)
+    write_manifest(str(tmp_path))
+    pqindex.spark.build_key_index(spark, str(tmp_path), ["k"], shards=3)
+    m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+    assert len(m["key_index"]["files"]) == 5
+    assert len(m["key_index"]["columns"]["k"]["shards"]) >= 2  # a range per task
+    _check_lookups(tmp_path, 3)
+
+
+def test_a_delta_tables_index_is_tied_to_its_version(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    rng = random.Random(41)
+    table = tmp_path / "t"
+    rows = 0
+    for _ in range(3):
+        ks = [rng.randrange(10**9) for _ in range(300)]
+        write_deltalake(str(table), pa.table({"k": pa.array(ks, pa.int64()), "row": pa.array(
+            range(rows, rows + 300), pa.int64())}), mode="append")
+        rows += 300
+    r = CliRunner().invoke(cli, ["manifest", str(table), "--key-index", "k"])
+    assert r.exit_code == 0, r.output
+    every = pqindex.dataset(str(table)).to_table()
+    keys = [every["k"][5].as_py(), 10**9 + 1]  # in one file of three; absent
+
+    def lookup(**kw: Any) -> tuple[list[int], dict[str, Any]]:
+        scan = pqindex.dataset(str(table), **kw).scan(
+            columns=["row"], where=In(Column("k"), tuple(Literal(k) for k in keys)))
+        return sorted(scan.to_table()["row"].to_pylist()), scan.report.to_dict()
+
+    want = sorted(r for k, r in zip(every["k"].to_pylist(), every["row"].to_pylist(),
+                                    strict=True) if k in set(keys))
+    got, rep = lookup()
+    assert got == want and rep["key_index"]["fallback"] is None
+    assert rep["files_skipped"].get("key index") == 2
+    write_deltalake(str(table), pa.table({"k": pa.array(keys[:2], pa.int64()),
+                                          "row": pa.array([-1, -2], pa.int64())}),
+                    mode="append")
+    got, rep = lookup()  # version 3: the index (built at 2) is ignored, rows exact
+    assert got == sorted([*want, -1, -2])
+    assert "built for table version delta:2" in rep["key_index"]["fallback"]
+    got, rep = lookup(version=2)  # the version it was built at uses it again
+    assert got == want and rep["key_index"]["fallback"] is None

@@ -8,6 +8,8 @@ proxy, never durations.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -98,3 +100,59 @@ def test_an_absent_key_opens_no_data_file(s3: S3Endpoint, lake: tuple[str, pa.Ta
     assert _data_gets(s3) == []
     assert rep["files_skipped"].get("key index") == FILES
     assert s3.waves <= 3, [(r.method, r.path, r.range) for r in s3.requests]
+
+
+def test_on_a_commit_point_no_list_and_fewer_round_trips(
+        s3: S3Endpoint, tmp_path_factory: pytest.TempPathFactory) -> None:  # noqa: F811
+    """A lake the pipeline committed: the index joins its manifest, which stays a
+    commit point, so a lookup needs no LIST: the manifest, the shard (whole, one
+    GET), the data file's tail and pages."""
+    from pqindex.dataset.manifest import COMMIT_POINT, MANIFEST_NAME
+    from pqindex.spark.commit import STAGING
+    from pqindex.spark.remote_commit import commit_job_remote
+
+    bucket = s3.new_bucket("kicommit")
+    so = s3.storage_options()
+    rng = np.random.default_rng(7)
+    ids = rng.permutation(40_000)[:8_000].astype(np.int64)
+    job, staged = "1" * 32, []
+    for k in range(4):
+        t = pa.table({"user_id": ids[k * 2000:(k + 1) * 2000]})
+        local = tmp_path_factory.mktemp("kc") / "f.parquet"
+        pqindex.write_table(t, local, row_group_rows=500, indexes=None)
+        key = f"lake/{STAGING}/{job}/task-0-0/p{k}.parquet"
+        s3.put(bucket, key, local.read_bytes())
+        staged.append({"path": f"p{k}.parquet", "staged": f"s3://{bucket}/{key}",
+                       "rows": 2000, "bytes": local.stat().st_size, "job": job})
+    url = f"s3://{bucket}/lake"
+    commit_job_remote(url, job, staged, mode="append", info={}, base_etag=None,
+                      storage_options=so)
+    args = ["manifest", url, "--key-index", "user_id"]
+    for k, v in so.items():
+        args += ["--storage-option", f"{k}={v}"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    m = json.loads(s3.boto3().get_object(Bucket=bucket, Key=f"lake/{MANIFEST_NAME}")
+                   ["Body"].read())
+    assert m[COMMIT_POINT] is True and "user_id" in m["key_index"]["columns"]
+
+    def cold(where: str) -> pa.Table:
+        metadata_cache().clear()
+        s3.reset_log()
+        s3.delay = 0.05  # a wave's requests overlap for sure: the proxy counts waves
+        try:
+            return pqindex.dataset(url, storage_options=so, listing=False).scan(
+                where=where).to_table()
+        finally:
+            s3.delay = 0.0
+
+    key = int(ids[5_555])
+    assert cold(f"user_id = {key}")["user_id"].to_pylist() == [key]
+    trace = [(r.method, r.path, r.range) for r in s3.requests]
+    assert not any(r.query.startswith("list-type=2") for r in s3.requests), trace
+    assert len({p for p in _data_gets(s3)}) == 1
+    assert s3.waves <= 4 and len(s3.requests) <= 3 + 2, trace
+    present = set(ids.tolist())
+    absent = next(k for k in range(20_000, 40_000) if k not in present)
+    assert cold(f"user_id = {absent}").num_rows == 0
+    assert _data_gets(s3) == [] and s3.waves <= 2, [(r.path, r.range) for r in s3.requests]

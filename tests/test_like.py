@@ -366,3 +366,22 @@ def test_substring_search_is_arrows_match_like(values: list[str | None], literal
         want = pc.match_like(a, f"%{literal}%")
         assert got.to_pylist() == want.to_pylist()
         assert pc.invert(got).to_pylist() == pc.invert(want).to_pylist()
+
+
+_LIKE_CHARS = st.sampled_from(["a", "b", "\\", "%", "_", "é"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(_LIKE_CHARS, max_size=5) | st.none(), min_size=1, max_size=8),
+       st.lists(st.tuples(_LIKE_CHARS, st.booleans()), max_size=5))
+@example(["a\\", "\\", "ab\\"], [("%", True), ("\\", False)])
+def test_like_mask_matches_duckdb_on_escaped_patterns(
+        values: list[str | None], tokens: list[tuple[str, bool]]) -> None:
+    # Arrow's '%literal' shortcut once kept '\\\\' escaped: '%\\\\' matched nothing.
+    from pqindex.expr.evaluate import like_mask
+    pattern = "".join(c if wild and c in "%_" else ("\\" + c if c in "%_\\" else c)
+                      for c, wild in tokens)
+    got = like_mask(pa.array(values, pa.string()), pattern).to_pylist()
+    rows = duckdb.execute("SELECT v LIKE ? ESCAPE '\\' FROM unnest(?) AS t(v)",
+                          [pattern, values]).fetchall()
+    assert got == [r[0] for r in rows]

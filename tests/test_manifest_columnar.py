@@ -177,3 +177,27 @@ def test_statistics_columns_are_sort_keys(lake: tuple[Path, pa.Table, dict[str, 
     assert not any(t.column("exact(s)").to_pylist())
     # NaN never a bound: x's bounds exclude it.
     assert pc.sum(pc.is_nan(t.column("max(x)"))).as_py() in (0, None)
+
+
+def test_a_cold_lookup_imports_neither_pandas_nor_numpy_ma(
+        lake: tuple[Path, pa.Table, dict[str, int]]) -> None:
+    """pyarrow imports pandas on its first pa.array / pa.scalar / to_numpy (0.7-1.1 s),
+    numpy's unique imports numpy.ma: a fresh process planning and reading a lookup and
+    a range over the manifest makes none of those calls."""
+    import subprocess
+    import sys
+
+    root, table, _ = lake
+    code = (
+        "import sys, pqindex\n"
+        f"ds = pqindex.dataset({str(root)!r})\n"
+        "n = ds.scan(['id', 's'], 'id = 657').to_table().num_rows\n"
+        "m = ds.scan(['id'], 'id BETWEEN 100 AND 300').to_table().num_rows\n"
+        "print(n, m, sorted(k for k in ('pandas', 'numpy.ma') if k in sys.modules))\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(
+                             Path(pqindex.__file__).parent.parent)})
+    ids = table.column("id").to_pylist()
+    expected = [str(ids.count(657)), str(sum(100 <= i <= 300 for i in ids))]
+    assert got.stdout.split()[:2] == expected, got.stdout
+    assert got.stdout.strip().endswith("[]"), got.stdout

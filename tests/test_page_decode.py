@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import writers
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, missing
 from pqindex.errors import PqIndexError
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import Encoding, PageType
@@ -453,7 +453,7 @@ CORPUS_FILES = [
 def test_corpus(name: str) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{path} is not in the corpus")
+        missing(f"{path} is not in the corpus")
     with ParquetFile.open(path) as pf:
         indexed = any(
             pf.has_offset_index(rg, c)

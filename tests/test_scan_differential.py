@@ -42,7 +42,7 @@ import pytest
 import pqindex
 import scan_fixtures
 import writers
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, import_or_missing, missing
 from pqindex import pools
 from pqindex.format.file import ParquetFile
 
@@ -982,7 +982,7 @@ def test_list_views_and_views_in_lists_are_projected_as_read_table(tmp_path: Pat
 def test_corpus_files_never_a_wrong_row(name: str) -> None:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} is not in the corpus")
+        missing(f"{name} is not in the corpus")
     run_cases(file_case(path), f"corpus:{name}")
 
 
@@ -994,7 +994,7 @@ def test_corpus_files_never_a_wrong_row(name: str) -> None:
 ])
 def test_fastparquet_files(tmp_path: Path, options: dict[str, object]) -> None:
     """fastparquet writes no page index: pqindex prunes by row group and reads whole chunks."""
-    fastparquet = pytest.importorskip("fastparquet")
+    fastparquet = import_or_missing("fastparquet", "fastparquet")
     table = writers.make_table(writers.NUM_ROWS)
     flat = table.select([f.name for f in table.schema
                          if not pa.types.is_nested(f.type) and not pa.types.is_decimal(f.type)])

@@ -247,3 +247,36 @@ def test_the_manifest_command_on_a_table_shows_its_log_and_writes_nothing(
     assert sorted((f["size"], f["rows"]) for f in got["files"]) == sorted(
         (a["size_bytes"], a["num_records"]) for a in adds)
     assert not (path / "_pqindex_manifest.json").exists()
+
+
+def test_embedded_indexes_work_under_column_mapping(tmp_path: Path) -> None:
+    """Indexing a column-mapped table by logical names indexes the files' physical
+    columns; reading the table uses those indexes under the logical names."""
+    from deltalake import DeltaTable, QueryBuilder, WriterProperties, write_deltalake
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(1200), writer_properties=WriterProperties(
+        max_row_group_size=200), configuration={
+        "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2",
+        "delta.minWriterVersion": "5"})
+    pqindex.add_indexes(str(path), bloom=["user"], distinct=["region"])
+    reference = pa.table(QueryBuilder().register("t", DeltaTable(str(path))).execute(
+        "SELECT * FROM t").read_all())
+    reference = reference.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_string_view(
+        f.type) else f for f in reference.schema]))
+    ds = pqindex.dataset(str(path))
+    # Absent values inside the statistics' range: only the embedded indexes rule them out.
+    for where in ("user = 'u0250x'", "region = 'f'"):
+        text = ds.explain(where=where)
+        assert "embedded index" in text and "0 to read" in text, text
+        assert ds.to_table(where=where).num_rows == 0
+    for user in ("u0007", "u0123"):
+        got = ds.to_table(where=f"user = '{user}'")
+        assert normalize(got) == normalize(reference.filter(pc.field("user") == user))
+    # The file itself keeps physical names, its indexes too.
+    from pqindex.dataset.tables.delta import load_delta
+
+    user = load_delta(str(path)).physical["user"]
+    some_file = next(iter(DeltaTable(str(path)).file_uris())).removeprefix("file://")
+    assert "embedded index" in pqindex.dataset(some_file).explain(
+        where=f"`{user}` = 'u0250x'")

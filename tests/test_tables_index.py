@@ -7,6 +7,7 @@ deltalake, polars and pyiceberg after ``pqindex index``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -342,20 +343,197 @@ def test_vacuum_removes_the_superseded_files_like_any_other(tmp_path: Path) -> N
     _recorded_sizes_match(table)
 
 
-def test_a_delta_table_on_s3_is_refused_and_no_object_changes(s3: S3Endpoint) -> None:  # noqa: F811
+def _s3_sizes_match(client: Any, bucket: str, prefix: str, url: str,
+                    opts: dict[str, str]) -> None:
+    """Every size the log records is its object's size."""
+    from deltalake import DeltaTable
+
+    sizes = {o["Key"]: o["Size"] for o in client.list_objects_v2(
+        Bucket=bucket, Prefix=prefix)["Contents"]}
+    adds = pa.table(DeltaTable(url, storage_options=opts).get_add_actions(flatten=True))
+    assert adds.num_rows
+    for a in adds.to_pylist():
+        assert sizes[f"{prefix}/{a['path']}"] == a["size_bytes"], a["path"]
+
+
+def test_a_delta_table_on_s3_is_indexed_by_a_commit_and_every_reader_reads_it(
+        s3: S3Endpoint) -> None:  # noqa: F811
+    """Copies under new names (the data range copied by the store where S3's part
+    minimum allows, streamed here: the files are small), one deltalake transaction
+    with the same storage_options, the sidecar of the version made; deltalake and
+    polars read the same rows, old version included; pqindex's reads use the sidecar."""
     from deltalake import DeltaTable, write_deltalake
+
+    import pqindex
+    from pqindex.dataset.tables.evidence import evidence_url
 
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/lake/t"
-    opts = s3.storage_options()
-    write_deltalake(url, _rows(100), partition_by=["part"],
-                    storage_options={**opts, "aws_s3_allow_unsafe_rename": "true"})
+    opts = {**s3.storage_options(), "aws_s3_allow_unsafe_rename": "true"}
+    write_deltalake(url, _rows(300), partition_by=["part"], storage_options=opts)
+    write_deltalake(url, _rows(200, 300), mode="append", partition_by=["part"],
+                    storage_options=opts)
+    v0 = DeltaTable(url, storage_options=opts).version()
+    before = _sorted(DeltaTable(url, storage_options=opts).to_pyarrow_table())
     client = s3.boto3()
-    before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
-    data = next(k for k in before if k.endswith(".parquet"))
-    for target in (url, f"s3://{bucket}/{data}"):
-        with pytest.raises(UnsupportedError, match="Delta table"):
-            add_indexes(target, distinct="cat", storage_options=opts)
+    objects_before = {o["Key"]: o["ETag"] for o in client.list_objects_v2(
+        Bucket=bucket)["Contents"]}
+    results = add_indexes(url, distinct="cat", bloom="user", bloom_scope="file,row_group",
+                          storage_options=opts)
+    assert len(results) == 6 and all(r.rewritten for r in results)
+    dt = DeltaTable(url, storage_options=opts)
+    assert dt.version() == v0 + 1
+    assert _sorted(dt.to_pyarrow_table()) == before
+    assert _sorted(DeltaTable(url, version=v0, storage_options=opts).to_pyarrow_table()) == (
+        before)
+    polars = pl.read_delta(url, storage_options=opts).to_arrow()
+    assert _sorted(polars.cast(pa.schema([f.with_type(pa.string()) if pa.types.is_large_string(
+        f.type) or pa.types.is_string_view(f.type) else f for f in polars.schema]))) == before
+    _s3_sizes_match(client, bucket, "lake/t", url, opts)
+    # No object of the old version changed: the old files stay for time travel.
     after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert after == before
-    assert DeltaTable(url, storage_options=opts).to_pyarrow_table().num_rows == 100
+    assert all(after[k] == e for k, e in objects_before.items())
+    commit = s3.boto3().get_object(Bucket=bucket, Key=f"lake/t/_delta_log/{v0 + 1:020d}.json")
+    actions = [json.loads(line) for line in commit["Body"].read().splitlines()]
+    changes = [a.get("add") or a.get("remove") for a in actions if {"add", "remove"} & set(a)]
+    assert len(changes) == 12 and not any(c["dataChange"] for c in changes)
+    # The sidecar of the version made names every active file.
+    sidecar = evidence_url(url, v0 + 1).split(f"{bucket}/", 1)[1]
+    assert sidecar in after
+    # pqindex: identical rows; an absent value rules every file out by the sidecar,
+    # a present one keeps only the files that hold it.
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    present = sorted({r["user"] for r in before})
+    absent = next(u for u in (f"u{k:04d}" for k in range(1, 999)) if u not in present)
+    for user in (present[len(present) // 2], absent):  # inside the log's min/max
+        scan = ds.scan(where=f"user = '{user}'")
+        got = _sorted(scan.to_table())
+        assert got == [r for r in before if r["user"] == user]
+        opened = scan.report.files_total - scan.report.files_skipped["table statistics"]
+        assert opened <= 2, scan.report.files_skipped
+
+
+def test_a_conflicting_commit_on_s3_fails_cleanly_and_removes_the_copies(
+        s3: S3Endpoint) -> None:  # noqa: F811
+    from deltalake import DeltaTable, write_deltalake
+
+    from pqindex.write.remote_index import index_object
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/t"
+    opts = {**s3.storage_options(), "aws_s3_allow_unsafe_rename": "true"}
+    write_deltalake(url, _rows(300), storage_options=opts)
+    write_deltalake(url, _rows(200, 300), mode="append", storage_options=opts)
+    copies: list[str] = []
+
+    def index_then_race(src: str, dst: str) -> Any:
+        out = index_object(src, kinds={"distinct": ["cat"]}, cap=None, page_index="keep",
+                           drop=False, storage_options=opts, output=dst)
+        copies.append(dst)
+        if len(copies) == 1:
+            DeltaTable(url, storage_options=opts).delete("id < 350")  # rewrites both
+        return out
+
+    with pytest.raises(TableCommitError, match="table is unchanged"):
+        index_delta_table(url, index_then_race, storage_options=opts)
+    keys = {o["Key"] for o in s3.boto3().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert copies and not any(c.split(f"{bucket}/", 1)[1] in keys for c in copies)
+    rows = DeltaTable(url, storage_options=opts).to_pyarrow_table()
+    assert sorted(rows.column("id").to_pylist()) == list(range(350, 500))
+    _s3_sizes_match(s3.boto3(), bucket, "t", url, opts)
+
+
+def test_indexing_a_delta_table_on_s3_copies_data_server_side(s3: S3Endpoint) -> None:  # noqa: F811
+    """A file over S3's 5 MiB part minimum: its data range is copied by the store, only
+    the new tail (and the sidecar) is uploaded."""
+    import numpy as np
+    from deltalake import DeltaTable, write_deltalake
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/big"
+    opts = {**s3.storage_options(), "aws_s3_allow_unsafe_rename": "true"}
+    rng = np.random.default_rng(5)
+    n = 6_000
+    table = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                      "user": [f"u{v}" for v in rng.integers(0, 10**6, n)],
+                      "payload": [rng.bytes(1000) for _ in range(n)]})
+    write_deltalake(url, table, storage_options=opts)
+    size = sum(o["Size"] for o in s3.boto3().list_objects_v2(Bucket=bucket)["Contents"]
+               if o["Key"].endswith(".parquet"))
+    assert size > 5 << 20
+    s3.reset_log()
+    results = add_indexes(url, bloom="user", storage_options=opts)
+    assert results[0].bytes_copied_server_side > 5 << 20
+    assert s3.uploaded_bytes <= 0.05 * size
+    dt = DeltaTable(url, storage_options=opts)
+    assert dt.to_pyarrow_table().column("id").to_pylist() == list(range(n))
+    _s3_sizes_match(s3.boto3(), bucket, "big", url, opts)
+
+
+def test_the_sidecar_serves_only_its_own_version(tmp_path: Path) -> None:
+    """Indexing writes the evidence sidecar of the version it made; a later version (an
+    append) or an earlier one (time travel) never reads it, and rows stay exact."""
+    from deltalake import write_deltalake
+
+    import pqindex
+    from pqindex.dataset.tables.evidence import evidence_url
+
+    table = _delta_table(tmp_path / "t")
+    add_indexes(str(table), bloom="user", bloom_scope="file")
+    assert os.path.exists(evidence_url(str(table), 2))
+    rows = _delta_rows(table)
+    present = sorted({r["user"] for r in rows})
+    absent = next(u for u in (f"u{k:04d}" for k in range(1, 999)) if u not in present)
+    scan = pqindex.dataset(str(table)).scan(where=f"user = '{absent}'")
+    assert scan.to_table().num_rows == 0
+    assert scan.report.files_skipped["table statistics"] == scan.report.files_total - 1
+    write_deltalake(str(table), _rows(10, 1000).set_column(
+        2, "user", pa.array([absent] * 10)), mode="append", partition_by=["part"])
+    for version, expected in ((3, 10), (2, 0), (1, 0), (0, 0)):
+        got = pqindex.dataset(str(table), version=version).to_table(where=f"user = '{absent}'")
+        assert got.num_rows == expected, version
+
+
+def test_an_iceberg_table_on_s3_is_indexed_by_a_snapshot_every_reader_reads_it(
+        s3: S3Endpoint, tmp_path: Path) -> None:  # noqa: F811
+    """pyiceberg's FileIO on moto: copies under new keys, one overwrite snapshot, the
+    sidecar of the snapshot made; pyiceberg and polars read the same rows, every size
+    a manifest records is its object's, and pqindex's absent-value read uses the sidecar."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    import pqindex
+
+    bucket = s3.new_bucket()
+    opts = s3.storage_options()
+    catalog = SqlCatalog("s3", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"s3://{bucket}/wh",
+                         # pyarrow's uploads stall behind the test proxy: moto directly.
+                         **{"s3.endpoint": s3.direct_url, "s3.access-key-id": "testing",
+                            "s3.secret-access-key": "testing", "s3.region": opts["region"]})
+    catalog.create_namespace("ns")
+    t = catalog.create_table("ns.t", schema=_rows(10).schema)
+    t.append(_rows(300))
+    t.append(_rows(200, 300))
+    before = _sorted(t.scan().to_arrow())
+    old_snapshot = t.current_snapshot().snapshot_id
+    add_indexes(t, bloom="user", bloom_scope="file,row_group", storage_options=opts)
+    assert t.current_snapshot().snapshot_id != old_snapshot
+    assert _sorted(t.scan().to_arrow()) == before
+    assert _sorted(t.scan(snapshot_id=old_snapshot).to_arrow()) == before
+    client = s3.boto3()
+    for task in t.scan().plan_files():
+        assert ".pqindex-" in task.file.file_path
+        key = task.file.file_path.split(f"{bucket}/", 1)[1]
+        assert client.head_object(Bucket=bucket, Key=key)["ContentLength"] == (
+            task.file.file_size_in_bytes)
+    os.environ.setdefault("POLARS_ICEBERG_PLANNER", "pyiceberg")
+    polars_opts = {"aws_endpoint_url": s3.direct_url, "aws_access_key_id": "testing",
+                   "aws_secret_access_key": "testing", "aws_region": opts["region"],
+                   "aws_allow_http": "true"}
+    assert _sorted(pl.scan_iceberg(t, storage_options=polars_opts).collect().to_arrow().cast(
+        t.scan().to_arrow().schema)) == before
+    present = sorted({r["user"] for r in before})
+    absent = next(u for u in (f"u{k:04d}" for k in range(1, 999)) if u not in present)
+    for user in (present[len(present) // 3], absent):
+        scan = pqindex.dataset(t, storage_options=opts).scan(where=f"user = '{user}'")
+        assert _sorted(scan.to_table()) == [r for r in before if r["user"] == user]
+        assert scan.report.files_total - scan.report.files_skipped["table statistics"] <= 1

@@ -442,10 +442,12 @@ def check(files: tuple[str, ...], no_decode: bool, storage_option: tuple[str, ..
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest written.")
 @click.option("--key-index", "key_index", multiple=True,
               help="Build (or extend) the key index of this column (repeatable).")
+@click.option("--compact-key-index", "compact", is_flag=True,
+              help="Merge the key index's shards (delta shards of appends) into one run.")
 @_storage_option
 @_fail_cleanly
 def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] = (),
-                     key_index: tuple[str, ...] = ()) -> None:
+                     key_index: tuple[str, ...] = (), compact: bool = False) -> None:
     """Write or refresh the dataset manifest (_pqindex_manifest.json) of directory PATH.
     For a Delta or Iceberg table the table's own log is its manifest: nothing is
     written, the snapshot's files are shown."""
@@ -457,20 +459,36 @@ def manifest_command(path: str, as_json: bool, storage_option: tuple[str, ...] =
         files = [{"path": f.path, "size": None if f.info is None else f.info.size,
                   "rows": rows} for f, rows in zip(table.discovery.files, table.rows,
                                                    strict=True)]
+        if key_index:
+            from pqindex.dataset.key_index import build_table_key_index
+
+            build_table_key_index(table, key_index,
+                                  storage_options=_storage_options(storage_option))
         if as_json:
             click.echo(json.dumps({"table": table.description, "files": files}, indent=1))
+        elif key_index:
+            click.echo(f"{table.description}: key index of {', '.join(key_index)} written "
+                       "for this version (other versions ignore it)")
         else:
             click.echo(f"{table.description}: the table's log is its manifest; nothing "
                        "written")
         return
 
     with _progress("reading footers") as update:
-        if key_index:
+        if compact and not key_index:
+            from pqindex.dataset.key_index import compact_key_index
+
+            m = compact_key_index(path, storage_options=_storage_options(storage_option))
+        elif key_index:
             from pqindex.dataset.key_index import write_manifest_with_key_index
 
             m = write_manifest_with_key_index(
                 path, key_index, storage_options=_storage_options(storage_option),
                 progress=lambda done, total: update(done, total, None))
+            if compact:
+                from pqindex.dataset.key_index import compact_key_index
+
+                m = compact_key_index(path, storage_options=_storage_options(storage_option))
         else:
             m = write_manifest(path, _storage_options(storage_option),
                                progress=lambda done, total: update(done, total, None))

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
+from pqindex.dataset.partition_kinds import partition_arrow_type, partition_element
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
     OnPlanned,
@@ -39,22 +40,15 @@ from pqindex.dataset.planning import (
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
-from pqindex.errors import PqIndexError, UserInputError, public_api
+from pqindex.errors import PqIndexError, UnsupportedError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.dnf import from_dnf
 from pqindex.expr.nodes import TRUE, Expr
 from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
-from pqindex.format.schema import LeafColumn, Repetition, Schema
-from pqindex.format.structs import (
-    ColumnOrder,
-    DateType,
-    LogicalType,
-    SchemaElement,
-    StringType,
-    TypeDefinedOrder,
-)
+from pqindex.format.schema import LeafColumn, Schema
+from pqindex.format.structs import ColumnOrder, TypeDefinedOrder
 from pqindex.io.objstore import TailWave, start_tails
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
@@ -73,8 +67,6 @@ from pqindex.scan.whole import iter_sifted_row_groups
 __all__ = ["Dataset", "Scan", "dataset"]
 
 Where = str | Expr | None
-# Arrow types of the hive partition types discovery infers ("string" otherwise).
-_PARTITION_TYPES = {"int64": pa.int64(), "date32": pa.date32()}
 # Prefix of a file leaf's name a hive key shadows (no predicate can name it).
 _SHADOWED = "\x00file:"
 # Threads (files in flight) for a dataset on an object store.
@@ -471,6 +463,9 @@ class Dataset(Planning):
                 self._discovery.io)
             if self._discovery.manifest is not None:
                 out[self._discovery.manifest[0]] = self._manifest_io
+        evidence = None if self._table is None else self._table.evidence
+        if evidence is not None:  # a table's evidence sidecar (tables/evidence.py)
+            out[evidence.url] = evidence.stats
         return out
 
     def _io_counts(self) -> dict[str, tuple[int, int, int]]:
@@ -634,7 +629,7 @@ class Dataset(Planning):
         return self.discovery.partition_columns
 
     def _partition_type(self, key: str) -> pa.DataType:
-        return _PARTITION_TYPES.get(self.discovery.partition_types.get(key, ""), pa.string())
+        return partition_arrow_type(self.discovery.partition_types.get(key, "string"))
 
     @property
     def partition_types(self) -> dict[str, pa.DataType]:
@@ -660,20 +655,7 @@ class Dataset(Planning):
                            lf.max_definition_level, lf.max_repetition_level, lf.column_order)
                 if lf.path[0] in keys else lf for lf in leaves)
         for i, k in enumerate(self._partition_keys):
-            kind = self.discovery.partition_types.get(k)
-            if kind == "int64":
-                el = SchemaElement(type=2, repetition_type=Repetition.OPTIONAL, name=k)
-            elif kind == "date32":
-                el = SchemaElement(type=1, repetition_type=Repetition.OPTIONAL, name=k,
-                                   converted_type=6, logicalType=LogicalType(DATE=DateType()))
-            else:
-                el = SchemaElement(
-                    type=6,
-                    repetition_type=Repetition.OPTIONAL,
-                    name=k,
-                    converted_type=0,
-                    logicalType=LogicalType(STRING=StringType()),
-                )
+            el = partition_element(k, self.discovery.partition_types.get(k, "string"))
             order = ColumnOrder(TYPE_ORDER=TypeDefinedOrder())
             extra.append(LeafColumn(n + i, (k,), el, 1, 0, order))
         return Schema(pf.schema.root, leaves + tuple(extra))
@@ -687,6 +669,10 @@ class Dataset(Planning):
         ``on_planned`` is called with each kept file as soon as it is planned, on a
         pool thread."""
         ruled_out = 0
+        # A table on a store is found by its listing (self._table is set then): the
+        # LIST counts in this plan's report, and so does the table's sidecar GET.
+        before = self._io_counts()
+        _ = self.discovery
         if self._table is not None and subset is None:
             # The table's per-file statistics rule files out before any footer is read;
             # one file stays when none is left (its footer binds the predicate).
@@ -694,11 +680,22 @@ class Dataset(Planning):
             if not subset:
                 subset, ruled_out = [self.discovery.files[0]], ruled_out - 1
             self._table.first = subset[0]
+        table = self._table
+        if table is not None and table.deleted and on_planned is not None:
+            # Rows the table deleted (deletion vectors, position deletes) leave each
+            # file's plan before anything reads it (dataset/tables/deletes.py).
+            read_early = on_planned
+
+            def on_planned(done: Planned, wanted: list[str] | None) -> None:
+                read_early(table.without_deleted(done), wanted)
         with self._lock:
             self._planning += 1  # the files this plan opens stay until it is made
         plans = None
         try:
-            plans = self._plan_held(columns, expr, on_planned, subset)
+            plans = self._plan_held(columns, expr, on_planned, subset, before)
+            if table is not None and table.deleted:
+                plans = dataclasses.replace(
+                    plans, files=[table.without_deleted(p) for p in plans.files])
             if self._table is not None:
                 plans.report.table = self._table.description
                 plans.report.files_total += ruled_out
@@ -721,10 +718,11 @@ class Dataset(Planning):
 
     def _plan_held(self, columns: Sequence[str] | None, expr: Expr,
                    on_planned: OnPlanned | None,
-                   subset: Sequence[DataFile] | None = None) -> Plans:
+                   subset: Sequence[DataFile] | None = None,
+                   before: Mapping[str, tuple[int, int, int]] | None = None) -> Plans:
         columns = column_list(columns)
         t0 = time.perf_counter()
-        before = self._io_counts()
+        before = self._io_counts() if before is None else before
         disc = self.discovery
         files = disc.files if subset is None else subset
         report = ScanReport(files_total=len(files))
@@ -975,6 +973,11 @@ class Dataset(Planning):
         the predicate attached as a pyarrow filter (see docs/interop.md)."""
         from pqindex.dataset.interop import to_pyarrow_dataset
 
+        if self._table is not None and self._table.deleted:
+            # pyarrow would read the rows the table deleted: it takes row groups, not rows.
+            raise UnsupportedError(
+                f"the table has deleted rows ({self._table.deleted_by}): pyarrow's dataset "
+                "would read them; use scan() or to_table()", path=self._table.location)
         return to_pyarrow_dataset(
             self, _where(where, filters), column_list(columns), filesystem=filesystem,
             attach_filter=attach_filter, exact=exact,

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pqindex.dataset.partition_kinds import partition_value
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
@@ -43,7 +44,7 @@ class Discovery:
 
     files: tuple[DataFile, ...]
     partition_columns: tuple[str, ...] = ()
-    # "int64", "date32" or "string" (_infer_type)
+    # "int64", "date32" or "string" (_infer_type); a table's typed ones (partition_kinds)
     partition_types: dict[str, str] = field(default_factory=dict)
     io: IOStats = field(default_factory=IOStats)  # requests made to list and probe
     # The dataset manifest beside the files of a one-directory dataset (URL, listing info).
@@ -74,10 +75,8 @@ class Discovery:
             v = raw.get(k)
             if v is None or v == "__HIVE_DEFAULT_PARTITION__":
                 out[k] = None
-            elif self.partition_types.get(k) == "int64":
-                out[k] = int(v)
-            elif self.partition_types.get(k) == "date32":
-                out[k] = dt.date.fromisoformat(v)
+            elif (kind := self.partition_types.get(k, "string")) != "string":
+                out[k] = partition_value(kind, v)  # int64, date32, or a table's kind
             else:
                 out[k] = v
         return out
@@ -288,8 +287,11 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
         if columnar is not None:
             if not columnar.commit_point:
                 return None
-            return _named(base, remote, columnar.table.column("path").to_pylist(), [],
+            disc = _named(base, remote, columnar.table.column("path").to_pylist(), [],
                           stats, url, None)
+            # Its files are the manifest's rows in order: its view needs no matching.
+            columnar.named_files = None if disc is None else disc.files
+            return disc
     try:
         data = get_object(url, storage_options, stats)
     except PqIndexError:
@@ -306,10 +308,12 @@ def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectI
     """The Discovery of the files ``rels`` a commit point at ``url`` names."""
     files = []
     for i, rel in enumerate(rels):
-        parts = rel.split("/")
-        full = f"{base}/{rel}" if remote else os.path.join(base, *parts)
+        parts = rel.split("/") if "/" in rel else None
+        full = (f"{base}/{rel}" if remote or os.sep == "/"
+                else os.path.join(base, *rel.split("/")))
         # A local file is opened as the walk would give it (its size from the file).
-        files.append(DataFile(full, _hive_parts(parts[:-1]), infos[i] if remote else None))
+        files.append(DataFile(full, () if parts is None else _hive_parts(parts[:-1]),
+                              infos[i] if remote else None))
     if not files:
         return None
     keys, types = _partition_keys(files)

@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
+import io
 import json
 import os
+import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -54,7 +57,7 @@ from pqindex.expr.nodes import And, Column, Compare, Expr, In, Literal
 from pqindex.format.match import LeafOp
 from pqindex.format.values import bound_order
 from pqindex.indexes.evidence import value_key
-from pqindex.io.source import ObjectInfo
+from pqindex.io.source import IOStats, ObjectInfo
 
 if TYPE_CHECKING:
     from pqindex.dataset.manifest import ManifestView
@@ -67,18 +70,29 @@ __all__ = [
     "SHARD_BYTES",
     "SHARD_SUFFIX",
     "KeyLookup",
+    "add_key_index",
     "build_key_index",
+    "build_table_key_index",
+    "commit_key_index",
+    "compact_key_index",
     "describe_lookup",
+    "extend_key_index",
+    "file_keys",
     "key_conjunct",
     "lookup_keys",
+    "lookup_table_keys",
 ]
 
 MANIFEST_KEY = "key_index"
 INDEX_VERSION = 1
 INDEX_DIR = "_pqindex/key_index"
 SHARD_SUFFIX = ".pqkey"  # not .parquet: no data glob matches a shard
-SHARD_BYTES = 64 << 20
+# Small shards: a lookup reads a whole shard (tail and pages) in one request, and a
+# build writes many at once. The issue allows up to 64 MiB.
+SHARD_BYTES = 1 << 20  # raw entries; a shard of 8-byte keys is ~0.6 MB compressed
 PAGE_BYTES = 64 << 10
+# A shard up to this size is read whole by a lookup (its tail read takes it all).
+WHOLE_SHARD_BYTES = 4 << 20
 _KEY, _FILE, _ROW_GROUP = "key", "file", "row_group"
 # Why a file the index covers was not opened (a FilePlan's reason).
 KEY_INDEX_SKIP = "key index: no row group of the file holds the key"
@@ -244,17 +258,62 @@ def _info(df: DataFile) -> ObjectInfo | None:
     return df.info if df.info is not None else local_info(df.path)
 
 
+class _HeldBytes(io.RawIOBase):
+    """A remote Parquet file as pyarrow reads it: bytes from what pqindex's
+    ``ParquetFile`` holds (its cached tail, the key chunks prefetched), a request
+    for anything else."""
+
+    def __init__(self, pf: ParquetFile) -> None:
+        self._pf = pf
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        size = self._pf.file_size
+        self._pos = offset if whence == io.SEEK_SET else (
+            self._pos + offset if whence == io.SEEK_CUR else size + offset)
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        size = self._pf.file_size
+        n = size - self._pos if n is None or n < 0 else min(n, size - self._pos)
+        if n <= 0:
+            return b""
+        data = self._pf.read_bytes(self._pos, n)
+        self._pos += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
 def _read_keys(df: DataFile, columns: Sequence[str],
-               storage_options: Mapping[str, Any] | None) -> pq.ParquetFile:
-    from pqindex.io.objects import get_object
+               storage_options: Mapping[str, Any] | None) -> tuple[pq.ParquetFile, Any]:
+    """pyarrow's reader of ``df`` and what to close after. On a store, only the tail
+    (cached when the build's wave fetched it) and the key columns' chunks are read,
+    the chunks of a file in one wave."""
+    from pqindex.format.file import ParquetFile
+    from pqindex.format.layout import chunk_range
 
     if "://" in df.path and not df.path.startswith("file://"):
-        data = get_object(df.path, storage_options)
-        if data is None:
-            raise UserInputError("the file disappeared while the key index was built",
-                                 path=df.path)
-        return pq.ParquetFile(pa.BufferReader(data))
-    return pq.ParquetFile(df.path)
+        pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
+        wanted = {c for c in columns}
+        leaves = [leaf.index for leaf in pf.schema.leaves if leaf.path[:1] and
+                  leaf.path[0] in wanted]
+        pf.prefetch([chunk_range(pf.column_meta(rg, c)) for rg in range(pf.num_row_groups)
+                     for c in leaves])
+        return pq.ParquetFile(pa.PythonFile(_HeldBytes(pf), mode="r")), pf
+    return pq.ParquetFile(df.path), None
 
 
 def _file_entries(pf: pq.ParquetFile, column: str, path: str
@@ -286,58 +345,187 @@ def _load(df: DataFile, columns: Sequence[str],
     info = _info(df)
     if info is None:
         return None  # gone since the listing
+    held = None
     try:
-        pf = _read_keys(df, columns, storage_options)
+        pf, held = _read_keys(df, columns, storage_options)
         return info, {c: _file_entries(pf, c, df.path) for c in columns}
     except (OSError, pa.ArrowException) as e:
         raise UserInputError(f"the file cannot be read for the key index: {e}",
                              path=df.path) from None
+    finally:
+        if held is not None:
+            held.close()
 
 
-# Files read at once while building (whole objects on a store: one GET each).
+# Files read at once while building; on a store, their tails go out a batch at a time
+# in one wave (into the metadata cache, where the manifest written next finds them).
 _BUILD_THREADS = 16
+_TAIL_BATCH = 256
+# Shards written at once (pyarrow encodes and compresses without the GIL; uploads wait).
+_WRITE_THREADS = 4
+
+
+def _sort_order(keys: pa.Array) -> pa.Array | np.ndarray:
+    """Positions of ``keys`` in key order (numpy for fixed-width keys: 4x pyarrow's)."""
+    t = keys.type
+    if pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return np.argsort(keys.to_numpy(zero_copy_only=False))
+    return pc.sort_indices(keys)
+
+
+def _write_shard(part: pa.Table, base: str, rel: str, delta: bool,
+                 storage_options: Mapping[str, Any] | None) -> tuple[Shard, bytes]:
+    from pqindex.dataset.manifest import schema_stub
+    from pqindex.format.file import ParquetFile
+    from pqindex.io.objects import put_object
+    from pqindex.io.source import local_info
+    from pqindex.write.writer import write_table
+
+    url = _join(base, rel)
+    remote = "://" in base
+    # On a store: written locally, then one PUT (a multipart upload of a small shard is
+    # three requests one after another).
+    with tempfile.TemporaryDirectory() if remote else contextlib.nullcontext(None) as tmp:
+        local = os.path.join(tmp, "shard" + SHARD_SUFFIX) if tmp is not None else url
+        write_table(part, local, sort_by=_KEY, presorted=True, page_bytes=PAGE_BYTES,
+                    row_group_rows=max(1, part.num_rows), dictionary=False, indexes=None)
+        info = local_info(local)
+        if info is None:
+            raise PqIndexError("the key index shard just written is not there", path=local)
+        with ParquetFile.open(local, info=info) as spf:
+            vt = bound_order(spf.schema.leaves[0]).value_type
+            stub = schema_stub(spf)
+        if remote:
+            with open(local, "rb") as f:
+                etag = put_object(url, f.read(), storage_options)
+            info = ObjectInfo(info.size, etag)
+    lo, hi = part.column(_KEY)[0].as_py(), part.column(_KEY)[-1].as_py()
+    return (Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
+                  value_key(vt, lo), value_key(vt, hi), delta), stub)
 
 
 def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
                   storage_options: Mapping[str, Any] | None,
                   ) -> tuple[list[Shard], bytes | None]:
-    from pqindex.dataset.manifest import schema_stub
-    from pqindex.format.file import ParquetFile
-    from pqindex.io.listing import probe_object
-    from pqindex.write.writer import write_table
-
     # By key alone: the entries of one key may come in any order (a three-column sort
     # took 4x as long).
-    entries = entries.take(pc.sort_indices(entries.column(_KEY).combine_chunks()))
+    entries = entries.combine_chunks()  # take on 1,000 chunks costs as much as the sort
+    entries = entries.take(_sort_order(entries.column(_KEY).combine_chunks()))
     n = entries.num_rows
     per_entry = max(1, entries.nbytes // max(1, n))
     per_shard = max(1, SHARD_BYTES // per_entry)  # raw size: compressed is smaller
     safe = column.replace("/", "%2F")
     batch = uuid.uuid4().hex[:12]
-    shards: list[Shard] = []
-    stub: bytes | None = None
     if "://" not in base:
         os.makedirs(os.path.join(base, *INDEX_DIR.split("/"), safe), exist_ok=True)
-    for i, start in enumerate(range(0, n, per_shard)):
-        part = entries.slice(start, per_shard)
-        rel = f"{INDEX_DIR}/{safe}/{batch}-{i:05d}{SHARD_SUFFIX}"
-        url = _join(base, rel)
-        write_table(part, url, sort_by=_KEY, presorted=True, page_bytes=PAGE_BYTES,
-                    row_group_rows=max(1, part.num_rows), dictionary=False, indexes=None,
-                    storage_options=storage_options)
-        info = probe_object(url, storage_options) if "://" in base else None
-        if info is None:
-            from pqindex.io.source import local_info
+    parts = [(entries.slice(start, per_shard), f"{INDEX_DIR}/{safe}/{batch}-{i:05d}{SHARD_SUFFIX}")
+             for i, start in enumerate(range(0, n, per_shard))]
+    with ThreadPoolExecutor(_WRITE_THREADS) as pool:
+        done = list(pool.map(lambda p: _write_shard(p[0], base, p[1], delta, storage_options),
+                             parts))
+    return [shard for shard, _ in done], (done[0][1] if done else None)
 
-            info = local_info(url)
-        assert info is not None
-        with ParquetFile.open(url, storage_options=storage_options, info=info) as spf:
-            vt = bound_order(spf.schema.leaves[0]).value_type
-            stub = stub or schema_stub(spf)
-        lo, hi = part.column(_KEY)[0].as_py(), part.column(_KEY)[-1].as_py()
-        shards.append(Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
-                            value_key(vt, lo), value_key(vt, hi), delta))
-    return shards, stub
+
+def _load_all(pool: ThreadPoolExecutor, files: Sequence[DataFile], columns: Sequence[str],
+              storage_options: Mapping[str, Any] | None) -> Iterator[_Loaded | None]:
+    """Each file's entries, in order; remote tails a batch at a time in one wave."""
+    from pqindex.io.objstore import prefetch_tails
+
+    for i in range(0, len(files), _TAIL_BATCH):
+        batch = files[i:i + _TAIL_BATCH]
+        prefetch_tails([(df.path, df.info, None) for df in batch], storage_options)
+        yield from pool.map(lambda d: _load(d, columns, storage_options), batch)
+
+
+# A file's key entries: column -> (key type, its (key, row_group) table); None for a
+# column the file lacks.
+FileKeys = Mapping[str, "tuple[pa.DataType, pa.Table] | None"]
+
+
+def file_keys(path: str, columns: Sequence[str],
+              storage_options: Mapping[str, Any] | None = None,
+              info: ObjectInfo | None = None) -> FileKeys:
+    """The distinct ``(key, row_group)`` entries of ``columns`` in one data file (a
+    Spark task calls this for the files it wrote)."""
+    loaded = _load(DataFile(path, info=info), columns, storage_options)
+    if loaded is None:
+        raise UserInputError("the file disappeared while the key index was built", path=path)
+    return loaded[1]
+
+
+def _old_index(previous: Any, columns: Sequence[str]) -> KeyIndex | None:
+    """The former descriptor, when it indexes exactly ``columns`` (else a rebuild)."""
+    if previous is None:
+        return None
+    try:
+        old = parse_key_index(previous)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return old if set(old.columns) == set(columns) else None
+
+
+def _still_covered(old: KeyIndex | None, current: Mapping[str, ObjectInfo | None]
+                   ) -> list[Covered]:
+    """The files of ``old`` that ``current`` (relative path -> info) shows unchanged."""
+    if old is None:
+        return []
+    return [c for c in old.files
+            if c.path in current and _same_object(c, current[c.path])]
+
+
+def extend_key_index(base: str, columns: Sequence[str], previous: Any,
+                     current: Mapping[str, ObjectInfo | None],
+                     new: Sequence[tuple[str, ObjectInfo, FileKeys]],
+                     storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The descriptor of ``base``'s key index once the ``new`` files' entries are in:
+    ``(relative path, info, entries)``, written as delta shards when ``previous``
+    indexes the same columns (its files that ``current`` shows unchanged stay
+    covered), else as the first shards of a new index."""
+    cols = list(dict.fromkeys(columns))
+    old = _old_index(previous, cols)
+    covered = _still_covered(old, current)
+    next_id = 1 + max((c.id for c in (old.files if old else ())), default=-1)
+    types: dict[str, tuple[pa.DataType, str]] = {}
+    if old is not None:  # a delta's keys must have the type of the shards it joins
+        from pqindex.dataset.manifest import stub_file
+        from pqindex.scan.page_decode import arrow_schema
+
+        for c in cols:
+            shard = stub_file(old.columns[c].schema, f"{base}#key_index/{c}")
+            types[c] = (_plain(arrow_schema(shard).field(_KEY).type),
+                        f"the key index's shards ({INDEX_DIR}/{c})")
+    parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
+    new_files: list[Covered] = []
+    for rel, info, got in new:
+        where = _join(base, rel)
+        for c in cols:
+            hit = got.get(c)
+            if hit is None:
+                continue
+            t, entries = hit
+            seen = types.setdefault(c, (t, where))
+            if seen[0] != t:
+                raise UserInputError(
+                    f"the key column changed type across files: {seen[0]} in {seen[1]}, "
+                    f"{t} in {where}", path=where, column=c)
+            parts[c].append(entries.select([_KEY, _ROW_GROUP]).append_column(
+                _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
+        new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
+        next_id += 1
+    out_columns: dict[str, ColumnIndex] = {}
+    for c in cols:
+        shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
+        stub = old.columns[c].schema if old is not None else None
+        if parts[c]:
+            table = pa.concat_tables(parts[c])
+            written, got_stub = _write_shards(table, base, c, old is not None, storage_options)
+            shards += written
+            stub = stub or got_stub
+        if stub is None:
+            raise UserInputError(f"no file has a non-null value of key column {c!r}",
+                                 path=base, column=c)
+        out_columns[c] = ColumnIndex(c, stub, tuple(shards))
+    return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
 
 
 def build_key_index(
@@ -352,73 +540,19 @@ def build_key_index(
     removed: the manifest no longer names them)."""
     from pqindex.dataset.discovery import discover
 
-    base = os.fspath(path)
-    if base.startswith("file://"):
-        base = base[len("file://"):]
-    base = base.rstrip("/").rstrip(os.sep)
+    base = _base(os.fspath(path))
     disc = discovery if discovery is not None else discover(base, storage_options)
     cols = list(dict.fromkeys(columns))
-    old: KeyIndex | None = None
-    if previous is not None:
-        try:
-            old = parse_key_index(previous)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            old = None
-        if old is not None and set(old.columns) != set(cols):
-            old = None
     by_rel = {_rel(base, df.path): df for df in disc.files}
-    covered: list[Covered] = []
-    if old is not None:
-        covered = [c for c in old.files
-                   if (df := by_rel.get(c.path)) is not None and _same_object(c, _info(df))]
-    have = {c.path for c in covered}
-    next_id = 1 + max((c.id for c in (old.files if old else ())), default=-1)
+    current = {rel: _info(df) for rel, df in by_rel.items()}
+    have = {c.path for c in _still_covered(_old_index(previous, cols), current)}
     todo = [df for rel, df in sorted(by_rel.items()) if rel not in have]
-    types: dict[str, tuple[pa.DataType, str]] = {}
-    if old is not None:  # a delta's keys must have the type of the shards it joins
-        from pqindex.dataset.manifest import stub_file
-        from pqindex.scan.page_decode import arrow_schema
-
-        for c in cols:
-            shard = stub_file(old.columns[c].schema, f"{base}#key_index/{c}")
-            types[c] = (_plain(arrow_schema(shard).field(_KEY).type),
-                        f"the key index's shards ({INDEX_DIR}/{c})")
-    parts: dict[str, list[pa.Table]] = {c: [] for c in cols}
-    new_files: list[Covered] = []
+    new: list[tuple[str, ObjectInfo, FileKeys]] = []
     with ThreadPoolExecutor(_BUILD_THREADS) as pool:
-        for df, loaded in zip(todo, pool.map(lambda d: _load(d, cols, storage_options), todo),
-                              strict=True):
-            if loaded is None:
-                continue
-            info, got = loaded
-            for c, hit in got.items():
-                if hit is None:
-                    continue
-                t, entries = hit
-                seen = types.setdefault(c, (t, df.path))
-                if seen[0] != t:
-                    raise UserInputError(
-                        f"the key column changed type across files: {seen[0]} in {seen[1]}, "
-                        f"{t} in {df.path}", path=df.path, column=c)
-                parts[c].append(entries.append_column(
-                    _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
-            new_files.append(Covered(next_id, _rel(base, df.path), info.size, info.etag,
-                                     info.mtime, info.ctime))
-            next_id += 1
-    out_columns: dict[str, ColumnIndex] = {}
-    for c in cols:
-        shards: list[Shard] = list(old.columns[c].shards) if old is not None else []
-        stub = old.columns[c].schema if old is not None else None
-        if parts[c]:
-            table = pa.concat_tables(parts[c])
-            new, got_stub = _write_shards(table, base, c, old is not None, storage_options)
-            shards += new
-            stub = stub or got_stub
-        if stub is None:
-            raise UserInputError(f"no file has a non-null value of key column {c!r}",
-                                 path=base, column=c)
-        out_columns[c] = ColumnIndex(c, stub, tuple(shards))
-    return _descriptor(KeyIndex(tuple(covered + new_files), out_columns))
+        for df, loaded in zip(todo, _load_all(pool, todo, cols, storage_options), strict=True):
+            if loaded is not None:
+                new.append((_rel(base, df.path), loaded[0], loaded[1]))
+    return extend_key_index(base, cols, previous, current, new, storage_options)
 
 
 def write_manifest_with_key_index(
@@ -428,27 +562,169 @@ def write_manifest_with_key_index(
 ) -> dict[str, Any]:
     """``pqindex manifest PATH --key-index COL...``: the key index of ``columns`` built
     (delta shards when the manifest's index covers the same columns) and the manifest
-    written with it."""
+    written with it. A manifest pqindex's pipeline committed (a commit point) stays
+    one: the index covers the files it names and joins it in place
+    (:func:`add_key_index`); any other manifest is rewritten from the listing."""
     from pqindex.dataset.manifest import write_manifest
 
     root = os.fspath(path)
+    if _commit_point(root, storage_options) is not None:
+        return add_key_index(root, columns, storage_options=storage_options)
     descriptor = build_key_index(root, columns, storage_options=storage_options,
                                  previous=previous_index(root, storage_options))
     return write_manifest(root, storage_options, extra={MANIFEST_KEY: descriptor},
                           progress=progress)
 
 
+def _commit_point(root: str, storage_options: Mapping[str, Any] | None
+                  ) -> tuple[dict[str, Any], str | None] | None:
+    """The commit-point manifest at ``root`` and its version, or None (no manifest,
+    or one written over a listing)."""
+    from pqindex.dataset.manifest import committed_files
+    from pqindex.io.objects import get_versioned
+
+    got = get_versioned(manifest_url(_base(root)), storage_options)
+    if got is None or committed_files(got[0]) is None:
+        return None
+    return json.loads(got[0]), got[1]
+
+
+def _base(root: str) -> str:
+    base = root[len("file://"):] if root.startswith("file://") else root
+    return base.rstrip("/").rstrip(os.sep)
+
+
+def commit_key_index(root: str, manifest: dict[str, Any], version: str | None,
+                     descriptor: Mapping[str, Any] | None,
+                     storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``manifest`` (read at ``version``) written back with the key index
+    ``descriptor`` (None: without one), only if no one replaced it meanwhile (a
+    concurrent commit or rebuild: :class:`~pqindex.errors.PqIndexError`)."""
+    from pqindex.io.errors import StorageError
+    from pqindex.io.objects import replace_object
+
+    base = _base(root)
+    out = {k: v for k, v in manifest.items() if k != MANIFEST_KEY}
+    if descriptor is not None:
+        out[MANIFEST_KEY] = dict(descriptor)
+    body = json.dumps(out, separators=(",", ":"), default=str).encode("utf-8")
+    try:
+        replace_object(manifest_url(base), body, version, storage_options)
+    except StorageError as e:
+        if e.operation != "PUT (if-match)":
+            raise
+        raise PqIndexError("the manifest changed while the key index was built (another "
+                           "commit or rebuild): run it again", path=manifest_url(base)) from None
+    if "://" not in base:
+        from pqindex.dataset.manifest_columnar import write_columnar
+
+        write_columnar(base, out)
+    return out
+
+
+def add_key_index(path: str | os.PathLike[str], columns: Sequence[str], *,
+                  storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The key index of ``columns`` over the files a commit-point manifest names (no
+    LIST; delta shards when its index covers the same columns), committed into that
+    manifest, which stays a commit point. Returns the manifest."""
+    from pqindex.dataset.discovery import discover
+
+    root = _base(os.fspath(path))
+    found = _commit_point(root, storage_options)
+    if found is None:
+        raise UserInputError("no manifest committed by pqindex's pipeline here (write one "
+                             "with `pqindex manifest PATH --key-index COL`)", path=root)
+    manifest, version = found
+    disc = discover(root, storage_options, listing=False)
+    descriptor = build_key_index(root, columns, storage_options=storage_options,
+                                 previous=manifest.get(MANIFEST_KEY), discovery=disc)
+    return commit_key_index(root, manifest, version, descriptor, storage_options)
+
+
+def _read_shard(base: str, shard: Shard, storage_options: Mapping[str, Any] | None
+                ) -> pa.Table:
+    """A shard's entries, its page checksums verified (whole object: one GET)."""
+    from pqindex.io.objects import get_object
+
+    url = _join(base, shard.path)
+    data = get_object(url, storage_options)
+    if data is None or len(data) != shard.size:
+        raise PqIndexError("a key index shard is missing or changed; rebuild the index "
+                           "(`pqindex manifest PATH --key-index COL`)", path=url)
+    try:
+        return pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
+    except (OSError, pa.ArrowException) as e:
+        raise PqIndexError(f"a key index shard cannot be read ({e}); rebuild the index",
+                           path=url) from None
+
+
+def compact_key_index(path: str | os.PathLike[str], *,
+                      storage_options: Mapping[str, Any] | None = None,
+                      deltas_only: bool = False) -> dict[str, Any]:
+    """Merge the key index's shards into one sorted run per column (``deltas_only``:
+    the delta shards alone, the first build's left as they are), dropping the
+    entries of files the dataset no longer has, and commit the descriptor into the
+    manifest (only if no one replaced the manifest meanwhile). The old shards stay
+    until removed (a reader holding the old manifest may still read them). Returns
+    the manifest."""
+    from pqindex.dataset.discovery import discover
+    from pqindex.io.objects import get_versioned
+
+    root = _base(os.fspath(path))
+    got = get_versioned(manifest_url(root), storage_options)
+    manifest = None
+    if got is not None:
+        try:
+            manifest = json.loads(got[0])
+        except ValueError:
+            manifest = None
+    if not isinstance(manifest, dict) or MANIFEST_KEY not in manifest:
+        raise UserInputError("no key index here (build one with `pqindex manifest PATH "
+                             "--key-index COL`)", path=root)
+    assert got is not None
+    try:
+        index = parse_key_index(manifest[MANIFEST_KEY])
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserInputError(f"the manifest's key index is damaged ({e}); rebuild it",
+                             path=root) from None
+    point = manifest.get("commit_point") is True
+    disc = discover(root, storage_options, listing=False if point else None)
+    listed = {_rel(root, df.path): df for df in disc.files}
+    kept = tuple(c for c in index.files
+                 if (df := listed.get(c.path)) is not None and _same_object(c, _info(df)))
+    ids = np.array(sorted(c.id for c in kept), dtype=np.int32)
+    columns: dict[str, ColumnIndex] = {}
+    for name, col in index.columns.items():
+        merge = [sh for sh in col.shards if sh.delta or not deltas_only]
+        stay = [sh for sh in col.shards if not (sh.delta or not deltas_only)]
+        if not merge or (len(merge) == 1 and deltas_only):
+            columns[name] = col
+            continue
+        with ThreadPoolExecutor(_BUILD_THREADS) as pool:
+            parts = [t.replace_schema_metadata(None) for t in pool.map(
+                lambda sh: _read_shard(root, sh, storage_options), merge)]
+        table = pa.concat_tables(parts).select([_KEY, _ROW_GROUP, _FILE])
+        live = np.isin(table.column(_FILE).to_numpy(), ids)
+        table = table.filter(pa.array(live))
+        written, _ = _write_shards(table, root, name, bool(stay), storage_options)
+        columns[name] = ColumnIndex(name, col.schema, tuple(stay + written))
+    descriptor = _descriptor(KeyIndex(kept, columns))
+    return commit_key_index(root, manifest, got[1], descriptor, storage_options)
+
+
 # ------------------------------------------------------------------ looking up
 
-def key_conjunct(expr: Expr, columns: Sequence[str]) -> Compare | In | None:
-    """A top-level conjunct ``col = v`` or ``col IN (...)`` on an indexed column."""
+def key_conjunct(expr: Expr, columns: Sequence[str] | None) -> Compare | In | None:
+    """A top-level conjunct ``col = v`` or ``col IN (...)`` on an indexed column (on
+    any column when ``columns`` is None)."""
     todo = [expr]
     while todo:
         e = todo.pop()
         if isinstance(e, And):
             todo += [e.right, e.left]
         elif ((isinstance(e, Compare) and e.op == LeafOp.EQ)
-              or (isinstance(e, In) and not e.negated)) and e.column.name in columns:
+              or (isinstance(e, In) and not e.negated)) and (
+                  columns is None or e.column.name in columns):
             return e
     return None
 
@@ -508,8 +784,16 @@ def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
         columnar = getattr(view, "columnar", None)  # its top-level keys, as the JSON's
         if raw is None and columnar is not None:
             raw = columnar.top.get(MANIFEST_KEY)
-    if raw is None:
+    if raw is None or view is None:
         return None
+    return _use(raw, "the manifest's", view.root, view.stats, disc, expr, storage_options,
+                on_error)
+
+
+def _use(raw: Any, whose: str, root: str, stats: IOStats, disc: Discovery, expr: Expr,
+         storage_options: Mapping[str, Any] | None,
+         on_error: Callable[[str], None] | None, stale: str | None = None
+         ) -> KeyLookup | None:
     try:
         index = parse_key_index(raw)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -517,30 +801,108 @@ def lookup_keys(view: ManifestView | None, disc: Discovery, expr: Expr,
         node = key_conjunct(expr, cols)
         if node is None:
             return None
-        return KeyLookup(node.column.name, fallback=f"the manifest's key index is damaged ({e})")
+        return KeyLookup(node.column.name, fallback=f"{whose} key index is damaged ({e})")
     node = key_conjunct(expr, list(index.columns))
     if node is None:
         return None
-    assert view is not None
     column = index.columns[node.column.name]
-    found = KeyLookup(column.column)
-    try:
-        _lookup(found, index, column, node, view, disc, storage_options)
-    except PqIndexError as e:
-        found.named.clear()
-        found.fallback = f"a shard could not be read: {e}"
+    found = KeyLookup(column.column, fallback=stale)
+    if stale is None:
+        try:
+            _lookup(found, index, column, node, root, stats, disc, storage_options)
+        except PqIndexError as e:
+            found.named.clear()
+            found.fallback = f"a shard could not be read: {e}"
     if found.fallback is not None and on_error is not None:
         on_error(describe_lookup(found.to_dict()))
     return found
 
 
+# ------------------------------------------------------------------ tables
+
+# A Delta or Iceberg table's key index: the descriptor with the table version it was
+# built at, beside the table (no pqindex manifest there; the table's log names files).
+TABLE_DESCRIPTOR = "_pqindex/key_index.json"
+
+
+# (table location, version) -> None: the versions this process found no descriptor
+# for (a table read without a key index pays its GET once).
+_TABLE_DESCRIPTORS: dict[tuple[str, str | None], bytes | None] = {}
+
+
+def table_version(table: Any) -> str | None:
+    """The version a table source reads (``delta:<version>``, ``iceberg:<snapshot>``)."""
+    v = getattr(table, "version", None)
+    return v if isinstance(v, str) else None
+
+
+def build_table_key_index(table: Any, columns: Sequence[str], *,
+                          storage_options: Mapping[str, Any] | None = None
+                          ) -> dict[str, Any]:
+    """The key index of a table snapshot (``dataset/tables/source.py``'s source),
+    tied to its version: a read of any other version ignores it. Written as
+    :data:`TABLE_DESCRIPTOR` under the table's location; returns the descriptor."""
+    from pqindex.errors import UnsupportedError
+    from pqindex.io.objects import put_object
+
+    version = table_version(table)
+    if version is None or getattr(table, "logical_names", None) or getattr(
+            table, "renamed", False):
+        raise UnsupportedError("a key index of this table is not supported yet (no version, "
+                               "or columns mapped or renamed)", path=table.location)
+    root = _base(table.location)
+    descriptor = build_key_index(root, columns, storage_options=storage_options,
+                                 discovery=table.discovery)
+    descriptor["table_version"] = version
+    _TABLE_DESCRIPTORS.pop((root, version), None)
+    put_object(_join(root, TABLE_DESCRIPTOR),
+               json.dumps(descriptor, separators=(",", ":")).encode("utf-8"), storage_options)
+    return descriptor
+
+
+def lookup_table_keys(table: Any, disc: Discovery, expr: Expr,
+                      storage_options: Mapping[str, Any] | None,
+                      on_error: Callable[[str], None] | None = None) -> KeyLookup | None:
+    """:func:`lookup_keys` for a table snapshot: its key index, used only when built at
+    the version read (one GET of the descriptor; none there: None)."""
+    from pqindex.io.objects import get_object
+
+    if key_conjunct(expr, None) is None:
+        return None  # no point lookup: the descriptor is not even read
+    root = _base(table.location)
+    stats = IOStats()
+    memo = (root, table_version(table))
+    if memo in _TABLE_DESCRIPTORS:
+        data = _TABLE_DESCRIPTORS[memo]
+    else:
+        try:
+            data = get_object(_join(root, TABLE_DESCRIPTOR), storage_options, stats)
+        except PqIndexError:
+            return None
+        if data is None:
+            _TABLE_DESCRIPTORS[memo] = None  # this version has none: asked once
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raw = {"damaged": str(e)}
+    built = raw.get("table_version") if isinstance(raw, dict) else None
+    read = table_version(table)
+    stale = None
+    if built != read:
+        stale = (f"the key index was built for table version {built}; this read is at "
+                 f"{read}")
+    return _use(raw, "the table's", root, stats, disc, expr, storage_options, on_error,
+                stale)
+
+
 def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compare | In,
-            view: ManifestView, disc: Discovery,
+            root: str, stats: IOStats, disc: Discovery,
             storage_options: Mapping[str, Any] | None) -> None:
     from pqindex.dataset.dataset import Dataset
     from pqindex.dataset.manifest import stub_file
 
-    root = view.root
     by_id: dict[int, str] = {}
     listed = {_rel(root, df.path): df for df in disc.files}
     for c in index.files:
@@ -566,16 +928,19 @@ def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compar
                                info=ObjectInfo(s.size, s.etag, mtime=s.mtime))
                       for s in chosen)
         # Page checksums checked: a damaged page must not name the wrong files.
+        # A small shard comes whole with its tail: its pages need no second wave.
+        whole = max(s.size for s in chosen)
         shards = Dataset([f.path for f in files], discovery=Discovery(files=files),
-                         storage_options=storage_options, verify_checksums=True)
+                         storage_options=storage_options, verify_checksums=True,
+                         tail_bytes=whole if whole <= WHOLE_SHARD_BYTES else None)
         scan = shards.scan(columns=[_FILE, _ROW_GROUP], where=probe)
         got = scan.to_table()
         rep = scan.report
         # Charged to the manifest's requests: the dataset's own, before any file's.
-        with view.stats._lock:
-            view.stats.requests += rep.requests
-            view.stats.bytes_read += rep.bytes_read
-            view.stats.round_trips += rep.round_trips
+        with stats._lock:
+            stats.requests += rep.requests
+            stats.bytes_read += rep.bytes_read
+            stats.round_trips += rep.round_trips
         found.requests = rep.requests
         found.round_trips = rep.round_trips
         found.pages = rep.pages_read

@@ -159,14 +159,15 @@ def _column_entry(pf: ParquetFile, leaf: LeafColumn, cap: int) -> dict[str, Any]
     return entry
 
 
-def _summaries(pf: ParquetFile) -> list[dict[str, Any]]:
+def _summaries(pf: ParquetFile, kinds: Sequence[str] = SUMMARY_KINDS,
+               max_bytes: int = SUMMARY_MAX_BYTES) -> list[dict[str, Any]]:
     try:
         region = file_region(pf)
         if region is None:
             return []
         out = []
         for e in region.find(scope=Scope.FILE):
-            if e.kind not in SUMMARY_KINDS or e.length > SUMMARY_MAX_BYTES:
+            if e.kind not in kinds or e.length > max_bytes:
                 continue
             blob = region.blob(e)
             out.append({"kind": e.kind, "column": e.column, "data": _b64(blob.data),
@@ -178,8 +179,11 @@ def _summaries(pf: ParquetFile) -> list[dict[str, Any]]:
 
 
 def file_entry(pf: ParquetFile, rel: str, info: ObjectInfo | None, schema: int,
-               *, cap: int = DEFAULT_CAP) -> dict[str, Any]:
-    """The manifest entry of one file (``schema``: its index in the manifest's schemas)."""
+               *, cap: int = DEFAULT_CAP, summary_kinds: Sequence[str] = SUMMARY_KINDS,
+               summary_max_bytes: int = SUMMARY_MAX_BYTES) -> dict[str, Any]:
+    """The manifest entry of one file (``schema``: its index in the manifest's schemas;
+    ``summary_kinds``: the file-scope embedded blobs copied, up to ``summary_max_bytes``
+    each)."""
     entry: dict[str, Any] = {
         "path": rel,
         "bytes": pf.file_size if info is None else info.size,
@@ -194,7 +198,7 @@ def file_entry(pf: ParquetFile, rel: str, info: ObjectInfo | None, schema: int,
     if info is not None and info.ctime is not None:
         entry["ctime"] = info.ctime
     entry["columns"] = [_column_entry(pf, leaf, cap) for leaf in pf.schema.leaves]
-    entry["summaries"] = _summaries(pf)
+    entry["summaries"] = _summaries(pf, summary_kinds, summary_max_bytes)
     return entry
 
 
@@ -203,11 +207,14 @@ def build_manifest(
     extra: Mapping[str, Any] | None = None,
     *,
     keep: Mapping[str, Mapping[str, Any]] | None = None,
+    summary_kinds: Sequence[str] = SUMMARY_KINDS,
+    summary_max_bytes: int = SUMMARY_MAX_BYTES,
 ) -> dict[str, Any]:
     """A manifest for ``(relative path, open file, listing info)`` triples.
 
     ``extra`` adds top-level keys; ``keep`` maps a relative path to keys an
-    older entry had that are kept (Spark's key ranges, index figures).
+    older entry had that are kept (Spark's key ranges, index figures);
+    ``summary_kinds``/``summary_max_bytes``: which file-scope blobs entries copy.
     """
     schemas: list[str] = []
     index: dict[str, int] = {}
@@ -218,7 +225,8 @@ def build_manifest(
         if stub not in index:
             index[stub] = len(schemas)
             schemas.append(stub)
-        e = file_entry(pf, rel, info, index[stub])
+        e = file_entry(pf, rel, info, index[stub], summary_kinds=summary_kinds,
+                       summary_max_bytes=summary_max_bytes)
         old = (keep or {}).get(rel)
         if old:
             e = {**{k: v for k, v in old.items() if k not in _ENTRY_KEYS}, **e}

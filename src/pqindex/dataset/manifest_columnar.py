@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ from pqindex.dataset.sources import (
     _files_table,
     _partitions,
     entry_statistics,
+    key_array,
 )
 from pqindex.format.file import ParquetFile
 
@@ -154,12 +155,20 @@ class Columnar:
     table: pa.Table  # every column but ``entry``
     top: dict[str, Any]
     schemas: list[ParquetFile]
-    row_of: dict[str, int] = field(init=False)
     _parsed: dict[int, FileEntry] = field(default_factory=dict)
     _entries: pa.ChunkedArray | None = None  # read when a first entry is parsed
+    _row_of: dict[str, int] | None = None
+    # The files a commit-point discovery made of this manifest's paths, one per row in
+    # order (discovery._committed): a view of those needs no matching.
+    named_files: tuple[Any, ...] | None = None
 
-    def __post_init__(self) -> None:
-        self.row_of = {p: i for i, p in enumerate(self.table.column("path").to_pylist())}
+    @property
+    def row_of(self) -> dict[str, int]:
+        """Each file's row, by relative path (built when first asked for)."""
+        if self._row_of is None:
+            paths = self.table.column("path").to_pylist()
+            self._row_of = dict(zip(paths, range(len(paths)), strict=True))
+        return self._row_of
 
     @property
     def commit_point(self) -> bool:
@@ -183,14 +192,14 @@ class Columnar:
     def entries(self) -> Mapping[str, FileEntry]:
         return _Entries(self)
 
-    def statistics(self, column: str, take: pa.Array) -> ColumnStatistics | None:
+    def statistics(self, column: str, take: pa.Array | None) -> ColumnStatistics | None:
         """Leaf ``column``'s statistics for the rows ``take`` (null: a file without an
-        entry), or None when the manifest has none for it."""
+        entry; None: every row in order), or None when the manifest has none for it."""
         names = self.table.column_names
         if f"min({column})" not in names:
             return None
-        return ColumnStatistics(*(self.table.column(f"{f}({column})").combine_chunks()
-                                  .take(take) for f in _STAT_FIELDS))
+        cols = [self.table.column(f"{f}({column})").combine_chunks() for f in _STAT_FIELDS]
+        return ColumnStatistics(*(c if take is None else c.take(take) for c in cols))
 
 
 # The last columnar manifest read, by (its path, its stat, its JSON manifest's stat):
@@ -233,9 +242,18 @@ def read_columnar(root: str) -> Columnar | None:
 class _Matched(Mapping[str, "tuple[FileEntry, ParquetFile]"]):
     """Data file path -> (entry, stand-in) for the files matched, entries parsed lazily."""
 
-    def __init__(self, columnar: Columnar, rows: dict[str, int]) -> None:
+    def __init__(self, columnar: Columnar, rows: dict[str, int] | None,
+                 aligned: Sequence[Any] = ()) -> None:
         self.columnar = columnar
-        self.rows = rows
+        self._rows = rows
+        # Files named by the manifest itself, file i at row i (rows built when asked).
+        self.aligned = aligned
+
+    @property
+    def rows(self) -> dict[str, int]:
+        if self._rows is None:
+            self._rows = {df.path: i for i, df in enumerate(self.aligned)}
+        return self._rows
 
     def __getitem__(self, path: str) -> tuple[FileEntry, ParquetFile]:
         row = self.rows[path]
@@ -254,6 +272,11 @@ def columnar_view(columnar: Columnar, root: str, disc: Discovery) -> ManifestVie
     ``manifest.load_view`` matches JSON entries (without parsing them)."""
     named = disc.named_by == columnar.url
     t = columnar.table
+    if named and columnar.named_files is disc.files and t.column("schema").null_count == 0:
+        # The files are the manifest's rows, in order: nothing to match.
+        manifest = Manifest(columnar.url, columnar.schemas, columnar.entries())
+        return ManifestView(manifest, root, _Matched(columnar, None, disc.files), 0,
+                            columnar=columnar)
     sizes = t.column("bytes").to_pylist()
     etags = t.column("etag").to_pylist()
     mtimes = t.column("mtime").to_pylist()
@@ -302,14 +325,20 @@ class ColumnarManifestSource:
         files = self.discovery.files
         matched = self.view.matched
         assert isinstance(matched, _Matched)
-        rows = matched.rows
-        take = pa.array([rows.get(df.path) for df in files], pa.int64())
+        take: pa.Array | None = None  # the row of each file (None: file i at row i)
+        if matched.aligned is not files:
+            rows = matched.rows
+            take = key_array([rows.get(df.path) for df in files], pa.int64())
         t = self.columnar.table
+
+        def column(name: str) -> pa.Array:
+            got = t.column(name).combine_chunks()
+            return got if take is None else got.take(take)
+
         table = _files_table(
             [df.path for df in files], [], [], [], [], [], _partitions(self.discovery),
-            given={"size": t.column("bytes").take(take), "etag": t.column("etag").take(take),
-                   "mtime": t.column("mtime").take(take), "rows": t.column("rows").take(take),
-                   "schema": t.column("schema").take(take)})
+            given={"size": column("bytes"), "etag": column("etag"), "mtime": column("mtime"),
+                   "rows": column("rows"), "schema": column("schema")})
         summarized = frozenset(str(c) for c in self.columnar.top.get("summary_columns") or [])
 
         def statistics(column: str) -> ColumnStatistics | None:

@@ -32,7 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile
-from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys
+from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys, lookup_table_keys
 from pqindex.dataset.sources import FileFacts
 from pqindex.dataset.stages import file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         plan_options: PlanOptions
         max_workers: int
         _remote: bool  # behind a URL other than file://
+        _table: Any  # a lake table's source (dataset/tables/source.py), or None
 
         @property
         def discovery(self) -> Discovery: ...
@@ -508,7 +509,10 @@ class Planning:
         # The manifest's key index names the files and row groups of a key
         # (dataset/key_index.py): the files it covers and does not name are never opened.
         keyed = (lookup_keys(view, disc, expr, self.storage_options, report.warnings.append)
-                 if use_manifest else None)
+                 if use_manifest else lookup_table_keys(
+                     self._table, disc, expr, self.storage_options, report.warnings.append)
+                 if self._table is not None and not isinstance(first_bound, BoundTrue)
+                 else None)
         if keyed is not None:
             report.key_index = keyed.to_dict()
             for df in kept_files:

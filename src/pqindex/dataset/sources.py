@@ -34,6 +34,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from pqindex.format.arrow_build import (
+    FALSE,
+    ZERO,
+    bool_array,
+    bytes_array,
+    int64_array,
+    ints_of,
+    key_array,
+    key_scalar,
+    mask_of,
+    string_array,
+)
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn
 from pqindex.format.value_type import Kind, ValueType
@@ -45,14 +57,24 @@ if TYPE_CHECKING:
     from pqindex.dataset.manifest import FileEntry, ManifestView
 
 __all__ = [
+    "FALSE",
     "FILES_SCHEMA",
+    "ZERO",
     "ColumnStatistics",
     "FileFacts",
     "ListingSource",
     "ManifestSource",
     "Source",
+    "bool_array",
+    "bytes_array",
+    "int64_array",
+    "ints_of",
+    "key_array",
+    "key_scalar",
     "key_type",
+    "mask_of",
     "partition_column",
+    "string_array",
 ]
 
 # The columns every FileFacts table starts with; a null is "not known".
@@ -163,20 +185,22 @@ def _files_table(paths: Sequence[str], sizes: Sequence[int | None],
                  given: Mapping[str, Any] | None = None) -> pa.Table:
     """The files table; ``given``: columns already built (Arrow), by name."""
     g = dict(given or {})
-    cols = [pa.array(paths, pa.string())]
+    cols = [g["path"] if "path" in g else string_array(paths)]
     for name, values, arrow in (("size", sizes, pa.int64()), ("etag", etags, pa.string()),
                                 ("mtime", mtimes, pa.int64()), ("rows", rows, pa.int64()),
                                 ("schema", schemas, pa.int32())):
         cols.append(g[name] if name in g else pa.array(values, arrow))
     fields = list(FILES_SCHEMA)
     for k, vals in partitions.items():
-        cols.append(pa.array(vals, pa.string()))
+        cols.append(string_array(vals))
         fields.append(pa.field(partition_column(k), pa.string()))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 def _partitions(disc: Discovery) -> dict[str, list[str | None]]:
     out: dict[str, list[str | None]] = {k: [] for k in disc.partition_columns}
+    if not out:
+        return out
     for df in disc.files:
         raw = dict(df.partition)
         for k, vals in out.items():

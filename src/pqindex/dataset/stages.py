@@ -31,7 +31,20 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pqindex.dataset.sources import ColumnStatistics, FileFacts, key_type, partition_column
+from pqindex.dataset.partition_kinds import HIVE_KINDS
+from pqindex.dataset.sources import (
+    ZERO,
+    ColumnStatistics,
+    FileFacts,
+    bool_array,
+    int64_array,
+    ints_of,
+    key_array,
+    key_scalar,
+    key_type,
+    mask_of,
+    partition_column,
+)
 from pqindex.expr.bind import BoundExpr, BoundPredicate, BoundTrue, fold_bound, has_condition
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp
@@ -89,15 +102,8 @@ class FileSelection:
 def _bool(a: Any, n: int) -> Mask:
     """An Arrow boolean result as a numpy mask, null (unknown) as False."""
     if isinstance(a, (pa.ChunkedArray, pa.Array)):
-        return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), np.bool_)
+        return mask_of(a)
     return np.full(n, bool(a.as_py()) if a.is_valid else False, np.bool_)
-
-
-def _scalar(key: Any, arrow: pa.DataType) -> pa.Scalar | None:
-    try:
-        return pa.scalar(key, arrow)
-    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return None
 
 
 def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
@@ -112,13 +118,13 @@ def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
     known = _bool(pc.is_valid(s.values), n)
     all_null = _bool(pc.equal(s.nulls, s.values), n) & known
     if op == LeafOp.IS_NULL:
-        return _bool(pc.equal(s.nulls, 0), n) & known
+        return _bool(pc.equal(s.nulls, ZERO), n) & known
     if op == LeafOp.IS_NOT_NULL:
         return all_null
     is_float = vt.kind in _FLOATS
     all_nan = _bool(s.all_nan, n) & known
     if op == LeafOp.IS_NAN:
-        nan_free = np.ones(n, np.bool_) if not is_float else _bool(pc.equal(s.nans, 0), n)
+        nan_free = np.ones(n, np.bool_) if not is_float else _bool(pc.equal(s.nans, ZERO), n)
         return all_null | (nan_free & known)
     if op == LeafOp.IS_NOT_NAN:
         return all_null | all_nan
@@ -126,10 +132,10 @@ def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
         (p,) = pred.keys
         if not isinstance(p, bytes) or arrow != pa.binary():
             return None
-        out = _bool(pc.less(s.max, pa.scalar(p, pa.binary())), n)
+        out = _bool(pc.less(s.max, key_scalar(p, pa.binary())), n)
         upper = prefix_upper_bound(p)
         if upper is not None:
-            out |= _bool(pc.greater_equal(s.min, pa.scalar(upper, pa.binary())), n)
+            out |= _bool(pc.greater_equal(s.min, key_scalar(upper, pa.binary())), n)
         return all_null | all_nan | out
     if op not in (LeafOp.EQ, LeafOp.NE, LeafOp.IN, LeafOp.NOT_IN, *_ORDERED):
         return None
@@ -138,16 +144,17 @@ def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
         keys = pred.memo["value_keys"] = [value_key(vt, v) for v in pred.values]
     if op in (LeafOp.IN, LeafOp.NOT_IN) and len(keys) > MAX_VECTOR_IN:
         return None
-    scalars = [_scalar(k, arrow) for k in keys]
-    if any(x is None for x in scalars):
+    value_set = key_array(keys, arrow)
+    if value_set is None:
         return None
-    nan_free = np.ones(n, np.bool_) if not is_float else _bool(pc.equal(s.nans, 0), n)
+    scalars = list(value_set)
+    nan_free = np.ones(n, np.bool_) if not is_float else _bool(pc.equal(s.nans, ZERO), n)
     if op in (LeafOp.NE, LeafOp.NOT_IN):
         single = (_bool(s.exact, n) & _bool(pc.equal(s.min, s.max), n) & nan_free)
         if op == LeafOp.NE:
             hit = _bool(pc.equal(s.min, scalars[0]), n)
         else:
-            hit = _bool(pc.is_in(s.min, value_set=pa.array(keys, arrow)), n)
+            hit = _bool(pc.is_in(s.min, value_set=value_set), n)
         return all_null | (~all_nan & single & hit)
     if op == LeafOp.EQ:
         v = scalars[0]
@@ -208,12 +215,14 @@ def partition_statistics(facts: FileFacts, key: str, kind: str) -> ColumnStatist
     raw = facts.files.column(partition_column(key)).to_pylist()
     keys = [_partition_key(kind, r) for r in raw]
     arrow = pa.binary() if kind not in ("int64", "date32") else pa.int64()
-    arr = pa.array(keys, arrow)
+    arr = key_array(keys, arrow)
+    if arr is None:  # not expected (discovery typed the values): pyarrow's conversion
+        arr = pa.array(keys, arrow)
     nulls = pc.cast(arr.is_null(), pa.int64())
     n = len(keys)
     return ColumnStatistics(arr, arr, nulls, pa.nulls(n, pa.int64()),
-                            pa.array(np.ones(n, np.int64)), pa.array(np.ones(n, np.bool_)),
-                            pa.array(np.zeros(n, np.bool_)))
+                            int64_array(np.ones(n, np.int64)), bool_array(np.ones(n, np.bool_)),
+                            bool_array(np.zeros(n, np.bool_)))
 
 
 def _partition_leaf(facts: FileFacts, types: Mapping[str, str], n_leaves: int,
@@ -223,8 +232,9 @@ def _partition_leaf(facts: FileFacts, types: Mapping[str, str], n_leaves: int,
         if pred.leaf.index < n_leaves:
             return np.zeros(facts.num_files, np.bool_)  # a file column: the statistics stage's
         name = pred.leaf.name
-        if partition_column(name) not in facts.files.column_names:
-            return None
+        if partition_column(name) not in facts.files.column_names or (
+                types.get(name, "string") not in HIVE_KINDS):
+            return None  # a table's typed kind: file by file (dataset/partition_kinds.py)
         if name not in cache:
             cache[name] = partition_statistics(facts, name, types.get(name, "string"))
         return leaf_ruled_out(pred, cache[name])
@@ -254,13 +264,15 @@ def statistics_stage(facts: FileFacts, bind_schema: Callable[[int], BoundExpr | 
     schema_col = facts.files.column("schema")
     if schema_col.null_count == n or not facts.schemas:
         return selection
-    ids = np.asarray(pc.fill_null(schema_col, -1).to_numpy(zero_copy_only=False))
+    ids = ints_of(schema_col, -1)
     rows = facts.files.column("rows")
-    empty = _bool(pc.equal(rows, 0), n)
+    empty = _bool(pc.equal(rows, ZERO), n)
     out = np.zeros(n, np.bool_)
     undecided = np.zeros(n, np.bool_)
     by_zero = np.zeros(n, np.bool_)
-    for sid in np.unique(ids[(ids >= 0) & selection.kept]).tolist():
+    present = ids[(ids >= 0) & selection.kept]
+    # np.flatnonzero(bincount), not np.unique: that imports numpy.ma (~50 ms cold).
+    for sid in np.flatnonzero(np.bincount(present)).tolist() if len(present) else []:
         where = np.flatnonzero((ids == sid) & selection.kept)
         bound = bind_schema(int(sid))
         if bound is None:
@@ -269,7 +281,7 @@ def statistics_stage(facts: FileFacts, bind_schema: Callable[[int], BoundExpr | 
         by_zero[where] = empty[where]
         if isinstance(bound, BoundTrue):
             continue
-        take = pa.array(where)
+        take = int64_array(where)
         n_leaves = len(facts.schemas[int(sid)].schema.leaves)
         part = _partition_leaf(facts, types, n_leaves, {})
         stats: dict[str, ColumnStatistics | None] = {}

@@ -31,6 +31,7 @@ from pqindex.expr.bind import (
     visit_bound,
 )
 from pqindex.expr.nodes import term_sql
+from pqindex.format.arrow_build import typed_scalar
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
@@ -94,6 +95,9 @@ def _scalar(value: Value, arrow_type: pa.DataType) -> Any:
             return plain.cast(arrow_type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return plain
+    got = typed_scalar(plain, arrow_type)  # no pa.scalar: pyarrow would import pandas
+    if got is not None:
+        return got
     try:
         return pa.scalar(plain, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
@@ -145,11 +149,47 @@ def like_mask(values: Any, pattern: str, ignore_case: bool = False) -> Any:
     if ignore_case:
         pattern = pc.utf8_lower(pa.scalar(pattern, pa.string())).as_py()
         values = pc.utf8_lower(values)
-    body = pattern.strip("%")
-    if body and not any(c in body for c in "%_\\") and pattern.startswith("%") \
-            and pattern.endswith("%"):
-        return _contains(values, body)
-    return pc.match_like(values, pattern=pattern)
+    anchored = _anchored_literal(pattern)
+    if anchored is None:
+        return pc.match_like(values, pattern=pattern)
+    literal, head, tail = anchored
+    if head and tail and literal and not any(c in literal for c in "%_\\"):
+        return _contains(values, literal)
+    if "\\" not in literal:
+        return pc.match_like(values, pattern=pattern)
+    # Arrow's shortcuts for these forms keep an escaped backslash escaped (pyarrow
+    # 26: '%\\\\' matches nothing), so the unescaped literal goes to the kernels.
+    if head and tail:
+        return pc.match_substring(values, pattern=literal)
+    if head:
+        return pc.ends_with(values, pattern=literal)
+    if tail:
+        return pc.starts_with(values, pattern=literal)
+    kind = values.type if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.string()
+    return pc.equal(values, pa.scalar(literal.encode() if pa.types.is_binary(kind)
+                                      or pa.types.is_large_binary(kind) else literal, kind))
+
+
+def _anchored_literal(pattern: str) -> tuple[str, bool, bool] | None:
+    """An Arrow-form LIKE pattern that is one literal with at most a leading and a
+    trailing ``%``: ``(literal unescaped, leading %, trailing %)``; None for any
+    other pattern (``_``, or ``%`` inside)."""
+    head = pattern.startswith("%")
+    i = 1 if head else 0
+    chars: list[str] = []
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            chars.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch == "%" and i == len(pattern) - 1 and (i > 0):
+            return "".join(chars), head, True
+        if ch in "%_\\":
+            return None
+        chars.append(ch)
+        i += 1
+    return "".join(chars), head, False
 
 
 # At most this share of a chunk's rows found by :func:`_contains`' search, past

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
 from pqindex.expr.evaluate import PATTERNS, pattern_values, true_positions
+from pqindex.format.arrow_build import bytes_array
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -418,9 +419,9 @@ class DictionaryEvidence:
         mask = self._masks.get(kept)
         if mask is None:
             if len(kept) == 1:  # a comparison each, no hashing (is_in hashes every entry)
-                mask = pc.equal(self.entries, pa.scalar(kept[0], t))
+                mask = pc.equal(self.entries, bytes_array(kept, t)[0])
             else:
-                mask = pc.is_in(self.entries, value_set=pa.array(kept, t))
+                mask = pc.is_in(self.entries, value_set=bytes_array(kept, t))
             if len(self._masks) >= _MASKS_KEPT:
                 self._masks.clear()
             self._masks[kept] = mask

@@ -167,6 +167,10 @@ def _known_evidence(kinds: Iterable[str]) -> set[str]:
 Fetch = Callable[[int, int], bytes]  # (offset relative to the region, length) -> bytes
 
 
+# A column name no directory holds (asked by a name the aliases lack).
+_NO_COLUMN = "\x00no column"
+
+
 class Region:
     """A parsed region: its directory entries and, on demand, each blob's bytes and evidence.
 
@@ -233,7 +237,22 @@ class Region:
         # Probed Bloom headers found valid, per leaf (kept alive beside its answers).
         self._headers: dict[int, tuple[LeafColumn, dict[tuple[bytes, int], int]]] = {}
         self._lock = threading.RLock()
+        # Top-level name a caller asks by -> name the directory holds (``alias_columns``).
+        self._aliases: dict[str, str] | None = None
         self._add(list(self._entries))
+
+    def alias_columns(self, names: Mapping[str, str]) -> None:
+        """Be asked by other top-level column names: ``names`` maps each name a caller
+        uses to the one the directory holds (a lake table reads a file whose columns it
+        renamed, ``dataset/tables/mapping.py``); a name it lacks finds nothing."""
+        self._aliases = dict(names)
+
+    def _column(self, column: str) -> str:
+        if self._aliases is None:
+            return column
+        head, dot, rest = column.partition(".")
+        held = self._aliases.get(head)
+        return _NO_COLUMN if held is None else held + dot + rest
 
     def _add(self, positions: Sequence[int]) -> None:
         """Index validated entries (the lookups by unit and the sibling groups)."""
@@ -566,6 +585,8 @@ class Region:
              scope: Scope | None = None) -> list[BlobEntry]:
         """Directory entries, filtered. May read the sub-directories of the columns
         (format 3.0) whose kinds and scopes can match, not others."""
+        if column is not None:
+            column = self._column(column)
         if column is not None or not self._pending:
             wanted = [c for c, (_, cd) in self._columns.items()
                       if (column is None or c == column) and (kind is None or kind in cd.kinds)
@@ -610,6 +631,7 @@ class Region:
         the blobs none of them has read yet are read together (a planner asking a row
         group's pages), and the lock is taken once."""
         scope = Scope(scope)
+        column = self._column(column)
         self._materialize(column)
         by_unit = self._by_unit
         file_scope, page_scope = scope == Scope.FILE, scope == Scope.PAGE
@@ -665,6 +687,7 @@ class Region:
         "bloom" blobs of ``column``'s units (``(row_group, page)``) reads: each blob's
         header and the selected blocks. A planner prefetches them in one wave."""
         scope = Scope(scope)
+        column = self._column(column)
         self._materialize(column)
         out: list[tuple[int, int]] = []
         base = self.region_offset

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pqindex.io.errors import ObjectNotFoundError, StorageError, translate
 from pqindex.io.source import IOStats, is_object_store_url
 
-__all__ = ["get_object", "put_object"]
+__all__ = ["get_object", "get_versioned", "put_object", "replace_object"]
 
 PutMode = Literal["overwrite", "create"]
 
@@ -82,8 +82,9 @@ def put_object(
     storage_options: Mapping[str, Any] | None = None,
     *,
     mode: PutMode = "overwrite",
-) -> None:
-    """Write ``data`` as the whole object ``url``, atomically.
+) -> str | None:
+    """Write ``data`` as the whole object ``url``, atomically; its ETag on object
+    stores (None elsewhere).
 
     ``mode="create"`` fails with :class:`StorageError` when the object exists
     (a conditional PUT on object stores, a hard link on local disks).
@@ -93,7 +94,7 @@ def put_object(
     path = _local(url)
     if path is not None:
         _put_local(path, data, mode)
-        return
+        return None
     if is_object_store_url(url):
         from pqindex.io.native import obstore_api
         from pqindex.io.objstore import get_store, run
@@ -102,17 +103,18 @@ def put_object(
 
         handle, key = get_store(url, storage_options)
 
-        async def put() -> None:
-            await obs.put_async(handle.store, key, data, mode=mode)
+        async def put() -> str | None:
+            got = await obs.put_async(handle.store, key, data, mode=mode)
+            etag = got.get("e_tag")
+            return etag if isinstance(etag, str) else None
 
         try:
-            run(put())
+            return run(put())
         except Exception as e:
             if isinstance(e, obs.exceptions.AlreadyExistsError):
                 raise StorageError("the object already exists", path=url,
                                    operation="PUT (create)") from None
             raise translate(e, url, "PUT") from None
-        return
     import fsspec
 
     try:
@@ -124,6 +126,7 @@ def put_object(
         raise
     except Exception as e:
         raise translate(e, url, "PUT") from None
+    return None
 
 
 def _put_local(path: str, data: bytes, mode: PutMode) -> None:
@@ -147,3 +150,77 @@ def _put_local(path: str, data: bytes, mode: PutMode) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _local_version(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}"
+
+
+def get_versioned(url: str, storage_options: Mapping[str, Any] | None = None
+                  ) -> tuple[bytes, str | None] | None:
+    """The whole object and its version (an ETag on object stores; mtime, size and
+    inode locally; None elsewhere), or None when there is no object: what
+    :func:`replace_object` is conditional on."""
+    path = _local(url)
+    if path is not None:
+        version = _local_version(path)
+        data = get_object(url, storage_options)
+        return None if data is None else (data, version)
+    if not is_object_store_url(url):
+        data = get_object(url, storage_options)
+        return None if data is None else (data, None)
+    from pqindex.io.native import obstore_api
+    from pqindex.io.objstore import get_store, run
+
+    obs = obstore_api()
+    handle, key = get_store(url, storage_options)
+
+    async def fetch() -> tuple[bytes, str | None]:
+        res = await obs.get_async(handle.store, key)
+        return bytes(await res.bytes_async()), res.meta.get("e_tag")
+
+    try:
+        return run(fetch())
+    except Exception as e:
+        err = translate(e, url, "GET")
+        if isinstance(err, ObjectNotFoundError):
+            return None
+        raise err from None
+
+
+def replace_object(url: str, data: bytes, version: str | None,
+                   storage_options: Mapping[str, Any] | None = None) -> None:
+    """Write ``data`` over the object ``url`` only if it is still at ``version``
+    (:func:`get_versioned`): a conditional PUT (If-Match) on object stores, a check
+    just before the rename locally. A :class:`StorageError` with operation
+    ``"PUT (if-match)"`` when another writer replaced it meanwhile."""
+    path = _local(url)
+    if path is not None:
+        if version is not None and _local_version(path) != version:
+            raise StorageError("the object changed since it was read", path=url,
+                               operation="PUT (if-match)")
+        _put_local(path, data, "overwrite")
+        return
+    if not is_object_store_url(url) or version is None:
+        put_object(url, data, storage_options)
+        return
+    from pqindex.io.native import obstore_api
+    from pqindex.io.objstore import get_store, run
+
+    obs = obstore_api()
+    handle, key = get_store(url, storage_options)
+
+    async def put() -> None:
+        await obs.put_async(handle.store, key, data, mode={"e_tag": version})
+
+    try:
+        run(put())
+    except Exception as e:
+        if isinstance(e, obs.exceptions.PreconditionError):
+            raise StorageError("the object changed since it was read", path=url,
+                               operation="PUT (if-match)") from None
+        raise translate(e, url, "PUT") from None

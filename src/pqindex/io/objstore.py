@@ -242,6 +242,12 @@ _BOOL_KEYS = frozenset({
     "virtual_hosted_style_request", "unsigned_payload", "disable_tagging", "http1_only",
     "http2_only", "use_emulator", "use_fabric_endpoint", "use_azure_cli",
 })
+# deltalake's (delta-rs's) own commit settings, which its users pass among the store's:
+# the same storage_options serve deltalake and pqindex, so pqindex leaves them out.
+_TABLE_COMMIT_KEYS = frozenset({
+    "aws_s3_allow_unsafe_rename", "aws_s3_locking_provider", "delta_dynamo_table_name",
+})
+_TABLE_COMMIT_PREFIXES = ("dynamodb_", "dynamo_lock_")
 _ALIASES = {
     "endpoint_url": "endpoint",
     "key": "access_key_id",
@@ -325,6 +331,8 @@ def _configure(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
         for prefix in ("aws_", "google_", "azure_"):
             if key.startswith(prefix) and key[len(prefix):] in _CLIENT_KEYS:
                 bare = key[len(prefix):]
+        if key in _TABLE_COMMIT_KEYS or key.startswith(_TABLE_COMMIT_PREFIXES):
+            continue
         if bare == "max_in_flight":
             in_flight = int(value)
             if in_flight < 1:

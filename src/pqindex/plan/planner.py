@@ -398,6 +398,9 @@ def file_region(pf: ParquetFile, warnings: list[str] | None = None) -> Region | 
     """The file's embedded index region, read once per ParquetFile."""
     if "region" not in pf.derived:
         region, found = read_region(pf)
+        aliases = pf.derived.get("column_aliases")
+        if region is not None and aliases is not None:
+            region.alias_columns(aliases)  # a table renamed the file's columns
         pf.derived["region"] = region
         pf.derived["region_warnings"] = found
     if warnings is not None:

@@ -110,6 +110,7 @@ class _Batch:
             for rgp, st in zip(batch, self.stats, strict=True)
         ]
         for rd in self.readers:
+            rd.keep_views = True  # scan_file's tables all go through conform
             rd.siblings = len(self.readers)
         self.pred_cols = executor.predicate_leaves(pf, expr)
         # Fields the predicate fixes are repeated, not read (executor.implied_values).

@@ -22,6 +22,8 @@ _DENSE = 32
 
 def positions(first_rows: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Index of each wanted row in the concatenation of the decoded pages."""
+    if counts.size == 1 and int(first_rows[0]) == 0:
+        return rows  # a whole row group decoded: row numbers are positions
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if counts.size else counts
     page = np.searchsorted(first_rows, rows, side="right") - 1
     return np.asarray(starts[page] + (rows - first_rows[page]), dtype=np.int64)

@@ -149,6 +149,11 @@ class RowGroupReader:
         self._dictionaries = page_values.Dictionaries.of(pf)
         self._native_checked: tuple[str | None] | None = None
         self.siblings = 1  # row groups decoded at the same time as this one
+        # Whether projected string / binary views may stay views (cut gathers them
+        # without a kernel): only where every table goes through dataset.schema.conform,
+        # which restores the dataset's types; a cast to large strings and back cost
+        # TPC-H Q1 a quarter of its CPU.
+        self.keep_views = False
         # Whether sparse_fields may hand columns to other threads: not when row groups
         # fill the cores already (a thread started for a column waits for the GIL).
         self.columns_aside = True
@@ -428,7 +433,8 @@ class RowGroupReader:
     def _whole(self, field_name: str, *, as_dictionary: bool = False) -> pa.Array:
         arr: pa.Array = self.whole_fields([field_name], as_dictionary=as_dictionary)[field_name]
         target = self.schema.field(field_name).type
-        if not as_dictionary and arr.type != target:
+        if not as_dictionary and arr.type != target and not (
+                self.keep_views and views.base_type(arr.type) == target):
             arr = views.cast(arr, target)
         return arr
 
@@ -571,15 +577,14 @@ class RowGroupReader:
 
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
-        if rows.count() == self.n:
-            return {n: self._whole(n) for n in names if not self._partly_decoded(n)}
-        if self._dense(rows):
-            # Most rows wanted: pyarrow decodes the chunks whole (its threads over the
-            # columns), then they are cut; Q1 of TPC-H (98% of the rows) page by page
-            # cost twice the CPU.
+        if rows.count() == self.n or self._dense(rows):
+            # Most rows wanted: pyarrow decodes the chunks whole, all of them in one
+            # call (its threads over the columns), then they are cut; Q1 of TPC-H (98%
+            # of the rows) page by page cost twice the CPU, column by column 1.4x.
+            whole = [n for n in names if not self._partly_decoded(n)]
+            self.whole_fields(whole)
             whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-            return {n: cut(self._whole(n), *whole_rg, rows)
-                    for n in names if not self._partly_decoded(n)}
+            return {n: cut(self._whole(n), *whole_rg, rows) for n in whole}
         self.locate_pages(names, rows)
         out: dict[str, Any] = self.sparse_fields(names, rows)
         names = [n for n in names if n not in out]
@@ -827,6 +832,8 @@ def exact_rows(
                                             partition_types, stats)) is not None):
         exact = exact | by_columns
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
+        if uncertain.count() == reader.n:
+            _decode_whole(reader, expr)
         exact = exact | _checked(reader, expr, uncertain, partition, partition_types, stats)
     elif not uncertain.is_empty:
         exact = plan.maybe
@@ -905,10 +912,21 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
         for e in later[1:]:
             rest = BoundAnd(rest, e)
         # The other columns are read whole, as the predicate wave fetched them (their
-        # pages for the surviving rows only would be one more wave).
-        found = found & _checked(reader, rest, RowRanges.full(n), partition,
-                                 partition_types, stats)
+        # pages for the surviving rows only would be one more wave), and evaluated at
+        # the surviving rows only (TPC-H Q12: 3% of them).
+        _decode_whole(reader, rest)
+        found = _checked(reader, rest, found, partition, partition_types, stats)
     return found
+
+
+def _decode_whole(reader: RowGroupReader, expr: BoundExpr) -> None:
+    """The whole chunks of ``expr``'s file columns decoded by pyarrow in one call (its
+    threads over the columns; one at a time cost TPC-H Q4 ~1.5x), kept for
+    :meth:`RowGroupReader.leaf_values`."""
+    n_leaves = len(reader.pf.schema.leaves)
+    names = sorted({leaf.path[0] for leaf in bound_leaves(expr) if leaf.index < n_leaves})
+    if len(names) > 1:
+        reader.whole_fields(names, as_dictionary=True)
 
 
 # Pass rates of conjuncts kept per file (see _rows_by_columns): a few per query.

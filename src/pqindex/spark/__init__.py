@@ -16,7 +16,8 @@ set (``PYSPARK_PYTHON``, ``spark.archives``). See :mod:`pqindex.spark.workers`.
 * :func:`read` / :func:`explain` — plan on the driver; read the kept pages through
   the ``"pqindex"`` data source's reader, or the kept files with Spark's
   (``engine="auto"|"native"|"pqindex"``);
-* :func:`add_indexes` — index an existing lake as a Spark job.
+* :func:`add_indexes` — index an existing lake as a Spark job;
+* :func:`build_key_index` — the lake-wide key index of an existing lake, as a Spark job.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["add_indexes", "explain", "frame", "read", "register", "table", "write"]
+__all__ = ["add_indexes", "build_key_index", "explain", "frame", "read", "register", "table",
+           "write"]
 
 
 def register(spark: Any) -> None:
@@ -94,3 +96,11 @@ def add_indexes(
     from pqindex.spark.indexing import add_indexes as _add
 
     return _add(spark, path, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll, **kwargs)
+
+
+def build_key_index(spark: Any, path: str | os.PathLike[str], columns: Sequence[str],
+                    **kwargs: Any) -> dict[str, Any]:
+    """See :func:`pqindex.spark.key_index.build_key_index`."""
+    from pqindex.spark.key_index import build_key_index as _build
+
+    return _build(spark, path, columns, **kwargs)

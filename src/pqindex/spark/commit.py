@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pqindex.errors import PqIndexError, UserInputError
@@ -139,8 +139,10 @@ def commit_job(
     *,
     mode: str,
     info: Mapping[str, Any],
+    finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Move the staged ``files`` into place and write ``_SUCCESS`` and the manifest.
+    """Move the staged ``files`` into place and write ``_SUCCESS`` and the manifest
+    (``finish`` adds to it once the files are in place: the key index).
 
     Each file entry has ``staged`` (absolute path), ``path`` (relative to
     ``dest``), ``rows``, ``bytes`` and index figures. If a move fails, the files
@@ -208,6 +210,8 @@ def commit_job(
     from pqindex.dataset.manifest import annotate
 
     manifest = annotate(dest, manifest)  # per-file statistics: the dataset-level index
+    if finish is not None:
+        manifest = finish(manifest)
     summary["commit_seconds"] = time.perf_counter() - t0
     write_manifest(dest, manifest)
     with open(os.path.join(dest, SUCCESS), "wb"):

@@ -209,8 +209,13 @@ def write(
     storage_options: Mapping[str, Any] | None = None,
     table_format: str | None = None,
     catalog: Mapping[str, str] | None = None,
+    key_index: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Write ``df`` as an indexed dataset at ``path``; a summary of what was written.
+
+    ``key_index``: columns whose lake-wide key index (``dataset/key_index.py``) the
+    job builds from the files it writes and commits with the manifest (delta shards
+    when an append joins an index of the same columns).
 
     ``table_format="delta"``: ``path`` is a Delta table (made, appended to or
     overwritten as ``mode`` says): Spark writes the indexed files to a staging
@@ -248,6 +253,8 @@ def write(
     t0 = time.perf_counter()
     if mode not in ("error", "append", "overwrite"):
         raise UserInputError(f"mode must be error, append or overwrite, not {mode!r}")
+    if table_format is not None and key_index:
+        raise UserInputError("key_index is not built for Delta or Iceberg tables yet")
     if table_format is not None:
         inner = dict(sort_by=sort_by, cluster_by=cluster_by, partition_by=partition_by,
                      target_file_bytes=target_file_bytes, page_rows=page_rows,
@@ -312,6 +319,7 @@ def write(
             else ",".join(bloom_scope)} if bloom_scope else {}),
         "mode": mode,
         "job_id": job_id,
+        **({"key_index": ",".join(key_index)} if key_index else {}),
         **({"storage_options": hide(spark, so)} if so else {}),
         **dict(options or {}),
     }

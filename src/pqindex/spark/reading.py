@@ -568,7 +568,12 @@ def _decide(
 
     read_schema = T.StructType([spark_schema[c] for c in read_cols])
     out.read_columns = list(read_cols)
-    if out.bytes_kept <= on_driver:
+    table = ds._table
+    # Spark's tasks read each file as plain Parquet: a table's deleted rows (deletion
+    # vectors) and renamed columns (column mapping, Iceberg renames) need the table.
+    table_only = table is not None and bool(table.deleted or table.logical_names
+                                             or table.renamed)
+    if out.bytes_kept <= on_driver or table_only:
         out.engine_mode = "driver"
         try:
             df = _driver_read(spark, ds, dplan, read_schema)

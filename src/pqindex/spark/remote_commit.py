@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pqindex.errors import PqIndexError, UserInputError
@@ -203,8 +203,10 @@ def commit_job_remote(
     info: Mapping[str, Any],
     base_etag: str | None,
     storage_options: Mapping[str, Any] | None = None,
+    finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Commit a job's staged ``files`` into the object-store ``dest`` (see the module doc).
+    """Commit a job's staged ``files`` into the object-store ``dest`` (see the module doc;
+    ``finish`` adds to the manifest once the files are in place: the key index).
 
     ``base_etag``: the manifest's ETag when the job started (None: there was none).
     """
@@ -281,6 +283,8 @@ def commit_job_remote(
             "last_commit": summary,
             "commit_point": True,  # names every file: readers need no LIST
         }
+        if finish is not None:
+            manifest = finish(manifest)
         summary["commit_seconds"] = time.perf_counter() - t0
         body = json.dumps(manifest, indent=1, default=str).encode()
         try:

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pqindex.errors import UserInputError
 from pqindex.io.source import is_object_store_url
 from pqindex.spark.commit import abort_job, commit_job, data_files
+from pqindex.spark.key_index import commit_hook, key_columns, task_keys
 from pqindex.spark.reader import GUARD, PqIndexReader
 from pqindex.spark.remote_commit import (
     abort_job_remote,
@@ -38,6 +39,7 @@ class TaskCommit(WriterCommitMessage):
 
     task_dir: str
     files: list[dict[str, Any]] = field(default_factory=list)
+    keys: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)  # key index
 
 
 class PqIndexDataSource(DataSource):
@@ -88,6 +90,7 @@ class PqIndexWriter(DataSourceArrowWriter):
             path = path[len("file:") :].lstrip("/")
             path = "/" + path
         self.options = parse_options(options)
+        self.key_index = key_columns(options)
         self.remote = is_object_store_url(path)
         self.base_etag: str | None = None
         if "://" in path and not self.remote:
@@ -138,16 +141,30 @@ class PqIndexWriter(DataSourceArrowWriter):
             attempt=attempt,
             options=self.options,
         )
-        return TaskCommit(task_dir, files)
+        keys = (task_keys(files, self.key_index, self.options.storage_options)
+                if self.key_index else [])
+        return TaskCommit(task_dir, files, keys)
+
+    def _key_index_hook(self, messages: list[WriterCommitMessage | None]) -> Any:
+        if not self.key_index:
+            return None
+        from pqindex.dataset.key_index import previous_index
+
+        so = self.options.storage_options
+        previous = None if self.mode == "overwrite" else previous_index(self.dest, so)
+        keys = [k for m in messages if isinstance(m, TaskCommit) for k in m.keys]
+        return commit_hook(self.dest, self.key_index, keys, previous, self.remote, so)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
+        finish = self._key_index_hook(messages)
         if self.remote:
             commit_job_remote(self.dest, self.job_id, files, mode=self.mode,
                               info=_info(self.options), base_etag=self.base_etag,
-                              storage_options=self.options.storage_options)
+                              storage_options=self.options.storage_options, finish=finish)
             return
-        commit_job(self.dest, self.job_id, files, mode=self.mode, info=_info(self.options))
+        commit_job(self.dest, self.job_id, files, mode=self.mode, info=_info(self.options),
+                   finish=finish)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.remote:

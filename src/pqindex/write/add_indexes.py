@@ -31,6 +31,7 @@ also get an OffsetIndex alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import secrets
@@ -656,14 +657,43 @@ def index_table_targets(tables: Sequence[TableTargets], progress: Progress | Non
     """Index the files of Delta tables as one commit per table (``dataset.tables.commit``);
     ``options`` are :func:`index_file`'s."""
     from pqindex.dataset.tables.commit import index_delta_table
+    from pqindex.dataset.tables.delta import load_delta
 
     results: list[IndexResult] = []
     for table in tables:
+        # Under column mapping the files name columns by physical names: the columns
+        # asked for (logical names) are indexed under them.
+        physical = load_delta(table.root).physical
         done, _version = index_delta_table(
-            table.root, lambda src, dst: index_file(src, output=dst, **options),
+            table.root, functools.partial(_index_copy, _physical_columns(options, physical)),
             only=table.files, progress=progress)
         results += done
     return results
+
+
+def _index_copy(options: dict[str, Any], source: str, output: str) -> IndexResult:
+    return index_file(source, output=output, **options)
+
+
+def _physical_columns(options: dict[str, Any], physical: Mapping[str, str]) -> dict[str, Any]:
+    """``index_file``'s options with each column named (top-level logical name) by its
+    physical name in the files."""
+    def one(name: str) -> str:
+        head, dot, rest = name.partition(".")
+        return physical.get(head, head) + dot + rest
+
+    def names(value: Any) -> list[str]:
+        return [one(n) for n in _columns(value)]
+
+    if not any(k != v for k, v in physical.items()):
+        return options
+    out = dict(options)
+    for key in ("distinct", "bloom", "zone_maps", "hll"):
+        if out.get(key):
+            out[key] = names(out[key])
+    if out.get("indexes"):
+        out["indexes"] = {kind: names(cols) for kind, cols in out["indexes"].items()}
+    return out
 
 
 # ---------------------------------------------------------------- many files
@@ -721,11 +751,23 @@ def add_indexes(
 
         if output is not None:
             raise UserInputError("output is not supported for an Iceberg table (a commit)")
-        done, _snapshot = index_iceberg_table(
-            paths, lambda src, dst: index_file(
-                src, output=dst, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
-                truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
-                bloom_scope=bloom_scope), progress=progress)
+        def index_one(src: str, dst: str) -> IndexResult:
+            if "://" in src and not src.startswith("file://"):  # an object: a new object
+                from pqindex.write.remote_index import index_object
+
+                return index_object(
+                    src, output=dst, kinds=_kinds(indexes, distinct=distinct, bloom=bloom,
+                                                  zone_maps=zone_maps, hll=hll),
+                    cap=_cap(truncate), page_index=page_index, drop=drop,
+                    storage_options=storage_options,
+                    options={"bloom": {"scopes": bloom_scopes(bloom_scope)}})
+            return index_file(src, output=dst, distinct=distinct, bloom=bloom,
+                              zone_maps=zone_maps, hll=hll, truncate=truncate,
+                              page_index=page_index, drop=drop, indexes=indexes,
+                              bloom_scope=bloom_scope)
+
+        done, _snapshot = index_iceberg_table(paths, index_one, progress=progress,
+                                              storage_options=storage_options)
         return list(done)
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):

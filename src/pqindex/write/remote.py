@@ -473,14 +473,18 @@ def rewrite_remote(
     storage_options: Mapping[str, Any] | None = None,
     *,
     part_bytes: int | None = None,
+    output: str | None = None,
 ) -> RemoteRewrite:
     """Replace ``url`` (read through ``source``) by its bytes ``[0, base)`` plus
-    ``tail_bytes``, only if it is still the object ``source`` read (its ETag).
+    ``tail_bytes``, only if it is still the object ``source`` read (its ETag);
+    with ``output`` (a new object of the same store), write that object instead
+    (created only if absent) and leave ``url`` as it is.
 
     Raises :class:`ObjectChangedError` when it changed; on any error the
     original object stays as it was.
     """
     from pqindex.io.native import obstore_api
+    from pqindex.io.objstore import get_store
 
     obs = obstore_api()
 
@@ -489,11 +493,14 @@ def rewrite_remote(
     mode: Any = {"e_tag": etag} if etag else None
     if mode is not None and source.version:
         mode["version"] = source.version  # GCS conditions on the generation, not the ETag
+    if output is not None:
+        mode = "create"  # a new name: the source is checked by its reads' If-Match
     small = total <= SMALL_OBJECT_BYTES
     # A small object stays in memory and goes in one PUT, which can carry If-Match.
-    upload = Upload(url, storage_options, part_bytes=total + 1 if small else part_bytes,
+    upload = Upload(output or url, storage_options,
+                    part_bytes=total + 1 if small else part_bytes,
                     mode=mode if small else None)
-    handle, key = upload.handle, upload.key
+    handle, key = get_store(url, storage_options)
 
     def fetch(start: int, end: int) -> bytes:
         opts: dict[str, Any] = {"range": (start, end)}

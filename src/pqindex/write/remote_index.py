@@ -37,7 +37,7 @@ from pqindex.io.s3multipart import (
     etag_matches,
     s3_config,
 )
-from pqindex.io.source import ByteSource, open_source
+from pqindex.io.source import ByteSource, ObjectInfo, open_source
 from pqindex.write.add_indexes import (
     DEFAULT_BLOOM_SCOPE,
     IndexResult,
@@ -47,6 +47,7 @@ from pqindex.write.add_indexes import (
     _is_data_name,
     _kinds,
     _page_index,
+    _physical_columns,
     _region,
     bloom_scopes,
 )
@@ -99,14 +100,22 @@ def index_object(
     drop: bool,
     storage_options: Mapping[str, Any] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    output: str | None = None,
+    size: int | None = None,
 ) -> IndexResult:
     """Index one object in place (see :func:`pqindex.write.add_indexes.add_indexes`);
-    ``options`` per index kind, as ``build_blobs`` takes them (Bloom scopes)."""
+    ``options`` per index kind, as ``build_blobs`` takes them (Bloom scopes).
+
+    ``output``: a new object of the same bucket (a lake table's indexed copy) is
+    written instead and ``url`` left as it is; nothing is written when the object
+    needs no change. ``size``: the object's size when known (a table's log records
+    it: no HEAD)."""
     t0 = time.perf_counter()
-    src = open_source(url, storage_options=storage_options)
+    src = open_source(url, storage_options=storage_options,
+                      info=None if size is None else ObjectInfo(size))
     try:
         with ParquetFile(src) as pf:
-            result = IndexResult(path=url, output=url, bytes_before=pf.file_size,
+            result = IndexResult(path=url, output=output or url, bytes_before=pf.file_size,
                                  bytes_after=pf.file_size, region_bytes=0)
             tail = Tail()
             old_region = region_locator(pf)
@@ -122,7 +131,9 @@ def index_object(
                 result.seconds = time.perf_counter() - t0
                 return result
             size = pf.file_size
-        planned = server_plan(url, storage_options, src, size)
+        # Azure's and GCS's server-side paths keep the object's own name.
+        planned = (server_plan(url, storage_options, src, size) if output is None
+                   else "a new object: the store's append paths keep the same name")
         plan = None if isinstance(planned, str) else planned
         try:
             # Each server-side path says why it could not be taken (the result keeps it).
@@ -134,10 +145,12 @@ def index_object(
             if isinstance(sent, str) and whole:  # the data-range layout after all
                 base, tail_bytes, done = _new_tail(src, tail, kinds, result, options, False)
             if isinstance(sent, str) and url.split("://", 1)[0].lower() in ("s3", "s3a"):
-                sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options)
+                sent = rewrite_server_side(src, base, tail_bytes, done, url, storage_options,
+                                           output=output)
             if isinstance(sent, str):
                 result.streamed_because = sent or "no server-side copy for this store"
-                sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options)
+                sent = rewrite_remote(src, base, tail_bytes, done, url, storage_options,
+                                      output=output)
         finally:
             if plan is not None:
                 plan.close()
@@ -151,6 +164,11 @@ def index_object(
     result.bytes_copied_server_side = sent.copied_server_side
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _index_copy(url: str, output: str, **kw: Any) -> IndexResult:
+    """:func:`index_object` into a new object (a table's copy)."""
+    return index_object(url, output=output, **kw)
 
 
 def _new_tail(src: ByteSource, tail: Tail, kinds: Mapping[str, list[str]],
@@ -194,10 +212,12 @@ def rewrite_server_side(
     storage_options: Mapping[str, Any] | None = None,
     *,
     part_bytes: int | None = None,
+    output: str | None = None,
 ) -> RemoteRewrite | str:
     """Replace the S3 object ``url`` by its bytes ``[0, base)``, copied by S3, plus
     ``tail_bytes``, only if it is still the object ``source`` read; when this
-    cannot be done server side, why (the caller streams instead).
+    cannot be done server side, why (the caller streams instead). With ``output``
+    (a new key of the same bucket) that object is made instead; ``url`` stays.
 
     Stores that honour the conditions (AWS S3) refuse a copy from, or a
     completion over, another version with 412. Some S3-compatible servers
@@ -220,23 +240,28 @@ def rewrite_server_side(
     from pqindex.io.objstore import split_url
 
     key = split_url(url)[1]
+    dest = key if output is None else split_url(output)[1]
+    if output is not None and split_url(output)[0] != split_url(url)[0]:
+        return "the copy goes to another bucket"
     try:
         try:
-            upload_id = client.create(key)
+            upload_id = client.create(dest)
         except CopyNotSupportedError as e:
             return f"the store has no multipart API ({e.detail})"
         try:
-            parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version)
+            parts = _copy_parts(client, key, upload_id, ranges, tail_bytes, etag, version,
+                                dest=dest)
             if etag:
                 now, _size = client.head(key)
                 if not etag_matches(now, etag):
                     raise ObjectChangedError(
                         f"the object changed while indexes were added (ETag {etag} -> "
                         f"{now}); nothing was replaced", path=url, operation="HEAD")
-            client.complete(key, upload_id, parts, if_match=etag, size=base + len(tail_bytes))
+            client.complete(dest, upload_id, parts, if_match=etag if dest == key else None,
+                            size=base + len(tail_bytes))
         except BaseException as e:
             try:
-                client.abort(key, upload_id)
+                client.abort(dest, upload_id)
             except StorageError as bad:
                 e.add_note(f"the multipart upload {upload_id} could not be aborted: {bad}")
             if isinstance(e, CopyNotSupportedError):
@@ -249,32 +274,54 @@ def rewrite_server_side(
 
 
 def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tuple[int, int]],
-                tail_bytes: bytes, etag: str | None, version: str | None
-                ) -> list[tuple[int, str]]:
-    """Copy ``ranges`` as parts 1..n and upload the tail as part n+1, concurrently;
-    the first failure cancels what has not started and is raised."""
+                tail_bytes: bytes, etag: str | None, version: str | None, *,
+                dest: str | None = None) -> list[tuple[int, str]]:
+    """Copy ``ranges`` of ``key`` as parts 1..n of the upload to ``dest`` (default:
+    ``key``) and upload the tail as part n+1, concurrently; the first failure
+    cancels what has not started and is raised."""
     last = len(ranges) + 1
-    jobs = [functools.partial(client.upload_part, key, upload_id, last, tail_bytes)]
-    jobs += [functools.partial(client.copy_part, key, upload_id, i, key, start, end,
+    dest = dest or key
+    jobs = [functools.partial(client.upload_part, dest, upload_id, last, tail_bytes)]
+    jobs += [functools.partial(client.copy_part, dest, upload_id, i, key, start, end,
                                if_match=etag, version=version)
              for i, (start, end) in enumerate(ranges, 1)]
     tail_etag, *etags = run_all(jobs, COPY_CONCURRENCY)
     return [*enumerate(etags, 1), (last, tail_etag)]
 
 
-def _refuse_tables(targets: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
-    """UnsupportedError before any object changes when one belongs to a lake table:
-    its log or manifests record the object's size."""
-    from pqindex.dataset.tables.detect import find_table_remote
+def _split_tables(paths: Sequence[str], targets: Sequence[str],
+                  storage_options: Mapping[str, Any] | None
+                  ) -> tuple[list[str], dict[str, tuple[str, ...] | None]]:
+    """``targets`` split into plain objects and, per Delta table root, the objects of it
+    asked for (None: the whole table, given at or above its root). An object of
+    another table format raises UnsupportedError before any object changes: its
+    manifests record the object's size, and pqindex makes no commit to it."""
+    from pqindex.dataset.tables.detect import TableFormat, find_table_remote
 
     cache: dict[str, Any] = {}
+    plain: list[str] = []
+    tables: dict[str, list[str]] = {}
+    # A path given at or below a table's root: its objects are that table's (no LIST
+    # per partition directory of a thousand-file table).
+    given_roots = [t for t in (find_table_remote(p, storage_options, cache) for p in paths)
+                   if t is not None]
     for url in targets:
-        table = find_table_remote(url, storage_options, cache)
-        if table is not None:
+        table = next((t for t in given_roots if url.startswith(t.root + "/")), None)
+        if table is None:
+            table = find_table_remote(url, storage_options, cache)
+        if table is None:
+            plain.append(url)
+        elif table.format is TableFormat.DELTA:
+            tables.setdefault(table.root, []).append(url)
+        else:
             raise UnsupportedError(
-                f"a {table.format.value.capitalize()} table: objects of a table are not "
-                "indexed in place on object stores (its log records each file's size); no "
+                f"a {table.format.value.capitalize()} table: pqindex commits indexes to "
+                "Delta tables only there (an Iceberg table: pass its pyiceberg Table); no "
                 "object was changed", path=table.root)
+    given = [p.rstrip("/") for p in paths if not p.endswith(".parquet")]
+    whole = {root: None if any(root == g or root.startswith(g + "/") for g in given)
+             else tuple(found) for root, found in tables.items()}
+    return plain, whole
 
 
 def add_indexes_remote(
@@ -301,15 +348,30 @@ def add_indexes_remote(
         raise UserInputError(
             "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
     cap = _cap(truncate)
-    targets = remote_targets(paths, storage_options)
-    _refuse_tables(targets, storage_options)
+    targets, tables = _split_tables(paths, remote_targets(paths, storage_options),
+                                    storage_options)
     results: list[IndexResult] = []
+    for root, only in tables.items():
+        # Files of a Delta table: indexed copies under new names, then one commit.
+        from pqindex.dataset.tables.commit import index_delta_table
+        from pqindex.dataset.tables.delta import load_delta
+
+        # Under column mapping the files name columns by their physical names.
+        physical = load_delta(root, storage_options=storage_options).physical
+        mapped = _physical_columns({"indexes": kinds}, physical).get("indexes", kinds)
+        done, _version = index_delta_table(
+            root, functools.partial(_index_copy, kinds=mapped, cap=cap, page_index=page_index,
+                                    drop=drop, storage_options=storage_options,
+                                    options=options),
+            only=only, storage_options=storage_options, progress=progress)
+        results += done
     for url in targets:
         results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
                                     storage_options=storage_options, options=options))
         if progress is not None:
             progress(len(results), len(targets), results[-1])
-    if len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]:
+    if (len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]
+            and not tables):
         from pqindex.dataset.manifest import write_manifest
 
         write_manifest(paths[0], storage_options)

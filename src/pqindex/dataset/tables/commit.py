@@ -24,10 +24,12 @@ import contextlib
 import datetime as dt
 import decimal
 import json
+import logging
 import os
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +41,7 @@ __all__ = ["TableCommitError", "commit_delta_files", "footer_stats", "index_delt
            "index_iceberg_table", "indexed_name"]
 
 INDEXED_MARKER = ".pqindex-"
+log = logging.getLogger("pqindex")
 
 
 class TableCommitError(PqIndexError):
@@ -46,13 +49,36 @@ class TableCommitError(PqIndexError):
 
 
 def indexed_name(path: str) -> str:
-    """A new name beside ``path`` for its indexed copy (an earlier copy's marker replaced)."""
-    d, name = os.path.split(path)
+    """A new name beside ``path`` (a local path or a URL) for its indexed copy (an
+    earlier copy's marker replaced)."""
+    head, sep, name = path.rpartition("/" if "://" in path else os.sep)
     stem = name[:-len(".parquet")] if name.endswith(".parquet") else name
     at = stem.find(INDEXED_MARKER)
     if at >= 0:
         stem = stem[:at]
-    return os.path.join(d, f"{stem}{INDEXED_MARKER}{secrets.token_hex(6)}.parquet")
+    return f"{head}{sep}{stem}{INDEXED_MARKER}{secrets.token_hex(6)}.parquet"
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _remove(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
+    """Remove the copies a failed commit leaves (best effort: VACUUM removes any left)."""
+    remote = [p for p in paths if _is_remote(p)]
+    for p in paths:
+        if not _is_remote(p):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+    if remote:
+        from pqindex.io.native import obstore_api
+        from pqindex.io.objstore import get_store
+
+        obs = obstore_api()
+        for url in remote:
+            handle, key = get_store(url, storage_options)
+            with contextlib.suppress(Exception):  # the store's own errors: a leftover copy
+                obs.delete(handle.store, key)
 
 
 def _json_value(v: Any, upper: bool = False) -> Any:
@@ -95,8 +121,57 @@ def _log_stats(snapshot: DeltaSnapshot) -> dict[str, str]:
 def _chosen(snapshot: DeltaSnapshot, only: Collection[str] | None) -> list[DeltaFile]:
     if only is None:
         return list(snapshot.files)
-    wanted = {os.path.realpath(p) for p in only}
-    return [f for f in snapshot.files if os.path.realpath(f.path) in wanted]
+
+    def key(p: str) -> str:
+        return p if _is_remote(p) else os.path.realpath(p)
+
+    wanted = {key(p) for p in only}
+    return [f for f in snapshot.files if key(f.path) in wanted]
+
+
+REMOTE_CONCURRENCY = 8  # objects indexed at once on a store (each a few round trips)
+
+
+def _index_all(paths: Sequence[str], index_one: Callable[[str, str], Any], remote: bool,
+               progress: Callable[[int, int, Any], None] | None,
+               written: list[str]) -> list[tuple[str, Any]]:
+    """Each file indexed into its copy, in order: (the copy, "" when nothing needed a
+    change; the result); ``written`` collects the copies made as they land (so a
+    failure can remove them). Objects on a store are indexed ``REMOTE_CONCURRENCY``
+    at once, local files one after another."""
+    out: list[tuple[str, Any]] = []
+
+    def one(path: str) -> tuple[str, Any]:
+        copy = indexed_name(path)
+        result = index_one(path, copy)
+        made = getattr(result, "rewritten", True) if remote else os.path.exists(copy)
+        if made:
+            written.append(copy)
+        return (copy if made else ""), result
+
+    def done(item: tuple[str, Any]) -> None:
+        out.append(item)
+        if progress is not None:
+            progress(len(out), len(paths), item[1])
+
+    if not remote or len(paths) < 2:
+        for p in paths:
+            done(one(p))
+        return out
+    with ThreadPoolExecutor(REMOTE_CONCURRENCY) as pool:
+        futures = [pool.submit(one, p) for p in paths]
+        try:
+            for fut in futures:
+                done(fut.result())
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+    return out
+
+
+def _copy_size(copy: str, result: Any, remote: bool) -> int:
+    return int(result.bytes_after) if remote else os.path.getsize(copy)
 
 
 def index_delta_table(
@@ -106,45 +181,50 @@ def index_delta_table(
     only: Collection[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     progress: Callable[[int, int, Any], None] | None = None,
+    evidence: bool = True,
 ) -> tuple[list[Any], int | None]:
-    """Index the active files of the Delta table at ``root`` (those of ``only`` when
-    given: paths of files of the table; others are no file of this version) and commit
-    the copies; ``index_one(source, output)`` indexes one file and returns its result.
+    """Index the active files of the Delta table at ``root`` (a path or a URL; those of
+    ``only`` when given: paths of files of the table; others are no file of this
+    version) and commit the copies; ``index_one(source, output)`` indexes one file
+    into a new file (a new object of the same bucket) and returns its result.
+    ``storage_options`` are deltalake's (the commit) and pqindex's (the copies).
+    With ``evidence``, the sidecar of the version made is written (``evidence.py``).
     Returns the results and the version committed (None when nothing changed)."""
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import AddAction, RemoveAction
 
-    if "://" in root:
-        raise UserInputError("Delta tables are indexed locally only for now", path=root)
     snapshot = load_delta(root, storage_options=storage_options)
+    remote = _is_remote(snapshot.location)
     files = _chosen(snapshot, only)
+    if any(f.path in snapshot.deleted for f in files):
+        # The copy's add action would carry no deletion vector: deleted rows would return.
+        raise UnsupportedError("files of the table have deletion vectors: indexing them is "
+                               "not supported yet (purge them first, e.g. REORG TABLE ... "
+                               "APPLY (PURGE)); no file was changed", path=root)
     written: list[str] = []
-    results: list[Any] = []
     actions: list[Any] = []
     stats = _log_stats(snapshot)
     now = int(time.time() * 1000)
     try:
-        for f in files:
-            out = indexed_name(f.path)
-            result = index_one(f.path, out)
-            if not os.path.exists(out):  # nothing to change in this file
-                results.append(result)
+        indexed = _index_all([f.path for f in files], index_one, remote, progress, written)
+        for f, (copy, result) in zip(files, indexed, strict=True):
+            if not copy:  # nothing to change in this file
                 continue
-            written.append(out)
-            rel = os.path.relpath(out, snapshot.location).replace(os.sep, "/")
+            size = _copy_size(copy, result, remote)
+            mtime = now if remote else int(os.path.getmtime(copy) * 1000)
+            # The copy's path as the log records paths: the old one's, new last name.
+            head, _, _name = f.relative.rpartition("/")
+            rel = (head + "/" if head else "") + copy.rpartition("/" if remote else os.sep)[2]
             raw = {k: partition_text(v) for k, v in f.partition.items()}
             raw = {snapshot.physical.get(k, k): v for k, v in raw.items()}
             actions.append(RemoveAction(path=f.relative, data_change=False,
                                         deletion_timestamp=now, size=f.size,
                                         partition_values=raw))
-            actions.append(AddAction(path=rel, size=os.path.getsize(out), partition_values=raw,
-                                     modification_time=int(os.path.getmtime(out) * 1000),
-                                     data_change=False,
+            actions.append(AddAction(path=rel, size=size, partition_values=raw,
+                                     modification_time=mtime, data_change=False,
                                      stats=stats.get(f.relative, json.dumps(
                                          {"numRecords": f.rows}))))
-            results.append(result)
-            if progress is not None:
-                progress(len(results), len(files), result)
+        results = [result for _copy, result in indexed]
         if not actions:
             return results, None
         table = snapshot.table
@@ -152,9 +232,7 @@ def index_delta_table(
             actions, mode="append", schema=table.schema(),
             partition_by=list(snapshot.partition_columns) or None)
     except BaseException as e:
-        for p in written:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
+        _remove(written, storage_options)
         if isinstance(e, CommitFailedError):
             raise TableCommitError(f"commit of the indexed files failed (a concurrent "
                                    f"commit conflicts): {e}; the table is unchanged",
@@ -164,7 +242,24 @@ def index_delta_table(
                                    "unchanged", path=root) from None
         raise
     snapshot.table.update_incremental()  # the commit made, and any made since
-    return results, snapshot.table.version()
+    version = int(snapshot.table.version())
+    if evidence:
+        _write_evidence(snapshot.table, storage_options)
+    return results, version
+
+
+def _write_evidence(table: Any, storage_options: Mapping[str, Any] | None) -> None:
+    """The sidecar of the table's version (a failure leaves the table as committed:
+    readers then read the files' tails, as without a sidecar)."""
+    from pqindex.dataset.tables.evidence import write_evidence
+
+    try:
+        now = load_delta(table, storage_options=storage_options)
+        write_evidence(now.location, "delta", now.version,
+                       [(f.path, f.size) for f in now.files], storage_options)
+    except PqIndexError as e:
+        log.warning("%s: the table's evidence sidecar was not written: %s",
+                    getattr(table, "table_uri", "?"), e)
 
 
 def _copy_data_file(table: Any, old: Any, path: str, size: int) -> Any:
@@ -186,11 +281,16 @@ def index_iceberg_table(
     *,
     only: Collection[str] | None = None,
     progress: Callable[[int, int, Any], None] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    evidence: bool = True,
 ) -> tuple[list[Any], int | None]:
     """Index the data files of a pyiceberg ``Table``'s current snapshot (those of
-    ``only`` when given) into copies beside them, then commit one overwrite snapshot
-    that replaces each file by its copy (same rows, metrics and partition values).
-    Returns the results and the new snapshot's id (None when nothing changed).
+    ``only`` when given) into copies beside them (``index_one(source, output)``; on an
+    object store, new objects of the same bucket, ``storage_options`` configuring
+    pqindex's access), then commit one overwrite snapshot that replaces each file by
+    its copy (same rows, metrics and partition values). With ``evidence``, the sidecar
+    of the snapshot made is written (``evidence.py``). Returns the results and the new
+    snapshot's id (None when nothing changed).
 
     A concurrent commit is checked by pyiceberg (its commit window validation and the
     catalog's compare-and-swap); a failed commit removes the copies and raises
@@ -202,26 +302,29 @@ def index_iceberg_table(
     if any(t.delete_files for t in tasks):
         raise UnsupportedError("the snapshot has delete files: indexing such a table is not "
                                "supported yet; no file was changed", path=location)
-    wanted = None if only is None else {os.path.realpath(p) for p in only}
+
+    def key(uri: str) -> str:
+        return uri if _is_remote(uri) else os.path.realpath(uri.removeprefix("file://"))
+
+    wanted = None if only is None else {key(p) for p in only}
+    chosen = [t.file for t in tasks if wanted is None or key(t.file.file_path) in wanted]
+    remote = any(_is_remote(f.file_path) for f in chosen)
+    if remote and not all(_is_remote(f.file_path) for f in chosen):
+        raise UnsupportedError("the table's data files are both local and on a store; no "
+                               "file was changed", path=location)
     written: list[str] = []
-    results: list[Any] = []
     swaps: list[tuple[Any, Any]] = []
-    chosen = [t.file for t in tasks if wanted is None
-              or os.path.realpath(t.file.file_path.removeprefix("file://")) in wanted]
     try:
-        for old in chosen:
-            uri = old.file_path
-            if "://" in uri and not uri.startswith("file://"):
-                raise UnsupportedError("Iceberg data files are indexed locally only for now",
-                                       path=uri)
-            src = uri.removeprefix("file://")
-            out = indexed_name(src)
-            results.append(index_one(src, out))
-            written.append(out)
-            new_uri = ("file://" + out) if uri.startswith("file://") else out
-            swaps.append((old, _copy_data_file(table, old, new_uri, os.path.getsize(out))))
-            if progress is not None:
-                progress(len(results), len(chosen), results[-1])
+        paths = [f.file_path if remote else f.file_path.removeprefix("file://")
+                 for f in chosen]
+        indexed = _index_all(paths, index_one, remote, progress, written)
+        for old, (copy, result) in zip(chosen, indexed, strict=True):
+            if not copy:
+                continue
+            new_uri = ("file://" + copy) if old.file_path.startswith("file://") else copy
+            swaps.append((old, _copy_data_file(table, old, new_uri,
+                                               _copy_size(copy, result, remote))))
+        results = [result for _copy, result in indexed]
         if not swaps:
             return results, None
         with table.transaction() as tx, tx.update_snapshot(
@@ -230,15 +333,31 @@ def index_iceberg_table(
                 overwrite.delete_data_file(old)
                 overwrite.append_data_file(new)
     except BaseException as e:
-        for p in written:
-            with contextlib.suppress(OSError):
-                os.unlink(p)
+        _remove(written, storage_options)
         if isinstance(e, CommitFailedException | ValidationException):
             raise TableCommitError(f"commit of the indexed files failed (a concurrent "
                                    f"commit conflicts): {e}; the table is unchanged",
                                    path=location) from None
         raise
-    return results, table.current_snapshot().snapshot_id
+    snapshot_id = int(table.current_snapshot().snapshot_id)
+    if evidence:
+        _write_iceberg_evidence(table, storage_options)
+    return results, snapshot_id
+
+
+def _write_iceberg_evidence(table: Any, storage_options: Mapping[str, Any] | None) -> None:
+    """The sidecar of the table's current snapshot (a failure leaves the commit made)."""
+    from pqindex.dataset.tables.evidence import write_evidence
+    from pqindex.dataset.tables.iceberg import load_iceberg
+
+    try:
+        now = load_iceberg(table)
+        if now.snapshot_id is not None:
+            write_evidence(now.location, "iceberg", now.snapshot_id,
+                           [(f.path, f.size) for f in now.files], storage_options)
+    except PqIndexError as e:
+        log.warning("%s: the table's evidence sidecar was not written: %s",
+                    table.location(), e)
 
 
 # ---------------------------------------------------------------- new files committed

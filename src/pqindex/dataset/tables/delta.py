@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import CorruptFileError, PqIndexError, UserInputError
 
 __all__ = ["DeltaFile", "DeltaSnapshot", "load_delta", "open_delta", "partition_text"]
 
@@ -52,6 +54,8 @@ class DeltaSnapshot:
     # "nulls.<logical>" for the top-level columns the log has statistics of.
     stats: pa.Table | None = None
     table: Any = None  # the deltalake.DeltaTable it came from
+    # Per file with a deletion vector (its ``path``): the deleted row positions, sorted.
+    deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
 
     @property
     def column_mapping(self) -> bool:
@@ -84,16 +88,20 @@ def open_delta(source: Any, version: int | str | dt.datetime | None = None,
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
+    # A version number is loaded at once: loading the latest first and then moving
+    # back read the log twice (~3 more round trips on a store).
+    at = version if isinstance(version, int) and not isinstance(version, bool) else None
     try:
         if isinstance(source, DeltaTable):
             table = source
             if version is not None:
                 # Time travel must not move the caller's own table object.
-                table = DeltaTable(table.table_uri, storage_options=_options(storage_options))
+                table = DeltaTable(table.table_uri, version=at,
+                                   storage_options=_options(storage_options))
         else:
             uri = os.fspath(source)
-            table = DeltaTable(uri, storage_options=_options(storage_options))
-        if version is not None:
+            table = DeltaTable(uri, version=at, storage_options=_options(storage_options))
+        if version is not None and at is None:
             table.load_as_version(version)
     except TableNotFoundError as e:
         raise UserInputError(f"not a Delta table: {e}", path=str(source)) from None
@@ -129,15 +137,15 @@ def load_delta(source: Any, version: int | str | dt.datetime | None = None,
         schema = pa.schema(table.schema().to_arrow())
         physical = _physical_names(table.schema().to_json())
         partition_columns = tuple(meta.partition_columns)
-        if _has_deletion_vectors(table):
-            raise UnsupportedError(
-                "the table's files have deletion vectors: pqindex does not apply them yet "
-                "(read it with deltalake, or purge them with OPTIMIZE first)", path=location)
         adds = pa.table(table.get_add_actions(flatten=False))
     except PqIndexError:
         raise
     except Exception as e:  # delta-rs raises its own and Arrow's errors
         raise UserInputError(f"Delta log not readable: {e}", path=location) from None
+    try:
+        deleted = _deleted_rows(table, location)
+    except Exception as e:  # delta-kernel's: a vector file missing, damaged, a bad checksum
+        raise CorruptFileError(f"deletion vectors not readable: {e}", path=location) from None
     files = []
     parts = adds.column("partition").to_pylist() if "partition" in adds.column_names else None
     for i, row in enumerate(adds.select(["path", "size_bytes", "modification_time",
@@ -150,15 +158,41 @@ def load_delta(source: Any, version: int | str | dt.datetime | None = None,
                          for k in partition_columns}
         files.append(DeltaFile(_join(location, row["path"]), row["path"], int(row["size_bytes"]),
                                int(row["modification_time"]), row["num_records"], partition))
+    active = {f.path for f in files}
+    if len(active) < len(files):
+        # Two logical files of one path (two vectors): the log is not a valid snapshot.
+        raise CorruptFileError("the log names a data file twice in one snapshot",
+                               path=location)
+    stray = next((p for p in deleted if p not in active), None)
+    if stray is not None:
+        raise CorruptFileError("the log has a deletion vector for a file that is not in the "
+                               "snapshot", path=stray)
     return DeltaSnapshot(location, table.version(), schema, partition_columns, tuple(files),
-                         physical, _stats(adds, physical), table)
+                         physical, _stats(adds, physical), table, deleted)
 
 
-def _has_deletion_vectors(table: Any) -> bool:
-    protocol = table.protocol()
-    if "deletionVectors" not in (protocol.reader_features or []):
-        return False
-    return bool(pa.table(table.deletion_vectors()).num_rows > 0)
+def _deleted_rows(table: Any, location: str) -> dict[str, npt.NDArray[np.int64]]:
+    """Per active file with a deletion vector, its deleted row positions.
+
+    delta-rs reads the vectors (inline, or in files by relative or absolute path; their
+    sizes and checksums checked) and hands each file's keep-mask; the log's add actions
+    it exposes carry no vector descriptor to read them ourselves. A mask may end before
+    the file does: rows past it are kept."""
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return {}
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    for batch in table.deletion_vectors():
+        rb = pa.record_batch(batch)
+        masks = rb.column("selection_vector")
+        offsets = masks.offsets.to_numpy()
+        keep = masks.values.to_numpy(zero_copy_only=False)
+        for i, uri in enumerate(rb.column("filepath").to_pylist()):
+            one = keep[offsets[i]:offsets[i + 1]]
+            path = _local_root(uri) if uri.startswith("file://") else urllib.parse.unquote(uri)
+            if not uri.startswith("file://") and "://" not in uri:
+                path = _join(location, uri)
+            out[path] = np.flatnonzero(~one).astype(np.int64)
+    return {p: rows for p, rows in out.items() if rows.size}
 
 
 def _stats(adds: pa.Table, physical: Mapping[str, str]) -> pa.Table:

@@ -13,9 +13,16 @@ of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.j
 Columns are bound by field id: each data file opened is renamed to the snapshot
 schema's names by its columns' field ids (``mapping.rename_by_field_id``), so a
 renamed column is read under its new name and a dropped one is not read even when a
-new column took its name. Not handled yet, refused with an UnsupportedError rather
-than read wrong: delete files (position or equality deletes; pyiceberg 0.12 writes
-neither), and a file without field ids in a table that renamed columns (name mapping).
+new column took its name.
+
+Position deletes (merge-on-read deletes by Spark, Flink, Trino...; pyiceberg 0.12
+writes none, its deletes rewrite files) are applied: ``plan_files`` matches each data
+file with the delete files that apply to it (partition and sequence numbers), each
+delete file is read once by pyiceberg's own reader (Parquet, ORC, or a v3 deletion
+vector in Puffin), and the data file's deleted positions leave its plan
+(``deletes.py``). Not handled yet, refused with an UnsupportedError rather than read
+wrong: equality deletes (pyiceberg's planning refuses them too), and a file without
+field ids in a table that renamed columns (name mapping).
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, UserInputError
 from pqindex.expr.nodes import (
     AlwaysFalse,
     AlwaysTrue,
@@ -61,6 +70,8 @@ class IcebergSnapshot:
     table: Any  # the pyiceberg Table
     field_names: dict[int, str]  # the snapshot schema's top-level field ids -> names
     renamed: bool  # some field id had another name, or some name another id, before
+    # Per data file (its ``path``) with position deletes: the deleted positions, sorted.
+    deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
 
     def describe(self) -> str:
         return (f"Iceberg table {self.location}, snapshot {self.snapshot_id}, "
@@ -153,16 +164,46 @@ def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot
     except PqIndexError:
         raise
     except Exception as e:  # pyiceberg raises its own, Avro's and the IO layer's errors
+        if "equality deletes" in str(e):
+            raise UnsupportedError(f"the snapshot has equality deletes: applying them is not "
+                                   f"supported yet ({e})", path=location) from None
         raise UserInputError(f"Iceberg metadata not readable: {e}", path=location) from None
-    deletes = [d.file_path for t in tasks for d in t.delete_files]
-    if deletes:
-        raise UnsupportedError(f"the snapshot has delete files ({deletes[0]}, ...): applying "
-                               "them is not supported yet", path=location)
+    deleted = _deleted_rows(table, tasks)
     files = tuple(IcebergFile(_local(t.file.file_path), int(t.file.file_size_in_bytes),
                               int(t.file.record_count)) for t in tasks)
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
-        {f.field_id: f.name for f in schema.fields}, _renamed(table, schema))
+        {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted)
+
+
+def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:
+    """Per data file with position deletes, its deleted positions; each delete file is
+    read once (one may cover many data files)."""
+    from pyiceberg.io.pyarrow import _read_deletes
+    from pyiceberg.manifest import DataFileContent
+
+    read: dict[str, dict[str, Any]] = {}
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    for t in tasks:
+        parts = []
+        for d in t.delete_files:
+            if d.content != DataFileContent.POSITION_DELETES:
+                raise UnsupportedError("the snapshot has equality deletes: applying them is "
+                                       "not supported yet", path=d.file_path)
+            if d.file_path not in read:
+                try:
+                    # pyiceberg's reader of its delete files (pinned below 0.13): the
+                    # positions each one deletes, per data file it names.
+                    read[d.file_path] = _read_deletes(table.io, d)
+                except Exception as e:  # the IO layer's, Arrow's, Puffin's errors
+                    raise CorruptFileError(f"position delete file not readable: {e}",
+                                           path=d.file_path) from None
+            got = read[d.file_path].get(t.file.file_path)
+            if got is not None:
+                parts.append(np.asarray(pa.chunked_array(got).to_numpy(), np.int64))
+        if parts:
+            out[_local(t.file.file_path)] = np.unique(np.concatenate(parts))
+    return out
 
 
 def _snapshot_schema(table: Any, snapshot_id: int) -> Any:

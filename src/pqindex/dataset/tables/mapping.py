@@ -14,7 +14,9 @@ logical names, the footer bytes are encoded again from it and the ``ARROW:schema
 entry (written with the physical names) is dropped. Every later step — binding the
 predicate, planning, pyarrow's reads of the real file through that footer — then sees
 the logical names; the bytes of the file are untouched and the metadata cache keeps
-the real footer (only this open file is renamed).
+the real footer (only this open file is renamed). pqindex's embedded indexes in the
+file keep the physical names: the file's region is asked by the logical ones
+(``Region.alias_columns``), so its Bloom filters, zone maps and sets are used.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ def rename_columns(pf: ParquetFile, logical: Mapping[str, str]) -> None:
     pf.footer_bytes = encode(md)
     pf.schema = Schema.from_elements(elements, md.column_orders)
     pf.derived.clear()
+    # The embedded indexes name the columns as the file does: asked by the new names.
+    pf.derived["column_aliases"] = {new: old for old, new in logical.items()}
 
 
 def _skip(elements: list, i: int) -> int:  # type: ignore[type-arg]

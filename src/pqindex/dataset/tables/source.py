@@ -18,8 +18,12 @@ from typing import Any
 import pyarrow as pa
 
 from pqindex.dataset.discovery import DataFile, Discovery
+from pqindex.dataset.partition_kinds import partition_kind, partition_text
+from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
+from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
 from pqindex.dataset.tables.prune import may_match, widen
@@ -35,21 +39,15 @@ DELTA_STRING_PREFIX = 32
 
 
 def _discovery_type(name: str, t: pa.DataType, location: str) -> str:
-    """The discovery's partition type of a table's partition column."""
-    if pa.types.is_integer(t):
+    """The discovery's partition kind of a table's partition column."""
+    if pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t) and t.bit_width == 64:
         return "int64"
-    if pa.types.is_date32(t):
-        return "date32"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    raise UnsupportedError(f"partition column of type {t} is not supported yet (integer, "
-                           "date and string are)", path=location, column=name)
-
-
-def _partition_text(value: Any) -> str:
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
+    kind = partition_kind(t)
+    if kind is None:
+        raise UnsupportedError(f"partition column of type {t} is not supported (boolean, "
+                               "integers, floats, decimals, dates, timestamps, strings and "
+                               "binaries are)", path=location, column=name)
+    return kind
 
 
 @dataclass
@@ -72,6 +70,15 @@ class TableSource:
     # Whether a column was renamed (or a name reused): a file without field ids is then
     # not read by name.
     renamed: bool = False
+    # The version read ("delta:3", "iceberg:<snapshot id>"): a key index is tied to one.
+    version: str | None = None
+    # pqindex's sidecar of this version (``evidence.py``): file-scope Bloom filters and
+    # distinct sets, consulted when the table's statistics keep more than one file.
+    evidence: TableEvidence | None = None
+    # Per file (its DataFile.path): the row positions the table deleted (``deletes.py``),
+    # and what deleted them.
+    deleted: DeletedRows = field(default_factory=dict)
+    deleted_by: str = "deletion vector"
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -82,6 +89,14 @@ class TableSource:
             raise UnsupportedError("the file has no field ids and the table renamed columns: "
                                    "reading it by name mapping is not supported yet",
                                    path=pf.path)
+
+    def without_deleted(self, planned: Planned) -> Planned:
+        """A file's planned outcome without the rows the table deleted."""
+        df, of, plan, bound = planned
+        rows = self.deleted.get(df.path)
+        if rows is None or of is None or plan is None:
+            return planned
+        return df, of, drop_deleted(plan, of.pf, rows, self.deleted_by), bound
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
@@ -117,6 +132,9 @@ class TableSource:
             return files, 0
         keep = self.may_match(expr)
         kept = [f for f, k in zip(files, keep, strict=True) if k]
+        if self.evidence is not None and len(kept) > 1:
+            out = self.evidence.ruled_out(files, kept, expr)
+            kept = [f for f, o in zip(kept, out, strict=True) if not o]
         return kept, len(files) - len(kept)
 
 
@@ -128,7 +146,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
-        DataFile(f.path, tuple((k, _partition_text(v)) for k, v in f.partition.items()
+        DataFile(f.path, tuple((k, partition_text(v)) for k, v in f.partition.items()
                                if v is not None), ObjectInfo(f.size))
         for f in snap.files)
     stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
@@ -157,7 +175,8 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
-                       keep, tuple(f.rows for f in snap.files), logical_names=logical)
+                       keep, tuple(f.rows for f in snap.files), logical_names=logical,
+                       version=f"delta:{snap.version}", deleted=snap.deleted)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -170,7 +189,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
-                       renamed=snap.renamed)
+                       renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
+                       deleted=snap.deleted, deleted_by="position deletes")
 
 
 def is_table_source(source: Any) -> bool:
@@ -218,11 +238,21 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        return _iceberg_source(load_iceberg(source, snapshot_id))
+        isnap = load_iceberg(source, snapshot_id)
+        found = _iceberg_source(isnap)
+        # A renamed column or a reused name: the sidecar's footers bind by name, not id.
+        if isnap.snapshot_id is not None and not isnap.renamed:
+            found.evidence = TableEvidence(isnap.location, isnap.snapshot_id, storage_options,
+                                           "iceberg")
+        return found
     if snapshot_id is not None:
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
-        return _delta_source(load_delta(source, version, storage_options))
+        snap = load_delta(source, version, storage_options)
+        found = _delta_source(snap)
+        if not snap.column_mapping:  # the sidecar's footers name physical columns
+            found.evidence = TableEvidence(snap.location, snap.version, storage_options)
+        return found
     raise UserInputError(f"not a table: {type(source).__name__}")
 
