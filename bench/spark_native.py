@@ -61,18 +61,15 @@ START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
 READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column")
 # Written after the run at sf 0.1 on 2026-12-07 (docs/benchmarks.md); check it against new runs.
 WHY = (
-    'Why the targets are missed (measured causes): every query through a Python data '
-    'source pays a planning Python process (Spark hands it the filters; pqindex plans'
-    ' on all footers there) and Python tasks that hand Arrow batches to the JVM: even'
-    ' the absent ship mode, 0.10 MiB read, is 1.1-1.3x native. Python data sources '
-    'get no column pruning, so Q6 and Q14 hand Spark all 16 columns of their 11.6k / '
-    '7.6k rows: pqindex reads 4.5 / 2.4 MiB where native, pruning columns and pages, '
-    'reads 0.95 / 0.45 MiB (native on every column: see that column). The lookup '
-    'reads 4x fewer bytes than native (0.76 vs 3.2 MiB) and still loses to the fixed '
-    'costs. Scale 0.1, not 1: the load average was 15-21 on 2 cores (the pipeline '
-    'wrote sf 0.1 in 214 s); timings this noisy only show the order of the ratios. '
-    '`pqindex.spark.read` (driver reads for small plans) stays the faster path for '
-    'selective queries (section spark-engines).'
+    "Why the targets are missed (measured causes, sf 1, the reader's side alone): a "
+    "task's time is decoding every column of the matching rows' pages (the lookup: 2.7 "
+    "of 3.5 s projecting 16 columns; Q6: 5.9 of 9.4 s), not planning (pushFilters plans "
+    "in 0.2-0.8 s warm, a task re-plans its files in ~0.5 s of that). PySpark 4.3 gives "
+    "Python data sources no column pruning (`PythonScanBuilder` implements "
+    "`SupportsPushDownFilters` only), so pqindex decodes 16 columns where Spark decodes "
+    "the 2-4 a query names; *pqindex, columns* (`table(..., columns=)`) is that "
+    "projection declared. Every query also pays a planning Python process and Python "
+    "tasks handing Arrow batches to the JVM."
 )
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
