@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import random
-import re
 import sys
 import time
 import traceback
@@ -194,28 +193,7 @@ def pushdown_step(spark: Any, dest: str, args: argparse.Namespace) -> dict[str, 
         if _rows(got) != _rows(base.where(w)):
             mismatches.append(w)
     conf = spark.conf.get("spark.sql.python.filterPushdown.enabled")
-    # Spark's plan names the filters the data source took (PythonScan's PushedFilters).
-    plan = _plan_text(df.where("k = 7"))
-    pushed = sorted({m for line in plan.splitlines() if "PushedFilters" in line
-                     for m in re.findall(r"EqualTo\(k,\s*7\)", line)})
-    return {"mismatches": mismatches, "conf": conf, "pushed": pushed}
-
-
-def modes_step(spark: Any, path: str, where: str) -> dict[str, Any]:
-    """``pqindex.spark.read`` through the data source's tasks and on the driver: Spark's
-    rows, and the mode the plan says it chose."""
-    import pqindex.spark
-
-    cols = ["id", "category"]
-    out: dict[str, Any] = {}
-    for name, kw in (("tasks", {"driver_read_bytes": -1}), ("driver", {})):
-        got = pqindex.spark.read(spark, path, where, cols, engine="pqindex", **kw)
-        ref = spark.read.parquet(path).where(where).select(*cols)
-        out[name] = _rows(got) == _rows(ref)
-        out[name + "_rows"] = got.count()
-        out[name + "_mode"] = pqindex.spark.explain(spark, path, where, columns=cols,
-                                                    engine="pqindex", **kw)["engine_mode"]
-    return out
+    return {"mismatches": mismatches, "conf": conf}
 
 
 def _session(args: argparse.Namespace) -> Any:
@@ -259,8 +237,6 @@ def main() -> None:
     ap.add_argument("--steps", default="pipeline")
     ap.add_argument("--predicates", type=int, default=4)
     ap.add_argument("--s3-bucket")
-    ap.add_argument("--modes-file", help="the file the modes step reads")
-    ap.add_argument("--modes-where", help="the modes step's predicate")
     args = ap.parse_args()
     sys.path.insert(0, args.src)
     warnings.simplefilter("ignore")
@@ -338,9 +314,6 @@ def main() -> None:
         if "pushdown" in steps:
             out["pushdown"] = pushdown_step(spark, dest, args)
             lap("pushdown")
-        if "modes" in steps:
-            out["modes"] = modes_step(spark, args.modes_file, args.modes_where)
-            lap("modes")
         if "s3" in steps:
             out["s3"] = s3_step(spark, sdf, args)
             lap("s3")
