@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -199,6 +200,11 @@ def normalized(t: pa.Table, columns: tuple[str, ...]) -> pa.Table:
     return t.sort_by([(c, "ascending") for c in columns])
 
 
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def rchar() -> int:
     with open("/proc/self/io") as f:
         for line in f:
@@ -216,6 +222,8 @@ class Result:
     refused: str | None = None
     cold_ms: float = math.nan
     warm_ms: float = math.nan
+    # process CPU (user + system, every thread: the readers all run in this process)
+    warm_cpu_ms: float = math.nan
     bytes: int | None = None
     plan_ms: float | None = None
 
@@ -239,6 +247,7 @@ def run_copy(path: Path, queries: list[Query], rounds: int) -> dict[tuple[str, s
         live = [n for n in READERS if out[(q.name, n)].refused is None]
         cold: dict[str, list[float]] = {n: [] for n in live}
         hot: dict[str, list[float]] = {n: [] for n in live}
+        hot_cpu: dict[str, list[float]] = {n: [] for n in live}
         for r in range(rounds):
             for name in live if r % 2 == 0 else live[::-1]:
                 opener, run = made[name]
@@ -247,8 +256,10 @@ def run_copy(path: Path, queries: list[Query], rounds: int) -> dict[tuple[str, s
                 run(opener(), q)
                 t1 = time.perf_counter()
                 read = rchar() - before
+                c1 = cpu_seconds()
                 run(warm[name], q)
                 t2 = time.perf_counter()
+                hot_cpu[name].append(cpu_seconds() - c1)
                 cold[name].append(t1 - t0)
                 hot[name].append(t2 - t1)
                 res = out[(q.name, name)]
@@ -263,6 +274,7 @@ def run_copy(path: Path, queries: list[Query], rounds: int) -> dict[tuple[str, s
         for name in live:
             out[(q.name, name)].cold_ms = statistics.median(cold[name]) * 1000
             out[(q.name, name)].warm_ms = statistics.median(hot[name]) * 1000
+            out[(q.name, name)].warm_cpu_ms = statistics.median(hot_cpu[name]) * 1000
     return out
 
 
@@ -304,8 +316,31 @@ def section(results: dict[str, dict[tuple[str, str], Result]], queries: list[Que
                     + f" | {ratio:.2f}× | {plan} | {mb} |")
         lines += ["", f"Geometric mean of the ratios on {copy}: cold "
                   f"{geomean(ratios['cold']):.2f}×, warm {geomean(ratios['warm']):.2f}×.", ""]
+        lines += cpu_table(res, queries, copy)
     lines.append(END)
     return "\n".join(lines)
+
+
+def cpu_table(res: dict[tuple[str, str], Result], queries: list[Query], copy: str
+              ) -> list[str]:
+    """Warm runs' process CPU (every reader runs in this process, its threads
+    included): on a shared machine a steadier measure of the work than wall time."""
+    lines = [f"Warm CPU ms on {copy} (user + system, all threads; ratio = pqindex / the "
+             "least CPU of a peer):", "",
+             "| query | " + " | ".join(READERS) + " | CPU ratio |",
+             "| --- | " + " | ".join("---:" for _ in READERS) + " | ---: |"]
+    ratios = []
+    for q in queries:
+        if res[(q.name, "pqindex")].refused:
+            continue
+        ms = {n: res[(q.name, n)].warm_cpu_ms for n in READERS}
+        peers = [ms[n] for n in PEERS if math.isfinite(ms[n])]
+        ratio = ms["pqindex"] / min(peers) if peers else math.nan
+        ratios.append(ratio)
+        lines.append(f"| {q.name} | " + " | ".join(f"{ms[n]:,.1f}" for n in READERS)
+                     + f" | {ratio:.2f}× |")
+    lines += ["", f"Geometric mean of the CPU ratios on {copy}: {geomean(ratios):.2f}×.", ""]
+    return lines
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from click.testing import CliRunner
 import pqindex
 import writers
 from pqindex.cli import cli
+from pqindex.dataset.indexing import add_indexes
 from pqindex.errors import CorruptFileError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.format.pages import check_file
@@ -37,7 +38,7 @@ from pqindex.format.schema import BoundaryOrder
 from pqindex.format.values import bound_order, page_bounds, validate_column_index
 from pqindex.indexes.region import REGION_KEY, read_region
 from pqindex.inspect import inspect_file
-from pqindex.write.add_indexes import IndexResult, add_indexes, index_targets
+from pqindex.write.add_indexes import IndexResult, index_targets
 from pqindex.write.tail import data_end
 
 KINDS: dict[str, Any] = {

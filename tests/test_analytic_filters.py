@@ -258,3 +258,29 @@ def test_views_and_column_comparisons_equal_duckdb(viewed: Path, where: str) -> 
     # The executor's other callers (aggregates) read the same rows without views.
     assert ds.aggregate(["count(*)"], where=where)["count(*)"] == want.num_rows
 
+
+
+def test_q19_shape_reads_samples_and_equality_dictionaries_only(copies: dict[str, Path]
+                                                                 ) -> None:
+    """TPC-H Q19's shape (three ORed quantity ranges, each with a ship-mode IN) on the
+    generator's order: the planner reads the tail and one wave: one sampled column
+    index per predicate leaf (neither is clustered), the ship-mode dictionaries (an IN
+    they may rule out) and no quantity dictionary (a range exact statistics answer).
+    ``stages`` says it stopped before the pages; a second plan reads nothing."""
+    where = " OR ".join(f"(quantity >= {lo} AND quantity <= {lo + 10} "
+                        "AND mode IN ('AIR', 'REG AIR'))" for lo in (1, 10, 20))
+    pf, plan = _plan(copies["generator"], where, ["price", "quantity"])
+    assert _column_indexes_parsed(pf, ["quantity"]) == 1
+    assert _column_indexes_parsed(pf, ["mode"]) == 1
+    mode = next(c.index for c in pf.schema.leaves if c.path[0] == "mode")
+    read = {k[2] for k in pf.derived if isinstance(k, tuple) and k[0] == "dictionary_evidence"}
+    assert read == {mode}
+    assert pf.source.stats.round_trips == 2  # the tail, then one wave
+    assert plan.stages[-1].startswith("stopped before the pages"), plan.stages
+    assert sum("not clustered" in s for s in plan.stages) == 2
+    requests = pf.source.stats.requests
+    again = plan_file(pf, bind(parse_where(where), pf.schema), [0])
+    assert pf.source.stats.requests == requests
+    assert [rg.maybe.count() for rg in again.row_groups] == [
+        rg.maybe.count() for rg in plan.row_groups]
+    pf.close()

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 import pqindex
 import writers
 from pqindex.cli import cli
+from pqindex.dataset.indexing import add_indexes
 from pqindex.errors import UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.indexes.region import read_region
-from pqindex.write.add_indexes import DEFAULT_BLOOM_SCOPE, add_indexes, bloom_scopes
+from pqindex.write.add_indexes import DEFAULT_BLOOM_SCOPE, bloom_scopes
 
 WRITERS = ("pyarrow_v1_zstd_dict", "pyarrow_v2_none_plain", "pyarrow_v2_snappy_dict", "duckdb",
            "datafusion", "polars")

@@ -29,6 +29,7 @@ import pytest
 import xxhash
 
 import pqindex
+from pqindex.dataset.indexing import add_indexes
 from pqindex.expr.bind import bind
 from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile, chunk_range
@@ -40,7 +41,6 @@ from pqindex.plan.planner import plan_file
 from pqindex.scan.batch import scan_file
 from pqindex.scan.executor import ScanOptions, ScanStats
 from pqindex.scan.page_decode import arrow_schema
-from pqindex.write.add_indexes import add_indexes
 
 
 class WaveLog(LocalFileSource):

@@ -809,9 +809,9 @@ def test_page_blob_answers_kept_per_file_give_the_same_scans(
     """Warm queries reuse the page-scope answers of earlier ones (planner cache): the
     rows and the pages read stay those of the first scan, also when old answers are
     dropped for new ones (a tiny bound forces that)."""
-    from pqindex.plan import planner
+    from pqindex.plan import pages
 
-    monkeypatch.setattr(planner, "_PAGE_BLOB_ANSWERS", 2)
+    monkeypatch.setattr(pages, "PAGE_BLOB_ANSWERS", 2)
     ds = pqindex.dataset(str(data_dir))
     wheres = {
         f"cat = '{RARE}'": pc.equal(full.column("cat"), RARE),

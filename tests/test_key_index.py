@@ -294,13 +294,7 @@ def test_compaction_merges_delta_shards(tmp_path: Path) -> None:
     assert keys == [s["min"]["b"] for s in after]  # one sorted run
     m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
     assert "part-001.parquet" not in {f["path"] for f in m["key_index"]["files"]}
-    rng = random.Random(5)
-    for _ in range(4):
-        keys = _probe_keys(tmp_path, rng, 8)
-        got, rep = _lookup(tmp_path, keys)
-        assert got == _reference(tmp_path, keys)
-        assert rep["key_index"]["fallback"] is None
-        assert rep["key_index"]["files_not_covered"] == 0
+    _check_lookups(tmp_path, 5)
 
 
 def _check_lookups(root: Path, seed: int) -> None:
@@ -319,23 +313,40 @@ def test_spark_write_commits_the_key_index_with_the_manifest(tmp_path: Path, spa
 
     rng = random.Random(31)
     dest = tmp_path / "lake"
-
-    def frame(start: int) -> Any:
-        rows = [(rng.randrange(10**12) if i % 13 else None, start + i) for i in range(1500)]
-        return spark.createDataFrame(rows, "k long, row long")
-
-    pqindex.spark.write(frame(0), str(dest), sort_by="row", key_index=["k"],
-                        num_partitions=2, target_file_bytes=8_000)
+    rows = [(rng.randrange(10**12) if i % 13 else None, i) for i in range(600)]
+    pqindex.spark.write(spark.createDataFrame(rows, "k long, row long"), str(dest),
+                        sort_by="row", key_index=["k"], num_partitions=2)
     m = json.loads((dest / "_pqindex_manifest.json").read_text())
-    assert m["commit_point"] is True
+    assert m["commit_point"] is True and len(m["files"]) == 2
     assert {f["path"] for f in m["key_index"]["files"]} == {f["path"] for f in m["files"]}
     _check_lookups(dest, 1)
-    pqindex.spark.write(frame(1500), str(dest), sort_by="row", key_index=["k"],
-                        num_partitions=2, mode="append")
-    shards = json.loads((dest / "_pqindex_manifest.json").read_text())["key_index"][
-        "columns"]["k"]["shards"]
+
+
+def test_a_pipeline_append_adds_delta_shards_to_the_committed_index(tmp_path: Path) -> None:
+    """The job commit's hook without Spark: the functions Spark's tasks and driver call."""
+    from pqindex.dataset.key_index import previous_index
+    from pqindex.spark.commit import commit_job
+    from pqindex.spark.key_index import commit_hook, task_keys
+    from pqindex.spark.task import parse_options, write_task
+
+    dest = str(tmp_path / "lake")
+    rng = random.Random(32)
+    for job, mode in (("a" * 32, "error"), ("b" * 32, "append")):
+        t = pa.table({"k": pa.array([rng.randrange(10**6) for _ in range(500)], pa.int64()),
+                      "row": pa.array(range(500), pa.int64())})
+        _dir, files = write_task(t.to_batches(max_chunksize=250), dest=dest, job_id=job,
+                                 partition_id=0, attempt=0,
+                                 options=parse_options({"sort_by": "row",
+                                                        "row_group_rows": "100"}))
+        keys = task_keys(files, ["k"], None)
+        previous = previous_index(dest, None) if mode == "append" else None
+        commit_job(dest, job, files, mode=mode, info={},
+                   finish=commit_hook(dest, ["k"], keys, previous, False, None))
+    shards = _shards(Path(dest))
     assert any(s["delta"] for s in shards) and not all(s["delta"] for s in shards)
-    _check_lookups(dest, 2)
+    m = json.loads((Path(dest) / "_pqindex_manifest.json").read_text())
+    assert m["commit_point"] is True and len(m["key_index"]["files"]) == len(m["files"]) == 2
+    _check_lookups(Path(dest), 2)
 
 
 def test_a_spark_job_builds_the_key_index_of_an_existing_lake(tmp_path: Path, spark: Any

@@ -51,11 +51,11 @@ class _Spy:
         self.threads: list[str] = []
         self.running = 0
         self._lock = threading.Lock()
-        as_landed, plan_file = planning.Planning._as_landed, planning.plan_file
+        as_landed, plan_file = planning.DatasetPlanner.as_landed, planning.plan_file
 
-        def spy_as_landed(ds: Any, pool: Any, fn: Any, files: Any) -> Any:
+        def spy_as_landed(planner: Any, ds: Any, pool: Any, fn: Any, files: Any) -> Any:
             self.handed += [df.path for df in files]
-            return as_landed(ds, pool, fn, files)
+            return as_landed(planner, ds, pool, fn, files)
 
         def spy_plan_file(pf: Any, *a: Any, **kw: Any) -> Any:
             with self._lock:
@@ -67,7 +67,7 @@ class _Spy:
                 with self._lock:
                     self.running -= 1
 
-        monkeypatch.setattr(planning.Planning, "_as_landed", spy_as_landed)
+        monkeypatch.setattr(planning.DatasetPlanner, "as_landed", spy_as_landed)
         monkeypatch.setattr(planning, "plan_file", spy_plan_file)
 
 

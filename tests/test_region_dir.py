@@ -25,6 +25,7 @@ import pytest
 import xxhash
 
 import pqindex
+from pqindex.dataset.indexing import add_indexes
 from pqindex.format.file import ParquetFile
 from pqindex.format.structs import KeyValue
 from pqindex.format.thrift import encode
@@ -41,7 +42,6 @@ from pqindex.indexes.region import (
     region_key_value,
 )
 from pqindex.io.source import IOStats
-from pqindex.write.add_indexes import add_indexes
 
 ROWS = 40_000
 

@@ -725,6 +725,7 @@ def test_kill_9_during_add_indexes_leaves_nothing_for_the_next_run(tmp_path: Pat
     before = path.read_bytes()
     script = textwrap.dedent(f"""
         import os, signal
+        import pqindex
         import pqindex.write.add_indexes as ai
         real = ai.rewrite
         def rewrite(src, tail, dst=None, **kw):
@@ -733,7 +734,7 @@ def test_kill_9_during_add_indexes_leaves_nothing_for_the_next_run(tmp_path: Pat
                 os.kill(os.getpid(), signal.SIGKILL)  # staged file written, then killed
             return out
         ai.rewrite = rewrite
-        ai.add_indexes({str(path)!r}, page_index="add", distinct=["s"])
+        pqindex.add_indexes({str(path)!r}, page_index="add", distinct=["s"])
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.run([sys.executable, "-c", script], env=env, check=False)

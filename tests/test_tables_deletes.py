@@ -27,16 +27,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
-pyroaring = pytest.importorskip("pyroaring")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
+pyroaring = import_or_missing("pyroaring", "pyroaring")
 
 import pqindex  # noqa: E402
-from pqindex.dataset.tables.deletes import drop_deleted  # noqa: E402
+from pqindex.dataset.tables.deletes import drop_deleted, row_group_holes  # noqa: E402
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError  # noqa: E402
 from pqindex.format.match import Match  # noqa: E402
 from pqindex.format.row_ranges import RowRanges  # noqa: E402
 from pqindex.plan.planner import FilePlan, RowGroupPlan  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 from table_rows import normalize, random_predicate  # noqa: E402
 from test_tables_delta import _rows  # noqa: E402
 
@@ -251,7 +254,8 @@ def test_drop_deleted_takes_exactly_the_deleted_positions_out(
                                    RowRanges.from_mask(sure)))
         masks.append((np.array(maybe, bool), np.array(sure, bool)))
     plan = FilePlan("f", total, tuple(groups))
-    got = drop_deleted(plan, _FakeFile(sizes), deleted, "deletion vector")  # type: ignore[arg-type]
+    holes = row_group_holes(_FakeFile(sizes), deleted, "deletion vector")  # type: ignore[arg-type]
+    got = drop_deleted(plan, holes, "deletion vector")
     for i, (rgp, (maybe, sure)) in enumerate(zip(got.row_groups, masks, strict=True)):
         live = ~np.isin(np.arange(firsts[i], firsts[i + 1]), deleted)
         assert np.array_equal(rgp.maybe.to_mask(sizes[i]), maybe & live)
@@ -270,11 +274,9 @@ class _FakeFile:
 
 
 def test_a_vector_past_the_files_end_is_refused() -> None:
-    plan = FilePlan("f", 10, (RowGroupPlan(0, 10, Match.SOME, "-", "", RowRanges.full(10),
-                                           RowRanges.empty()),))
     with pytest.raises(PqIndexError, match="does not belong"):
-        drop_deleted(plan, _FakeFile([10]), np.array([3, 10], np.int64),  # type: ignore[arg-type]
-                     "deletion vector")
+        row_group_holes(_FakeFile([10]), np.array([3, 10], np.int64),  # type: ignore[arg-type]
+                        "deletion vector")
 
 
 def test_indexing_a_table_with_deletion_vectors_is_refused_unchanged(
@@ -302,3 +304,16 @@ def test_spark_reads_a_table_with_deletion_vectors_without_its_deleted_rows(
     got = pqindex.spark.read(spark, str(path), where="id >= 200", driver_read_bytes=0)
     assert sorted(got.toArrow().column("id").to_pylist()) == sorted(
         reference.column("id").to_pylist())
+
+
+def test_a_table_with_deletion_vectors_on_s3(s3: S3Endpoint) -> None:  # noqa: F811
+    """The reference table on moto: its vectors are read with the same storage options."""
+    bucket = s3.new_bucket()
+    root = DATA / "table-with-dv-small"
+    for f in root.rglob("*"):
+        if f.is_file():
+            s3.put(bucket, f"t/{f.relative_to(root).as_posix()}", f.read_bytes())
+    url = f"s3://{bucket}/t"
+    ds = pqindex.dataset(url, storage_options=s3.storage_options())
+    assert normalize_any(ds.to_table()) == normalize_any(_polars(root))
+    assert ds.count_rows("value > 3") == _polars(root).filter(pc.field("value") > 3).num_rows == 5

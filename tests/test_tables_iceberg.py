@@ -17,7 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-pyiceberg = pytest.importorskip("pyiceberg")
+from conftest import import_or_missing
+
+pyiceberg = import_or_missing("pyiceberg", "pyiceberg")
 
 import pqindex  # noqa: E402
 from pqindex.errors import UserInputError  # noqa: E402

@@ -18,7 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-pyiceberg = pytest.importorskip("pyiceberg")
+from conftest import import_or_missing
+
+pyiceberg = import_or_missing("pyiceberg", "pyiceberg")
 
 import pqindex  # noqa: E402
 from pqindex.errors import UnsupportedError  # noqa: E402

@@ -18,15 +18,18 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
 
 from pqindex.cli import cli  # noqa: E402
+from pqindex.dataset.indexing import add_indexes  # noqa: E402
 from pqindex.dataset.tables.commit import TableCommitError, index_delta_table  # noqa: E402
 from pqindex.dataset.tables.detect import TableFormat, find_table  # noqa: E402
 from pqindex.errors import UnsupportedError  # noqa: E402
 from pqindex.format.file import ParquetFile  # noqa: E402
-from pqindex.write.add_indexes import add_indexes, index_file  # noqa: E402
+from pqindex.write.add_indexes import index_file  # noqa: E402
 from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 
 
@@ -259,7 +262,7 @@ def test_a_kill_during_indexing_leaves_the_table_at_its_old_version(tmp_path: Pa
     version = DeltaTable(str(table)).version()
     script = (
         "import os, sys\n"
-        "from pqindex.write.add_indexes import add_indexes\n"
+        "from pqindex.dataset.indexing import add_indexes\n"
         "add_indexes(sys.argv[1], distinct='cat', progress=lambda n, total, r: os._exit(9))\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(

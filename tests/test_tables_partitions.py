@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
 
 import pqindex  # noqa: E402
 from pqindex.dataset.partition_kinds import (  # noqa: E402

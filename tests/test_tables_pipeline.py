@@ -9,14 +9,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
-deltalake = pytest.importorskip("deltalake")
-pl = pytest.importorskip("polars")
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+pl = import_or_missing("polars", "polars")
 
 import pqindex  # noqa: E402
 import pqindex.spark  # noqa: E402
 from pqindex.format.file import ParquetFile  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 
 
 def _table(n: int, start: int = 0) -> pa.Table:
@@ -105,3 +107,29 @@ def test_the_pipeline_writes_an_iceberg_table_through_a_catalog(spark: Any, tmp_
     pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="overwrite", **opts)
     table = load_catalog("pqindex", **catalog).load_table("ns.t")
     assert _rows(table.scan().to_arrow()) == _rows(second)
+
+
+def test_the_pipeline_writes_a_delta_table_on_s3(spark: Any, s3: S3Endpoint) -> None:  # noqa: F811
+    """On a store (no rename) the job's files stay in their own directory inside the
+    table and the log names them there; deltalake and polars read the table with the
+    same storage_options, every size the log records is its object's."""
+    from deltalake import DeltaTable
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/t"
+    so = {**s3.storage_options(), "aws_s3_allow_unsafe_rename": "true"}
+    first, second = _table(800), _table(400, 800)
+    opts: dict[str, Any] = dict(sort_by=["id"], partition_by=["region"], num_partitions=2,
+                                table_format="delta", storage_options=so)
+    assert pqindex.spark.write(spark.createDataFrame(first), url, **opts)["version"] == 0
+    pqindex.spark.write(spark.createDataFrame(second), url, mode="append", **opts)
+    dt = DeltaTable(url, storage_options=so)
+    want = _rows(pa.concat_tables([first, second]))
+    assert dt.version() == 1 and _rows(dt.to_pyarrow_table()) == want
+    assert _rows(pl.read_delta(url, storage_options=so).to_arrow()) == want
+    assert _rows(pqindex.dataset(url, storage_options=so).to_table()) == want
+    sizes = {o["Key"]: o["Size"] for o in s3.boto3().list_objects_v2(
+        Bucket=bucket, Prefix="t/")["Contents"]}
+    adds = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    assert adds and all(sizes[f"t/{a['path']}"] == a["size_bytes"] for a in adds)
+    assert all(a["partition.region"] in ("eu", "us") and a["min.id"] is not None for a in adds)

@@ -1,11 +1,11 @@
 """pqindex: selective reads of Parquet through every index the format offers."""
 
 from pqindex.dataset import Dataset, Scan, dataset
+from pqindex.dataset.indexing import add_indexes
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, UserInputError
 from pqindex.expr import col, lit
 from pqindex.format.file import ParquetFile
 from pqindex.io.source import IOStats
-from pqindex.write.add_indexes import add_indexes
 from pqindex.write.writer import Writer, WriteResult, write_table
 
 __all__ = [

@@ -830,15 +830,13 @@ def index_command(
     --keep-going; either way each failure prints one line naming the file and
     the exit status is 2.
     """
-    from pqindex.write.add_indexes import (
-        IndexResult,
-        bloom_scopes,
-        index_file,
+    from pqindex.dataset.indexing import (
+        add_indexes,
         index_table_targets,
-        index_targets,
         refresh_manifest,
         split_table_targets,
     )
+    from pqindex.write.add_indexes import IndexResult, bloom_scopes, index_file, index_targets
 
     options: dict[str, Any] = {
         "distinct": _columns(distinct) or (),
@@ -853,8 +851,6 @@ def index_command(
     }
     if any("://" in p and not p.startswith("file://") for p in path):
         # Object stores: each object replaced only if unchanged since read (write.remote).
-        from pqindex.write.add_indexes import add_indexes
-
         with _progress("indexing") as update:
             done = add_indexes(list(path), output=output,
                                storage_options=_storage_options(storage_option),

@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import numbers
 import os
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
@@ -26,13 +25,13 @@ import pyarrow.compute as pc
 
 from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
+from pqindex.dataset.open_files import OpenFile, OpenFiles
 from pqindex.dataset.partition_kinds import partition_arrow_type, partition_element
 from pqindex.dataset.plan import DatasetPlan, FileEntry
 from pqindex.dataset.planning import (
+    DatasetPlanner,
     OnPlanned,
-    OpenFile,
     Planned,
-    Planning,
     Plans,
     WaveClock,
     count_pages,
@@ -40,6 +39,7 @@ from pqindex.dataset.planning import (
 )
 from pqindex.dataset.schema import conform, unify
 from pqindex.dataset.sources import FileFacts, ListingSource, ManifestSource, Source
+from pqindex.dataset.tables.deletes import Holes
 from pqindex.errors import PqIndexError, UnsupportedError, UserInputError, public_api
 from pqindex.expr.bind import BoundExpr, BoundTrue, bound_leaves
 from pqindex.expr.bind import columns as columns_of
@@ -49,7 +49,7 @@ from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
 from pqindex.format.schema import LeafColumn, Schema
 from pqindex.format.structs import ColumnOrder, TypeDefinedOrder
-from pqindex.io.objstore import TailWave, start_tails
+from pqindex.io.objstore import TailWave
 from pqindex.io.source import IOStats, LocalFileSource
 from pqindex.plan.planner import FilePlan, PlanOptions, RowGroupPlan
 from pqindex.pools import python_slot, shared_pool
@@ -73,11 +73,6 @@ _SHADOWED = "\x00file:"
 REMOTE_WORKERS = 32
 # A dataset of at least this many files is planned with the cyclic GC paused.
 GC_PAUSE_FILES = 64
-# What the files a dataset keeps open between scans may hold (footers, tails, page-index
-# entries; estimated): a 3,000-file lake held 455 MB after one scan when every file
-# stayed. Least recently used files go first and are opened again when needed (a
-# remote tail comes back from the metadata cache, without a request).
-OPEN_FILES_BYTES = 256 << 20
 
 
 def _remote(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
@@ -145,19 +140,25 @@ def _footer_settled(plan: FilePlan | None) -> bool:
 
 
 def _segments(of: OpenFile, rgps: Sequence[RowGroupPlan], fields: Sequence[str],
-              bound: BoundExpr | None = None) -> list[tuple[str, list[RowGroupPlan]]]:
+              bound: BoundExpr | None = None, holes: Mapping[int, Holes] | None = None
+              ) -> list[tuple[str, list[RowGroupPlan]]]:
     """A file's planned row groups as consecutive segments: ``("whole", run)`` for a run
     of row groups where every row matches (pyarrow reads it like ``read_table``),
-    ``("sift", run)`` for small ones no index narrowed (pyarrow reads them, the
-    predicate filters), ``("waves", group)`` for the others (read in waves)."""
+    ``("holed", run)`` for row groups where every row the table did not delete matches
+    (``holes``: read whole, the deleted rows filtered out after), ``("sift", run)`` for
+    small ones no index narrowed (pyarrow reads them, the predicate filters),
+    ``("waves", group)`` for the others (read in waves)."""
     out: list[tuple[str, list[RowGroupPlan]]] = []
     pf = of.pf
     free = any(c.path[0] in fields for c in pf.schema.leaves) and pyarrow_opens_free(pf)
     read = _sift_leaves(of, fields, bound) if free else None
     for rgp in rgps:
         kind = "waves"
+        h = None if holes is None else holes.get(rgp.index)
         if free and rgp.num_rows > 0 and rgp.all.count() == rgp.num_rows:
             kind = "whole"
+        elif free and h is not None and rgp.all.count() == rgp.num_rows - h.positions.size:
+            kind = "holed"  # ``all`` lies within the live rows: it is all of them
         elif (read is not None and rgp.num_rows > 0 and rgp.maybe.count() == rgp.num_rows
               and _sift_small(pf, rgp.index, read)):
             kind = "sift"
@@ -204,7 +205,7 @@ class _Made:
     plans: Plans | None
 
 
-class Dataset(Planning):
+class Dataset:
     """One or many Parquet files read as one table.
 
     Options (all keyword-only, None for the default):
@@ -296,9 +297,6 @@ class Dataset(Planning):
         # storage_options: credentials, endpoint, ... of the store (see pqindex.io.objstore).
         self._source = source
         self.storage_options = dict(storage_options or {})
-        self._ahead: dict[str, IOStats] = {}  # stats of files whose tail was read ahead
-        self._landing: dict[str, TailWave] = {}  # files whose tail is in flight
-        self._shapes: list[tuple[Any, ...]] = []  # distinct footer schemas (planning.py)
         # A discovery already made (Spark's manifest) saves walking the directory again.
         self._discovery: Discovery | None = discovery
         # path -> the only row groups to read of that file (a Spark task's share of it).
@@ -310,13 +308,8 @@ class Dataset(Planning):
         self._file_facts: tuple[Any, FileFacts, dict[str, int] | None] | None = None
         # Files open, least recently used first, within ``max_open_bytes`` between
         # scans; every file's I/O counters, kept when its file is dropped.
-        self._open: OrderedDict[str, OpenFile] = OrderedDict()
-        self._stats: dict[str, IOStats] = {}
-        self.max_open_bytes = OPEN_FILES_BYTES
-        self._held: dict[str, int] = {}  # each open file's retained bytes, last estimated
-        self._held_total = 0
-        self._planning = 0  # plans in progress: no file is dropped meanwhile
-        self._lock = threading.Lock()
+        self.open_files = OpenFiles(storage_options=self.storage_options,
+                                    tail_bytes=tail_bytes)
         self.tail_bytes = tail_bytes
         # Files in flight: on object stores a file waits on round trips, not on the CPU.
         self._remote = _remote(source)
@@ -334,8 +327,28 @@ class Dataset(Planning):
         if verify_checksums:  # the pages scans read, and the dictionaries planning reads
             self.plan_options = dataclasses.replace(self.plan_options, verify_checksums=True)
             self.scan_options = dataclasses.replace(self.scan_options, verify_checksums=True)
+        # Planning many files: binds per footer schema, prunes, plans on a pool.
+        self.planner = DatasetPlanner()
 
     # ------------------------------------------------------------ files
+
+    @property
+    def max_open_bytes(self) -> int:
+        """What the open files may hold between scans (see the class's docstring)."""
+        return self.open_files.max_open_bytes
+
+    @max_open_bytes.setter
+    def max_open_bytes(self, value: int) -> None:
+        self.open_files.max_open_bytes = value
+
+    @property
+    def _open(self) -> OrderedDict[str, OpenFile]:
+        return self.open_files.open  # tests look at the open files
+
+    @property
+    def _landing(self) -> dict[str, TailWave]:
+        return self.open_files.landing
+
 
     @property
     def discovery(self) -> Discovery:
@@ -364,92 +377,17 @@ class Dataset(Planning):
     def files(self) -> list[str]:
         return [f.path for f in self.discovery.files]
 
-    def _file(self, df: DataFile) -> OpenFile:
-        with self._lock:
-            of = self._open.get(df.path)
-            if of is not None:
-                self._open.move_to_end(df.path)
-            tails = self._landing.get(df.path)
-        if of is not None:
-            return of
-        if tails is not None:
-            tails.wait(df.path)  # its tail is in flight: opening then costs no request
-        with self._lock:
-            # A file dropped and opened again counts on where it stopped.
-            stats = self._ahead.pop(df.path, None) or self._stats.get(df.path) or IOStats()
-        pf = ParquetFile.open(df.path, stats=stats, tail_bytes=self.tail_bytes,
-                              storage_options=self.storage_options, info=df.info)
-        if self._table is not None:
-            self._table.rename(pf)  # the table's column names (mapping, field ids)
-        of = OpenFile(df, pf, stats)
-        held = pf.retained_bytes()
-        with self._lock:
-            if df.path not in self._open:
-                self._held[df.path] = held
-                self._held_total += held
-            of = self._open.setdefault(df.path, of)
-            self._stats[df.path] = of.stats
-            over = self._held_total > self.max_open_bytes and not self._planning
-        if over:
-            self._trim()
-        return of
-
-    def _trim(self) -> None:
-        """Once the open files hold more than ``max_open_bytes`` (``_held``: each file's
-        ``ParquetFile.retained_bytes`` when opened, and after each plan that used it),
-        drop the least recently used ones down to three quarters of it, so that
-        trimming is rare; the last one used stays. A scan still reading a dropped file
-        keeps it until the scan ends."""
-        with self._lock:
-            if self._planning or self._held_total <= self.max_open_bytes:
-                return
-            while self._held_total > self.max_open_bytes * 3 // 4 and len(self._open) > 1:
-                path, _ = self._open.popitem(last=False)
-                self._held_total -= self._held.pop(path, 0)
-
-    def _start_ahead(self, files: Sequence[DataFile]) -> TailWave | None:
-        """Start reading the remote tails of the files not open yet, in one concurrent
-        wave (each file's IOStats counts its own tail request and the wave); None when
-        fewer than two need it. Opening a file of the wave waits for its tail only."""
-        with self._lock:
-            todo = [df for df in files if df.info is not None
-                    and df.path not in self._open and df.path not in self._ahead]
-            ahead = {df.path: (df.info, self._stats.get(df.path) or IOStats()) for df in todo}
-        if len(todo) < 2:
-            return None
-        with self._lock:
-            self._ahead.update({p: s for p, (_, s) in ahead.items()})
-            tails = start_tails([(p, i, s) for p, (i, s) in ahead.items()],
-                                self.storage_options, self.tail_bytes)
-            if tails is not None:
-                self._landing.update((p, tails) for p in ahead if p in tails)
-        if tails is not None:
-            # Forgotten once all landed (opening a landed file no longer waits). The
-            # callback names no wave: a wave's future keeps its callbacks, and one that
-            # held the wave would make the dataset garbage only the cyclic GC frees.
-            tails.add_done_callback(self._landed)
-        return tails
-
-    def _landed(self) -> None:
-        with self._lock:
-            for p in [p for p, t in self._landing.items() if t.done()]:
-                del self._landing[p]
-
-    def _read_ahead(self, files: Sequence[DataFile]) -> int:
-        """Remote tails of the files not open yet, in one concurrent wave, waited for;
-        the number of waves taken (0 or 1)."""
-        tails = self._start_ahead(files)
-        if tails is None:
-            return 0
-        tails.join()
-        return 1
+    def open_file(self, df: DataFile) -> OpenFile:
+        """The data file ``df``, opened if it is not (``dataset/open_files.py``)."""
+        # A table's column names (mapping, field ids) on a freshly opened footer.
+        return self.open_files.file(df, None if self._table is None else self._table.rename)
 
     def io_stats(self, include_listing: bool = False) -> dict[str, IOStats]:
         """Per file opened so far, its I/O counters and request trace; with
         ``include_listing``, also the dataset's own requests: the LIST pages and
         probes (keyed by the dataset's path) and the manifest GET (by its URL)."""
-        with self._lock:
-            out = dict(self._stats)
+        with self.open_files.lock:
+            out = dict(self.open_files.stats)
         if include_listing:
             out.update(self._meta_io())
         return out
@@ -468,19 +406,17 @@ class Dataset(Planning):
             out[evidence.url] = evidence.stats
         return out
 
-    def _io_counts(self) -> dict[str, tuple[int, int, int]]:
+    def io_counts(self) -> dict[str, tuple[int, int, int]]:
         """(bytes, requests, round trips) of every stats object so far, by key."""
-        with self._lock:
-            stats = {p: st for p, st in self._ahead.items()}
-            stats.update(self._stats)
+        stats = self.open_files.all_stats()
         stats.update({f"\0{k}": st for k, st in self._meta_io().items()})
         return {k: (st.bytes_read, st.requests, st.round_trips) for k, st in stats.items()}
 
-    def _io_since(self, before: Mapping[str, tuple[int, int, int]]) -> tuple[int, int, int]:
+    def io_since(self, before: Mapping[str, tuple[int, int, int]]) -> tuple[int, int, int]:
         """Bytes, requests and the dataset's own round trips (listing, manifest) since
         ``before``; the files' round trips overlap, so callers count those."""
         nbytes = requests = waves = 0
-        for k, (b, r, w) in self._io_counts().items():
+        for k, (b, r, w) in self.io_counts().items():
             b0, r0, w0 = before.get(k, (0, 0, 0))
             nbytes += b - b0
             requests += r - r0
@@ -489,12 +425,7 @@ class Dataset(Planning):
         return nbytes, requests, waves
 
     def close(self) -> None:
-        with self._lock:
-            for of in self._open.values():
-                of.pf.close()
-            self._open.clear()
-            self._held.clear()
-            self._held_total = 0
+        self.open_files.close()
 
     def __enter__(self) -> Dataset:
         return self
@@ -526,7 +457,7 @@ class Dataset(Planning):
                     "files whose entry matches the listing")
         return "found by listing"
 
-    def _facts(self, view: Any) -> FileFacts:
+    def file_facts(self, view: Any) -> FileFacts:
         """What the dataset's source knows of its files unopened (``dataset/sources.py``):
         the manifest matched against the listing, or the listing; built once."""
         facts = self._file_facts
@@ -545,7 +476,7 @@ class Dataset(Planning):
             facts = self._file_facts = (view, source.facts(), None)
         return facts[1]
 
-    def _fact_rows(self, facts: FileFacts) -> dict[str, int]:
+    def fact_rows(self, facts: FileFacts) -> dict[str, int]:
         """Each file's row in ``facts`` (by path)."""
         held = self._file_facts
         if held is not None and held[1] is facts and held[2] is not None:
@@ -555,18 +486,39 @@ class Dataset(Planning):
             self._file_facts = (held[0], facts, rows)
         return rows
 
-    def _first(self) -> OpenFile:
+    @property
+    def lake_table(self) -> Any:
+        """The lake table whose snapshot names the files (``dataset/tables/source.py``),
+        or None."""
+        return self._table
+
+    @property
+    def given_schema(self) -> pa.Schema | None:
+        """The schema given to the dataset (None: unified from the files)."""
+        return self._given_schema
+
+    @property
+    def remote(self) -> bool:
+        """Whether the files are behind a URL other than file://."""
+        return self._remote
+
+    @property
+    def stand_in(self) -> OpenFile | None:
+        """The manifest's footer-only stand-in for the first file, once made."""
+        return self._stand_in
+
+    def first_file(self) -> OpenFile:
         """The first file, or a footer-only stand-in from the manifest (no request)."""
         df = self.discovery.files[0]
         if self._table is not None:
             # A table's plan opens a file its statistics kept (the schema is the table's).
             df = self._table.first or df
         view = self.manifest_view()
-        if self._stand_in is None and view is not None and df.path not in self._open:
+        if self._stand_in is None and view is not None and self.open_files.get(df.path) is None:
             pf = view.stand_in(df)
             if pf is not None:
                 self._stand_in = OpenFile(df, pf, IOStats())
-        return self._stand_in or self._file(df)
+        return self._stand_in or self.open_file(df)
 
     @property
     @public_api
@@ -581,23 +533,24 @@ class Dataset(Planning):
             return self._given()
         files = self.discovery.files
         view = self.manifest_view()
-        self._read_ahead([df for df in files if view is None or view.stand_in(df) is None])
-        return self._unified([self._schema_of(df, view) for df in files])
+        self.open_files.read_ahead([df for df in files
+                                    if view is None or view.stand_in(df) is None])
+        return self.unified_schema([self._schema_of(df, view) for df in files])
 
     def _schema_of(self, df: DataFile, view: Any) -> OpenFile:
         """The file, or its footer-only stand-in from a current manifest (no request)."""
-        if view is not None and df.path not in self._open:
+        if view is not None and self.open_files.get(df.path) is None:
             pf = view.stand_in(df)
             if pf is not None:
                 return OpenFile(df, pf, IOStats())
-        return self._file(df)
+        return self.open_file(df)
 
-    def _first_schema(self) -> pa.Schema:
+    def first_schema(self) -> pa.Schema:
         """The first file's Arrow schema plus the partition columns (no other footer);
         the given schema, if any."""
         if self._given_schema is not None:
             return self._given()
-        return self._unified([self._first()])
+        return self.unified_schema([self.first_file()])
 
     def _given(self) -> pa.Schema:
         """The schema given to the dataset plus the partition columns it does not list."""
@@ -614,7 +567,8 @@ class Dataset(Planning):
         given = self._given()
         return pa.schema([given.field(n) for n in names])
 
-    def _unified(self, opened: Sequence[OpenFile]) -> pa.Schema:
+    def unified_schema(self, opened: Sequence[OpenFile]) -> pa.Schema:
+        """The files' Arrow schemas unified, plus the partition columns."""
         base = unify([(of.df.path, of.arrow) for of in opened])
         keys = self._partition_keys
         # A hive key that is also a file column is the partition column: the path's
@@ -637,11 +591,13 @@ class Dataset(Planning):
         column is not one); opens the first file when none is open yet."""
         return {k: self._partition_type(k) for k in self._partition_keys}
 
-    def _sift_sized(self, of: OpenFile, fields: Sequence[str] | None,
-                    bound: BoundExpr) -> bool:
+    def sift_sized(self, of: OpenFile, fields: Sequence[str] | None,
+                   bound: BoundExpr) -> bool:
+        """Whether ``of`` is small enough that its row groups are read whole and
+        filtered (``_segments``) unless a level rules them out."""
         return _sift_sized(of, fields, bound)
 
-    def _bound_schema(self, pf: ParquetFile) -> Schema:
+    def bound_schema(self, pf: ParquetFile) -> Schema:
         """The file's leaves plus one synthetic leaf per partition column. A file leaf
         a hive key shadows is renamed out of reach: a predicate on the key binds to
         the partition leaf (index past the file's leaves), never to the file's."""
@@ -662,6 +618,14 @@ class Dataset(Planning):
 
     # ------------------------------------------------------------ planning
 
+    def make_plans(self, columns: Sequence[str] | None, expr: Expr,
+                   on_planned: OnPlanned | None = None,
+                   subset: Sequence[DataFile] | None = None) -> Plans:
+        """Every file (or those of ``subset``) planned: what a ``Scan`` reads
+        (``dataset/planning.py``); ``on_planned`` is called with each kept file as soon
+        as it is planned, on a pool thread."""
+        return self._plan(columns, expr, on_planned, subset)
+
     def _plan(self, columns: Sequence[str] | None, expr: Expr,
               on_planned: OnPlanned | None = None,
               subset: Sequence[DataFile] | None = None) -> Plans:
@@ -671,7 +635,7 @@ class Dataset(Planning):
         ruled_out = 0
         # A table on a store is found by its listing (self._table is set then): the
         # LIST counts in this plan's report, and so does the table's sidecar GET.
-        before = self._io_counts()
+        before = self.io_counts()
         _ = self.discovery
         if self._table is not None and subset is None:
             # The table's per-file statistics rule files out before any footer is read;
@@ -688,8 +652,7 @@ class Dataset(Planning):
 
             def on_planned(done: Planned, wanted: list[str] | None) -> None:
                 read_early(table.without_deleted(done), wanted)
-        with self._lock:
-            self._planning += 1  # the files this plan opens stay until it is made
+        self.open_files.plan_started()  # the files this plan opens stay until it is made
         plans = None
         try:
             plans = self._plan_held(columns, expr, on_planned, subset, before)
@@ -705,16 +668,9 @@ class Dataset(Planning):
         finally:
             # What the plan read into its files (page-index entries...) counts from now;
             # files their footer alone settled read nothing more (most of a lookup's).
-            held = {of.df.path: (of, of.pf.retained_bytes())
-                    for _df, of, plan, _bound in (plans.files if plans else ())
-                    if of is not None and not _footer_settled(plan)}
-            with self._lock:
-                self._planning -= 1
-                for path, (of, n) in held.items():
-                    if self._open.get(path) is of:
-                        self._held_total += n - self._held.get(path, 0)
-                        self._held[path] = n
-            self._trim()
+            self.open_files.plan_made(
+                of for _df, of, plan, _bound in (plans.files if plans else ())
+                if of is not None and not _footer_settled(plan))
 
     def _plan_held(self, columns: Sequence[str] | None, expr: Expr,
                    on_planned: OnPlanned | None,
@@ -722,7 +678,7 @@ class Dataset(Planning):
                    before: Mapping[str, tuple[int, int, int]] | None = None) -> Plans:
         columns = column_list(columns)
         t0 = time.perf_counter()
-        before = self._io_counts() if before is None else before
+        before = self.io_counts() if before is None else before
         disc = self.discovery
         files = disc.files if subset is None else subset
         report = ScanReport(files_total=len(files))
@@ -734,10 +690,8 @@ class Dataset(Planning):
         if view is None and not set(disc.partition_columns) & set(columns_of(expr)):
             # Nothing prunes before the footers: every tail in one wave, started now;
             # each file is planned as soon as its own tail lands.
-            tails = self._start_ahead(files)
-        with self._lock:
-            waves0 = {p: st.round_trips for p, st in self._stats.items()}
-            waves0.update({p: st.round_trips for p, st in self._ahead.items()})
+            tails = self.open_files.start_ahead(files)
+        waves0 = self.open_files.round_trips()
         # The process's planning threads: a dataset's own would be started for every
         # plan (~1-2 ms each when the interpreter is busy; Spark's driver plans per query).
         pool = shared_pool("plan", self.max_workers) if len(files) > 1 else None
@@ -745,14 +699,15 @@ class Dataset(Planning):
             # Many footers planned (a tail wave, or local files opened one after another).
             with (gc_paused() if len(files) >= GC_PAUSE_FILES
                   else contextlib.nullcontext()):
-                plans = self._plan_files(columns, expr, t0, report, waves0, pool, view,
+                plans = self.planner.plan_files(self, columns, expr, t0, report, waves0, pool,
+                                                view,
                                          on_planned, subset)
         finally:
             if tails is not None:
                 tails.join()  # every request of the wave is over before the counts
         ahead = 0 if tails is None else 1
         # The LIST pages and the manifest GET come before any file's request.
-        nbytes, requests, meta_waves = self._io_since(before)
+        nbytes, requests, meta_waves = self.io_since(before)
         plans.report.round_trips += ahead + meta_waves
         plans.report.bytes_read, plans.report.requests = nbytes, requests
         return plans
@@ -785,10 +740,9 @@ class Dataset(Planning):
             raise UserInputError("plan= takes a plan made by this dataset's plan()")
         if where is not None or filters is not None or columns is not None:
             raise UserInputError("plan= already holds columns and where: give neither")
-        scan = Scan(self, made.columns, made.expr, batch_size, verify_checksums)
         # Once: a plan's report becomes its scan's; a second scan plans afresh.
-        scan._premade, made.plans = made.plans, None
-        return scan
+        premade, made.plans = made.plans, None
+        return Scan(self, made.columns, made.expr, batch_size, verify_checksums, premade)
 
     @public_api
     def plan(
@@ -897,7 +851,7 @@ class Dataset(Planning):
         out: dict[str, dict[str, Any]] = {}
         sketches: dict[str, Any] = {}
         for df in self.discovery.files:
-            of = self._file(df)
+            of = self.open_file(df)
             pf = of.pf
             for leaf in pf.schema.leaves:
                 st = out.setdefault(leaf.name, {"values": 0, "nulls": 0, "distinct_estimate": None})
@@ -989,7 +943,7 @@ class Scan:
 
     def __init__(
         self, ds: Dataset, columns: Sequence[str] | None, expr: Expr, batch_size: int,
-        verify_checksums: bool | None = None,
+        verify_checksums: bool | None = None, premade: Plans | None = None,
     ) -> None:
         self._ds = ds
         self._options = ds.scan_options if verify_checksums is None else dataclasses.replace(
@@ -999,9 +953,19 @@ class Scan:
         self.batch_size = batch_size
         self.report = ScanReport()
         self._files_read: set[str] = set()
-        self._premade: Plans | None = None  # a plan made beforehand: read once as is
+        self._premade: Plans | None = premade  # a plan made beforehand: read once as is
         self._subset: Sequence[DataFile] | None = None  # these files only (head's steps)
         self._schema: pa.Schema | None = None
+
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset this scan reads."""
+        return self._ds
+
+    @property
+    def columns(self) -> list[str] | None:
+        """The top-level columns asked for (None: every column)."""
+        return self._columns
 
     @property
     def schema(self) -> pa.Schema:
@@ -1025,13 +989,13 @@ class Scan:
         rep.pages_total = count_pages(getattr(self, "_page_units", []))
         # Every request the scan caused: the listing and manifest (first scan of the
         # dataset), tails, page index, data.
-        rep.bytes_read, rep.requests, _ = self._ds._io_since(before)
+        rep.bytes_read, rep.requests, _ = self._ds.io_since(before)
         rep.total_seconds = time.perf_counter() - t0
 
     def _tables(self, parallel: bool) -> Generator[pa.Table, None, None]:
         t0 = time.perf_counter()
         ds = self._ds
-        before = ds._io_counts()  # a premade plan's reads were plan()'s
+        before = ds.io_counts()  # a premade plan's reads were plan()'s
         opts = self._options
         data_clock = WaveClock()
         known: list[dict[str, pa.DataType]] = []
@@ -1062,8 +1026,20 @@ class Scan:
             fields = ([f for f in wanted if f in pt or f in of.arrow.names]
                       if wanted is not None else
                       [*of.arrow.names, *(k for k in pt if k not in of.arrow.names)])
-            for kind, group in _segments(of, rgps, fields, bound):
+            holes = (None if ds._table is None or not ds._table.deleted
+                     else ds._table.holes(of.df.path, of.pf))
+            for kind, group in _segments(of, rgps, fields, bound, holes):
                 stats = ScanStats()
+                if kind == "holed" and holes is not None:
+                    for r in group:
+                        keep, at = holes[r.index].keep_mask(r.num_rows), 0
+                        for t, stats in iter_whole_row_groups(
+                                of.pf, [r.index], fields, plan.partition, pt, opts, map_fn,
+                                stream=not parallel):
+                            part, at = keep[at:at + t.num_rows], at + t.num_rows
+                            stats.rows_out -= t.num_rows - int(part.sum())
+                            yield [t.filter(pa.array(part))], stats, of.pf.path
+                    continue
                 if kind == "whole":
                     for t, stats in iter_whole_row_groups(
                             of.pf, [r.index for r in group], fields, plan.partition, pt,
@@ -1104,7 +1080,7 @@ class Scan:
         # Reading while planning: to_table of a plan made now (files of one dataset
         # go to the planning pool; a single file is read below, its row groups on a pool).
         pipelined = parallel and self._premade is None
-        plans, self._premade = self._premade or ds._plan(
+        plans, self._premade = self._premade or ds.make_plans(
             self._columns, self._expr, on_planned if pipelined else None, self._subset), None
         pipelined = pipelined and len(self._subset or ds.discovery.files) > 1
         self._page_units = plans.page_units
@@ -1175,7 +1151,7 @@ class Scan:
     def _given_typed(self, tables: list[pa.Table], path: str) -> list[pa.Table]:
         """A file's tables cast to the dataset's given schema here, where the file is
         known (a value that does not convert names it); as they are otherwise."""
-        if self._ds._given_schema is None:
+        if self._ds.given_schema is None:
             return tables
         return [conform(t, self.schema, path) for t in tables]
 
@@ -1205,12 +1181,12 @@ class Scan:
         from pqindex.dataset.interop import scan_schema
 
         t0 = time.perf_counter()
-        before = ds._io_counts()
+        before = ds.io_counts()
         schema = scan_schema(self)  # every footer (one wave of tails), or the manifest
         report = ScanReport(files_total=len(files))
-        report.bytes_read, report.requests, report.round_trips = ds._io_since(before)
+        report.bytes_read, report.requests, report.round_trips = ds.io_since(before)
         report.round_trips += max((w - before.get(k, (0, 0, 0))[2]
-                                   for k, (_b, _r, w) in ds._io_counts().items()
+                                   for k, (_b, _r, w) in ds.io_counts().items()
                                    if not k.startswith("\0")), default=0)
         report.plan_seconds = time.perf_counter() - t0
         self.report, self.schema = report, schema
@@ -1276,7 +1252,7 @@ class Scan:
                 n -= got.num_rows
         report.files_total = len(files)
         self.report = report
-        if self._ds._given_schema is not None:
+        if self._ds.given_schema is not None:
             from pqindex.dataset.interop import scan_schema
 
             self.schema = scan_schema(self)  # the given schema, narrowed
@@ -1289,7 +1265,7 @@ class Scan:
     def _head_of(self, n: int) -> pa.Table:
         """:meth:`head` of this scan's files (``_subset``, or all) in one plan."""
         if n == 0:  # the schema needs the plan; no data page is read
-            plans = self._ds._plan(self._columns, self._expr, None, self._subset)
+            plans = self._ds.make_plans(self._columns, self._expr, None, self._subset)
             self.report, self.schema = plans.report, plans.schema
             return plans.schema.empty_table()
         tables: list[pa.Table] = []

@@ -151,6 +151,7 @@ def explain_json(
                 "row_groups": [_rg_json(rg, maps) for rg in plan.row_groups],
                 "bytes_to_read": sum(r.bytes for rg in plan.row_groups for r in rg.reads),
                 "data_waves": planned_data_waves(plan, bound),
+                "stages": list(plan.stages),
             }
         )
     summary = report.to_dict()
@@ -202,6 +203,8 @@ def explain_text(files: Sequence[tuple[Any, Any, FilePlan | None, Any]], report:
             f"├─ {plan.path}: {plan.num_rows:,} rows, {len(plan.row_groups)} row groups, "
             f"{len(kept)} to read"
         )
+        if plan.stages:
+            lines.append(f"│  planner: {' → '.join(plan.stages)}")
         for skip, group in itertools.groupby(plan.row_groups, key=_skip_key):
             run = list(group)
             if skip is not None:  # consecutive row groups skipped alike: one line

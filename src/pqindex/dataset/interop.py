@@ -64,17 +64,18 @@ def scan_schema(scan: Scan) -> pa.Schema:
     ``Dataset.schema`` (every file's footer unified, or a current manifest's, plus
     the partition columns) narrowed to the requested top-level columns, in their
     order. Batches of files with narrower types are cast to it."""
-    full = scan._ds.schema
-    if scan._columns is None:
+    full = scan.dataset.schema
+    columns = scan.columns
+    if columns is None:
         return full
     names = full.names
-    missing = [c for c in scan._columns if c not in names]
+    missing = [c for c in columns if c not in names]
     if missing:
         raise UserInputError(
             f"no column named {missing[0]!r} (columns: {', '.join(names)})",
-            path=scan._ds.files[0] if scan._ds.files else None,
+            path=scan.dataset.files[0] if scan.dataset.files else None,
         )
-    return pa.schema([full.field(c) for c in scan._columns])
+    return pa.schema([full.field(c) for c in columns])
 
 
 def _batches(scan: Scan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:

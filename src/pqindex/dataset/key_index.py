@@ -589,6 +589,22 @@ def _commit_point(root: str, storage_options: Mapping[str, Any] | None
     return json.loads(got[0]), got[1]
 
 
+def read_manifest(root: str, storage_options: Mapping[str, Any] | None
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+    """The manifest at ``root`` as JSON and its version (for a conditional replace);
+    (None, None) without one, (None, version) when it is not a JSON object."""
+    from pqindex.io.objects import get_versioned
+
+    got = get_versioned(manifest_url(_base(root)), storage_options)
+    if got is None:
+        return None, None
+    try:
+        m = json.loads(got[0])
+    except ValueError:
+        return None, got[1]
+    return (m if isinstance(m, dict) else None), got[1]
+
+
 def _base(root: str) -> str:
     base = root[len("file://"):] if root.startswith("file://") else root
     return base.rstrip("/").rstrip(os.sep)
@@ -668,20 +684,12 @@ def compact_key_index(path: str | os.PathLike[str], *,
     until removed (a reader holding the old manifest may still read them). Returns
     the manifest."""
     from pqindex.dataset.discovery import discover
-    from pqindex.io.objects import get_versioned
 
     root = _base(os.fspath(path))
-    got = get_versioned(manifest_url(root), storage_options)
-    manifest = None
-    if got is not None:
-        try:
-            manifest = json.loads(got[0])
-        except ValueError:
-            manifest = None
-    if not isinstance(manifest, dict) or MANIFEST_KEY not in manifest:
+    manifest, version = read_manifest(root, storage_options)
+    if manifest is None or MANIFEST_KEY not in manifest:
         raise UserInputError("no key index here (build one with `pqindex manifest PATH "
                              "--key-index COL`)", path=root)
-    assert got is not None
     try:
         index = parse_key_index(manifest[MANIFEST_KEY])
     except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -709,7 +717,7 @@ def compact_key_index(path: str | os.PathLike[str], *,
         written, _ = _write_shards(table, root, name, bool(stay), storage_options)
         columns[name] = ColumnIndex(name, col.schema, tuple(stay + written))
     descriptor = _descriptor(KeyIndex(kept, columns))
-    return commit_key_index(root, manifest, got[1], descriptor, storage_options)
+    return commit_key_index(root, manifest, version, descriptor, storage_options)
 
 
 # ------------------------------------------------------------------ looking up

@@ -152,7 +152,7 @@ class Columnar:
 
     url: str  # the JSON manifest's (the one this columnar copy stands for)
     path: str  # the columnar file's
-    table: pa.Table  # every column but ``entry``
+    table: pa.Table  # the per-file columns (statistics columns: read when first asked)
     top: dict[str, Any]
     schemas: list[ParquetFile]
     _parsed: dict[int, FileEntry] = field(default_factory=dict)
@@ -161,6 +161,10 @@ class Columnar:
     # The files a commit-point discovery made of this manifest's paths, one per row in
     # order (discovery._committed): a view of those needs no matching.
     named_files: tuple[Any, ...] | None = None
+    # The file's statistics columns and (size, mtime) as first read.
+    stat_names: frozenset[str] = frozenset()
+    read_as: tuple[int, int] | None = None
+    _stats: dict[str, ColumnStatistics | None] = field(default_factory=dict)
 
     @property
     def row_of(self) -> dict[str, int]:
@@ -195,11 +199,26 @@ class Columnar:
     def statistics(self, column: str, take: pa.Array | None) -> ColumnStatistics | None:
         """Leaf ``column``'s statistics for the rows ``take`` (null: a file without an
         entry; None: every row in order), or None when the manifest has none for it."""
-        names = self.table.column_names
-        if f"min({column})" not in names:
+        if f"min({column})" not in self.stat_names:
             return None
-        cols = [self.table.column(f"{f}({column})").combine_chunks() for f in _STAT_FIELDS]
-        return ColumnStatistics(*(c if take is None else c.take(take) for c in cols))
+        if column not in self._stats:
+            # Read now: a lookup reads its predicate's columns, not every column's.
+            got = None
+            st = _json_stat(self.path)
+            if st is not None and (st["size"], st["mtime_ns"]) == self.read_as:
+                try:
+                    t = pq.ParquetFile(self.path).read(
+                        columns=[f"{f}({column})" for f in _STAT_FIELDS])
+                except (OSError, pa.ArrowException) as e:
+                    log.warning("%s: columnar manifest statistics not used: %s", self.path, e)
+                else:
+                    if t.num_rows == self.table.num_rows:
+                        got = ColumnStatistics(*(c.combine_chunks() for c in t.columns))
+            self._stats[column] = got  # None (replaced meanwhile): every file kept
+        got = self._stats[column]
+        if got is None or take is None:
+            return got
+        return got.take(take)
 
 
 # The last columnar manifest read, by (its path, its stat, its JSON manifest's stat):
@@ -229,9 +248,11 @@ def read_columnar(root: str) -> Columnar | None:
         top = json.loads(meta[_TOP_KEY])
         if not isinstance(top, dict) or top.get("version") != 1:
             return None
-        names = [n for n in pf.schema_arrow.names if n != "entry"]
+        stat_names = frozenset(n for n in pf.schema_arrow.names if n.endswith(")"))
+        names = [n for n in pf.schema_arrow.names if n != "entry" and n not in stat_names]
         got = Columnar(json_path, target, pf.read(columns=names), top,
-                       _schemas(top, json_path))
+                       _schemas(top, json_path), stat_names=stat_names,
+                       read_as=(own["size"], own["mtime_ns"]))
     except (OSError, ValueError, KeyError, pa.ArrowException, ManifestError) as e:
         log.warning("%s: columnar manifest not used: %s", target, e)
         return None

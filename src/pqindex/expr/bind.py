@@ -15,7 +15,6 @@ Folding happens after NOT push-down, where no NOT can turn a FALSE into a TRUE.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import math
 import struct
 import uuid
@@ -373,6 +372,8 @@ def _resolve(schema: Schema, name: str) -> LeafColumn:
                 f"{name!r} is a group (struct, list or map), not a leaf column; "
                 f"its leaves: {shown}", column=name)
         names = [lf.name for lf in schema.leaves]
+        import difflib  # only to word an error (~5 ms to import)
+
         close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
         if not close:
             close = [n for n in names if n.lower() == name.lower()]

@@ -202,6 +202,8 @@ class RowRanges:
         a, b = self, other
         if a.is_empty or b.is_empty:
             return RowRanges.empty()
+        if a is b:
+            return a  # (a row group's live rows as both its maybe and all rows)
         # For each interval of a, the intervals of b it overlaps form a run
         # [lo, hi) of b; pieces come out sorted, and stay non-adjacent because the
         # gaps of a and of b both survive.
@@ -236,6 +238,8 @@ class RowRanges:
         """Rows in these ranges and not in ``other``."""
         if self.is_empty or other.is_empty:
             return self
+        if other is self:
+            return RowRanges.empty()
         return self.intersection(other._gaps(int(self._starts[0]), int(self._ends[-1])))
 
     def __and__(self, other: RowRanges) -> RowRanges:

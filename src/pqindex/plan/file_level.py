@@ -11,19 +11,23 @@ the file satisfies is satisfied by no row of any of its row groups.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from pqindex.expr.bind import BoundExpr, BoundPredicate
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
+from pqindex.format.row_ranges import Selection
 from pqindex.format.schema import LeafColumn
 from pqindex.format.structs import Statistics
 from pqindex.format.values import Comparison, bound_order, statistics_bounds
 from pqindex.indexes.evidence import ConstantEvidence, StatisticsEvidence
+from pqindex.plan.access import FilePlan, RowGroupPlan
 from pqindex.plan.tree import evaluate
 
-__all__ = ["REASON", "Folded", "fold_statistics", "row_group_statistics", "ruled_out"]
+__all__ = ["REASON", "Folded", "fold_statistics", "row_group_statistics", "ruled_out",
+           "settled_by_statistics"]
 
 REASON = "no row matches (footer statistics of the file)"
 
@@ -143,3 +147,21 @@ def ruled_out(pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any]) -> bo
         return False
     n = len(pf.schema.leaves)
     return evaluate(expr, lambda p: _leaf_match(pf, n, partition, p)) == Match.NONE
+
+
+def settled_by_statistics(
+    pf: ParquetFile, expr: BoundExpr, partition: dict[str, Any],
+    row_groups: Collection[int] | None = None,
+) -> FilePlan | None:
+    """The plan of a file whose folded footer statistics (``plan/file_level.py``)
+    show that no row can match — every row group skipped by "statistics" — or None
+    (always None for a selection of row groups: those are skipped "by selection")."""
+    if row_groups is not None or not ruled_out(pf, expr, partition):
+        return None
+    none = Selection.none()
+    return FilePlan(pf.path, pf.num_rows, tuple(
+        RowGroupPlan(rg, rows, Match.NONE, "statistics",
+                     REASON if rows else "row group has no rows", none.maybe, none.all)
+        for rg in range(pf.num_row_groups) for rows in (pf.row_group_rows(rg),)
+    ), partition=partition, stages=("file statistics: no row matches; stopped",))
+

@@ -121,19 +121,12 @@ def build_key_index(spark: Any, path: str | os.PathLike[str], columns: Sequence[
     from pqindex.dataset import key_index as ki
     from pqindex.dataset.discovery import discover
     from pqindex.dataset.manifest import write_manifest
-    from pqindex.io.objects import get_versioned
 
     cols = list(dict.fromkeys(columns))
     root = ki._base(os.fspath(path))
     so = dict(storage_options or {})
-    got = get_versioned(ki.manifest_url(root), so)
-    manifest = None
-    if got is not None:
-        try:
-            manifest = json.loads(got[0])
-        except ValueError:
-            manifest = None
-    point = isinstance(manifest, dict) and manifest.get("commit_point") is True
+    manifest, version = ki.read_manifest(root, so)
+    point = manifest is not None and manifest.get("commit_point") is True
     disc = discover(root, so, listing=False if point else None)
     files = sorted((ki._rel(root, df.path), df) for df in disc.files)
     current = {rel: ki._info(df) for rel, df in files}
@@ -145,8 +138,8 @@ def build_key_index(spark: Any, path: str | os.PathLike[str], columns: Sequence[
                     for i, (rel, _) in enumerate(files)
                     if (info := current[rel]) is not None)
     descriptor = ki._descriptor(ki.KeyIndex(covered, out_columns))
-    if isinstance(manifest, dict) and got is not None:
-        return ki.commit_key_index(root, manifest, got[1], descriptor, so)
+    if manifest is not None:
+        return ki.commit_key_index(root, manifest, version, descriptor, so)
     return write_manifest(root, so, extra={MANIFEST_KEY: descriptor})
 
 

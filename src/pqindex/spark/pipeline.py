@@ -220,8 +220,9 @@ def write(
     ``table_format="delta"``: ``path`` is a Delta table (made, appended to or
     overwritten as ``mode`` says): Spark writes the indexed files to a staging
     directory as below, then the driver moves them into the table and commits them
-    as one Delta transaction with each file's statistics (``_write_delta``; local
-    tables for now). ``table_format="iceberg"``: ``path`` is a table identifier
+    as one Delta transaction with each file's statistics (``_write_delta``; on an
+    object store the files are committed where the job wrote them, ``storage_options``
+    serving deltalake too). ``table_format="iceberg"``: ``path`` is a table identifier
     (``"ns.events"``) in the pyiceberg catalog ``catalog`` (pyiceberg properties:
     ``{"type": "sql", "uri": ..., "warehouse": ...}``, REST, Glue...): the table is
     created when missing (``mode`` "error" requires that), the files written under
@@ -262,7 +263,8 @@ def write(
                      bloom_scope=bloom_scope, compression=compression,
                      num_partitions=num_partitions, options=options)
         if table_format == "delta":
-            return _write_delta(df, os.fspath(path), mode, partition_by, t0, inner)
+            return _write_delta(df, os.fspath(path), mode, partition_by, t0, inner,
+                                storage_options)
         if table_format == "iceberg":
             return _write_iceberg(df, os.fspath(path), mode, catalog, t0, inner)
         raise UserInputError(f"table_format must be 'delta' or 'iceberg' (or None), "
@@ -372,19 +374,33 @@ def _table_staging(parent: str) -> Iterator[tuple[str, list[str]]]:
             os.rmdir(root)  # (another write's staging may still be there)
 
 
+def _hive_values(rel: str) -> dict[str, str | None]:
+    """The raw partition values of a file's ``k=v`` directories (``rel``: ``/``-separated)."""
+    import urllib.parse
+
+    values: dict[str, str | None] = {}
+    for d in rel.split("/")[:-1]:
+        k, _, v = d.partition("=")
+        values[urllib.parse.unquote(k)] = (
+            None if v == "__HIVE_DEFAULT_PARTITION__" else urllib.parse.unquote(v))
+    return values
+
+
 def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str] | None,
-                 t0: float, options: dict[str, Any]) -> dict[str, Any]:
+                 t0: float, options: dict[str, Any],
+                 storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``write(..., table_format="delta")``: the files written to a staging directory
     inside the table (no Delta reader looks at a file its log does not name), moved
     beside the table's files under their (unique) names, then committed as one
-    transaction. A failed job or commit removes what it wrote; the table is unchanged."""
-    import urllib.parse
-
+    transaction. A failed job or commit removes what it wrote; the table is unchanged.
+    On an object store (no rename) the files stay where the job wrote them, in a
+    directory of their own inside the table, and the log names them there."""
     from pqindex.dataset.tables.commit import commit_delta_files
     from pqindex.spark.commit import data_files
 
     if is_object_store_url(path):
-        raise UserInputError("table_format='delta' writes local tables for now", path=path)
+        return _write_delta_remote(df, path.rstrip("/"), mode, partition_by, t0, options,
+                                   storage_options)
     dest = os.path.abspath(path)
     parts = _names(partition_by)
     with _table_staging(dest) as (staging, moved):
@@ -396,15 +412,41 @@ def _write_delta(df: Any, path: str, mode: str, partition_by: str | Sequence[str
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.rename(os.path.join(staging, *rel.split("/")), target)
             moved.append(target)
-            dirs = rel.split("/")[:-1]
-            values: dict[str, str | None] = {}
-            for d in dirs:
-                k, _, v = d.partition("=")
-                values[urllib.parse.unquote(k)] = (
-                    None if v == "__HIVE_DEFAULT_PARTITION__" else urllib.parse.unquote(v))
-            files.append((rel, values))
+            files.append((rel, _hive_values(rel)))
         schema = df.limit(0).toArrow().schema
         version = commit_delta_files(dest, files, schema, parts, mode)
+    summary.update(path=dest, table_format="delta", version=version,
+                   seconds=time.perf_counter() - t0)
+    return summary
+
+
+def _write_delta_remote(df: Any, dest: str, mode: str,
+                        partition_by: str | Sequence[str] | None, t0: float,
+                        options: dict[str, Any],
+                        storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:func:`_write_delta` on an object store: the job writes under
+    ``<table>/pqindex-write-<id>/`` (a plain directory name: Delta's VACUUM keeps the
+    files the log names and removes them once removed), the driver lists them and
+    commits them where they are. A failure removes every object the job wrote."""
+    from pqindex.dataset.tables.commit import commit_delta_files, remove_written
+
+    so = {str(k): str(v) for k, v in (storage_options or {}).items()}
+    prefix = f"pqindex-write-{uuid.uuid4().hex[:16]}"
+    staging = f"{dest}/{prefix}"
+    try:
+        summary = write(df, staging, mode="error", storage_options=so, **options)
+        objects = data_objects(staging, so)
+        files = [(f"{prefix}/{rel}", _hive_values(rel)) for rel in sorted(objects)]
+        schema = df.limit(0).toArrow().schema
+        version = commit_delta_files(
+            dest, files, schema, _names(partition_by), mode, storage_options=so,
+            sizes={f"{prefix}/{rel}": info.size for rel, info in objects.items()})
+    except BaseException:
+        from pqindex.io.listing import list_objects
+
+        with contextlib.suppress(Exception):  # best effort: the table itself is unchanged
+            remove_written([url for url, _info in list_objects(staging + "/", so)], so)
+        raise
     summary.update(path=dest, table_format="delta", version=version,
                    seconds=time.perf_counter() - t0)
     return summary
@@ -438,7 +480,8 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
         table = cat.create_table(identifier, schema=df.limit(0).toArrow().schema)
     location = table.location().removeprefix("file://")
     if "://" in location:
-        raise UserInputError("table_format='iceberg' writes local tables for now",
+        raise UserInputError("table_format='iceberg' writes local tables for now (Delta "
+                             "tables are written to object stores)",
                              path=location)
     data = os.path.join(location, "data")
     with _table_staging(data) as (staging, moved):

@@ -31,7 +31,6 @@ also get an OffsetIndex alone.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import os
 import secrets
@@ -71,9 +70,9 @@ from pqindex.scan.page_decode import decode_one_page
 from pqindex.write.tail import Tail, region_locator, rewrite
 from pqindex.write.writer import index_kinds
 
-__all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "TableTargets", "add_indexes",
-           "bloom_scopes", "index_file", "index_table_targets", "index_targets",
-           "refresh_manifest", "split_table_targets"]
+__all__ = ["DEFAULT_BLOOM_SCOPE", "IndexResult", "IndexTarget", "bloom_scopes",
+           "column_names", "fill_page_indexes", "index_file", "index_targets", "is_data_name", "new_region",
+           "requested_kinds", "truncation_cap"]
 
 PageIndexMode = Literal["keep", "add"]
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -125,15 +124,15 @@ class IndexTarget:
 # ---------------------------------------------------------------- finding files
 
 
-def _is_data_name(name: str) -> bool:
+def is_data_name(name: str) -> bool:
     return not name.startswith(("_", "."))
 
 
 def _walk(root: str) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=listing_failed):
-        dirnames[:] = sorted(d for d in dirnames if _is_data_name(d))
-        out += [os.path.join(dirpath, f) for f in sorted(filenames) if _is_data_name(f)]
+        dirnames[:] = sorted(d for d in dirnames if is_data_name(d))
+        out += [os.path.join(dirpath, f) for f in sorted(filenames) if is_data_name(f)]
     return out
 
 
@@ -355,17 +354,17 @@ def _retrofit(pf: ParquetFile, rg: int, col: int) -> _Retrofit:
 # ---------------------------------------------------------------- one file
 
 
-def _columns(values: str | Iterable[str]) -> list[str]:
+def column_names(values: str | Iterable[str]) -> list[str]:
     return [values] if isinstance(values, str) else list(values)
 
 
-def _kinds(indexes: Mapping[str, str | Sequence[str]] | None,
+def requested_kinds(indexes: Mapping[str, str | Sequence[str]] | None,
            **named: str | Iterable[str]) -> dict[str, list[str]]:
     """``indexes={kind: columns}`` (any registered kind) merged with the older
     per-kind keywords (``distinct=``, ``bloom=``, ...)."""
     out = index_kinds(indexes)
     for kind, cols in named.items():
-        extra = [c for c in _columns(cols) if c not in out.get(kind, [])]
+        extra = [c for c in column_names(cols) if c not in out.get(kind, [])]
         if extra:
             out.setdefault(kind, []).extend(extra)
     return out
@@ -389,7 +388,7 @@ def bloom_scopes(scope: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _cap(truncate: bool | int) -> int | None:
+def truncation_cap(truncate: bool | int) -> int | None:
     if isinstance(truncate, bool):
         return DEFAULT_CAP if truncate else None
     if not isinstance(truncate, int) or truncate < 1:
@@ -416,7 +415,7 @@ def index_file(
     t0 = time.perf_counter()
     src = os.fspath(source)
     dst = src if output is None else os.fspath(output)
-    kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
+    kinds = requested_kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
     options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
     if page_index not in ("keep", "add"):
         raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
@@ -424,7 +423,7 @@ def index_file(
         raise UserInputError(
             "drop removes the embedded indexes; it takes no index kinds and no page_index='add'"
         )
-    cap = _cap(truncate)
+    cap = truncation_cap(truncate)
     try:
         # What fails while reading the file's pages is the file's damage.
         with located(default=CorruptFileError, path=src):
@@ -458,7 +457,7 @@ def _index_file(
             tail.drop_region = True
             result.region_dropped = old_region is not None
         else:
-            _page_index(pf, tail, result, cap, page_index)
+            fill_page_indexes(pf, tail, result, cap, page_index)
         unchanged = not (
             tail.column_indexes or tail.offset_indexes or kinds or (drop and old_region is not None)
         )
@@ -480,7 +479,7 @@ def _index_file(
             base, tail = staged, Tail()
         if kinds:
             with ParquetFile.open(base) as pf:
-                tail.region = _region(pf, kinds, result, options)
+                tail.region = new_region(pf, kinds, result, options)
         done = rewrite(base, tail, dst)
     finally:
         if staged is not None and os.path.exists(staged):
@@ -542,7 +541,7 @@ def remove_stale_staging(dst: str) -> list[str]:
     return removed
 
 
-def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult,
+def new_region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult,
             options: Mapping[str, Mapping[str, Any]] | None = None) -> bytes:
     """The new region; an empty one still replaces the old: the call asked for these kinds."""
     blobs = build_blobs(pf, None, kinds, options)
@@ -556,7 +555,7 @@ def _region(pf: ParquetFile, kinds: dict[str, list[str]], result: IndexResult,
     return encode_region(blobs)
 
 
-def _page_index(
+def fill_page_indexes(
     pf: ParquetFile, tail: Tail, result: IndexResult, cap: int | None, page_index: PageIndexMode
 ) -> None:
     """Fill ``tail`` with retrofitted page indexes and truncated ColumnIndexes."""
@@ -586,239 +585,3 @@ def _page_index(
                 if cut != old:
                     tail.column_indexes[key] = cut
                     result.column_indexes_truncated += 1
-
-
-# ---------------------------------------------------------------- files of lake tables
-
-
-@dataclass(frozen=True)
-class TableTargets:
-    """The files of one Delta table to index by commit (``files`` None: every active one)."""
-
-    root: str
-    files: tuple[str, ...] | None
-
-
-def _refuse_table(fmt: str, root: str, why: str) -> UnsupportedError:
-    return UnsupportedError(
-        f"a {fmt} table: {why}; no file was changed (its log or manifests record each "
-        "file's size, so rewriting one in place would break the table)", path=root)
-
-
-def split_table_targets(paths: Paths, targets: Sequence[IndexTarget],
-                        output: str | os.PathLike[str] | None = None
-                        ) -> tuple[list[IndexTarget], list[TableTargets]]:
-    """``targets`` split into plain files and the Delta tables some of them belong to.
-
-    A file of a lake table (found by walking up to the table's root,
-    ``dataset.tables.detect``) is never rewritten in place: the files of a Delta
-    table are indexed by a commit (``index_table_targets``); with ``output``, only its
-    active files are copied (the table itself is not changed). Iceberg, Hudi and
-    Paimon tables, where pqindex makes no commit, raise an UnsupportedError before
-    anything is written."""
-    # The one other upward import: table layouts are the dataset layer's knowledge.
-    from pqindex.dataset.tables.detect import TableFormat, find_table
-
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    given_dirs = [os.path.realpath(os.fspath(p)) for p in items if os.path.isdir(os.fspath(p))]
-    cache: dict[str, Any] = {}
-    plain: list[IndexTarget] = []
-    by_root: dict[str, list[IndexTarget]] = {}
-    for t in targets:
-        table = find_table(t.source, cache)
-        if table is None:
-            plain.append(t)
-            continue
-        if table.format is TableFormat.ICEBERG:
-            raise _refuse_table("Iceberg", table.root, "its commits go through its catalog: "
-                                "pass the pyiceberg Table (catalog.load_table(...)) to "
-                                "pqindex.add_indexes to index it by a commit")
-        if table.format is not TableFormat.DELTA:
-            raise _refuse_table(table.format.value.capitalize(), table.root,
-                                "pqindex cannot commit indexes to it")
-        by_root.setdefault(table.root, []).append(t)
-    tables = []
-    for root, found in by_root.items():
-        real = os.path.realpath(root)
-        whole = any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in given_dirs)
-        files = None if whole else tuple(t.source for t in found)
-        if output is None:
-            tables.append(TableTargets(root, files))
-            continue
-        from pqindex.dataset.tables.delta import load_delta
-
-        active = {os.path.realpath(f.path) for f in load_delta(root).files}
-        plain += [t for t in found if os.path.realpath(t.source) in active]
-    return plain, tables
-
-
-def index_table_targets(tables: Sequence[TableTargets], progress: Progress | None = None,
-                        **options: Any) -> list[IndexResult]:
-    """Index the files of Delta tables as one commit per table (``dataset.tables.commit``);
-    ``options`` are :func:`index_file`'s."""
-    from pqindex.dataset.tables.commit import index_delta_table
-    from pqindex.dataset.tables.delta import load_delta
-
-    results: list[IndexResult] = []
-    for table in tables:
-        # Under column mapping the files name columns by physical names: the columns
-        # asked for (logical names) are indexed under them.
-        physical = load_delta(table.root).physical
-        done, _version = index_delta_table(
-            table.root, functools.partial(_index_copy, _physical_columns(options, physical)),
-            only=table.files, progress=progress)
-        results += done
-    return results
-
-
-def _index_copy(options: dict[str, Any], source: str, output: str) -> IndexResult:
-    return index_file(source, output=output, **options)
-
-
-def _physical_columns(options: dict[str, Any], physical: Mapping[str, str]) -> dict[str, Any]:
-    """``index_file``'s options with each column named (top-level logical name) by its
-    physical name in the files."""
-    def one(name: str) -> str:
-        head, dot, rest = name.partition(".")
-        return physical.get(head, head) + dot + rest
-
-    def names(value: Any) -> list[str]:
-        return [one(n) for n in _columns(value)]
-
-    if not any(k != v for k, v in physical.items()):
-        return options
-    out = dict(options)
-    for key in ("distinct", "bloom", "zone_maps", "hll"):
-        if out.get(key):
-            out[key] = names(out[key])
-    if out.get("indexes"):
-        out["indexes"] = {kind: names(cols) for kind, cols in out["indexes"].items()}
-    return out
-
-
-# ---------------------------------------------------------------- many files
-
-
-@public_api
-def add_indexes(
-    paths: Paths,
-    *,
-    distinct: str | Iterable[str] = (),
-    bloom: str | Iterable[str] = (),
-    zone_maps: str | Iterable[str] = (),
-    hll: str | Iterable[str] = (),
-    truncate: bool | int = True,
-    page_index: PageIndexMode = "keep",
-    output: str | os.PathLike[str] | None = None,
-    drop: bool = False,
-    progress: Progress | None = None,
-    indexes: Mapping[str, str | Sequence[str]] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
-) -> list[IndexResult]:
-    """Embed indexes into existing Parquet files, in place or into ``output``.
-
-    ``paths``: files, directories (walked recursively, names starting with ``_``
-    or ``.`` skipped), or a list of them; or a pyiceberg ``Table``. Files of a
-    Delta table, and an Iceberg table given as a Table, are indexed by a table
-    commit (``dataset/tables/commit.py``); files of other tables are refused. ``distinct``/``bloom``/``zone_maps``/
-    ``hll`` name the flat columns each embedded index kind covers; the new region
-    replaces the file's old one (a call naming no kind keeps it). ``truncate``
-    cuts ColumnIndex string bounds to 64 bytes (an int sets the cap, False keeps
-    them). ``page_index="add"`` writes a ColumnIndex and OffsetIndex into chunks
-    without one (see the module doc for what is skipped and why). ``output``
-    writes each result under the directory instead, at its name relative to the
-    directory given. ``drop=True`` removes the embedded region and nothing else.
-    ``progress(done, total, result)`` is called after each file. ``indexes``
-    maps any registered index kind to its columns (``{"distinct": ["country"]}``);
-    the per-kind keywords are the older spelling of the same.
-
-    Files are processed in order; the first error stops the run (files already
-    done stay done) and raises a PqIndexError naming the file. A directory given
-    alone then gets its dataset manifest (``_pqindex_manifest.json``) written anew.
-
-    Object-store URLs (``storage_options`` configure the store) are indexed in
-    place: each object is replaced only if unchanged since it was read
-    (``write.remote_index``; on S3 the data pages are copied by the store, on Azure
-    and GCS the object is kept and the new tail appended by the store, and only
-    the tail is uploaded; see ``write.cloud_copy`` for when they stream instead);
-    ``bytes_uploaded`` and ``bytes_copied_server_side`` in each result say what
-    it cost.
-    """
-    if type(paths).__module__.startswith("pyiceberg"):
-        # An Iceberg table object: its data files indexed by a commit (dataset/tables).
-        from pqindex.dataset.tables.commit import index_iceberg_table
-
-        if output is not None:
-            raise UserInputError("output is not supported for an Iceberg table (a commit)")
-        def index_one(src: str, dst: str) -> IndexResult:
-            if "://" in src and not src.startswith("file://"):  # an object: a new object
-                from pqindex.write.remote_index import index_object
-
-                return index_object(
-                    src, output=dst, kinds=_kinds(indexes, distinct=distinct, bloom=bloom,
-                                                  zone_maps=zone_maps, hll=hll),
-                    cap=_cap(truncate), page_index=page_index, drop=drop,
-                    storage_options=storage_options,
-                    options={"bloom": {"scopes": bloom_scopes(bloom_scope)}})
-            return index_file(src, output=dst, distinct=distinct, bloom=bloom,
-                              zone_maps=zone_maps, hll=hll, truncate=truncate,
-                              page_index=page_index, drop=drop, indexes=indexes,
-                              bloom_scope=bloom_scope)
-
-        done, _snapshot = index_iceberg_table(paths, index_one, progress=progress,
-                                              storage_options=storage_options)
-        return list(done)
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if any("://" in os.fspath(p) and not os.fspath(p).startswith("file://") for p in items):
-        if output is not None:
-            raise UserInputError("output is not supported for object-store URLs (in place only)")
-        from pqindex.write.remote_index import add_indexes_remote
-
-        return add_indexes_remote([os.fspath(p) for p in items], distinct=distinct, bloom=bloom,
-                                  zone_maps=zone_maps, hll=hll, truncate=truncate,
-                                  page_index=page_index, drop=drop, progress=progress,
-                                  storage_options=storage_options, indexes=indexes,
-                                  bloom_scope=bloom_scope)
-    targets, tables = split_table_targets(paths, index_targets(paths, output), output)
-    results = []
-    for t in targets:
-        results.append(
-            index_file(
-                t.source,
-                output=None if t.output == t.source else t.output,
-                distinct=distinct,
-                bloom=bloom,
-                zone_maps=zone_maps,
-                hll=hll,
-                truncate=truncate,
-                page_index=page_index,
-                drop=drop,
-                indexes=indexes,
-                bloom_scope=bloom_scope,
-            )
-        )
-        if progress is not None:
-            progress(len(results), len(targets), results[-1])
-    results += index_table_targets(
-        tables, progress, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll,
-        truncate=truncate, page_index=page_index, drop=drop, indexes=indexes,
-        bloom_scope=bloom_scope)
-    refresh_manifest(paths, output)
-    return results
-
-
-def refresh_manifest(paths: Paths, output: str | os.PathLike[str] | None = None) -> None:
-    """A directory indexed as a whole gets its dataset manifest rewritten: its entries
-    (sizes, mtimes, embedded summaries) would no longer match the files otherwise.
-    Nothing happens for files or lists of paths."""
-    if not isinstance(paths, (str, os.PathLike)) or not os.path.isdir(paths):
-        return
-    from pqindex.dataset.tables.detect import find_table
-
-    if find_table(output if output is not None else paths) is not None:
-        return  # a table's own log (or manifests) names its files
-    # The one upward import: the manifest is a dataset-level index (dataset layer).
-    from pqindex.dataset.manifest import write_manifest
-
-    write_manifest(os.fspath(paths) if output is None else os.fspath(output))

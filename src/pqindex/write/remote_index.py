@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
+from pqindex.errors import PqIndexError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.io.errors import ObjectChangedError, StorageError
 from pqindex.io.listing import list_objects
@@ -39,17 +39,11 @@ from pqindex.io.s3multipart import (
 )
 from pqindex.io.source import ByteSource, ObjectInfo, open_source
 from pqindex.write.add_indexes import (
-    DEFAULT_BLOOM_SCOPE,
     IndexResult,
     PageIndexMode,
-    Progress,
-    _cap,
-    _is_data_name,
-    _kinds,
-    _page_index,
-    _physical_columns,
-    _region,
-    bloom_scopes,
+    fill_page_indexes,
+    is_data_name,
+    new_region,
 )
 from pqindex.write.cloud_copy import server_plan
 from pqindex.write.remote import (
@@ -63,8 +57,8 @@ from pqindex.write.remote import (
 )
 from pqindex.write.tail import RewriteResult, Tail, region_locator
 
-__all__ = ["COPY_CONCURRENCY", "COPY_PART_BYTES", "add_indexes_remote", "copy_ranges",
-           "index_object", "remote_targets", "rewrite_server_side"]
+__all__ = ["COPY_CONCURRENCY", "COPY_PART_BYTES", "copy_ranges", "index_object",
+           "index_object_copy", "remote_targets", "rewrite_server_side"]
 
 COPY_PART_BYTES = 32 << 20  # target size of a copied part (each is 1-2x this)
 COPY_CONCURRENCY = 16  # part copies in flight per object
@@ -84,7 +78,7 @@ def remote_targets(paths: Sequence[str], storage_options: Mapping[str, Any] | No
             root = p.rstrip("/") + "/"
             for url, _info in listed:
                 rel = url[len(root):] if url.startswith(root) else url
-                if all(_is_data_name(part) for part in rel.split("/")):
+                if all(is_data_name(part) for part in rel.split("/")):
                     out.append(url)
         else:
             out.append(p)
@@ -123,7 +117,7 @@ def index_object(
                 tail.drop_region = True
                 result.region_dropped = old_region is not None
             else:
-                _page_index(pf, tail, result, cap, page_index)
+                fill_page_indexes(pf, tail, result, cap, page_index)
             if not (tail.column_indexes or tail.offset_indexes or kinds
                     or (drop and old_region is not None)):
                 result.rewritten = False
@@ -166,7 +160,7 @@ def index_object(
     return result
 
 
-def _index_copy(url: str, output: str, **kw: Any) -> IndexResult:
+def index_object_copy(url: str, output: str, **kw: Any) -> IndexResult:
     """:func:`index_object` into a new object (a table's copy)."""
     return index_object(url, output=output, **kw)
 
@@ -185,11 +179,11 @@ def _new_tail(src: ByteSource, tail: Tail, kinds: Mapping[str, list[str]],
     with ParquetFile(src) as pf:
         at = pf.file_size if keep_whole else None
         if kinds and not tail.offset_indexes:
-            tail.region = _region(pf, dict(kinds), result, options)
+            tail.region = new_region(pf, dict(kinds), result, options)
         base, tail_bytes, done = build_tail(pf, tail, at=at)
     if kinds and tail.offset_indexes:
         with ParquetFile(spliced(src, base, tail_bytes)) as staged:
-            region_tail = Tail(region=_region(staged, dict(kinds), result, options))
+            region_tail = Tail(region=new_region(staged, dict(kinds), result, options))
             _b, tail_bytes, done = build_tail(staged, region_tail, at=base)
     return base, tail_bytes, done
 
@@ -287,92 +281,3 @@ def _copy_parts(client: S3Multipart, key: str, upload_id: str, ranges: list[tupl
              for i, (start, end) in enumerate(ranges, 1)]
     tail_etag, *etags = run_all(jobs, COPY_CONCURRENCY)
     return [*enumerate(etags, 1), (last, tail_etag)]
-
-
-def _split_tables(paths: Sequence[str], targets: Sequence[str],
-                  storage_options: Mapping[str, Any] | None
-                  ) -> tuple[list[str], dict[str, tuple[str, ...] | None]]:
-    """``targets`` split into plain objects and, per Delta table root, the objects of it
-    asked for (None: the whole table, given at or above its root). An object of
-    another table format raises UnsupportedError before any object changes: its
-    manifests record the object's size, and pqindex makes no commit to it."""
-    from pqindex.dataset.tables.detect import TableFormat, find_table_remote
-
-    cache: dict[str, Any] = {}
-    plain: list[str] = []
-    tables: dict[str, list[str]] = {}
-    # A path given at or below a table's root: its objects are that table's (no LIST
-    # per partition directory of a thousand-file table).
-    given_roots = [t for t in (find_table_remote(p, storage_options, cache) for p in paths)
-                   if t is not None]
-    for url in targets:
-        table = next((t for t in given_roots if url.startswith(t.root + "/")), None)
-        if table is None:
-            table = find_table_remote(url, storage_options, cache)
-        if table is None:
-            plain.append(url)
-        elif table.format is TableFormat.DELTA:
-            tables.setdefault(table.root, []).append(url)
-        else:
-            raise UnsupportedError(
-                f"a {table.format.value.capitalize()} table: pqindex commits indexes to "
-                "Delta tables only there (an Iceberg table: pass its pyiceberg Table); no "
-                "object was changed", path=table.root)
-    given = [p.rstrip("/") for p in paths if not p.endswith(".parquet")]
-    whole = {root: None if any(root == g or root.startswith(g + "/") for g in given)
-             else tuple(found) for root, found in tables.items()}
-    return plain, whole
-
-
-def add_indexes_remote(
-    paths: Sequence[str],
-    *,
-    distinct: str | Iterable[str] = (),
-    bloom: str | Iterable[str] = (),
-    zone_maps: str | Iterable[str] = (),
-    hll: str | Iterable[str] = (),
-    truncate: bool | int = True,
-    page_index: PageIndexMode = "keep",
-    drop: bool = False,
-    progress: Progress | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    indexes: Mapping[str, str | Sequence[str]] | None = None,
-    bloom_scope: str | Iterable[str] = DEFAULT_BLOOM_SCOPE,
-) -> list[IndexResult]:
-    """``add_indexes`` for object-store URLs (in place only; no ``output``)."""
-    options = {"bloom": {"scopes": bloom_scopes(bloom_scope)}}
-    kinds = _kinds(indexes, distinct=distinct, bloom=bloom, zone_maps=zone_maps, hll=hll)
-    if page_index not in ("keep", "add"):
-        raise UserInputError(f"page_index must be 'keep' or 'add', not {page_index!r}")
-    if drop and (kinds or page_index == "add"):
-        raise UserInputError(
-            "drop removes the embedded indexes; it takes no index kinds and no page_index='add'")
-    cap = _cap(truncate)
-    targets, tables = _split_tables(paths, remote_targets(paths, storage_options),
-                                    storage_options)
-    results: list[IndexResult] = []
-    for root, only in tables.items():
-        # Files of a Delta table: indexed copies under new names, then one commit.
-        from pqindex.dataset.tables.commit import index_delta_table
-        from pqindex.dataset.tables.delta import load_delta
-
-        # Under column mapping the files name columns by their physical names.
-        physical = load_delta(root, storage_options=storage_options).physical
-        mapped = _physical_columns({"indexes": kinds}, physical).get("indexes", kinds)
-        done, _version = index_delta_table(
-            root, functools.partial(_index_copy, kinds=mapped, cap=cap, page_index=page_index,
-                                    drop=drop, storage_options=storage_options,
-                                    options=options),
-            only=only, storage_options=storage_options, progress=progress)
-        results += done
-    for url in targets:
-        results.append(index_object(url, kinds=kinds, cap=cap, page_index=page_index, drop=drop,
-                                    storage_options=storage_options, options=options))
-        if progress is not None:
-            progress(len(results), len(targets), results[-1])
-    if (len(paths) == 1 and not paths[0].endswith(".parquet") and targets != [paths[0]]
-            and not tables):
-        from pqindex.dataset.manifest import write_manifest
-
-        write_manifest(paths[0], storage_options)
-    return results

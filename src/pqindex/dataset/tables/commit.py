@@ -38,7 +38,7 @@ from pqindex.dataset.tables.delta import DeltaFile, DeltaSnapshot, load_delta, p
 from pqindex.errors import PqIndexError, UnsupportedError, UserInputError
 
 __all__ = ["TableCommitError", "commit_delta_files", "footer_stats", "index_delta_table",
-           "index_iceberg_table", "indexed_name"]
+           "index_iceberg_table", "indexed_name", "remove_written"]
 
 INDEXED_MARKER = ".pqindex-"
 log = logging.getLogger("pqindex")
@@ -63,8 +63,9 @@ def _is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _remove(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
-    """Remove the copies a failed commit leaves (best effort: VACUUM removes any left)."""
+def remove_written(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
+    """Remove files or objects a failed commit leaves (best effort: VACUUM removes any
+    left)."""
     remote = [p for p in paths if _is_remote(p)]
     for p in paths:
         if not _is_remote(p):
@@ -232,7 +233,7 @@ def index_delta_table(
             actions, mode="append", schema=table.schema(),
             partition_by=list(snapshot.partition_columns) or None)
     except BaseException as e:
-        _remove(written, storage_options)
+        remove_written(written, storage_options)
         if isinstance(e, CommitFailedError):
             raise TableCommitError(f"commit of the indexed files failed (a concurrent "
                                    f"commit conflicts): {e}; the table is unchanged",
@@ -333,7 +334,7 @@ def index_iceberg_table(
                 overwrite.delete_data_file(old)
                 overwrite.append_data_file(new)
     except BaseException as e:
-        _remove(written, storage_options)
+        remove_written(written, storage_options)
         if isinstance(e, CommitFailedException | ValidationException):
             raise TableCommitError(f"commit of the indexed files failed (a concurrent "
                                    f"commit conflicts): {e}; the table is unchanged",
@@ -363,12 +364,26 @@ def _write_iceberg_evidence(table: Any, storage_options: Mapping[str, Any] | Non
 # ---------------------------------------------------------------- new files committed
 
 
-def footer_stats(path: str) -> str:
-    """A Parquet file's Delta ``stats`` from its footer: rows and, per flat top-level
-    column with statistics on every row group, min, max and null count."""
+def footer_stats(path: str, storage_options: Mapping[str, Any] | None = None,
+                 size: int | None = None) -> str:
+    """A Parquet file's Delta ``stats`` from its footer (a local file, or an object read
+    through pqindex's store with ``storage_options``; ``size`` when known): rows and,
+    per flat top-level column with statistics on every row group, min, max and null
+    count."""
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path).metadata
+    if _is_remote(path):
+        from pqindex.io.pyfile import SourceReader
+        from pqindex.io.source import ObjectInfo, open_source
+
+        src = open_source(path, storage_options=storage_options,
+                          info=None if size is None else ObjectInfo(size))
+        try:
+            md = pq.read_metadata(SourceReader(src))
+        finally:
+            src.close()
+    else:
+        md = pq.ParquetFile(path).metadata
     schema = md.schema.to_arrow_schema()
     lows: dict[str, Any] = {}
     highs: dict[str, Any] = {}
@@ -406,35 +421,51 @@ def commit_delta_files(
     schema: pa.Schema,
     partition_by: Sequence[str],
     mode: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> int:
     """Commit ``files`` (paths relative to ``root``, already in place, with their raw
-    partition values) to the Delta table at ``root`` as one transaction: a new table
-    (``mode`` "error"), an append or an overwrite. Returns the version made."""
+    partition values) to the Delta table at ``root`` (a path or a URL: ``sizes`` by
+    relative path, ``storage_options`` for deltalake and pqindex's store) as one
+    transaction: a new table (``mode`` "error"), an append or an overwrite. Returns
+    the version made."""
     from deltalake import DeltaTable
     from deltalake import Schema as DeltaSchema
-    from deltalake.exceptions import DeltaError
+    from deltalake.exceptions import DeltaError, TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     delta_schema = DeltaSchema.from_arrow(schema)
-
+    remote = _is_remote(root)
+    opts = None if not storage_options else {str(k): str(v) for k, v in
+                                             storage_options.items()}
+    now = int(time.time() * 1000)
     actions: list[Any] = []
     for rel, partition in files:
-        full = os.path.join(root, *rel.split("/"))
-        actions.append(AddAction(path=rel, size=os.path.getsize(full),
-                                 partition_values=dict(partition),
-                                 modification_time=int(os.path.getmtime(full) * 1000),
-                                 data_change=True, stats=footer_stats(full)))
+        if remote:
+            full, size, mtime = f"{root}/{rel}", int((sizes or {})[rel]), now
+        else:
+            full = os.path.join(root, *rel.split("/"))
+            size, mtime = os.path.getsize(full), int(os.path.getmtime(full) * 1000)
+        actions.append(AddAction(path=rel, size=size, partition_values=dict(partition),
+                                 modification_time=mtime, data_change=True,
+                                 stats=footer_stats(full, storage_options, size)))
     try:
-        if DeltaTable.is_deltatable(root):
+        try:
+            # (Not DeltaTable.is_deltatable: it holds the GIL while it waits on the store.)
+            table = DeltaTable(root, storage_options=opts)
+        except TableNotFoundError:
+            table = None
+        if table is not None:
             if mode == "error":
                 raise UserInputError("a Delta table is already there (mode='error')", path=root)
-            table = DeltaTable(root)
             table.create_write_transaction(actions, mode=mode, schema=delta_schema,
                                            partition_by=list(partition_by) or None)
             table.update_incremental()
             return int(table.version())
         create_table_with_add_actions(root, delta_schema, actions, mode="error",
-                                      partition_by=list(partition_by) or None)
+                                      partition_by=list(partition_by) or None,
+                                      storage_options=opts)
     except DeltaError as e:
         raise TableCommitError(f"Delta commit failed: {e}", path=root) from None
-    return int(DeltaTable(root).version())
+    return int(DeltaTable(root, storage_options=opts).version())

@@ -21,7 +21,7 @@ from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.partition_kinds import partition_kind, partition_text
 from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
-from pqindex.dataset.tables.deletes import DeletedRows, drop_deleted
+from pqindex.dataset.tables.deletes import DeletedRows, Holes, drop_deleted, row_group_holes
 from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
 from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
@@ -79,6 +79,7 @@ class TableSource:
     # and what deleted them.
     deleted: DeletedRows = field(default_factory=dict)
     deleted_by: str = "deletion vector"
+    _holes: dict[str, dict[int, Holes]] = field(default_factory=dict, repr=False)
 
     def rename(self, pf: ParquetFile) -> None:
         """Give an opened file of the table the table's column names."""
@@ -90,13 +91,23 @@ class TableSource:
                                    "reading it by name mapping is not supported yet",
                                    path=pf.path)
 
+    def holes(self, path: str, pf: ParquetFile) -> dict[int, Holes]:
+        """The deleted rows of the table's file ``path`` (opened as ``pf``), per row
+        group (made once)."""
+        rows = self.deleted.get(path)
+        if rows is None:
+            return {}
+        got = self._holes.get(path)
+        if got is None:
+            got = self._holes[path] = row_group_holes(pf, rows, self.deleted_by)
+        return got
+
     def without_deleted(self, planned: Planned) -> Planned:
         """A file's planned outcome without the rows the table deleted."""
         df, of, plan, bound = planned
-        rows = self.deleted.get(df.path)
-        if rows is None or of is None or plan is None:
+        if df.path not in self.deleted or of is None or plan is None:
             return planned
-        return df, of, drop_deleted(plan, of.pf, rows, self.deleted_by), bound
+        return df, of, drop_deleted(plan, self.holes(df.path, of.pf), self.deleted_by), bound
 
     # The staged planner's Source protocol (dataset/sources.py).
     @property
