@@ -1026,8 +1026,9 @@ class Scan:
             fields = ([f for f in wanted if f in pt or f in of.arrow.names]
                       if wanted is not None else
                       [*of.arrow.names, *(k for k in pt if k not in of.arrow.names)])
-            holes = (None if ds._table is None or not ds._table.deleted
-                     else ds._table.holes(of.df.path, of.pf))
+            table = ds.lake_table
+            holes = (None if table is None or not table.deleted
+                     else table.holes(of.df.path, of.pf))
             for kind, group in _segments(of, rgps, fields, bound, holes):
                 stats = ScanStats()
                 if kind == "holed" and holes is not None:

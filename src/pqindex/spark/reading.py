@@ -568,7 +568,7 @@ def _decide(
 
     read_schema = T.StructType([spark_schema[c] for c in read_cols])
     out.read_columns = list(read_cols)
-    table = ds._table
+    table = ds.lake_table
     # Spark's tasks read each file as plain Parquet: a table's deleted rows (deletion
     # vectors) and renamed columns (column mapping, Iceberg renames) need the table.
     table_only = table is not None and bool(table.deleted or table.logical_names
