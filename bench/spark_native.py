@@ -1,6 +1,6 @@
 """Spark's own idiom on pqindex's data source: DataFrame filters and SQL, pushed down.
 
-    .venv/bin/python bench/spark_native.py [--scale 1] [--runs 3]
+    .venv/bin/python bench/spark_native.py [--scale 1] [--runs 3] [--lake DIR --copy DIR]
 
 On TPC-H ``lineitem`` (tpchgen-cli, into ``data/tpch-sf<scale>`` when missing),
 written once by pqindex's pipeline as scripts/demo.py writes it (sorted by
@@ -16,6 +16,9 @@ and as SQL over a view, with:
   guarded; ``pqindex.spark.table`` for SQL): Spark pushes the filters to the data source, pqindex plans with them;
   Python data sources get no column pruning, so every column of the matching
   rows is read and handed to Spark;
+* *pqindex, columns*: ``pqindex.spark.table(spark, name, lake, columns=...)`` naming the
+  query's columns (its predicate's and its result's): the projection Spark cannot push
+  to a Python data source, declared;
 * *native*: ``spark.read.parquet(lake)``, the same files;
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
@@ -55,21 +58,18 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "native", "native, own copy", "native, every column")
+READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column")
 # Written after the run at sf 0.1 on 2026-12-07 (docs/benchmarks.md); check it against new runs.
 WHY = (
-    'Why the targets are missed (measured causes): every query through a Python data '
-    'source pays a planning Python process (Spark hands it the filters; pqindex plans'
-    ' on all footers there) and Python tasks that hand Arrow batches to the JVM: even'
-    ' the absent ship mode, 0.10 MiB read, is 1.1-1.3x native. Python data sources '
-    'get no column pruning, so Q6 and Q14 hand Spark all 16 columns of their 11.6k / '
-    '7.6k rows: pqindex reads 4.5 / 2.4 MiB where native, pruning columns and pages, '
-    'reads 0.95 / 0.45 MiB (native on every column: see that column). The lookup '
-    'reads 4x fewer bytes than native (0.76 vs 3.2 MiB) and still loses to the fixed '
-    'costs. Scale 0.1, not 1: the load average was 15-21 on 2 cores (the pipeline '
-    'wrote sf 0.1 in 214 s); timings this noisy only show the order of the ratios. '
-    '`pqindex.spark.read` (driver reads for small plans) stays the faster path for '
-    'selective queries (section spark-engines).'
+    "Why the targets are missed (measured causes, sf 1, the reader's side alone): a "
+    "task's time is decoding every column of the matching rows' pages (the lookup: 2.7 "
+    "of 3.5 s projecting 16 columns; Q6: 5.9 of 9.4 s), not planning (pushFilters plans "
+    "in 0.2-0.8 s warm, a task re-plans its files in ~0.5 s of that). PySpark 4.3 gives "
+    "Python data sources no column pruning (`PythonScanBuilder` implements "
+    "`SupportsPushDownFilters` only), so pqindex decodes 16 columns where Spark decodes "
+    "the 2-4 a query names; *pqindex, columns* (`table(..., columns=)`) is that "
+    "projection declared. Every query also pays a planning Python process and Python "
+    "tasks handing Arrow batches to the JVM."
 )
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
@@ -119,11 +119,14 @@ def build(spark: Any, scale: float, out: Path) -> tuple[Path, Path]:
     return lake, copy
 
 
-def frame(spark: Any, reader: str, lake: Path, copy: Path) -> Any:
+def frame(spark: Any, reader: str, lake: Path, copy: Path,
+          columns: list[str] | None = None) -> Any:
     import pqindex.spark
 
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake))
+    if reader == "pqindex, columns":
+        return pqindex.spark.table(spark, "li_pqindex_columns", str(lake), columns=columns)
     path = copy if reader == "native, own copy" else lake
     df = spark.read.parquet(str(path))
     df.createOrReplaceTempView("li_" + reader.replace(",", "").replace(" ", "_"))
@@ -144,15 +147,24 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "data")
+    ap.add_argument("--lake", type=Path, help="the pipeline's lake of this scale, already written")
+    ap.add_argument("--copy", type=Path, help="Spark's copy of this scale, already written")
     args = ap.parse_args()
     t_start, load_start = time.perf_counter(), loadavg()
     spark = spark_session()
-    lake, copy = build(spark, args.scale, args.out)
-    frames = {r: frame(spark, r, lake, copy) for r in READERS}
-    views = {r: ("li_pqindex" if r == "pqindex"
-                 else "li_" + r.replace(",", "").replace(" ", "_")) for r in READERS}
+    if args.lake and args.copy:
+        lake, copy = args.lake, args.copy
+    else:
+        lake, copy = build(spark, args.scale, args.out)
+    from pqindex.expr.bind import columns as expr_columns
+    from pqindex.expr.sql import parse_where
+
+    frames = {r: frame(spark, r, lake, copy) for r in READERS if r != "pqindex, columns"}
+    views = {r: "li_" + r.replace(",", "").replace(" ", "_") for r in READERS}
     results = []
     for name, where, cols, column in queries(args.scale):
+        needed = list(dict.fromkeys([*expr_columns(parse_where(where)), *cols]))
+        frames["pqindex, columns"] = frame(spark, "pqindex, columns", lake, copy, needed)
         for form in ("DataFrame", "SQL"):
             def go(reader: str, where: str = where, cols: list[str] = cols,
                    column: Callable[[], Any] = column, form: str = form) -> dict[str, float]:
@@ -167,6 +179,9 @@ def main() -> None:
                 q = run_one(spark, frames[r], views[r], form, where, cols, column,
                             every=r in ("pqindex", "native, every column"))
                 rows[r] = sorted(map(tuple, q.select(*cols).collect()))
+                if r == "pqindex" and form == "DataFrame":
+                    parts = q.rdd.getNumPartitions()
+                    log(f"{name}: pqindex {parts} task(s)")
                 go(r)
             same = all(v == rows["native"] for v in rows.values())
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
@@ -191,56 +206,63 @@ def main() -> None:
 def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake: Path,
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
+    short = {"pqindex": "pqindex", "pqindex, columns": "pqindex cols", "native": "native",
+             "native, own copy": "own copy", "native, every column": "every column"}
     lines = [
         START,
         "## Spark's own filters and SQL on pqindex's data source (bench/spark_native.py)",
         "",
-        f"Produced by `bench/spark_native.py --scale {args.scale:g} --runs {args.runs}` on "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC in {seconds / 60:.1f} min. Machine: "
-        f"{info['cpu']}; {info['versions']}; one `local[*]` session. pqindex code: "
-        f"{code_version(ROOT / 'src' / 'pqindex')}. Load average {load_start} at the start, "
-        f"{load_end} at the end: **the machine was shared with other engineers' jobs** "
-        "(timings are noisy; ratios between readers measured in the same rounds are the "
-        "figures to read).",
+        f"TPC-H `lineitem` sf {args.scale:g}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC. "
+        f"**Load average {load_start} at the start, {load_end} at the end, on "
+        f"{info['cpu']}**: the machine was shared with other engineers' jobs, timings are "
+        "noisy; ratios between readers measured in the same rounds are the figures to read.",
         "",
-        f"Data: TPC-H `lineitem` sf {args.scale:g} written by pqindex's pipeline as "
-        f"scripts/demo.py writes it ({len(files)} files, "
-        f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MiB; sorted on `l_shipdate`, "
-        "Parquet Bloom filters on `l_orderkey`, a distinct index on `l_shipmode`, a "
-        "page-scope embedded Bloom index on `l_orderkey`) and by Spark itself. *pqindex*: "
-        "`pqindex.spark.frame(spark, lake)` (SQL: `pqindex.spark.table`), the "
-        "filters pushed by Spark; it hands Spark every column of the matching rows (Python "
-        "data sources get no column pruning). *native*: `spark.read.parquet` of the same "
-        "files; *own copy*: of Spark's copy; *every column*: the same files, `SELECT *`. "
-        "Every query run to the `noop` sink; bytes: growth of `rchar` over the driver, the "
-        f"JVM and its Python workers. One warm-up, then {args.runs} rounds in rotating "
-        "order; medians.",
-        "",
-        "| query | form | rows | same rows | pqindex ms | native ms | own copy ms | "
-        "every column ms | pqindex / native | pqindex MiB | native MiB | own copy MiB | "
-        "every column MiB |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| query | form | rows | same rows | "
+        + " | ".join(f"{short[r]} ms" for r in READERS)
+        + " | pqindex / native | pqindex cols / native | "
+        + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
+        "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in READERS)
+        + " | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
     ]
     for r in results:
         res = r["res"]
-        ratio = res["pqindex"]["ms"] / res["native"]["ms"]
         lines.append(
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
             + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
-            + f" | {ratio:.2f}× | "
+            + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
+            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
     lines.append("")
     verdicts = []
     for r in results:
-        ratio = r["res"]["pqindex"]["ms"] / r["res"]["native"]["ms"]
-        target = 0.5 if r["query"] in SELECTIVE else 1.0 if r["query"] == "TPC-H Q6 filter" else None
+        target = (0.5 if r["query"] in SELECTIVE
+                  else 1.0 if r["query"] == "TPC-H Q6 filter" else None)
         if target is None:
             continue
-        verdicts.append(f"{r['query']} ({r['form']}) {ratio:.2f}× vs ≤ {target:.1f}× "
-                        f"{'**met**' if ratio <= target else '**missed**'}")
+        ratio = r["res"]["pqindex"]["ms"] / r["res"]["native"]["ms"]
+        cols = r["res"]["pqindex, columns"]["ms"] / r["res"]["native"]["ms"]
+        verdicts.append(f"{r['query']} ({r['form']}) {ratio:.2f}× "
+                        f"({'met' if ratio <= target else 'missed'}; with columns "
+                        f"{cols:.2f}×) vs ≤ {target:.1f}×")
     lines.append("Targets (pqindex / native on the same files): " + "; ".join(verdicts) + ".")
     lines.append("")
     lines.append(WHY)
+    lines.append("")
+    lines.append(
+        f"Method: `bench/spark_native.py --scale {args.scale:g} --runs {args.runs}` "
+        f"({seconds / 60:.1f} min; {info['versions']}; one `local[*]` session; pqindex code "
+        f"{code_version(ROOT / 'src' / 'pqindex')}). Data: the pipeline's lake as "
+        f"scripts/demo.py writes it ({len(files)} files, "
+        f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MiB; sorted on `l_shipdate`, "
+        "Parquet Bloom filters on `l_orderkey`, a distinct index on `l_shipmode`, a "
+        "page-scope embedded Bloom index on `l_orderkey`) and Spark's own copy. *pqindex*: "
+        "`pqindex.spark.frame(spark, lake)` (SQL: `pqindex.spark.table`), the filters "
+        "pushed by Spark, every column of the matching rows handed to Spark (Python data "
+        "sources get no column pruning); *pqindex cols*: `table(..., columns=)` naming the "
+        "query's columns; *native*: `spark.read.parquet` of the same files; *own copy*: of "
+        "Spark's copy; *every column*: the same files, `SELECT *`. Every query run to the "
+        "`noop` sink; bytes: growth of `rchar` over the driver, the JVM and its Python "
+        f"workers. One warm-up, then {args.runs} round(s) in rotating order; medians.")
     lines.append("")
     lines.append("Predicates: " + "; ".join(f"{r['query']}: `{r['where']}` → "
                                             f"`{', '.join(r['cols'])}`"

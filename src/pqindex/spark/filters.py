@@ -29,15 +29,36 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from pqindex.errors import PqIndexError
-from pqindex.expr.nodes import FALSE, Column, Compare, Expr, and_, col, like, lit, or_
+from pqindex.errors import PqIndexError, UserInputError
+from pqindex.expr.nodes import (
+    FALSE,
+    TRUE,
+    Column,
+    Compare,
+    Condition,
+    Expr,
+    ExprVisitor,
+    In,
+    IsNan,
+    IsNull,
+    LeafExpr,
+    and_,
+    col,
+    like,
+    lit,
+    or_,
+    term_columns,
+    visit,
+)
+from pqindex.expr.normalize import negate
 from pqindex.format.match import LeafOp
 
-__all__ = ["PUSHDOWN_CONF", "enable_pushdown", "split_filters", "to_predicate"]
+__all__ = ["PUSHDOWN_CONF", "enable_pushdown", "spark_float_order", "split_filters",
+           "to_predicate"]
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -140,25 +161,102 @@ def _compare(c: Column, dtype_name: str, op: LeafOp, v: Any) -> Expr | None:
 def _in(c: Column, dtype_name: str, values: Iterable[Any], negate: bool) -> Expr | None:
     if dtype_name not in _ORDERED_TYPES and dtype_name != "BooleanType":
         return None
-    vals = list(values)
-    if any(v is None for v in vals):
+    lits: list[Any] = []
+    for v in values:
+        ok, value = _literal(dtype_name, v)
+        if v is not None and not ok:
+            return None
+        lits.append(value)
+    return _in_values(c, lits, negate)
+
+
+def _in_values(c: Column, values: list[Any], negate: bool) -> Expr:
+    """Spark's ``c [NOT] IN values`` (NaN equal to NaN) for literals of ``c``'s type."""
+    if any(v is None for v in values):
         # x IN (.., NULL) is NULL where no value equals x; NOT IN (.., NULL) never TRUE.
         if negate:
             return FALSE
-        vals = [v for v in vals if v is not None]
-    lits = []
-    for v in vals:
-        ok, value = _literal(dtype_name, v)
-        if not ok:
-            return None
-        lits.append(value)
-    nan = dtype_name in _FLOAT_TYPES and any(math.isnan(v) for v in lits)
-    plain = [v for v in lits if not (isinstance(v, float) and math.isnan(v))]
+        values = [v for v in values if v is not None]
+    nan = any(isinstance(v, float) and math.isnan(v) for v in values)
+    plain = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
     if negate:
         base = ~c.isin(plain) if plain else c.is_not_null()
         return and_(base, ~c.is_nan()) if nan else base
     base = c.isin(plain) if plain else FALSE
     return or_(base, c.is_nan()) if nan else base
+
+
+class _SparkFloats(ExprVisitor[Expr]):
+    """Spark's meaning of a predicate as an IEEE predicate: leaves on float columns are
+    rewritten (:func:`_float_compare`); a NOT negates its already rewritten child the
+    IEEE way, which is then exactly Spark's NOT."""
+
+    def __init__(self, is_float: Callable[[str], bool]) -> None:
+        self.is_float = is_float
+
+    def visit_true(self) -> Expr:
+        return TRUE
+
+    def visit_false(self) -> Expr:
+        return FALSE
+
+    def visit_not(self, child: Expr) -> Expr:
+        return negate(child, lambda c: self.is_float(c.name))
+
+    def visit_and(self, left: Expr, right: Expr) -> Expr:
+        return and_(left, right)
+
+    def visit_or(self, left: Expr, right: Expr) -> Expr:
+        return or_(left, right)
+
+    def visit_leaf(self, node: LeafExpr) -> Expr:
+        if isinstance(node, Condition):
+            if any(self.is_float(c) for c in term_columns(node.term)):
+                raise _NotSparks(f"{node} computes on a float column")
+            return node
+        if isinstance(node, (IsNull, IsNan)) or not self.is_float(node.column.name):
+            return node
+        if isinstance(node, Compare):
+            value = node.literal.value
+            if value is None:
+                return node  # NULL for every row in both
+            return _float_compare(node.column, node.op, _float(value, node))
+        if isinstance(node, In):
+            return _in_values(node.column, [None if v.value is None else _float(v.value, node)
+                                            for v in node.values], node.negated)
+        raise _NotSparks(f"{node} on a float column")
+
+
+class _NotSparks(Exception):
+    """A predicate pqindex cannot give Spark's float semantics."""
+
+
+def _float(value: Any, node: LeafExpr) -> float:
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return float(value)
+    raise _NotSparks(f"{node}: a {type(value).__name__} compared with a float column")
+
+
+def spark_float_order(expr: Expr, is_float: Callable[[str], bool]) -> Expr:
+    """``expr`` (SQL text's predicate, as Spark reads it) as pqindex's IEEE predicate
+    selecting exactly the rows Spark's does: Spark orders NaN above every number and
+    has NaN = NaN (``x > 5`` keeps NaN rows, ``NOT x < 5`` too). ``is_float``: which
+    columns (dotted names) hold floating point. A computation on a float column (a
+    function, arithmetic, a comparison of two columns) raises :class:`UserInputError`:
+    pqindex cannot give it Spark's ordering."""
+    try:
+        return visit(expr, _SparkFloats(is_float))
+    except _NotSparks as e:
+        raise UserInputError(f"pqindex cannot apply {e} with Spark's NaN ordering "
+                             "(NaN above every number)") from None
+
+
+def float_columns(schema: Any) -> Callable[[str], bool]:
+    """``is_float`` of :func:`spark_float_order` for a Spark ``StructType``."""
+    def is_float(name: str) -> bool:
+        found = _leaf(name.split("."), schema)
+        return found is not None and _type_name(found[1]) in _FLOAT_TYPES
+    return is_float
 
 
 def _like_escaped(text: str) -> str:

@@ -2,8 +2,9 @@
 
 The driver plans the query with pqindex (hive partitions, footer statistics,
 embedded file- and row-group-level indexes, page index, dictionaries, Bloom
-filters); every kept file becomes one or more :class:`FileUnit` partitions
-(path, hive values, kept row-group indexes). ``where`` and ``columns`` travel as
+filters); the kept row groups become :class:`ReadTask` partitions of about
+:data:`TASK_BYTES` of kept pages each, a task's row groups of one file one
+:class:`FileUnit` (path, hive values, kept row-group indexes). ``where`` and ``columns`` travel as
 data source options; the filters of the query itself reach the reader through
 Spark's filter pushdown (``pushFilters``, Spark 4.1+, see :mod:`pqindex.spark.filters`):
 the ones pqindex applies exactly are ANDed with ``where``, the others go back to
@@ -13,9 +14,18 @@ and yields Arrow batches typed as Spark's schema for the columns.
 
 The rows a task yields are pqindex's matching rows; ``pqindex.spark.read``
 applies ``where`` again in Spark, so Spark's semantics decide the result and
-pqindex only ever removes rows that cannot match. A pushed filter is the state
-of one reader, and Spark makes one reader per query: it never reaches another
-query of the same DataFrame or view.
+pqindex only ever removes rows that cannot match.
+
+A pushed filter is the state of one reader, but PySpark 4.3 does not keep a reader
+to one scan: the JVM stores the last pushdown's reader and partitions on the data
+source object of the relation (``PythonDataSourceV2.setReadInfo``) and every later
+scan of that relation that pushes nothing takes them (``getOrCreateReadInfo``), as
+do all scans of one query (both sides of a self-join, a union of two filters of one
+DataFrame), which read them only when they execute. No Python call is made for such
+a scan, so the reader cannot tell: :data:`GUARD` makes every query of a
+:func:`~pqindex.spark.reading.frame` push, which covers one scan per query; several
+scans of one relation in one query get the last scan's rows (see
+``tests/test_spark_pushdown.py``, the limitation pinned there).
 
 Python data sources get no column pruning: every task yields every column of
 the schema. pqindex reads the predicate's pages first and the other columns'
@@ -25,7 +35,7 @@ Options (all strings): ``path``; ``where``; ``columns`` (JSON list, the columns
 to read, predicate columns included); ``storage_options`` (JSON object, or
 ``spark.secrets.hide``'s redacted encoding);
 ``units`` (JSON, the driver's plan: the tasks' partitions, so the planning
-process does not plan again); ``row_groups_per_task`` (default 4).
+process does not plan again); ``task_bytes`` (:data:`TASK_BYTES`: a task's kept pages).
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ from pqindex.expr.nodes import Expr, and_
 from pqindex.expr.sql import parse_where
 from pqindex.spark.secrets import reveal
 
-__all__ = ["GUARD", "FileUnit", "PqIndexReader", "units_of"]
+__all__ = ["GUARD", "FileUnit", "PqIndexReader", "ReadTask", "tasks_of"]
 
 # The column of a guarded read (option ``guard``, see :func:`pqindex.spark.reading.frame`):
 # constant 1, and every query of a guarded DataFrame filters on ``IS NOT NULL`` of it, so
@@ -55,9 +65,12 @@ __all__ = ["GUARD", "FileUnit", "PqIndexReader", "units_of"]
 # earlier query's filters.
 GUARD = "__pqindex_query"
 
-# A task reads at most this many of a file's kept row groups (more tasks, more
-# parallelism on a file with many kept row groups).
-ROW_GROUPS_PER_TASK = 4
+# A task reads kept row groups (of one or more files) until their kept pages reach this
+# many bytes: a selective read (a lookup, an absent value, a few pages) is one task, and
+# its one Python worker; a larger one is split by row group across the executors' cores.
+# Measured on TPC-H sf 1 (docs/benchmarks.md, spark-native): a task costs tens of ms in
+# Spark and its Python worker before its first byte.
+TASK_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -79,19 +92,45 @@ class FileUnit(InputPartition):
                    tuple(int(i) for i in v[2]), tuple((str(k), str(t)) for k, t in v[3]))
 
 
-def units_of(dplan: Any, discovery: Any, per_task: int = ROW_GROUPS_PER_TASK) -> list[FileUnit]:
-    """The partitions of a :class:`~pqindex.dataset.plan.DatasetPlan`: kept row groups
-    of each kept file, ``per_task`` at a time."""
+@dataclass(frozen=True)
+class ReadTask(InputPartition):
+    """One task's file shares, read one after another."""
+
+    units: tuple[FileUnit, ...]
+
+    def to_json(self) -> list[Any]:
+        return [u.to_json() for u in self.units]
+
+    @classmethod
+    def from_json(cls, v: Sequence[Any]) -> ReadTask:
+        return cls(tuple(FileUnit.from_json(u) for u in v))
+
+
+def tasks_of(dplan: Any, discovery: Any, task_bytes: int = TASK_BYTES) -> list[ReadTask]:
+    """The tasks of a :class:`~pqindex.dataset.plan.DatasetPlan`: its kept row groups in
+    order, a new task where the next would take the kept pages (the planner's upper
+    bound) past ``task_bytes``; a task's row groups of one file are one share."""
     raw = {df.path: df.partition for df in discovery.files}
     types = tuple((k, str(discovery.partition_types.get(k, "string")))
                   for k in discovery.partition_columns)
-    out = []
+    tasks: list[list[tuple[str, list[int]]]] = []
+    size = 0
     for entry in dplan.kept:
-        kept = entry.row_groups_kept
-        for i in range(0, len(kept), per_task):
-            out.append(FileUnit(entry.path, tuple(raw.get(entry.path, ())),
-                                tuple(kept[i:i + per_task]), types))
-    return out
+        for rg in entry.row_groups:
+            if rg.skipped:
+                continue
+            nbytes = sum(r.bytes for r in rg.reads)
+            if not tasks or (size + nbytes > task_bytes and size > 0):
+                tasks.append([])
+                size = 0
+            task = tasks[-1]
+            if task and task[-1][0] == entry.path:
+                task[-1][1].append(rg.index)
+            else:
+                task.append((entry.path, [rg.index]))
+            size += nbytes
+    return [ReadTask(tuple(FileUnit(path, tuple(raw.get(path, ())), tuple(groups), types)
+                           for path, groups in task)) for task in tasks]
 
 
 def spark_arrow_schema(schema: Any) -> pa.Schema:
@@ -131,13 +170,13 @@ class PqIndexReader(DataSourceReader):
         self.guarded = GUARD in schema.fieldNames()
         self.storage_options: dict[str, Any] = reveal(options.get("storage_options"))
         self.units_json = options.get("units")
-        self.per_task = int(options.get("row_groups_per_task", ROW_GROUPS_PER_TASK))
+        self.task_bytes = int(options.get("task_bytes", TASK_BYTES))
         self.spark_schema = schema
         self.target = spark_arrow_schema(schema)
         # Set by pushFilters: the AND of the filters of this query pqindex applies, and
         # the partitions planned with them.
         self.pushed: Expr | None = None
-        self.planned: list[FileUnit] | None = None
+        self.planned: list[ReadTask] | None = None
 
     def open(self, path: str | None = None, **kwargs: Any) -> Any:
         """The pqindex dataset this reader reads (``path``: one of its files): the one
@@ -148,8 +187,12 @@ class PqIndexReader(DataSourceReader):
                                **kwargs)
 
     def predicate(self) -> Expr | None:
-        """``where`` AND the pushed filters (None: every row)."""
-        parts = [parse_where(self.where)] if self.where else []
+        """``where`` (read as Spark reads SQL: NaN above every number) AND the pushed
+        filters (None: every row)."""
+        from pqindex.spark.filters import float_columns, spark_float_order
+
+        parts = ([spark_float_order(parse_where(self.where), float_columns(self.spark_schema))]
+                 if self.where else [])
         if self.pushed is not None:
             parts.append(self.pushed)
         return and_(*parts) if parts else None
@@ -185,28 +228,30 @@ class PqIndexReader(DataSourceReader):
             return False
         return True
 
-    def _plan(self) -> list[FileUnit]:
+    def _plan(self) -> list[ReadTask]:
         with self.open() as ds:
             dplan = ds.plan(self.columns, self.predicate())
             disc = ds.discovery
-        return list(units_of(dplan, disc, self.per_task))
+        return tasks_of(dplan, disc, self.task_bytes)
 
     def partitions(self) -> list[InputPartition]:
         if self.units_json is not None:
-            return [FileUnit.from_json(u) for u in json.loads(self.units_json)]
+            return [ReadTask.from_json(t) for t in json.loads(self.units_json)]
         return list(self.planned if self.planned is not None else self._plan())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, FileUnit):  # Spark's stand-in when nothing is kept
+        if not isinstance(partition, ReadTask):  # Spark's stand-in when nothing is kept
             return
         from pqindex.dataset.discovery import DataFile, Discovery
 
-        types = dict(partition.partition_types)
-        disc = Discovery((DataFile(partition.path, partition.partition),), tuple(types), types)
-        with self.open(partition.path, discovery=disc,
-                       row_groups={partition.path: partition.row_groups}) as ds:
-            for batch in ds.scan(self.columns, self.predicate()).to_batches():
-                if self.guarded:
-                    batch = batch.append_column(GUARD, pa.array(np.ones(batch.num_rows,
-                                                                        np.int32)))
-                yield as_spark(batch, self.target)
+        predicate = self.predicate()
+        for unit in partition.units:
+            types = dict(unit.partition_types)
+            disc = Discovery((DataFile(unit.path, unit.partition),), tuple(types), types)
+            with self.open(unit.path, discovery=disc,
+                           row_groups={unit.path: unit.row_groups}) as ds:
+                for batch in ds.scan(self.columns, predicate).to_batches():
+                    if self.guarded:
+                        batch = batch.append_column(GUARD, pa.array(np.ones(batch.num_rows,
+                                                                            np.int32)))
+                    yield as_spark(batch, self.target)

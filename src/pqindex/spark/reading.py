@@ -143,6 +143,7 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
     from pqindex.expr.bind import columns as expr_columns
     from pqindex.expr.sql import parse_where
     from pqindex.spark.commit import load_manifest, manifest_status
+    from pqindex.spark.filters import float_columns, spark_float_order
 
     t0 = time.perf_counter()
     dest = os.path.abspath(path)
@@ -172,6 +173,11 @@ def plan(path: str, where: str | None, spark_files: Sequence[str], spark_schema:
             return out
         if (why := spark_only(expr)) is not None:
             out.fallback = why
+            return out
+        try:
+            expr = spark_float_order(expr, float_columns(spark_schema))
+        except PqIndexError as e:
+            out.fallback = str(e)
             return out
         # Planning decides files only: a small tail read (Spark's footers are a few
         # KiB) and no projection, so no offset index of a non-predicate column is read.
@@ -429,7 +435,8 @@ def _decide(
     import pqindex
     from pqindex.expr.bind import columns as expr_columns
     from pqindex.expr.sql import parse_where
-    from pqindex.spark.reader import units_of
+    from pqindex.spark.filters import float_columns, spark_float_order
+    from pqindex.spark.reader import tasks_of
 
     if engine not in ENGINES:
         raise PqIndexError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
@@ -485,6 +492,12 @@ def _decide(
                 pq_where, expr_cols = None, []
         else:
             spark_schema = _spark_schema_of(ds.schema, disc)
+        pq_expr = None
+        if pq_where is not None:
+            try:  # Spark's NaN ordering (the rows Spark's WHERE keeps)
+                pq_expr = spark_float_order(parse_where(pq_where), float_columns(spark_schema))
+            except PqIndexError as e:
+                why_not, pq_where, expr_cols = str(e), None, []
         names = spark_schema.fieldNames()
         wanted = list(columns) if columns is not None else list(names)
         if why_not is not None and has_where:
@@ -499,7 +512,7 @@ def _decide(
                 f"no column named {missing[0]!r} in Spark's schema of the dataset "
                 f"(columns: {', '.join(names)}); Spark takes the schema from one file "
                 "unless the read sets mergeSchema", path=path, column=missing[0])
-        dplan = ds.plan(read_cols, pq_where)
+        dplan = ds.plan(read_cols, pq_expr)
     except BaseException:
         ds.close()
         raise
@@ -527,8 +540,8 @@ def _decide(
     elif out.bytes_kept <= threshold:
         out.engine, out.engine_reason = "pqindex", (
             f"the plan keeps {out.bytes_kept} bytes <= {threshold}")
-    elif (out.bytes_kept <= on_driver and pq_where is not None
-          and (rows := lookup_rows(dplan, parse_where(pq_where))) is not None
+    elif (out.bytes_kept <= on_driver and pq_expr is not None
+          and (rows := lookup_rows(dplan, pq_expr)) is not None
           and rows <= LOOKUP_ROWS):
         out.engine, out.engine_reason = "pqindex", (
             f"a lookup: about {rows} row(s) expected (Bloom filter sizes) <= {LOOKUP_ROWS}")
@@ -570,15 +583,15 @@ def _decide(
         return out, df
     ds.close()
     out.engine_mode = "tasks"
-    units = units_of(dplan, disc)
-    out.units = len(units)
+    tasks = tasks_of(dplan, disc)
+    out.units = len(tasks)
     register(spark)
     df = (spark.read.format("pqindex").schema(read_schema)
           .option("path", dest)
           .option("where", pq_where or "")
           .option("columns", json.dumps(read_cols))
           .option("storage_options", hide(spark, storage_options) if storage_options else "")
-          .option("units", json.dumps([u.to_json() for u in units]))
+          .option("units", json.dumps([t.to_json() for t in tasks]))
           .load())
     out.plan_seconds = time.perf_counter() - t0
     return out, df
@@ -713,13 +726,19 @@ def frame(
     path: str | os.PathLike[str],
     *,
     where: str | None = None,
+    columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Any:
     """``spark.read.format("pqindex").load(path)``, guarded: its queries prune with the
     filters Spark pushes (:mod:`pqindex.spark.filters`), and a query with no filter Spark
     can push never reuses an earlier query's (PySpark 4.3 keeps the last pushdown's
     partitions and reader on the relation; see ``reader.GUARD``). ``where``: a
-    predicate every query gets (SQL text, ANDed with the pushed filters)."""
+    predicate every query gets (SQL text, ANDed with the pushed filters). ``columns``:
+    the DataFrame's columns (all by default). Spark prunes no column of a Python data
+    source, so every query reads every column of its matching rows: naming the columns
+    the queries need is the one way to read fewer."""
+    import json
+
     from pyspark.sql import functions as F
 
     from pqindex.spark.pipeline import register
@@ -730,6 +749,8 @@ def frame(
     reader = spark.read.format("pqindex").option("guard", "true")
     if where is not None and where.strip():
         reader = reader.option("where", where)
+    if columns is not None:
+        reader = reader.option("columns", json.dumps(column_list(columns)))
     if storage_options:
         reader = reader.option("storage_options", hide(spark, storage_options))
     return reader.load(os.fspath(path)).where(F.col(GUARD).isNotNull()).drop(GUARD)
@@ -741,11 +762,12 @@ def table(
     path: str | os.PathLike[str],
     *,
     where: str | None = None,
+    columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Any:
     """The dataset at ``path`` as the temporary view ``name`` of ``spark``'s session, read
     by the ``"pqindex"`` data source: ``spark.sql("SELECT ... FROM name WHERE ...")`` and
     the DataFrame returned (:func:`frame`), filtered, prune with pqindex's indexes."""
-    df = frame(spark, path, where=where, storage_options=storage_options)
+    df = frame(spark, path, where=where, columns=columns, storage_options=storage_options)
     df.createOrReplaceTempView(name)
     return df
