@@ -940,18 +940,20 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
         # The other columns are read whole, as the predicate wave fetched them (their
         # pages for the surviving rows only would be one more wave), and evaluated at
         # the surviving rows only (TPC-H Q12: 3% of them).
-        _decode_whole(reader, rest)
+        _decode_whole(reader, rest, fetched=True)
         found = _checked(reader, rest, found, partition, partition_types, stats)
     return found
 
 
-def _decode_whole(reader: RowGroupReader, expr: BoundExpr) -> None:
+def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False) -> None:
     """The whole chunks of ``expr``'s file columns decoded by pyarrow in one call (its
     threads over the columns; one at a time cost TPC-H Q4 ~1.5x), kept for
-    :meth:`RowGroupReader.leaf_values`."""
+    :meth:`RowGroupReader.leaf_values`. ``fetched``: the predicate wave fetched the
+    chunks whole, so one column is decoded whole too (its pages for the surviving rows
+    only would be one more wave per row group)."""
     n_leaves = len(reader.pf.schema.leaves)
     names = sorted({leaf.path[0] for leaf in bound_leaves(expr) if leaf.index < n_leaves})
-    if len(names) > 1:
+    if len(names) > (0 if fetched else 1):
         reader.whole_fields(names, as_dictionary=True)
 
 
