@@ -67,16 +67,17 @@ def _run_many(args: list[str], env: dict[str, str], runs: int, cwd: Path
 
 
 @pytest.mark.slow
-def test_cli_manifest_exits_zero_over_50_runs(s3: S3Endpoint, lake: str,  # noqa: F811
+def test_cli_manifest_exits_zero_over_20_runs(s3: S3Endpoint, lake: str,  # noqa: F811
                                               tmp_path: Path) -> None:
     """Regression: ``pqindex manifest s3://…/many/`` printed its result, then died of
     SIGABRT in about 2 runs of 5 (the manifest PUT's native task handed its result
-    over while the interpreter finalized)."""
+    over while the interpreter finalized). 20 runs miss a rate that high with a
+    chance of 0.6**20 (4e-5); 50 cost the suite 25 s more."""
     url = f"s3://{lake}/many/"
     runs = _run_many(["-c", "from pqindex.cli import main; main()", "manifest", url],
-                     _env(s3), 50, tmp_path)
+                     _env(s3), 20, tmp_path)
     bad = [(r.returncode, r.stderr[-500:]) for r in runs if r.returncode != 0]
-    assert not bad, f"{len(bad)} of 50 runs failed: {bad[:3]}"
+    assert not bad, f"{len(bad)} of 20 runs failed: {bad[:3]}"
     for r in runs:
         assert f"manifest of {LAKE_FILES} file(s)" in r.stdout, r.stdout
 
