@@ -10,6 +10,7 @@ import random
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pqindex
 from conftest import import_or_missing
 from pqindex.errors import UserInputError
 from pqindex.expr import (
@@ -846,3 +848,31 @@ def test_true_positions_equal_indices_nonzero(
     got = true_positions(sliced)
     assert got.dtype == np.int64
     assert got.tolist() == expected.tolist()
+
+
+@pytest.fixture(scope="module")
+def small_int_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ints") / "ints.parquet"
+    rng = np.random.default_rng(11)
+    pq.write_table(pa.table({
+        "i8": pa.array(rng.integers(-128, 128, 500), pa.int8()),
+        "u16": pa.array(rng.integers(0, 2**16, 500), pa.uint16()),
+        "i64": pa.array(rng.integers(-50, 50, 500), pa.int64()),
+    }), path, row_group_size=100)
+    return path
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["i8", "u16", "i64"]),
+       st.lists(st.integers(-2**70, 2**70) | st.integers(-200, 70_000), min_size=1, max_size=30))
+def test_in_list_of_python_ints_matches_pyarrow(small_int_file: Path, column: str,
+                                               values: list[int]) -> None:
+    # Integer IN lists bind in bulk (expr/bind._bind_in); a value the column's type
+    # cannot hold matches nothing.
+    table = pq.read_table(small_int_file)
+    kind = table.schema.field(column).type
+    lo, hi = {"i8": (-128, 127), "u16": (0, 2**16 - 1), "i64": (-2**63, 2**63 - 1)}[column]
+    held = pa.array([v for v in values if lo <= v <= hi], kind)
+    want = table.filter(pc.is_in(table[column], value_set=held))
+    got = pqindex.dataset(small_int_file).to_table(filters=[(column, "in", values)])
+    assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)

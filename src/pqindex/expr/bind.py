@@ -695,6 +695,17 @@ def _bind_in(target: _Target, node: In) -> BoundExpr:
     if node.negated and any(v is None for v in raw):
         return BoundFalse()  # x NOT IN (.., NULL) is never true
     coerced: dict[Any, Value] = {}
+    ints = [v for v in raw if isinstance(v, int) and not isinstance(v, bool)] \
+        if target.vt.kind in (Kind.INT, Kind.UINT) else []
+    if ints and len(ints) == len(raw):
+        # Python ints on an integer column: each is its own tick, kept where the
+        # column's type can hold it (what _bind_compare decides one by one, ~25 us
+        # each, 25 s for a list of MAX_IN_VALUES).
+        lo, hi = _grid_range(target.vt)
+        for i in ints:
+            if (lo is None or lo <= i) and (hi is None or i <= hi):
+                coerced.setdefault(target.key(i), i)
+        raw = []
     for v in raw:
         if v is None:
             continue  # x IN (.., NULL): the NULL can only add NULL, never TRUE
