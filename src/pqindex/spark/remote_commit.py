@@ -313,25 +313,20 @@ def commit_job_remote(
 
 def _put_manifest(url: str, body: bytes, base_etag: str | None,
                   storage_options: Mapping[str, Any] | None) -> None:
-    from pqindex.io.native import obstore_api
-
-    obs = obstore_api()
-
-    from pqindex.io.objstore import get_store, run
-
-    handle, key = get_store(url, storage_options)
-    mode: Any = "create" if base_etag is None else {"e_tag": base_etag}
-
-    async def put() -> None:
-        await obs.put_async(handle.store, key, body, mode=mode)
+    """The manifest put only if no other job wrote one since this job started: created
+    where there was none, else replaced only at the ETag the job read."""
+    from pqindex.io.objects import put_object, replace_object
 
     try:
-        run(put())
-    except Exception as e:
-        if isinstance(e, obs.exceptions.AlreadyExistsError):
+        if base_etag is None:
+            put_object(url, body, storage_options, mode="create")
+        else:
+            replace_object(url, body, base_etag, storage_options)
+    except StorageError as e:
+        if e.operation == "PUT (create)":
             raise StorageError("the manifest already exists", path=url,
-                               operation="PUT (create)") from None
-        if isinstance(e, obs.exceptions.PreconditionError):
+                               operation=e.operation) from None
+        if e.operation == "PUT (if-match)":
             raise StorageError("the manifest changed since the job started", path=url,
-                               operation="PUT (if-match)") from None
-        raise translate(e, url, "PUT") from None
+                               operation=e.operation) from None
+        raise
