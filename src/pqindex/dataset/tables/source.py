@@ -195,8 +195,7 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
     files = tuple(DataFile(f.path, (), ObjectInfo(f.size)) for f in snap.files)
 
     def keep(expr: Expr) -> list[bool]:
-        planned = snap.plan(expr)
-        return [f.path in planned for f in files]
+        return snap.plan(expr)
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
@@ -249,7 +248,7 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        isnap = load_iceberg(source, snapshot_id)
+        isnap = load_iceberg(source, snapshot_id, storage_options)
         found = _iceberg_source(isnap)
         # A renamed column or a reused name: the sidecar's footers bind by name, not id.
         if isnap.snapshot_id is not None and not isnap.renamed:
