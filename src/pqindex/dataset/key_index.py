@@ -334,7 +334,9 @@ def _file_entries(pf: pq.ParquetFile, column: str, path: str
                              f"dates and timestamps, not {t}", path=path, column=column)
     parts = []
     for rg in range(pf.num_row_groups):
-        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        # One thread: files are read 16 at once; a small chunk on pyarrow's pool
+        # costs more in hand-offs than in decoding.
+        arr = pf.read_row_group(rg, columns=[column], use_threads=False).column(0)
         keys = pc.unique(pc.drop_null(arr).combine_chunks().cast(t)) if len(arr) else None
         if keys is None or len(keys) == 0:
             continue
