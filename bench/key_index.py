@@ -304,6 +304,7 @@ def measure(ep: Any, bucket: str, ids: list[int], args: argparse.Namespace,
                    for k in ("ms", "requests", "round_trips", "data_files")}
             med["key_index"] = runs[-1].get("key_index")
             med["load"] = os.getloadavg()[0]
+            med["rounds"] = args.rounds
             results[f"{title}|{reader}"] = med
             print(title, reader, {k: v for k, v in med.items() if k != "key_index"},
                   flush=True)
@@ -312,13 +313,22 @@ def measure(ep: Any, bucket: str, ids: list[int], args: argparse.Namespace,
 def section(args: argparse.Namespace, state: dict[str, Any]) -> str:
     results = state["results"]
     loads = state.get("loads", [])
+    rounds: dict[int, list[str]] = {}
+    for name, r in results.items():
+        reader = name.split("|")[1]
+        have = rounds.setdefault(int(r.get("rounds", args.rounds)), [])
+        if reader not in have:
+            have.append(reader)
     lines = [START, "## The key index: an unsorted key in many files on S3", ""]
     lines.append(
         f"`bench/key_index.py --files {args.files} --rows {args.rows} --rounds {args.rounds} "
         f"--delay-ms {args.delay_ms:g}`: {args.files:,} files of {args.rows:,} rows on moto "
         f"behind the proxy that adds {args.delay_ms:g} ms to every request; `user_id` unique "
         "and random across files (statistics rule no file out). Every run is a fresh "
-        "process, cold; medians of the rounds; requests and round trips from the proxy. "
+        "process, cold; medians of the rounds"
+        + ("" if len(rounds) < 2 else " (" + "; ".join(
+            f"{n}: {', '.join(rs)}" for n, rs in sorted(rounds.items())) + ")")
+        + "; requests and round trips from the proxy. "
         f"{os.cpu_count()} cores, 1-minute load average {min(loads):.2f} to "
         f"{max(loads):.2f} over the parts of the run (the machine is shared: timings are "
         f"noisy, imports not timed); {state.get('minutes', 0):.1f} min in all.")
