@@ -252,7 +252,11 @@ def iceberg_readers(ep: S3Endpoint, db: Path, bucket: str, snaps: dict[str, Any]
 
     def polars_() -> int:
         import polars as pl
+        from polars.io.iceberg._cache import reset_metadata_file_cache
 
+        # Cold like the others: polars keeps metadata files it read in a process-wide
+        # cache, which served its later rounds without reading the manifests.
+        reset_metadata_file_cache()
         popts = {"aws_endpoint_url": ep.url, "aws_access_key_id": opts["access_key_id"],
                  "aws_secret_access_key": opts["secret_access_key"],
                  "aws_region": opts["region"], "aws_allow_http": "true"}

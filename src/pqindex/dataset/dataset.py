@@ -362,7 +362,8 @@ class Dataset:
                 # A Delta table on a store, seen in the LIST: its log names the files.
                 from pqindex.dataset.tables.source import table_source
 
-                self._table = table_source(self._source, storage_options=self.storage_options)
+                self._table = table_source(self._source, storage_options=self.storage_options,
+                                           log_names=self._discovery.delta_log_names)
                 self._discovery = self._table.discovery
                 if self._given_schema is None:
                     self._given_schema = self._table.schema
