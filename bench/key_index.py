@@ -64,15 +64,18 @@ READERS = ("pqindex + key index", "pqindex + key index, LIST", "pqindex, no inde
 
 
 def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) -> None:
-    """One cold query in this fresh process; prints {"ms", "rows"} as JSON."""
+    """One cold query in this fresh process; prints {"ms", "rows"} as JSON. An empty
+    ``endpoint``: ``url`` is a local directory."""
+    local = not endpoint
     if reader.startswith("pqindex"):
         import pqindex
 
-        opts = {"endpoint": endpoint, "access_key_id": "testing",
-                "secret_access_key": "testing", "region": REGION, "allow_http": "true"}
+        opts = None if local else {
+            "endpoint": endpoint, "access_key_id": "testing",
+            "secret_access_key": "testing", "region": REGION, "allow_http": "true"}
         t0 = time.perf_counter()
         # The pipeline-committed lake: its manifest names the files (no LIST).
-        listing = False if reader == "pqindex + key index" else None
+        listing = False if reader == "pqindex + key index" and not local else None
         scan = pqindex.dataset(url, storage_options=opts, listing=listing).scan(
             columns=["user_id", "amount", "name"], where=where)
         rows = scan.to_table().num_rows
@@ -87,6 +90,13 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
                .set("datafusion.execution.parquet.pushdown_filters", "true")
                .set("datafusion.execution.parquet.enable_page_index", "true"))
         ctx = SessionContext(cfg)
+        if local:
+            ctx.register_parquet("t", url.rstrip("/") + "/")
+            rows = ctx.sql(f"SELECT user_id, amount, name FROM t WHERE {where}"
+                           ).to_arrow_table().num_rows
+            print(json.dumps({"ms": (time.perf_counter() - t0) * 1000, "rows": rows,
+                              "key_index": None}), flush=True)
+            return
         store = AmazonS3(bucket_name=bucket, region=REGION, access_key_id="testing",
                          secret_access_key="testing", endpoint=endpoint, allow_http=True)
         ctx.register_parquet("t", url.rstrip("/") + "/", object_store=store)
@@ -97,9 +107,10 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
         import polars as pl
 
         t0 = time.perf_counter()
-        opts = {"aws_endpoint_url": endpoint, "aws_access_key_id": "testing",
-                "aws_secret_access_key": "testing", "aws_region": REGION,
-                "aws_allow_http": "true"}
+        opts = None if local else {
+            "aws_endpoint_url": endpoint, "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing", "aws_region": REGION,
+            "aws_allow_http": "true"}
         rows = (pl.scan_parquet(url.rstrip("/") + "/*.parquet", storage_options=opts)
                 .filter(pl.col("user_id").is_in(keys)).select(["user_id", "amount", "name"])
                 .collect().height)
@@ -225,6 +236,118 @@ def run(ep: Any, reader: str, url: str, where: str, keys: list[int]) -> dict[str
     got["round_trips"] = ep.waves
     got["data_files"] = len({r.path for r in ep.requests if r.path.endswith(".parquet")})
     return dict(got)
+
+
+# ------------------------------------------------------------------ local files
+
+LOCAL_READERS = ("pqindex + key index", "pqindex, no index", "DataFusion", "polars")
+
+
+def local_setup(root: Path, args: argparse.Namespace, state: dict[str, Any]) -> None:
+    """``--files`` files under ``root/plain`` (``pqindex manifest``) and the same files
+    hard-linked under ``root/indexed`` (``--key-index user_id``); the builds timed."""
+    import numpy as np
+    import pyarrow as pa
+
+    import pqindex
+    from pqindex.io.cache import metadata_cache
+
+    rng = np.random.default_rng(41)
+    n = args.files * args.rows
+    drawn = np.unique(rng.integers(0, 2**62, size=n + n // 10 + 16))
+    ids = rng.permutation(drawn)[:n].astype(np.int64)
+    for d in ("plain", "indexed"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for k in range(args.files):
+        part = ids[k * args.rows:(k + 1) * args.rows]
+        t = pa.table({"user_id": part, "amount": rng.normal(size=args.rows),
+                      "name": pa.array([f"user {x}" for x in part])})
+        name = f"part-{k:05d}.parquet"
+        pqindex.write_table(t, root / "plain" / name, row_group_rows=args.rows, indexes=None)
+        os.link(root / "plain" / name, root / "indexed" / name)
+    np.save(root / "ids.npy", ids)
+    # The files were just written: both builds find them in the OS page cache.
+    metadata_cache().clear()
+    t0 = time.perf_counter()
+    from pqindex.dataset.manifest import write_manifest
+
+    write_manifest(str(root / "plain"))
+    state["local_build_plain"] = time.perf_counter() - t0
+    from pqindex.dataset.key_index import write_manifest_with_key_index
+
+    metadata_cache().clear()
+    t0 = time.perf_counter()
+    write_manifest_with_key_index(str(root / "indexed"), ["user_id"])
+    state["local_build_indexed"] = time.perf_counter() - t0
+    shards = sum(p.stat().st_size for p in (root / "indexed" / "_pqindex").rglob("*.pqkey"))
+    state["local_shard_bytes"] = shards
+
+
+def local_measure(root: Path, args: argparse.Namespace, readers: list[str],
+                  titles: list[str], state: dict[str, Any]) -> None:
+    import numpy as np
+
+    ids = [int(x) for x in np.load(root / "ids.npy")]
+    present = set(ids)
+    urls = {"pqindex + key index": str(root / "indexed"), "pqindex, no index":
+            str(root / "plain"), "DataFusion": str(root / "plain"),
+            "polars": str(root / "plain")}
+    results = state.setdefault("local_results", {})
+    for title, keys in _queries(ids):
+        if title not in titles:
+            continue
+        where = (f"user_id = {keys[0]}" if len(keys) == 1
+                 else f"user_id IN ({', '.join(map(str, keys))})")
+        expected = len(set(keys) & present)
+        for reader in readers:
+            runs = []
+            for _ in range(args.rounds):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", reader, "--url", urls[reader],
+                     "--endpoint", "", "--where", where, "--keys", json.dumps(keys)],
+                    capture_output=True, text=True,
+                    env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+                if not lines:
+                    raise RuntimeError(f"{reader} failed: {out.stderr[-3000:]}")
+                got = json.loads(lines[-1])
+                if got["rows"] != expected:
+                    raise AssertionError(f"{reader} {title}: {got['rows']} rows, "
+                                         f"expected {expected}")
+                runs.append(got)
+            med = {"ms": statistics.median(r["ms"] for r in runs), "rounds": args.rounds,
+                   "load": os.getloadavg()[0], "key_index": runs[-1].get("key_index")}
+            results[f"{title}|{reader}"] = med
+            print("local", title, reader, round(med["ms"]), flush=True)
+
+
+def local_section(args: argparse.Namespace, state: dict[str, Any]) -> list[str]:
+    results = state.get("local_results", {})
+    if not results:
+        return []
+    files, rows = state["local_files"], state["local_rows"]
+    lines = ["", f"### {files:,} local files", "",
+             f"`--local DIR --files {files} --rows {rows}`: {files:,} files of {rows:,} rows "
+             f"on the local disk (warm OS page cache), the same `user_id` layout; fresh "
+             f"processes, medians of {state.get('local_rounds', args.rounds)} rounds; "
+             f"1-minute load {min(state['local_loads']):.2f} to "
+             f"{max(state['local_loads']):.2f}.", "",
+             "| query | reader | ms |", "| --- | --- | ---: |"]
+    for title in TITLES:
+        for reader in LOCAL_READERS:
+            r = results.get(f"{title}|{reader}")
+            if r is not None:
+                lines.append(f"| {title} | {reader} | {r['ms']:,.0f} |")
+    ratios = [f"{t}: {results[f'{t}|{LOCAL_READERS[0]}']['ms'] / results[f'{t}|DataFusion']['ms']:.3f}×"
+              for t in TITLES if f"{t}|{LOCAL_READERS[0]}" in results
+              and f"{t}|DataFusion" in results]
+    lines += ["", "pqindex + key index against DataFusion: " + ", ".join(ratios) + "."]
+    if "local_build_plain" in state:
+        bp, bi = state["local_build_plain"], state["local_build_indexed"]
+        lines += ["", f"Build: `pqindex manifest` {bp:.1f} s, with `--key-index user_id` "
+                  f"{bi:.1f} s ({bi / bp:.2f}×); {state['local_shard_bytes']:,} bytes of "
+                  f"shards ({state['local_shard_bytes'] / (files * rows):.1f} bytes a key)."]
+    return lines
 
 
 def _attach(port: int) -> Any:
@@ -362,7 +485,9 @@ def section(args: argparse.Namespace, state: dict[str, Any]) -> str:
         text += (f" Append: 10 files added, `--key-index` again (a delta shard, manifest "
                  f"refreshed) {state['append']:.1f} s; `--compact-key-index` (the delta "
                  f"merged) {state['compact']:.1f} s.")
-    lines += ["", text, "", END]
+    lines += ["", text]
+    lines += local_section(args, state)
+    lines += ["", END]
     return "\n".join(lines)
 
 
@@ -379,6 +504,8 @@ def main() -> None:
                     default="all")
     ap.add_argument("--readers", help="comma list (default: all)")
     ap.add_argument("--queries", help="comma list of titles (default: all)")
+    ap.add_argument("--local", help="a directory: the local-files run (setup, query)")
+    ap.add_argument("--also", help="another part's --state to fold into the section")
     ap.add_argument("--child")
     ap.add_argument("--url")
     ap.add_argument("--endpoint")
@@ -400,6 +527,23 @@ def main() -> None:
     t_start = time.perf_counter()
     readers = args.readers.split(",") if args.readers else list(READERS)
     titles = args.queries.split(",") if args.queries else list(TITLES)
+    if args.local:
+        root = Path(args.local)
+        state.setdefault("local_loads", []).append(os.getloadavg()[0])
+        state["local_files"], state["local_rows"] = args.files, args.rows
+        state["local_rounds"] = args.rounds
+        readers = args.readers.split(",") if args.readers else list(LOCAL_READERS)
+        if args.phase == "setup":
+            local_setup(root, args, state)
+        elif args.phase == "query":
+            local_measure(root, args, readers, titles, state)
+        state["local_loads"].append(os.getloadavg()[0])
+        if state_path is not None:
+            state_path.write_text(json.dumps(state))
+        return
+    if args.also:
+        state.update({k: v for k, v in json.loads(Path(args.also).read_text()).items()
+                      if k.startswith("local")})
     ep = None
     if args.phase != "doc":
         ep = (_attach(args.moto_port) if args.moto_port
