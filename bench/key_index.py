@@ -421,6 +421,10 @@ def rebuild(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any
     state["build_listed"] = build(f"s3://{bucket}/listed", opts, key_index=True)
     state["build_indexed"] = build(f"s3://{bucket}/indexed", opts, key_index=True)
     state["shard_bytes"], state["descriptor_bytes"] = index_size(ep, bucket)
+    pages = ep.boto3().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix="listed/", Delimiter="/")
+    state["keys_indexed"] = args.rows * sum(
+        o["Key"].endswith(".parquet") for page in pages for o in page.get("Contents", []))
     state["rebuilt"] = True
     print({k: state[k] for k in ("build_plain", "build_listed_plain", "build_listed",
                                  "build_indexed")})
@@ -495,9 +499,7 @@ def section(args: argparse.Namespace, state: dict[str, Any]) -> str:
               for t in TITLES if f"{t}|{READERS[0]}" in results and f"{t}|DataFusion" in results]
     lines += ["", "pqindex + key index against DataFusion (time ratio): " + ", ".join(ratios)
               + "."]
-    keys_total = args.files * args.rows
-    if state.get("rebuilt") and "append" in state:
-        keys_total += 10 * args.rows  # listed/ indexed again with the appended files
+    keys_total = state.get("keys_indexed", args.files * args.rows)
     sb, bp, bl, bi = (state["shard_bytes"], state["build_plain"], state["build_listed"],
                       state["build_indexed"])
     blp = state.get("build_listed_plain", bp)
