@@ -314,6 +314,10 @@ def _read_keys(df: DataFile, columns: Sequence[str],
 
     if "://" in df.path and not df.path.startswith("file://"):
         pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
+        if pf.file_size <= getattr(pf.source, "default_tail_bytes", 0):
+            # The tail read took the whole file: pyarrow reads it from memory (through
+            # _HeldBytes each of its reads is a Python call and a copy).
+            return pq.ParquetFile(pa.BufferReader(pf.read_bytes(0, pf.file_size))), pf
         wanted = {c for c in columns}
         leaves = [leaf.index for leaf in pf.schema.leaves if leaf.path[:1] and
                   leaf.path[0] in wanted]
