@@ -23,6 +23,10 @@ and as SQL over a view, with:
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
   Spark's reader pays for the columns pqindex's reader cannot leave out.
+* *empty source*: a Python data source of the same schema that reads nothing (its
+  ``pushFilters`` gives every filter back, its one task yields no row): what any
+  Python data source pays per query before reading a byte (Spark's call into a
+  planning Python process, a Python task).
 
 Every query is run to Spark's ``noop`` sink (the selected columns materialized):
 one warm-up per reader, then ``--runs`` rounds in rotating order; medians of
@@ -58,7 +62,8 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column")
+READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column",
+           "empty source")
 # Written after the run at sf 0.1 on 2026-12-07 (docs/benchmarks.md); check it against new runs.
 WHY = (
     "Why the targets are missed (measured causes, sf 1, the reader's side alone): a "
@@ -119,10 +124,48 @@ def build(spark: Any, scale: float, out: Path) -> tuple[Path, Path]:
     return lake, copy
 
 
+def empty_source() -> Any:
+    """The *empty source* reader's data source class (its schema from option ``schema``)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class EmptyReader(DataSourceReader):
+        def __init__(self, schema: Any) -> None:
+            self.schema = schema
+
+        def pushFilters(self, filters: list[Any]) -> Any:
+            return list(filters)
+
+        def read(self, partition: Any) -> Any:
+            return iter(())
+
+    class EmptySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_empty"
+
+        def schema(self) -> Any:
+            import json
+
+            from pyspark.sql.types import StructType
+
+            return StructType.fromJson(json.loads(self.options["schema"]))
+
+        def reader(self, schema: Any) -> Any:
+            return EmptyReader(schema)
+
+    return EmptySource
+
+
 def frame(spark: Any, reader: str, lake: Path, copy: Path,
           columns: list[str] | None = None) -> Any:
     import pqindex.spark
 
+    if reader == "empty source":
+        spark.dataSource.register(empty_source())
+        schema = spark.read.parquet(str(lake)).schema.json()
+        df = spark.read.format("bench_empty").option("schema", schema).load()
+        df.createOrReplaceTempView("li_empty_source")
+        return df
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake))
     if reader == "pqindex, columns":
@@ -183,7 +226,7 @@ def main() -> None:
                     parts = q.rdd.getNumPartitions()
                     log(f"{name}: pqindex {parts} task(s)")
                 go(r)
-            same = all(v == rows["native"] for v in rows.values())
+            same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
             for i in range(args.runs):
                 order = READERS[i % len(READERS):] + READERS[:i % len(READERS)]
@@ -207,7 +250,8 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
     short = {"pqindex": "pqindex", "pqindex, columns": "pqindex cols", "native": "native",
-             "native, own copy": "own copy", "native, every column": "every column"}
+             "native, own copy": "own copy", "native, every column": "every column",
+             "empty source": "empty source"}
     lines = [
         START,
         "## Spark's own filters and SQL on pqindex's data source (bench/spark_native.py)",
@@ -219,10 +263,10 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "",
         "| query | form | rows | same rows | "
         + " | ".join(f"{short[r]} ms" for r in READERS)
-        + " | pqindex / native | pqindex cols / native | "
+        + " | pqindex / native | pqindex cols / native | empty source / native | "
         + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
         "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in READERS)
-        + " | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
+        + " | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
     ]
     for r in results:
         res = r["res"]
@@ -230,7 +274,8 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
             + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
             + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
-            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× | "
+            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× "
+            + f"| {res['empty source']['ms'] / res['native']['ms']:.2f}× | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
     lines.append("")
     verdicts = []
@@ -260,7 +305,9 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "pushed by Spark, every column of the matching rows handed to Spark (Python data "
         "sources get no column pruning); *pqindex cols*: `table(..., columns=)` naming the "
         "query's columns; *native*: `spark.read.parquet` of the same files; *own copy*: of "
-        "Spark's copy; *every column*: the same files, `SELECT *`. Every query run to the "
+        "Spark's copy; *every column*: the same files, `SELECT *`; *empty source*: a Python "
+        "data source of the same schema that reads nothing (every filter given back, one "
+        "task yielding no row), the floor of any Python data source. Every query run to the "
         "`noop` sink; bytes: growth of `rchar` over the driver, the JVM and its Python "
         f"workers. One warm-up, then {args.runs} round(s) in rotating order; medians.")
     lines.append("")
