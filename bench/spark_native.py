@@ -64,17 +64,31 @@ from spark_pipeline import (
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
 READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column",
            "empty source")
-# Written after the run at sf 0.1 on 2026-12-07 (docs/benchmarks.md); check it against new runs.
+# Measured causes, written after the sf 1 run of 2026-12-07 (docs/benchmarks.md) from a
+# profile of the same queries (the reader's calls timed inside Spark's Python processes,
+# and the reader alone in one process; load 2-5); check them against new runs.
 WHY = (
-    "Why the targets are missed (measured causes, sf 1, the reader's side alone): a "
-    "task's time is decoding every column of the matching rows' pages (the lookup: 2.7 "
-    "of 3.5 s projecting 16 columns; Q6: 5.9 of 9.4 s), not planning (pushFilters plans "
-    "in 0.2-0.8 s warm, a task re-plans its files in ~0.5 s of that). PySpark 4.3 gives "
-    "Python data sources no column pruning (`PythonScanBuilder` implements "
-    "`SupportsPushDownFilters` only), so pqindex decodes 16 columns where Spark decodes "
-    "the 2-4 a query names; *pqindex, columns* (`table(..., columns=)`) is that "
-    "projection declared. Every query also pays a planning Python process and Python "
-    "tasks handing Arrow batches to the JVM."
+    "Why the targets are missed (measured causes; sf 1, a profile of the same queries, "
+    "load 2-5): **(1) the fixed cost of a Python data source.** *empty source*, which "
+    "reads nothing, takes 0.6-1.1× native's time on the selective queries by itself, "
+    "so ≤ 0.5× is below the floor of any Python data source. A query spends ~0.1 s "
+    "in Spark before `pushFilters` (analysis, the call into the planning Python "
+    "process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), ~0.13-0.2 s "
+    "from there to the task's first call (physical planning, scheduling, the task and "
+    "its Python worker: processes are reused, none starts per query) and ~0.1 s after "
+    "the task's last batch. pqindex's own share of a selective query is the task's "
+    "read: 40-70 ms for the lookup (25 ms in one process, re-planning its file "
+    "included), 0.11-0.15 s for Q14's 76k rows. **(2) No column pruning.** PySpark "
+    "4.3 gives Python data sources none (`PythonScanBuilder` implements "
+    "`SupportsPushDownFilters` only), so the task hands Spark all 16 columns of the "
+    "matching rows as Arrow: Q6's one task (its kept rows are one row group: one "
+    "core) reads and hands over 114k rows × 16 columns in 0.53-0.78 s of the query's "
+    "0.87-1.17 s. pqindex does read the predicate's pages first and only the matching "
+    "rows' pages of the other columns (the lookup's task: 1.57 MB for 16 columns, "
+    "0.21 MB for the predicate's; Q14: 2.1 MB vs 0.3 MB); the earlier '2.7 of 3.5 s "
+    "decoding 16 columns' (load 19-27) does not reproduce on a quiet machine. "
+    "*pqindex cols* (`table(..., columns=)`, the projection declared) removes most of "
+    "(2), not (1)."
 )
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
