@@ -70,8 +70,10 @@ READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native,
 WHY = (
     "Why the targets are missed (measured causes; sf 1, a profile of the same queries, "
     "load 2-5): **(1) the fixed cost of a Python data source.** *empty source*, which "
-    "reads nothing, takes 0.6-1.1× native's time on the selective queries by itself, "
-    "so ≤ 0.5× is below the floor of any Python data source. A query spends ~0.1 s "
+    "reads nothing, takes 0.85-1.37× native's time on the selective queries by itself "
+    "(Q6: 0.66-0.76×), so ≤ 0.5× is below the floor of any Python data source; pqindex "
+    "adds to that floor 13-19 ms (absent), 47-58 ms (lookup), 0.13-0.14 s (Q14), "
+    "0.45-0.57 s (Q6). A query spends ~0.1 s "
     "in Spark before `pushFilters` (analysis, the call into the planning Python "
     "process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), ~0.13-0.2 s "
     "from there to the task's first call (physical planning, scheduling, the task and "
