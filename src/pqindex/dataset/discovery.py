@@ -57,6 +57,8 @@ class Discovery:
     # The files were named by this commit point (a manifest pqindex's pipeline
     # committed), not found by a LIST or a walk of the directory.
     named_by: str | None = None
+    # The names in that log, when the LIST that found it showed them (a store).
+    delta_log_names: tuple[str, ...] | None = None
 
     def delta_warning(self) -> str | None:
         if self.delta_log is None:
@@ -131,7 +133,7 @@ _FILE_SUFFIXES = (".parquet", ".parq", ".pq")
 def _discover_remote(
     url: str, storage_options: Mapping[str, Any] | None, stats: IOStats, probe: bool,
     found: dict[str, ObjectInfo] | None = None, fetched: dict[str, bytes] | None = None,
-    logs: list[str] | None = None,
+    logs: list[str] | None = None, log_names: list[str] | None = None,
 ) -> list[DataFile]:
     """A file or a prefix of a store: one request in the common cases.
 
@@ -174,6 +176,9 @@ def _discover_remote(
         at = f"{url.rstrip('/')}/{DELTA_LOG}/"
         if logs is not None and any(u.startswith(at) for u, _ in listed):
             logs.append(at.rstrip("/"))
+            if log_names is not None:  # the table's reader needs no LIST of its own
+                log_names.extend(u[len(at):] for u, _ in listed
+                                 if u.startswith(at) and "/" not in u[len(at):])
         return _walk_remote(url, listed)
     if object_store and not url.endswith("/"):
         return [DataFile(url)]  # a single object; opening it says if it is absent
@@ -367,6 +372,7 @@ def discover(
     found: dict[str, ObjectInfo] = {}
     fetched: dict[str, bytes] = {}
     logs: list[str] = []
+    log_names: list[str] = []
     for item in items:
         p = os.fspath(item)
         remote = "://" in p and not p.startswith("file://")
@@ -382,7 +388,7 @@ def discover(
         if remote:
             files += _discover_remote(p, storage_options, stats, probe=len(items) == 1,
                                       found=found if len(items) == 1 else None,
-                                      fetched=fetched, logs=logs)
+                                      fetched=fetched, logs=logs, log_names=log_names)
             continue
         if os.path.isdir(p):
             files += _walk_local(p)
@@ -401,4 +407,6 @@ def discover(
     manifest = next(iter(found.items()), None)
     return Discovery(tuple(files), keys, types, stats, manifest,
                      None if manifest is None else fetched.get(manifest[0]),
-                     logs[0] if logs else None)
+                     logs[0] if logs else None,
+                     delta_log_names=tuple(log_names) if len(items) == 1 and log_names
+                     else None)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pqindex.io.errors import ObjectNotFoundError, StorageError, translate
 from pqindex.io.source import IOStats, is_object_store_url
 
-__all__ = ["get_object", "get_versioned", "put_object", "replace_object"]
+__all__ = ["get_object", "get_objects", "get_versioned", "put_object", "replace_object"]
 
 PutMode = Literal["overwrite", "create"]
 
@@ -74,6 +74,43 @@ def get_object(
         stats.record(0, len(data))
         stats.record_wave()
     return data
+
+
+def get_objects(
+    urls: Sequence[str], storage_options: Mapping[str, Any] | None = None
+) -> list[bytes | None]:
+    """Whole objects (None where there is none), fetched at once: on object stores
+    one concurrent wave of GETs (bounded by the store's ``max_in_flight``), so a
+    table's metadata files cost one round trip, not one each."""
+    if not urls:
+        return []
+    if not all(is_object_store_url(u) for u in urls):
+        return [get_object(u, storage_options) for u in urls]
+    import asyncio
+
+    from pqindex.io.native import obstore_api
+    from pqindex.io.objstore import get_store, run
+
+    obs = obstore_api()
+    handles = [get_store(u, storage_options) for u in urls]
+
+    async def one(i: int, limit: asyncio.Semaphore) -> bytes | None:
+        handle, key = handles[i]
+        async with limit:
+            try:
+                res = await obs.get_async(handle.store, key)
+                return bytes(await res.bytes_async())
+            except Exception as e:
+                err = translate(e, urls[i], "GET")
+                if isinstance(err, ObjectNotFoundError):
+                    return None
+                raise err from None
+
+    async def every() -> list[bytes | None]:
+        limit = asyncio.Semaphore(max(1, handles[0][0].max_in_flight))
+        return list(await asyncio.gather(*(one(i, limit) for i in range(len(urls)))))
+
+    return run(every())
 
 
 def put_object(

@@ -28,8 +28,10 @@ field ids in a table that renamed columns (name mapping).
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,17 +74,31 @@ class IcebergSnapshot:
     renamed: bool  # some field id had another name, or some name another id, before
     # Per data file (its ``path``) with position deletes: the deleted positions, sorted.
     deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+    # pyiceberg's DataFile of each of ``files``: partition values and column bounds.
+    data_files: tuple[Any, ...] = ()
 
     def describe(self) -> str:
         return (f"Iceberg table {self.location}, snapshot {self.snapshot_id}, "
                 f"{len(self.files)} files")
 
-    def plan(self, expr: Expr) -> set[str]:
-        """The paths of the data files ``expr`` may match, by pyiceberg's own planning."""
+    def plan(self, expr: Expr) -> list[bool]:
+        """Per file (``files``' order), whether ``expr`` may match a row of it, by
+        pyiceberg's own evaluators (partition values, then the manifests' column
+        bounds) over the entries the snapshot's one plan read: no manifest is read again."""
+        from pyiceberg.table import ManifestGroupPlanner
+
         floats = frozenset(f.name for f in self.schema if pa.types.is_floating(f.type))
         row_filter = _to_iceberg(push_not(expr, lambda c: c.name in floats), self.table)
-        return {_local(t.file.file_path) for t in _tasks(self.table, self.snapshot_id,
-                                                          row_filter)}
+        planner = ManifestGroupPlanner(self.table.metadata, self.table.io, row_filter)
+        metrics = planner._build_metrics_evaluator()
+        by_spec: dict[int, Any] = {}
+        out = []
+        for df in self.data_files:
+            part = by_spec.get(df.spec_id)
+            if part is None:
+                part = by_spec[df.spec_id] = planner._build_partition_evaluator(df.spec_id)
+            out.append(bool(part(df)) and bool(metrics(df)))
+        return out
 
 
 _VERSIONED = re.compile(r"^(?:v)?(\d+)(?:-[^.]*)?\.metadata\.json$")
@@ -124,9 +140,80 @@ def _open(source: Any) -> Any:
     return StaticTable.from_metadata(metadata)
 
 
-def _tasks(table: Any, snapshot_id: int | None, row_filter: Any) -> list[Any]:
-    scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id)
-    return list(scan.plan_files())
+def _tasks(table: Any, snapshot_id: int | None,
+           storage_options: Mapping[str, Any] | None = None) -> list[Any]:
+    """Every data file of the snapshot, with its delete files: pyiceberg's planning,
+    once per snapshot, on metadata fetched in two concurrent waves where pqindex
+    reaches the store (``_prefetched``)."""
+    from pyiceberg.table import DataScan
+
+    snap = (table.current_snapshot() if snapshot_id is None
+            else table.snapshot_by_id(snapshot_id))
+    fio = table.io if snap is None else _prefetched(table.io, snap.manifest_list,
+                                                     storage_options)
+    return list(DataScan(table_metadata=table.metadata, io=fio,
+                         snapshot_id=snapshot_id).plan_files())
+
+
+def _prefetched(inner: Any, manifest_list: str,
+                storage_options: Mapping[str, Any] | None) -> Any:
+    """``inner`` (a pyiceberg FileIO) serving the snapshot's manifest list and its
+    manifests from memory: fetched by pqindex's I/O, the list in one GET and the
+    manifests in one concurrent wave, without pyiceberg's HEAD before each GET. Where
+    pqindex cannot fetch them (not an object store, a refusal), pyiceberg reads them."""
+    from pyiceberg.manifest import read_manifest_list
+
+    from pqindex.io.objects import get_objects
+    from pqindex.io.source import is_object_store_url
+
+    if not is_object_store_url(manifest_list):
+        return inner
+    try:
+        (listed,) = get_objects([manifest_list], storage_options)
+        if listed is None:
+            return inner
+        held = {manifest_list: listed}
+        paths = [m.manifest_path for m in read_manifest_list(_held_input(manifest_list,
+                                                                         listed))]
+        for p, data in zip(paths, get_objects(paths, storage_options), strict=True):
+            if data is not None:
+                held[p] = data
+    except Exception:  # credentials pyiceberg has and pqindex not, a store error: its read
+        return inner
+    return _held_io(inner, held)
+
+
+def _held_input(location: str, data: bytes) -> Any:
+    from pyiceberg.io import InputFile
+
+    class Held(InputFile):
+        def __len__(self) -> int:
+            return len(data)
+
+        def exists(self) -> bool:
+            return True
+
+        def open(self, seekable: bool = True) -> Any:
+            return io.BytesIO(data)
+
+    return Held(location)
+
+
+def _held_io(inner: Any, held: Mapping[str, bytes]) -> Any:
+    from pyiceberg.io import FileIO
+
+    class HeldIO(FileIO):
+        def new_input(self, location: str) -> Any:
+            data = held.get(location)
+            return inner.new_input(location) if data is None else _held_input(location, data)
+
+        def new_output(self, location: str) -> Any:
+            return inner.new_output(location)
+
+        def delete(self, location: Any) -> None:
+            inner.delete(location)
+
+    return HeldIO(inner.properties)
 
 
 def _renamed(table: Any, schema: Any) -> bool:
@@ -151,7 +238,8 @@ def _plain_types(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(plain(f.type)) for f in schema], metadata=schema.metadata)
 
 
-def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot:
+def load_iceberg(source: Any, snapshot_id: int | None = None,
+                 storage_options: Mapping[str, Any] | None = None) -> IcebergSnapshot:
     """The snapshot of an Iceberg table (a pyiceberg Table, a table location or a
     metadata.json path) at ``snapshot_id`` (default: the current snapshot)."""
     table = _open(source)
@@ -160,7 +248,7 @@ def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot
         if snapshot_id is not None and table.snapshot_by_id(snapshot_id) is None:
             raise UserInputError(f"no snapshot {snapshot_id} in the table", path=location)
         schema = table.schema() if snapshot_id is None else _snapshot_schema(table, snapshot_id)
-        tasks = _tasks(table, snapshot_id, _always_true())
+        tasks = _tasks(table, snapshot_id, storage_options)
     except PqIndexError:
         raise
     except Exception as e:  # pyiceberg raises its own, Avro's and the IO layer's errors
@@ -173,7 +261,8 @@ def load_iceberg(source: Any, snapshot_id: int | None = None) -> IcebergSnapshot
                               int(t.file.record_count)) for t in tasks)
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
-        {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted)
+        {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted,
+        tuple(t.file for t in tasks))
 
 
 def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:
@@ -213,12 +302,6 @@ def _snapshot_schema(table: Any, snapshot_id: int) -> Any:
             if s.schema_id == snap.schema_id:
                 return s
     return table.schema()
-
-
-def _always_true() -> Any:
-    from pyiceberg.expressions import AlwaysTrue as IcebergTrue
-
-    return IcebergTrue()
 
 
 def _value(v: Any) -> Any:

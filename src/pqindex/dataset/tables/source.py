@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,8 @@ from pqindex.dataset.partition_kinds import partition_kind, partition_text
 from pqindex.dataset.planning import Planned
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.deletes import DeletedRows, Holes, drop_deleted, row_group_holes
-from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta
+from pqindex.dataset.tables.delta import DeltaSnapshot, _local_root, load_delta
+from pqindex.dataset.tables.delta_log import read_log
 from pqindex.dataset.tables.evidence import TableEvidence
 from pqindex.dataset.tables.iceberg import IcebergSnapshot, load_iceberg
 from pqindex.dataset.tables.mapping import rename_by_field_id, rename_columns
@@ -195,13 +196,29 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
     files = tuple(DataFile(f.path, (), ObjectInfo(f.size)) for f in snap.files)
 
     def keep(expr: Expr) -> list[bool]:
-        planned = snap.plan(expr)
-        return [f.path in planned for f in files]
+        return snap.plan(expr)
 
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
                        renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
                        deleted=snap.deleted, deleted_by="position deletes")
+
+
+def _read_delta(source: Any, version: int | str | dt.datetime | None,
+                storage_options: Mapping[str, Any] | None,
+                log_names: Sequence[str] | None = None) -> DeltaSnapshot:
+    """A Delta snapshot: from a path or URL at the latest or a numbered version, read
+    by pqindex in two round trips (``delta_log.py``); otherwise, and where that
+    reader leaves the log to it, by deltalake."""
+    if isinstance(source, (str, os.PathLike)) and (
+            version is None or (isinstance(version, int) and not isinstance(version, bool))):
+        p = os.fspath(source)
+        local = "://" not in p or p.startswith("file://")
+        location = os.path.abspath(_local_root(p)) if local else p.rstrip("/")
+        snap = read_log(location, version, storage_options, log_names)
+        if snap is not None:
+            return snap
+    return load_delta(source, version, storage_options)
 
 
 def is_table_source(source: Any) -> bool:
@@ -242,14 +259,16 @@ def _is_iceberg(source: Any) -> bool:
 
 def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
                  snapshot_id: int | None = None,
-                 storage_options: Mapping[str, Any] | None = None) -> TableSource:
+                 storage_options: Mapping[str, Any] | None = None,
+                 log_names: Sequence[str] | None = None) -> TableSource:
     """The source of a table: a ``deltalake.DeltaTable`` or a Delta table's root (path
     or URL) at ``version`` (a number or a timestamp); a pyiceberg ``Table``, an Iceberg
-    table's location or its metadata.json at ``snapshot_id``."""
+    table's location or its metadata.json at ``snapshot_id``. ``log_names``: the names
+    in a Delta table's ``_delta_log/`` when a LIST just showed them."""
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        isnap = load_iceberg(source, snapshot_id)
+        isnap = load_iceberg(source, snapshot_id, storage_options)
         found = _iceberg_source(isnap)
         # A renamed column or a reused name: the sidecar's footers bind by name, not id.
         if isnap.snapshot_id is not None and not isnap.renamed:
@@ -260,7 +279,7 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
         raise UserInputError("a Delta table takes version=, not snapshot_id=")
     module = type(source).__module__
     if module.startswith("deltalake") or isinstance(source, (str, os.PathLike)):
-        snap = load_delta(source, version, storage_options)
+        snap = _read_delta(source, version, storage_options, log_names)
         found = _delta_source(snap)
         if not snap.column_mapping:  # the sidecar's footers name physical columns
             found.evidence = TableEvidence(snap.location, snap.version, storage_options)

@@ -1,0 +1,224 @@
+"""pqindex's own Delta log reader (tables/delta_log.py) against deltalake's.
+
+At every version of tables deltalake wrote (appends, a delete, an overwrite of a
+partition, a compaction, a column added, checkpoints, column mapping, partition
+columns of many types), the reader's snapshot is deltalake's: the same active files
+with the same sizes, row counts and typed partition values, the same schema and
+physical names, and the same per-file statistics. What it leaves to deltalake
+(deletion vectors, a timestamp version) it leaves. On moto, a cold read is one LIST
+and one wave of GETs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from conftest import import_or_missing
+
+deltalake = import_or_missing("deltalake", "deltalake")
+
+import pqindex  # noqa: E402
+from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta  # noqa: E402
+from pqindex.dataset.tables.delta_log import read_log  # noqa: E402
+from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
+from table_rows import normalize  # noqa: E402
+
+
+def _rows(n: int, start: int = 0) -> pa.Table:
+    rng = random.Random(start)
+    ids = list(range(start, start + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "user": [f"u{rng.randrange(500):04d}" for _ in ids],
+        "amount": pa.array([None if rng.random() < 0.1 else rng.uniform(-50, 50) for _ in ids],
+                           pa.float64()),
+        "region": [rng.choice(["eu", "us", "ap"]) for _ in ids],
+        "day": pa.array([dt.date(2024, 1, 1 + i % 5) for i in ids], pa.date32()),
+        "at": pa.array([dt.datetime(2024, 1, 1, 3, 4, 5, 678901, tzinfo=dt.UTC)
+                        + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC")),
+        "price": pa.array([decimal.Decimal(i % 997) / 100 for i in ids], pa.decimal128(9, 2)),
+        "flag": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
+    })
+
+
+def _same(mine: DeltaSnapshot | None, theirs: DeltaSnapshot) -> None:
+    assert mine is not None
+    assert mine.version == theirs.version
+    assert mine.location == theirs.location
+    assert mine.schema == theirs.schema
+    assert mine.physical == theirs.physical
+    assert mine.partition_columns == theirs.partition_columns
+    key = lambda f: f.path  # noqa: E731
+    assert sorted(mine.files, key=key) == sorted(theirs.files, key=key)
+    assert mine.stats is not None and theirs.stats is not None
+    order = {f.path: i for i, f in enumerate(theirs.files)}
+    at = pa.array([order[f.path] for f in mine.files])
+    theirs_stats = theirs.stats.take(pc.sort_indices(pc.sort_indices(at)))
+    # deltalake's statistics of flat columns, all of them, in the same types and values
+    # (one it has only as nulls is not in mine: unknown either way).
+    for name in theirs_stats.column_names:
+        want = theirs_stats.column(name).combine_chunks()
+        if name not in mine.stats.column_names:
+            assert want.null_count == len(want), name
+            continue
+        got = mine.stats.column(name).combine_chunks()
+        if pa.types.is_floating(want.type):  # NaN bounds: unknown in both
+            want = pc.if_else(pc.is_nan(want), pa.scalar(None, want.type), want)
+            got = pc.if_else(pc.is_nan(got), pa.scalar(None, got.type), got)
+        assert got.type == want.type, name
+        assert got.to_pylist() == want.to_pylist(), name
+    assert set(mine.stats.column_names) <= set(theirs_stats.column_names)
+
+
+def _versions(path: Path) -> int:
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(str(path)).version())
+
+
+def _each_version(path: Path) -> None:
+    for v in range(_versions(path) + 1):
+        _same(read_log(str(path), v), load_delta(str(path), v))
+    _same(read_log(str(path), None), load_delta(str(path)))
+
+
+def test_the_log_is_deltalakes_through_every_kind_of_commit(tmp_path: Path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(path), _rows(120, i * 120), mode="append", partition_by=["region"])
+    DeltaTable(str(path)).delete("id >= 100 AND id < 180")
+    DeltaTable(str(path)).create_checkpoint()  # later versions start from it
+    write_deltalake(str(path), _rows(40, 2000).set_column(3, "region", pa.array(["ap"] * 40)),
+                    mode="overwrite", predicate="region = 'ap'", partition_by=["region"])
+    DeltaTable(str(path)).optimize.compact()
+    from deltalake.schema import Field, PrimitiveType
+
+    DeltaTable(str(path)).alter.add_columns([Field("score", PrimitiveType("integer"))])
+    extra = _rows(30, 3000).append_column("score", pa.array(range(30), pa.int32()))
+    write_deltalake(str(path), extra, mode="append", partition_by=["region"])
+    DeltaTable(str(path)).create_checkpoint()
+    write_deltalake(str(path), _rows(20, 4000).append_column("score", pa.nulls(20, pa.int32())),
+                    mode="append", partition_by=["region"])
+    _each_version(path)
+    # A dataset of the latest version reads deltalake's rows.
+    reference = DeltaTable(str(path)).to_pyarrow_table()
+    ds = pqindex.dataset(str(path))
+    assert normalize(ds.to_table()) == normalize(reference)
+    assert normalize(ds.to_table(where="id BETWEEN 90 AND 250 AND region = 'eu'")) == normalize(
+        reference.filter((pc.field("id") >= 90) & (pc.field("id") <= 250)
+                         & (pc.field("region") == "eu")))
+
+
+def test_partition_columns_of_many_types_and_an_overwrite(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    path = tmp_path / "t"
+    t = _rows(60).append_column("n", pa.array([i % 4 if i % 7 else None for i in range(60)],
+                                               pa.int16()))
+    t = t.set_column(2, "amount", pa.array([i % 3 / 2 for i in range(60)], pa.float64()))
+    parts = ["day", "flag", "n", "price", "at", "amount"]
+    write_deltalake(str(path), t.slice(0, 12), partition_by=parts)
+    write_deltalake(str(path), t.slice(12, 30), mode="append", partition_by=parts)
+    write_deltalake(str(path), t.slice(42), mode="overwrite", partition_by=parts)
+    _each_version(path)
+
+
+def test_column_mapping_names_partitions_and_statistics_physically(tmp_path: Path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(100), partition_by=["region"], configuration={
+        "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2",
+        "delta.minWriterVersion": "5"})
+    write_deltalake(str(path), _rows(50, 100), mode="append", partition_by=["region"])
+    DeltaTable(str(path)).delete("id < 30")
+    mine = read_log(str(path), None)
+    assert mine is not None and mine.column_mapping
+    _each_version(path)
+
+
+def test_indexing_checkpoints_the_version_it_commits(tmp_path: Path) -> None:
+    """The index commit names every file twice; its checkpoint spares readers that
+    JSON: the reader starts from it, and its snapshot is deltalake's."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(200), partition_by=["region"])
+    write_deltalake(str(path), _rows(100, 200), mode="append", partition_by=["region"])
+    pqindex.add_indexes(str(path), bloom="user")
+    version = _versions(path)
+    assert (path / "_delta_log" / f"{version:020d}.checkpoint.parquet").is_file()
+    _same(read_log(str(path), None), load_delta(str(path)))
+    assert normalize(pqindex.dataset(str(path)).to_table()) == normalize(
+        DeltaTable(str(path)).to_pyarrow_table())
+
+
+def test_what_it_leaves_to_deltalake(tmp_path: Path) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(100), configuration={
+        "delta.enableDeletionVectors": "true"})
+    assert read_log(str(path), None) is not None  # the feature alone: read here
+    DeltaTable(str(path)).delete("id < 10")
+    if any(a is not None for a in pa.table(DeltaTable(str(path)).get_add_actions(
+            flatten=True)).to_pydict().get("deletionVector.storageType", [])):
+        assert read_log(str(path), None) is None  # a vector: delta-rs reads it
+    assert read_log(str(path), 7) is None  # no such version: deltalake says so
+    assert read_log(str(tmp_path / "none"), None) is None
+    with pytest.raises(pqindex.errors.UserInputError):
+        pqindex.dataset(str(path), version=7)
+
+
+def test_a_cold_read_on_s3_is_one_list_and_one_wave(s3: S3Endpoint) -> None:  # noqa: F811
+    from deltalake import DeltaTable, write_deltalake
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/t"
+    opts = s3.storage_options()
+    wopts: dict[str, Any] = {**opts, "aws_s3_allow_unsafe_rename": "true"}
+    for i in range(3):
+        write_deltalake(url, _rows(100, i * 100), mode="append", partition_by=["region"],
+                        storage_options=wopts)
+    DeltaTable(url, storage_options=opts).create_checkpoint()
+    write_deltalake(url, _rows(50, 1000), mode="append", partition_by=["region"],
+                    storage_options=wopts)
+    DeltaTable(url, storage_options=opts).delete("id < 20")
+    _same(read_log(url, None, opts), load_delta(url, storage_options=opts))
+    reference = DeltaTable(url, storage_options=opts).to_pyarrow_table()
+
+    s3.reset_log()
+    s3.delay = 0.05  # a wave's requests overlap for sure: the proxy counts waves
+    try:
+        ds = pqindex.dataset(url, storage_options=opts)
+        got = ds.to_table(where="id = 1010 AND region = 'eu'")
+    finally:
+        s3.delay = 0.0
+    want = reference.filter((pc.field("id") == 1010) & (pc.field("region") == "eu"))
+    assert normalize(got) == normalize(want)
+    log = [r for r in s3.requests if "/_delta_log/" in r.path]
+    # The checkpoint and the two commits after it, side by side.
+    assert sorted(r.path.rsplit("/", 1)[1] for r in log) == [
+        "00000000000000000002.checkpoint.parquet", "00000000000000000003.json",
+        "00000000000000000004.json"], log
+    # One LIST (the dataset's, of the table's root: it showed the log's names too).
+    lists = [r for r in s3.requests if "list-type" in r.query]
+    assert len(lists) == 1
+    # Beside the LIST, the look for a pqindex manifest (no round trip of its own).
+    beside = [r for r in s3.requests if r.path.endswith("/_pqindex_manifest.json")]
+    data = [r for r in s3.requests if r.path.endswith(".parquet") and r not in log]
+    keyed = [r for r in s3.requests if r.path.endswith("/_pqindex/key_index.json")]
+    assert len(s3.requests) == len(lists) + len(beside) + len(log) + len(data) + len(keyed), [
+        (r.method, r.path[-40:], r.query[:30]) for r in s3.requests]
+    # LIST, the log's wave, the tails of the files left; the planner's key index look.
+    assert s3.waves == 3 + len(keyed), [(r.method, r.path[-40:]) for r in s3.requests]
