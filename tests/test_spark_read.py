@@ -496,3 +496,50 @@ def test_data_source_reader_directly(spark: Any, written_files: Any) -> None:
     df = (spark.read.format("pqindex").option("where", "id < 25")
           .option("columns", '["id", "category"]').load(path))
     assert sorted(r["id"] for r in df.collect()) == list(range(25))
+
+
+# Run in a subprocess: a Spark Connect session turns its whole process to Connect mode.
+_CONNECT_READ = r"""
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from pyspark.sql import SparkSession
+import pqindex.spark as ps
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+path, where, cols = sys.argv[3], sys.argv[4], ["id", "category"]
+out = {}
+for name, kw in (("tasks", {"driver_read_bytes": -1}), ("driver", {})):
+    got = ps.read(spark, path, where, cols, engine="pqindex", **kw)
+    ref = spark.read.parquet(path).where(where).select(*cols)
+    out[name] = sorted(map(repr, map(tuple, got.collect()))) == sorted(
+        map(repr, map(tuple, ref.collect())))
+    out[name + "_rows"] = got.count()
+    out[name + "_mode"] = ps.explain(spark, path, where, columns=cols, engine="pqindex",
+                                     **kw)["engine_mode"]
+print(json.dumps(out))
+"""
+
+
+def test_spark_connect_reads_through_pqindex(tmp_path: Path, written_files: Any) -> None:
+    """On a Spark Connect server (no sparkContext, no _jdf): tasks and driver reads."""
+    import json
+    import subprocess
+    import sys
+
+    from spark_servers import base_env, connect_server
+
+    path = str(written_files["pyarrow_bloom"])
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    where = "id BETWEEN 100 AND 140 OR (category = 'beta' AND id < 300)"
+    with connect_server(tmp_path, sys.executable) as url:
+        r = subprocess.run([sys.executable, "-c", _CONNECT_READ, url, src, path, where],
+                           env=base_env(tmp_path), capture_output=True, timeout=600,
+                           check=False)
+    lines = r.stdout.decode(errors="replace").strip().splitlines()
+    assert lines, r.stderr.decode(errors="replace")[-3000:]
+    out = json.loads(lines[-1])
+    t = pq.read_table(path, columns=["id", "category"]).to_pydict()  # independent count
+    n = sum(1 for i, c in zip(t["id"], t["category"], strict=True)
+            if 100 <= i <= 140 or (c == "beta" and i < 300))
+    assert n > 0
+    assert out == {"tasks": True, "tasks_rows": n, "tasks_mode": "tasks",
+                   "driver": True, "driver_rows": n, "driver_mode": "driver"}, out
