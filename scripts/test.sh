@@ -16,4 +16,6 @@ if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 \
 fi
 echo "== ruff" && .venv/bin/ruff check src tests bench scripts
 echo "== mypy --strict" && .venv/bin/mypy
-echo "== pytest" && exec .venv/bin/python -m pytest "$@"
+# One worker per core; tests that need Spark share one worker and one SparkSession
+# (tests/conftest.py). PQINDEX_TEST_WORKERS=0 runs in this process.
+echo "== pytest" && exec .venv/bin/python -m pytest -n "${PQINDEX_TEST_WORKERS:-auto}" --dist loadgroup "$@"

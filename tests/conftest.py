@@ -20,6 +20,10 @@ import writers
 PARQUET_TESTING = Path(__file__).resolve().parent / "data" / "parquet-testing"
 CORPUS = PARQUET_TESTING
 
+# The CLI's human output fits the console's width; pytest-xdist's workers inherit
+# COLUMNS=80 from the controller, which would wrap the paths the tests look for.
+os.environ["COLUMNS"] = "200"
+
 
 def in_ci() -> bool:
     """Whether this run is CI's (``CI=true``): every emulator the suite uses must be there."""
@@ -70,6 +74,24 @@ def _spark_session() -> Any:
             )
         _spark.sparkContext.setLogLevel("ERROR")
     return _spark
+
+
+def _uses_spark(item: pytest.Item) -> bool:
+    if item.get_closest_marker("spark") is not None or item.path.name.startswith("test_spark"):
+        return True
+    if any("spark" in name for name in getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "spark" in [v for v in callspec.params.values() if isinstance(v, str)]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (--dist loadgroup), every test that needs Spark runs on one
+    # worker, so a run starts one SparkSession, not one per worker.
+    for item in items:
+        if _uses_spark(item):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(scope="session")

@@ -303,7 +303,11 @@ def test_aggregates_on_the_corpus() -> None:
     for path in CORPUS_FILES:
         try:
             schema = pq.read_schema(path)
-            pq.read_table(path)
+            numeric = [f.name for f in schema if pa.types.is_integer(f.type) or (
+                pa.types.is_floating(f.type) and f.type != pa.float16())]  # no float16 sum
+            if not numeric:  # nothing to sum (and large_string_map inflates to 2 GB)
+                continue
+            pq.read_table(path, columns=numeric)
         except Exception:  # pyarrow refuses it: pqindex must say so
             failed += 1
             with pytest.raises(PqIndexError):
@@ -313,11 +317,8 @@ def test_aggregates_on_the_corpus() -> None:
                 ds.aggregate([f"sum({c})" for c in cols] or ["count(*)"])
                 pqindex.dataset(str(path)).to_table()
             continue
-        numeric = [f.name for f in schema if pa.types.is_integer(f.type) or (
-            pa.types.is_floating(f.type) and f.type != pa.float16())]  # no float16 sum
-        if numeric:
-            _check(path, numeric)
-            checked += 1
+        _check(path, numeric)
+        checked += 1
     assert checked > 20
 
 

@@ -185,7 +185,8 @@ def test_removed_and_rewritten_files(tmp_path: Path) -> None:
         assert rep["key_index"]["files_not_covered"] == 1
 
 
-@pytest.mark.parametrize("damage", ["bytes", "missing", "truncated", "descriptor"])
+@pytest.mark.parametrize("damage", ["bytes", "same-mtime", "missing", "truncated",
+                                    "descriptor"])
 def test_a_damaged_index_falls_back_to_the_files(tmp_path: Path, damage: str) -> None:
     _lake(tmp_path, "int64", seed=9)
     _build(tmp_path, "k")
@@ -195,6 +196,12 @@ def test_a_damaged_index_falls_back_to_the_files(tmp_path: Path, damage: str) ->
         for i in range(8, len(data) // 2, 97):
             data[i] ^= 0x5A
         shard.write_bytes(bytes(data))
+    elif damage == "same-mtime":  # one bit, size and mtime kept: the CRC-32 sees it
+        st = shard.stat()
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 3] ^= 0x01
+        shard.write_bytes(bytes(data))
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
     elif damage == "missing":
         shard.unlink()
     elif damage == "truncated":
@@ -294,7 +301,50 @@ def test_compaction_merges_delta_shards(tmp_path: Path) -> None:
     assert keys == [s["min"]["b"] for s in after]  # one sorted run
     m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
     assert "part-001.parquet" not in {f["path"] for f in m["key_index"]["files"]}
+    # The merged shards are deleted once the manifest naming the new run is in.
+    assert _shard_files(tmp_path) == {s["path"] for s in after}
     _check_lookups(tmp_path, 5)
+
+
+def _shard_files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*" + SHARD_SUFFIX)}
+
+
+def test_a_rebuild_deletes_the_shards_it_supersedes(tmp_path: Path) -> None:
+    _lake(tmp_path, "int64", seed=22, files=4)
+    _build(tmp_path, "k")
+    first = _shard_files(tmp_path)
+    assert first == {s["path"] for s in _shards(tmp_path)}
+    _lake(tmp_path, "int64", seed=23, files=1, start=4)
+    _build(tmp_path, "k")  # a delta: every shard stays named and on disk
+    assert first < _shard_files(tmp_path) == {s["path"] for s in _shards(tmp_path)}
+    _build(tmp_path, "k", "row")  # other columns: a rebuild
+    m = json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+    named = {s["path"] for c in m["key_index"]["columns"].values() for s in c["shards"]}
+    assert _shard_files(tmp_path) == named and not named & first
+    _check_lookups(tmp_path, 6)
+
+
+def test_large_shards_are_read_page_by_page(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards too large to read whole: their tail, then the pages holding the keys
+    (the page index pyarrow's writer wrote), checksums verified."""
+    from pqindex.dataset import key_index
+
+    monkeypatch.setattr(key_index, "PAGE_BYTES", 1024)  # many pages a shard
+    _lake(tmp_path, "string", seed=24, files=6, rows=600)
+    _build(tmp_path, "k")
+    monkeypatch.setattr(key_index, "WHOLE_SHARD_BYTES", 0)
+    rng = random.Random(8)
+    for n in (1, 5):
+        keys = _probe_keys(tmp_path, rng, n)
+        got, rep = _lookup(tmp_path, keys)
+        assert got == _reference(tmp_path, keys)
+        ki = rep["key_index"]
+        assert ki["fallback"] is None and ki["shards_whole"] == 0
+        # The pages holding a key (of the key, file and row group columns; a key
+        # may straddle two pages), of the dozens the shard has.
+        assert 0 < ki["pages"] <= 3 * 2 * len(keys)
 
 
 def _check_lookups(root: Path, seed: int) -> None:
@@ -396,3 +446,25 @@ def test_a_delta_tables_index_is_tied_to_its_version(tmp_path: Path) -> None:
     assert "built for table version delta:2" in rep["key_index"]["fallback"]
     got, rep = lookup(version=2)  # the version it was built at uses it again
     assert got == want and rep["key_index"]["fallback"] is None
+
+
+def test_a_cold_lookup_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas (0.4-1 s on a loaded machine) on its first ``pa.array``,
+    ``to_numpy`` or ``schema.empty_table``: a fresh process looking up an IN list or
+    an absent key must not pay it."""
+    import subprocess
+    import sys
+
+    _lake(tmp_path, "int64", seed=25, files=3)
+    _build(tmp_path, "k")
+    present = pc.unique(pads.dataset(str(tmp_path)).to_table(columns=["k"])["k"]).to_pylist()
+    keys = [k for k in present if k is not None][:20]
+    code = (
+        "import sys, pqindex\n"
+        f"ds = pqindex.dataset({str(tmp_path)!r})\n"
+        f"n = ds.scan(where='k IN ({', '.join(map(str, keys))})').to_table().num_rows\n"
+        "m = ds.scan(where='k = 1').to_table().num_rows\n"
+        "print(n > 0, m, 'pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.split() == ["True", "0", "False"], out.stderr[-2000:]

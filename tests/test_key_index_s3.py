@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import pqindex
 from pqindex.cli import cli
+from pqindex.dataset.key_index import clear_decoded
 from pqindex.io.cache import metadata_cache
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 
@@ -51,6 +52,7 @@ def lake(s3: S3Endpoint, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
 
 def _cold_scan(s3: S3Endpoint, url: str, where: str) -> tuple[pa.Table, dict]:  # noqa: F811
     metadata_cache().clear()
+    clear_decoded()
     s3.reset_log()
     scan = pqindex.dataset(url, storage_options=s3.storage_options()).scan(where=where)
     got = scan.to_table()
@@ -138,6 +140,7 @@ def test_on_a_commit_point_no_list_and_fewer_round_trips(
 
     def cold(where: str) -> pa.Table:
         metadata_cache().clear()
+        clear_decoded()
         s3.reset_log()
         s3.delay = 0.05  # a wave's requests overlap for sure: the proxy counts waves
         try:
@@ -156,3 +159,65 @@ def test_on_a_commit_point_no_list_and_fewer_round_trips(
     absent = next(k for k in range(20_000, 40_000) if k not in present)
     assert cold(f"user_id = {absent}").num_rows == 0
     assert _data_gets(s3) == [] and s3.waves <= 2, [(r.path, r.range) for r in s3.requests]
+
+
+def test_an_in_list_over_many_shards_on_a_commit_point(
+        s3: S3Endpoint, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's 20-key IN, scaled down: 20 keys in 20 files, each key in a shard of
+    its own. Every shard is read whole in one wave, every data file in one request
+    (its tail holds it all): the manifest, the shards, the files; at most 3 + 2 per
+    matching file requests."""
+    from pqindex.dataset import key_index
+    from pqindex.spark.commit import STAGING
+    from pqindex.spark.remote_commit import commit_job_remote
+
+    monkeypatch.setattr(key_index, "SHARD_BYTES", 16 << 10)  # ~1,000 entries a shard
+    bucket = s3.new_bucket("kimany")
+    so = s3.storage_options()
+    rng = np.random.default_rng(20)
+    files, rows = 24, 1000
+    ids = rng.permutation(100 * files * rows)[: files * rows].astype(np.int64)
+    job, staged = "2" * 32, []
+    for k in range(files):
+        t = pa.table({"user_id": ids[k * rows:(k + 1) * rows]})
+        local = tmp_path_factory.mktemp("km") / "f.parquet"
+        pqindex.write_table(t, local, row_group_rows=rows, indexes=None)
+        key = f"lake/{STAGING}/{job}/task-0-0/p{k:02d}.parquet"
+        s3.put(bucket, key, local.read_bytes())
+        staged.append({"path": f"p{k:02d}.parquet", "staged": f"s3://{bucket}/{key}",
+                       "rows": rows, "bytes": local.stat().st_size, "job": job})
+    url = f"s3://{bucket}/lake"
+    commit_job_remote(url, job, staged, mode="append", info={}, base_etag=None,
+                      storage_options=so)
+    key_index.write_manifest_with_key_index(url, ["user_id"], storage_options=so)
+    order = np.sort(ids)
+    # One key from each of 20 shards, each in a file of its own (the issue's case).
+    per_shard = len(order) // len(key_index.parse_key_index(json.loads(
+        s3.boto3().get_object(Bucket=bucket, Key="lake/_pqindex_manifest.json")["Body"]
+        .read())["key_index"]).columns["user_id"].shards)
+    file_of = dict(zip(ids.tolist(), (np.arange(len(ids)) // rows).tolist(), strict=True))
+    keys, used = [], set()
+    for i in range(20):
+        k = next(int(v) for v in order[i * per_shard + 2:(i + 1) * per_shard - 2]
+                 if file_of[int(v)] not in used)
+        keys.append(k)
+        used.add(file_of[k])
+    where = f"user_id IN ({', '.join(map(str, keys))})"
+    metadata_cache().clear()
+    key_index.clear_decoded()
+    s3.reset_log()
+    s3.delay = 0.05  # a wave's requests overlap for sure: the proxy counts waves
+    try:
+        scan = pqindex.dataset(url, storage_options=so, listing=False).scan(where=where)
+        got = scan.to_table()
+    finally:
+        s3.delay = 0.0
+    assert sorted(got["user_id"].to_pylist()) == sorted(keys)
+    trace = [(r.method, r.path, r.range) for r in s3.requests]
+    rep = scan.report.to_dict()["key_index"]
+    assert rep["shards_whole"] == len(rep["shards"]) >= 15, rep
+    matching = {p for p in _data_gets(s3)}
+    assert len(matching) == 20
+    assert s3.waves <= 3, trace  # the manifest, the shards, the data files
+    assert len(s3.requests) <= 3 + 2 * len(matching), trace

@@ -147,6 +147,22 @@ def test_column_mapping_names_partitions_and_statistics_physically(tmp_path: Pat
     _each_version(path)
 
 
+def test_indexing_checkpoints_the_version_it_commits(tmp_path: Path) -> None:
+    """The index commit names every file twice; its checkpoint spares readers that
+    JSON: the reader starts from it, and its snapshot is deltalake's."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(200), partition_by=["region"])
+    write_deltalake(str(path), _rows(100, 200), mode="append", partition_by=["region"])
+    pqindex.add_indexes(str(path), bloom="user")
+    version = _versions(path)
+    assert (path / "_delta_log" / f"{version:020d}.checkpoint.parquet").is_file()
+    _same(read_log(str(path), None), load_delta(str(path)))
+    assert normalize(pqindex.dataset(str(path)).to_table()) == normalize(
+        DeltaTable(str(path)).to_pyarrow_table())
+
+
 def test_what_it_leaves_to_deltalake(tmp_path: Path) -> None:
     from deltalake import DeltaTable, write_deltalake
 

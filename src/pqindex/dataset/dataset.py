@@ -27,7 +27,7 @@ from pqindex.dataset.aggregate import AggregateResult
 from pqindex.dataset.discovery import DataFile, Discovery, discover
 from pqindex.dataset.open_files import OpenFile, OpenFiles
 from pqindex.dataset.partition_kinds import partition_arrow_type, partition_element
-from pqindex.dataset.plan import DatasetPlan, FileEntry
+from pqindex.dataset.plan import DatasetPlan, FileEntry, PlanFiles
 from pqindex.dataset.planning import (
     DatasetPlanner,
     OnPlanned,
@@ -758,8 +758,10 @@ class Dataset:
         plans = self._plan(columns, expr)
         disc = self.discovery
         keys = self._partition_keys if disc.partition_columns else ()
-        entries = tuple(
-            FileEntry(
+
+        def entry(planned: Planned) -> FileEntry:
+            df, of, plan, bound = planned
+            return FileEntry(
                 path=df.path,
                 partition={k: v for k, v in disc.partition_values(df).items() if k in keys}
                 if keys else {},
@@ -768,8 +770,10 @@ class Dataset:
                 access=plan,
                 predicate=bound,
             )
-            for df, of, plan, bound in plans.every_file()
-        )
+
+        # Files planned in bulk stay unplanned until an entry of theirs is asked for.
+        entries = PlanFiles(plans, entry) if plans.deferred is not None else tuple(
+            entry(p) for p in plans.every_file())
         return DatasetPlan(
             files=entries,
             fields=tuple(plans.fields),
@@ -1085,6 +1089,9 @@ class Scan:
         plans, self._premade = self._premade or ds.make_plans(
             self._columns, self._expr, on_planned if pipelined else None, self._subset), None
         pipelined = pipelined and len(self._subset or ds.discovery.files) > 1
+        # Files planned in bulk (every row matches) are planned now, footers and all,
+        # each read as soon as it is planned when pipelined (planning.Deferred).
+        plans = plans.resolved(on_planned if pipelined else None)
         self._page_units = plans.page_units
         self.report = plans.report
         self.schema = plans.schema
@@ -1218,7 +1225,9 @@ class Scan:
         """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
         tables = [self._cast(t) for t in self._tables(parallel=True)]
         if not tables:
-            return self.schema.empty_table()
+            # Not schema.empty_table(): it imports pandas (0.4-1 s in a fresh process,
+            # paid by a cold lookup of an absent key).
+            return pa.Table.from_batches([], schema=self.schema)
         if not self.schema.names:
             # concat_tables forgets the length of tables without columns.
             rows = sum(t.num_rows for t in tables)

@@ -37,8 +37,9 @@ import contextlib
 import io
 import json
 import os
-import tempfile
+import threading
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -73,9 +74,11 @@ __all__ = [
     "add_key_index",
     "build_key_index",
     "build_table_key_index",
+    "clear_decoded",
     "commit_key_index",
     "compact_key_index",
     "describe_lookup",
+    "drop_superseded",
     "extend_key_index",
     "file_keys",
     "key_conjunct",
@@ -163,6 +166,9 @@ class Shard:
     min: Any  # sort keys of the first and last key
     max: Any
     delta: bool
+    # zlib CRC-32 of the whole object: a lookup reading it whole checks this (~0.5 ms
+    # a shard) instead of pyarrow's page checksums (~17 ms). None: pages checked.
+    crc32: int | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,7 @@ def parse_key_index(raw: Any) -> KeyIndex:
             shards.append(Shard(path, size, _str_or_none(s.get("etag")),
                                 _int_or_none(s.get("mtime")), n,
                                 _key_from_json(s.get("min")), _key_from_json(s.get("max")),
-                                bool(s.get("delta"))))
+                                bool(s.get("delta")), _int_or_none(s.get("crc32"))))
         columns[str(name)] = ColumnIndex(str(name), base64.b64decode(c["schema"]), tuple(shards))
     return KeyIndex(tuple(files), columns)
 
@@ -221,7 +227,8 @@ def _descriptor(index: KeyIndex) -> dict[str, Any]:
             "schema": base64.b64encode(c.schema).decode("ascii"),
             "shards": [{"path": s.path, "bytes": s.size, "etag": s.etag, "mtime": s.mtime,
                         "entries": s.entries,
-                        "min": _key_json(s.min), "max": _key_json(s.max), "delta": s.delta}
+                        "min": _key_json(s.min), "max": _key_json(s.max), "delta": s.delta,
+                        **({} if s.crc32 is None else {"crc32": s.crc32})}
                        for s in c.shards]} for c in index.columns.values()},
     }
 
@@ -307,6 +314,10 @@ def _read_keys(df: DataFile, columns: Sequence[str],
 
     if "://" in df.path and not df.path.startswith("file://"):
         pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
+        if pf.file_size <= getattr(pf.source, "default_tail_bytes", 0):
+            # The tail read took the whole file: pyarrow reads it from memory (through
+            # _HeldBytes each of its reads is a Python call and a copy).
+            return pq.ParquetFile(pa.BufferReader(pf.read_bytes(0, pf.file_size))), pf
         wanted = {c for c in columns}
         leaves = [leaf.index for leaf in pf.schema.leaves if leaf.path[:1] and
                   leaf.path[0] in wanted]
@@ -327,12 +338,14 @@ def _file_entries(pf: pq.ParquetFile, column: str, path: str
                              f"dates and timestamps, not {t}", path=path, column=column)
     parts = []
     for rg in range(pf.num_row_groups):
-        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        # One thread: files are read 16 at once; a small chunk on pyarrow's pool
+        # costs more in hand-offs than in decoding.
+        arr = pf.read_row_group(rg, columns=[column], use_threads=False).column(0)
         keys = pc.unique(pc.drop_null(arr).combine_chunks().cast(t)) if len(arr) else None
         if keys is None or len(keys) == 0:
             continue
         parts.append(pa.table({_KEY: keys,
-                               _ROW_GROUP: pa.array(np.full(len(keys), rg, np.int32))}))
+                               _ROW_GROUP: _int32s(np.full(len(keys), rg, np.int32))}))
     return t, (pa.concat_tables(parts) if parts else pa.table({
         _KEY: pa.array([], t), _ROW_GROUP: pa.array([], pa.int32())}))
 
@@ -365,43 +378,82 @@ _TAIL_BATCH = 256
 _WRITE_THREADS = 4
 
 
+def _int32s(values: np.ndarray) -> pa.Array:
+    """int32 numpy values as an Arrow array, from the buffer (no pandas import)."""
+    v = np.ascontiguousarray(values, np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(v)])
+
+
+def _numpy_of(a: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A null-free fixed-width integer, date or timestamp array as numpy values, from
+    its buffer (``to_numpy`` imports pandas: 0.4-1 s in a fresh process); other
+    arrays by ``to_numpy``."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
+    t = a.type
+    if a.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_date(t)
+                              or pa.types.is_timestamp(t)):
+        width = t.bit_width // 8
+        dtype = np.dtype(f"<{'u' if pa.types.is_unsigned_integer(t) else 'i'}{width}")
+        if len(a) == 0:
+            return np.zeros(0, dtype)
+        return np.frombuffer(a.buffers()[1], dtype, count=len(a), offset=width * a.offset)
+    out: np.ndarray = a.to_numpy(zero_copy_only=False)
+    return out
+
+
 def _sort_order(keys: pa.Array) -> pa.Array | np.ndarray:
     """Positions of ``keys`` in key order (numpy for fixed-width keys: 4x pyarrow's)."""
     t = keys.type
     if pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
-        return np.argsort(keys.to_numpy(zero_copy_only=False))
+        return np.argsort(_numpy_of(keys))
     return pc.sort_indices(keys)
 
 
-def _write_shard(part: pa.Table, base: str, rel: str, delta: bool,
-                 storage_options: Mapping[str, Any] | None) -> tuple[Shard, bytes]:
+def _shard_bytes(part: pa.Table) -> bytes:
+    """One shard as Parquet, by pyarrow's writer (a tenth of pqindex's CPU for these
+    plain sorted columns): zstd, no dictionary, pages of at most :data:`PAGE_BYTES`,
+    the page index (a lookup of a large shard reads only the pages holding its keys)
+    and page checksums, the key column declared sorted."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(part, buf, row_group_size=max(1, part.num_rows), compression="zstd",
+                   use_dictionary=False, data_page_size=PAGE_BYTES, write_page_index=True,
+                   write_page_checksum=True, store_decimal_as_integer=True,
+                   sorting_columns=[pq.SortingColumn(0)])
+    return bytes(buf.getvalue())
+
+
+def _shard_order(data: bytes, url: str) -> tuple[Any, bytes]:
+    """The key column's value type (the sort keys of min/max) and the footer stub of
+    a shard (read with pqindex's own reader: probes bind to it)."""
     from pqindex.dataset.manifest import schema_stub
     from pqindex.format.file import ParquetFile
+    from pqindex.io.source import BytesSource
+
+    with ParquetFile(BytesSource(data, url)) as spf:
+        return bound_order(spf.schema.leaves[0]).value_type, schema_stub(spf)
+
+
+def _write_shard(part: pa.Table, base: str, rel: str, delta: bool, vt: Any,
+                 storage_options: Mapping[str, Any] | None, data: bytes | None = None
+                 ) -> Shard:
     from pqindex.io.objects import put_object
     from pqindex.io.source import local_info
-    from pqindex.write.writer import write_table
 
     url = _join(base, rel)
-    remote = "://" in base
-    # On a store: written locally, then one PUT (a multipart upload of a small shard is
-    # three requests one after another).
-    with tempfile.TemporaryDirectory() if remote else contextlib.nullcontext(None) as tmp:
-        local = os.path.join(tmp, "shard" + SHARD_SUFFIX) if tmp is not None else url
-        write_table(part, local, sort_by=_KEY, presorted=True, page_bytes=PAGE_BYTES,
-                    row_group_rows=max(1, part.num_rows), dictionary=False, indexes=None)
-        info = local_info(local)
-        if info is None:
-            raise PqIndexError("the key index shard just written is not there", path=local)
-        with ParquetFile.open(local, info=info) as spf:
-            vt = bound_order(spf.schema.leaves[0]).value_type
-            stub = schema_stub(spf)
-        if remote:
-            with open(local, "rb") as f:
-                etag = put_object(url, f.read(), storage_options)
-            info = ObjectInfo(info.size, etag)
+    data = _shard_bytes(part) if data is None else data
+    # One PUT on a store (its ETag kept); locally written in place: a shard's name is
+    # new, and no descriptor names it until the manifest is committed.
+    etag = put_object(url, data, storage_options)
+    info = ObjectInfo(len(data), etag)
+    if "://" not in base:
+        got = local_info(url)
+        if got is None:
+            raise PqIndexError("the key index shard just written is not there", path=url)
+        info = got
     lo, hi = part.column(_KEY)[0].as_py(), part.column(_KEY)[-1].as_py()
-    return (Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
-                  value_key(vt, lo), value_key(vt, hi), delta), stub)
+    return Shard(rel, info.size, info.etag, info.mtime, part.num_rows,
+                 value_key(vt, lo), value_key(vt, hi), delta, zlib.crc32(data))
 
 
 def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
@@ -420,10 +472,16 @@ def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
         os.makedirs(os.path.join(base, *INDEX_DIR.split("/"), safe), exist_ok=True)
     parts = [(entries.slice(start, per_shard), f"{INDEX_DIR}/{safe}/{batch}-{i:05d}{SHARD_SUFFIX}")
              for i, start in enumerate(range(0, n, per_shard))]
+    if not parts:
+        return [], None
+    # The first shard gives the stub and the order of every shard's min/max.
+    first = _shard_bytes(parts[0][0])
+    vt, stub = _shard_order(first, _join(base, parts[0][1]))
     with ThreadPoolExecutor(_WRITE_THREADS) as pool:
-        done = list(pool.map(lambda p: _write_shard(p[0], base, p[1], delta, storage_options),
-                             parts))
-    return [shard for shard, _ in done], (done[0][1] if done else None)
+        done = list(pool.map(lambda i: _write_shard(
+            parts[i][0], base, parts[i][1], delta, vt, storage_options,
+            first if i == 0 else None), range(len(parts))))
+    return done, stub
 
 
 def _load_all(pool: ThreadPoolExecutor, files: Sequence[DataFile], columns: Sequence[str],
@@ -509,7 +567,7 @@ def extend_key_index(base: str, columns: Sequence[str], previous: Any,
                     f"the key column changed type across files: {seen[0]} in {seen[1]}, "
                     f"{t} in {where}", path=where, column=c)
             parts[c].append(entries.select([_KEY, _ROW_GROUP]).append_column(
-                _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
+                _FILE, _int32s(np.full(entries.num_rows, next_id, np.int32))))
         new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
         next_id += 1
     out_columns: dict[str, ColumnIndex] = {}
@@ -570,10 +628,13 @@ def write_manifest_with_key_index(
     root = os.fspath(path)
     if _commit_point(root, storage_options) is not None:
         return add_key_index(root, columns, storage_options=storage_options)
+    previous = previous_index(root, storage_options)
     descriptor = build_key_index(root, columns, storage_options=storage_options,
-                                 previous=previous_index(root, storage_options))
-    return write_manifest(root, storage_options, extra={MANIFEST_KEY: descriptor},
-                          progress=progress)
+                                 previous=previous)
+    out = write_manifest(root, storage_options, extra={MANIFEST_KEY: descriptor},
+                         progress=progress)
+    drop_superseded(_base(root), previous, descriptor, storage_options)
+    return out
 
 
 def _commit_point(root: str, storage_options: Mapping[str, Any] | None
@@ -620,6 +681,7 @@ def commit_key_index(root: str, manifest: dict[str, Any], version: str | None,
     from pqindex.io.objects import replace_object
 
     base = _base(root)
+    previous = manifest.get(MANIFEST_KEY)
     out = {k: v for k, v in manifest.items() if k != MANIFEST_KEY}
     if descriptor is not None:
         out[MANIFEST_KEY] = dict(descriptor)
@@ -635,7 +697,35 @@ def commit_key_index(root: str, manifest: dict[str, Any], version: str | None,
         from pqindex.dataset.manifest_columnar import write_columnar
 
         write_columnar(base, out)
+    drop_superseded(base, previous, descriptor, storage_options)
     return out
+
+
+def _shard_paths(raw: Any) -> set[str]:
+    """The shard paths a descriptor names (none when it is damaged)."""
+    try:
+        index = parse_key_index(raw) if raw is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return set()
+    if index is None:
+        return set()
+    return {s.path for c in index.columns.values() for s in c.shards}
+
+
+def drop_superseded(base: str, previous: Any, descriptor: Any,
+                    storage_options: Mapping[str, Any] | None) -> list[str]:
+    """Delete the shards of ``previous`` (the descriptor the manifest held) that the
+    committed ``descriptor`` no longer names (a rebuild's or a compaction's); returns
+    their relative paths. Called only once the new manifest is committed: a reader
+    that took the old manifest before that and reads such a shard afterwards finds
+    it missing, and falls back to the files (same rows; ``explain`` says why). Best
+    effort: a shard left behind is only bytes."""
+    from pqindex.dataset.tables.commit import remove_written
+
+    gone = sorted(p for p in _shard_paths(previous) - _shard_paths(descriptor)
+                  if p.startswith(INDEX_DIR + "/") and p.endswith(SHARD_SUFFIX))
+    remove_written([_join(base, p) for p in gone], storage_options)
+    return gone
 
 
 def add_key_index(path: str | os.PathLike[str], columns: Sequence[str], *,
@@ -668,7 +758,7 @@ def _read_shard(base: str, shard: Shard, storage_options: Mapping[str, Any] | No
         raise PqIndexError("a key index shard is missing or changed; rebuild the index "
                            "(`pqindex manifest PATH --key-index COL`)", path=url)
     try:
-        return pq.read_table(pa.BufferReader(data), page_checksum_verification=True)
+        return pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True).read()
     except (OSError, pa.ArrowException) as e:
         raise PqIndexError(f"a key index shard cannot be read ({e}); rebuild the index",
                            path=url) from None
@@ -712,8 +802,9 @@ def compact_key_index(path: str | os.PathLike[str], *,
             parts = [t.replace_schema_metadata(None) for t in pool.map(
                 lambda sh: _read_shard(root, sh, storage_options), merge)]
         table = pa.concat_tables(parts).select([_KEY, _ROW_GROUP, _FILE])
-        live = np.isin(table.column(_FILE).to_numpy(), ids)
-        table = table.filter(pa.array(live))
+        live = np.isin(_numpy_of(table.column(_FILE)), ids)
+        table = table.filter(pa.Array.from_buffers(
+            pa.bool_(), len(live), [None, pa.py_buffer(np.packbits(live, bitorder="little"))]))
         written, _ = _write_shards(table, root, name, bool(stay), storage_options)
         columns[name] = ColumnIndex(name, col.schema, tuple(stay + written))
     descriptor = _descriptor(KeyIndex(kept, columns))
@@ -752,7 +843,8 @@ class KeyLookup:
     # Data file path -> the row groups the index names (empty: no row can match).
     named: dict[str, frozenset[int]] = field(default_factory=dict)
     shards: list[str] = field(default_factory=list)  # consulted (relative paths)
-    pages: int = 0  # index pages read
+    pages: int = 0  # index pages read (of shards too large to read whole)
+    whole: int = 0  # shards read whole (one request each, or none when cached)
     files_named: int = 0
     row_groups_named: int = 0
     uncovered: int = 0  # listed files the index does not cover (planned as before)
@@ -762,6 +854,7 @@ class KeyLookup:
 
     def to_dict(self) -> dict[str, Any]:
         return {"column": self.column, "shards": list(self.shards), "pages": self.pages,
+                "shards_whole": self.whole,
                 "files_named": self.files_named, "row_groups_named": self.row_groups_named,
                 "files_not_covered": self.uncovered, "fallback": self.fallback,
                 "requests": self.requests, "round_trips": self.round_trips}
@@ -773,7 +866,10 @@ def describe_lookup(d: Mapping[str, Any]) -> str:
     if d.get("fallback") is not None:
         return f"key index on {d['column']} not used: {d['fallback']}"
     shards = ", ".join(d["shards"]) or "none (no shard's range holds the keys)"
-    return (f"key index on {d['column']}: shards {shards}; {d['pages']} index page(s) read "
+    read = f"{d['pages']} index page(s)"
+    if d.get("shards_whole"):
+        read = f"{d['shards_whole']} shard(s) whole" + (f" and {read}" if d["pages"] else "")
+    return (f"key index on {d['column']}: shards {shards}; {read} read "
             f"in {d['requests']} request(s); named {d['files_named']} file(s), "
             f"{d['row_groups_named']} row group(s); {d['files_not_covered']} file(s) not "
             f"covered (planned from their footers)")
@@ -858,13 +954,19 @@ def build_table_key_index(table: Any, columns: Sequence[str], *,
             table, "renamed", False):
         raise UnsupportedError("a key index of this table is not supported yet (no version, "
                                "or columns mapped or renamed)", path=table.location)
+    from pqindex.io.objects import get_object
+
     root = _base(table.location)
+    before = get_object(_join(root, TABLE_DESCRIPTOR), storage_options)
     descriptor = build_key_index(root, columns, storage_options=storage_options,
                                  discovery=table.discovery)
     descriptor["table_version"] = version
     _TABLE_DESCRIPTORS.pop((root, version), None)
     put_object(_join(root, TABLE_DESCRIPTOR),
                json.dumps(descriptor, separators=(",", ":")).encode("utf-8"), storage_options)
+    if before is not None:  # the former version's shards, once the new one is in place
+        with contextlib.suppress(ValueError):
+            drop_superseded(root, json.loads(before), descriptor, storage_options)
     return descriptor
 
 
@@ -908,7 +1010,6 @@ def lookup_table_keys(table: Any, disc: Discovery, expr: Expr,
 def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compare | In,
             root: str, stats: IOStats, disc: Discovery,
             storage_options: Mapping[str, Any] | None) -> None:
-    from pqindex.dataset.dataset import Dataset
     from pqindex.dataset.manifest import stub_file
 
     by_id: dict[int, str] = {}
@@ -931,36 +1032,188 @@ def _lookup(found: KeyLookup, index: KeyIndex, column: ColumnIndex, node: Compar
               if keys and bisect.bisect_left(keys, s.min) < len(keys)
               and keys[bisect.bisect_left(keys, s.min)] <= s.max]
     named: dict[str, set[int]] = {p: set() for p in by_id.values()}
-    if chosen:
-        files = tuple(DataFile(_join(root, s.path),
-                               info=ObjectInfo(s.size, s.etag, mtime=s.mtime))
-                      for s in chosen)
-        # Page checksums checked: a damaged page must not name the wrong files.
-        # A small shard comes whole with its tail: its pages need no second wave.
-        whole = max(s.size for s in chosen)
-        shards = Dataset([f.path for f in files], discovery=Discovery(files=files),
-                         storage_options=storage_options, verify_checksums=True,
-                         tail_bytes=whole if whole <= WHOLE_SHARD_BYTES else None)
-        scan = shards.scan(columns=[_FILE, _ROW_GROUP], where=probe)
-        got = scan.to_table()
-        rep = scan.report
-        # Charged to the manifest's requests: the dataset's own, before any file's.
-        with stats._lock:
-            stats.requests += rep.requests
-            stats.bytes_read += rep.bytes_read
-            stats.round_trips += rep.round_trips
-        found.requests = rep.requests
-        found.round_trips = rep.round_trips
-        found.pages = rep.pages_read
-        found.shards = [s.path for s in chosen]
-        for fid, rg in zip(got.column(_FILE).to_pylist(), got.column(_ROW_GROUP).to_pylist(),
-                           strict=True):
+    small = [s for s in chosen if s.size <= WHOLE_SHARD_BYTES]
+    large = [s for s in chosen if s.size > WHOLE_SHARD_BYTES]
+    hits: list[tuple[np.ndarray, np.ndarray]] = []
+    if small:
+        hits += _probe_whole(small, bound, root, stats, found, storage_options)
+    if large:
+        hits.append(_probe_pages(large, probe, root, stats, found, storage_options))
+    found.shards = [s.path for s in chosen]
+    for fids, rgs in hits:
+        for fid, rg in zip(fids.tolist(), rgs.tolist(), strict=True):
             p = by_id.get(fid)
             if p is not None:
                 named[p].add(rg)
     found.named = {p: frozenset(rgs) for p, rgs in named.items()}
     found.files_named = sum(1 for rgs in named.values() if rgs)
     found.row_groups_named = sum(len(rgs) for rgs in named.values())
+
+
+# Decoded small shards, by (url, size, version): a process that looks keys up again
+# decodes none twice. Bounded by the entries' Arrow bytes.
+_DECODED: dict[tuple[str, int, Any], pa.Table] = {}
+_DECODED_BYTES = 256 << 20
+_decoded_lock = threading.Lock()
+_decoded_total = 0
+
+
+def clear_decoded() -> None:
+    """Forget the decoded shards (a cold lookup reads its shards again)."""
+    global _decoded_total
+    with _decoded_lock:
+        _DECODED.clear()
+        _decoded_total = 0
+
+
+def _decoded(key: tuple[str, int, Any]) -> pa.Table | None:
+    with _decoded_lock:
+        t = _DECODED.pop(key, None)
+        if t is not None:
+            _DECODED[key] = t  # most recently used last
+        return t
+
+
+def _keep_decoded(key: tuple[str, int, Any], table: pa.Table) -> None:
+    global _decoded_total
+    with _decoded_lock:
+        old = _DECODED.pop(key, None)
+        _decoded_total += table.nbytes - (0 if old is None else old.nbytes)
+        _DECODED[key] = table
+        while _decoded_total > _DECODED_BYTES and len(_DECODED) > 1:
+            _decoded_total -= _DECODED.pop(next(iter(_DECODED))).nbytes
+
+
+def _fetch_shard(root: str, shard: Shard, storage_options: Mapping[str, Any] | None,
+                 stats: IOStats) -> tuple[tuple[str, int, Any], pa.Table]:
+    """A small shard's entries: the whole object in one request (conditional on the
+    descriptor's ETag on a store, its size and mtime checked locally), decoded by
+    pyarrow with page checksums verified; from the cache when decoded before."""
+    from pqindex.io.source import open_source
+
+    url = _join(root, shard.path)
+    key = (url, shard.size, shard.etag if shard.etag is not None else shard.mtime)
+    got = _decoded(key)
+    if got is not None:
+        return key, got
+    info = ObjectInfo(shard.size, shard.etag, mtime=shard.mtime)
+    src = open_source(url, stats, storage_options, info)
+    try:
+        mtime = getattr(src, "mtime_ns", None)
+        if src.size() != shard.size or (shard.mtime is not None and mtime is not None
+                                        and mtime != shard.mtime):
+            raise PqIndexError("a key index shard changed since the index was built; "
+                               "rebuild it (`pqindex manifest PATH --key-index COL`)",
+                               path=url)
+        data = src.read(0, shard.size)
+    finally:
+        src.close()
+    if shard.crc32 is not None and zlib.crc32(data) != shard.crc32:
+        raise PqIndexError("a key index shard is damaged (its CRC-32 differs from the "
+                           "descriptor's); rebuild the index", path=url)
+    try:
+        # ParquetFile, not read_table: the latter imports pyarrow.dataset (~250 ms
+        # in a fresh process). One thread: shards are decoded side by side.
+        table = pq.ParquetFile(pa.BufferReader(data),
+                               page_checksum_verification=shard.crc32 is None
+                               ).read(use_threads=False)
+    except (OSError, pa.ArrowException) as e:
+        raise PqIndexError(f"a key index shard cannot be read ({e}); rebuild the index",
+                           path=url) from None
+    if table.num_rows != shard.entries:
+        raise PqIndexError(f"a key index shard holds {table.num_rows} entries, its "
+                           f"descriptor says {shard.entries}; rebuild the index", path=url)
+    _keep_decoded(key, table)
+    return key, table
+
+
+def _probe_whole(shards: Sequence[Shard], bound: Any, root: str, stats: IOStats,
+                 found: KeyLookup, storage_options: Mapping[str, Any] | None
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(file ids, row groups)`` of the entries of ``shards`` (each read whole, all
+    in one wave) whose key satisfies ``bound`` (every probe key of a shard at once)."""
+    from pqindex.expr.evaluate import to_arrow_mask
+    from pqindex.pools import shared_pool
+
+    each = [IOStats() for _ in shards]
+    if len(shards) == 1:
+        tables = [_fetch_shard(root, shards[0], storage_options, each[0])[1]]
+    else:
+        pool = shared_pool("key-index", 16)
+        tables = [t for _, t in pool.map(
+            lambda i: _fetch_shard(root, shards[i], storage_options, each[i]),
+            range(len(shards)))]
+    requests = sum(s.requests for s in each)
+    # Charged to the manifest's requests: the dataset's own, before any file's.
+    with stats._lock:
+        stats.requests += requests
+        stats.bytes_read += sum(s.bytes_read for s in each)
+        stats.round_trips += 1 if requests else 0
+    found.requests += requests
+    found.round_trips += 1 if requests else 0
+    found.whole += len(shards)
+    out = []
+    ints = _int_probes(bound)
+    for t in tables:
+        keys = t.column(_KEY)
+        if ints is not None and pa.types.is_integer(keys.type) and keys.num_chunks == 1:
+            # Sorted integer keys: every probe binary-searched at once (is_in hashes
+            # all of a shard's keys: ~10x the time).
+            arr = _numpy_of(keys)
+            lo, hi = np.iinfo(arr.dtype).min, np.iinfo(arr.dtype).max
+            want = np.array([k for k in ints if lo <= k <= hi], dtype=arr.dtype)
+            first = np.searchsorted(arr, want, "left")
+            last = np.searchsorted(arr, want, "right")
+            rows = np.concatenate([np.arange(a, b) for a, b in zip(
+                first.tolist(), last.tolist(), strict=True) if b > a] or [
+                np.zeros(0, np.intp)])
+            if len(rows):
+                out.append((_numpy_of(t.column(_FILE))[rows],
+                            _numpy_of(t.column(_ROW_GROUP))[rows]))
+            continue
+        mask = to_arrow_mask(bound, t)
+        if not pc.any(mask).as_py():
+            continue
+        hit = t.filter(mask)
+        out.append((_numpy_of(hit.column(_FILE)), _numpy_of(hit.column(_ROW_GROUP))))
+    return out
+
+
+def _int_probes(bound: Any) -> list[int] | None:
+    """The probe values of an ``=`` / ``IN`` on an integer key, when they are plain
+    Python ints (else None: the shard is filtered by pyarrow)."""
+    preds = _predicates(bound)
+    if len(preds) != 1 or preds[0].op not in (LeafOp.EQ, LeafOp.IN):
+        return None
+    vals = preds[0].values
+    if not all(type(v) is int for v in vals):
+        return None
+    return sorted(set(vals))  # type: ignore[arg-type]
+
+
+def _probe_pages(shards: Sequence[Shard], probe: Expr, root: str, stats: IOStats,
+                 found: KeyLookup, storage_options: Mapping[str, Any] | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The same for large shards, scanned as a pqindex dataset: each shard's tail,
+    then only the pages whose [min, max] holds a probe key (page checksums checked:
+    a damaged page must not name the wrong files)."""
+    from pqindex.dataset.dataset import Dataset
+
+    files = tuple(DataFile(_join(root, s.path), info=ObjectInfo(s.size, s.etag, mtime=s.mtime))
+                  for s in shards)
+    ds = Dataset([f.path for f in files], discovery=Discovery(files=files),
+                 storage_options=storage_options, verify_checksums=True)
+    scan = ds.scan(columns=[_FILE, _ROW_GROUP], where=probe)
+    got = scan.to_table()
+    rep = scan.report
+    with stats._lock:
+        stats.requests += rep.requests
+        stats.bytes_read += rep.bytes_read
+        stats.round_trips += rep.round_trips
+    found.requests += rep.requests
+    found.round_trips += rep.round_trips
+    found.pages += rep.pages_read
+    return (_numpy_of(got.column(_FILE)), _numpy_of(got.column(_ROW_GROUP)))
 
 
 def _predicates(bound: Any) -> list[BoundPredicate]:

@@ -33,14 +33,16 @@ import pyarrow as pa
 from pqindex.dataset.discovery import DataFile
 from pqindex.dataset.key_index import KEY_INDEX_SKIP, lookup_keys, lookup_table_keys
 from pqindex.dataset.open_files import OpenFile
-from pqindex.dataset.stages import file_stages
+from pqindex.dataset.stages import every_row_stage, file_stages
 from pqindex.errors import CorruptFileError, PqIndexError, UserInputError, located
 from pqindex.expr.bind import BoundExpr, BoundTrue, absent_columns, bind, bound_leaves
 from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.nodes import Expr
+from pqindex.format.arrow_build import ints_of
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.indexes.evidence import ConstantEvidence
+from pqindex.io.source import IOStats
 from pqindex.plan.planner import FilePlan, plan_file, settled_by_statistics
 from pqindex.plan.tree import evaluate
 from pqindex.pools import python_slot
@@ -49,8 +51,8 @@ from pqindex.scan.report import ScanReport
 if TYPE_CHECKING:
     from pqindex.dataset.dataset import Dataset
 
-__all__ = ["BusyClock", "DatasetPlanner", "OpenFile", "Planned", "Plans", "StageSkipped",
-           "WaveClock", "count_pages", "gc_paused"]
+__all__ = ["BULK_MIN_FILES", "BusyClock", "DatasetPlanner", "Deferred", "OpenFile", "Planned",
+           "Plans", "StageSkipped", "WaveClock", "count_pages", "gc_paused"]
 
 T = TypeVar("T")
 # One file's outcome: the file, its opened footer (None when never opened), its
@@ -159,6 +161,41 @@ class StageSkipped:
         return out
 
 
+# Fewer files than this every row of which matches are planned one by one, as others.
+BULK_MIN_FILES = 1000
+
+
+class Deferred:
+    """The files planned in bulk: the manifest's statistics show that every row of
+    each matches, so no stage below the file level can rule out a row group or a page
+    of them, and their plans are made when first needed (a scan reading them, an
+    entry of ``Dataset.plan`` asked for its access plan, explain) by one plan of just
+    these files, footers and all. Until then none of their footers is read.
+    ``positions``: into the plan's chosen files, ascending; ``rows``: their rows, by
+    the manifest."""
+
+    def __init__(self, chosen: Sequence[DataFile], positions: npt.NDArray[np.intp], rows: int,
+                 plan: Callable[[Sequence[DataFile], OnPlanned | None], Plans]) -> None:
+        self.chosen = chosen
+        self.positions = positions
+        self.rows = rows
+        self._plan = plan
+        self._lock = threading.Lock()
+        self._done: Plans | None = None
+
+    @property
+    def files(self) -> list[DataFile]:
+        return [self.chosen[i] for i in self.positions.tolist()]
+
+    def plans(self, on_planned: OnPlanned | None = None) -> tuple[Plans, bool]:
+        """The plan of these files (made once); and whether this call made it."""
+        with self._lock:
+            if self._done is not None:
+                return self._done, False
+            self._done = self._plan(self.files, on_planned)
+            return self._done, True
+
+
 @dataclass(frozen=True)
 class Plans:
     files: list[Planned]  # the files the file-level stages kept, in order
@@ -167,16 +204,52 @@ class Plans:
     schema: pa.Schema
     page_units: list[tuple[ParquetFile, int, list[int]]]
     skipped: StageSkipped | None = None  # the others
+    deferred: Deferred | None = None  # files planned in bulk, not in ``files`` yet
 
-    def every_file(self) -> list[Planned]:
-        """Every chosen file's outcome in the dataset's order, the stage-skipped too."""
+    def every_file(self, resolve: bool = True) -> list[Planned]:
+        """Every chosen file's outcome in the dataset's order, the stage-skipped too;
+        the bulk-planned files resolved (``resolve=False``: left out)."""
+        if resolve and self.deferred is not None:
+            return self.resolved().every_file()
         if self.skipped is None or not len(self.skipped.positions):
             return self.files
-        out: list[Planned | None] = [None] * (len(self.files) + len(self.skipped.positions))
-        for i, got in zip(self.skipped.positions.tolist(), self.skipped.planned(), strict=True):
+        positions = self.skipped.positions
+        if self.deferred is not None:  # positions among the files left in
+            positions = positions - np.searchsorted(self.deferred.positions, positions)
+        out: list[Planned | None] = [None] * (len(self.files) + len(positions))
+        for i, got in zip(positions.tolist(), self.skipped.planned(), strict=True):
             out[i] = got
         kept = iter(self.files)
         return [got if got is not None else next(kept) for got in out]
+
+    def resolved(self, on_planned: OnPlanned | None = None) -> Plans:
+        """These plans with the bulk-planned files planned (their footers read, on the
+        planning pool; ``on_planned`` as for ``Dataset.make_plans``) and merged in, in
+        order. The report is completed in place, once."""
+        d = self.deferred
+        if d is None:
+            return self
+        sub, made = d.plans(on_planned)
+        n = len(d.chosen)
+        mark = np.zeros(n, np.int8)  # 0: in files, 1: stage-skipped, 2: planned in bulk
+        if self.skipped is not None:
+            mark[self.skipped.positions] = 1
+        mark[d.positions] = 2
+        now, later = iter(self.files), iter(sub.every_file())
+        files = [next(later) if m == 2 else next(now) for m in mark.tolist() if m != 1]
+        rep = self.report
+        if made:
+            total, rows = rep.files_total, rep.rows_total
+            rep.merge(sub.report)
+            rep.files_total, rep.rows_total = total, rows - d.rows + sub.report.rows_total
+        schema, fields = self.schema, self.fields
+        if not sub.schema.equals(schema):
+            from pqindex.dataset.schema import unify
+
+            schema = unify([("plan", schema), ("bulk", sub.schema)])
+            schema = pa.schema([schema.field(f) for f in fields if f in schema.names])
+        return Plans(files, rep, fields, schema, self.page_units + sub.page_units,
+                     self.skipped)
 
 
 def _schema_key(pf: ParquetFile) -> tuple[Any, ...]:
@@ -469,7 +542,7 @@ class DatasetPlanner:
         positions = np.flatnonzero(out_mask)
         skipped = StageSkipped(chosen, positions, selection.decided_by[rows[positions]],
                                disc.partition_values if disc.partition_columns else None)
-        kept_files = [chosen[i] for i in np.flatnonzero(~out_mask).tolist()]
+        keep = ~out_mask
         # Files the key index or footer statistics settle, planned here at once.
         ruled: dict[str, tuple[Planned, list[str]]] = {}
         # A file column a hive key shadows is never read: the path's value wins.
@@ -481,6 +554,31 @@ class DatasetPlanner:
                      ds.lake_table, disc, expr, ds.storage_options, report.warnings.append)
                  if ds.lake_table is not None and not isinstance(first_bound, BoundTrue)
                  else None)
+
+        # Files every row of which matches by the manifest's statistics: planned in
+        # bulk, their footers read when first needed (Deferred); a plan that keeps every
+        # file of a 100,000-file lake opened and planned each before (~0.4 ms a file).
+        deferred: Deferred | None = None
+        bulk_reps: list[OpenFile] = []  # the manifest schemas of those files
+        if (subset is None and keyed is None and ds.lake_table is None and not ds.row_groups
+                and getattr(view, "columnar", None) is not None
+                and ds.plan_options.statistics
+                and int(np.count_nonzero(keep)) >= BULK_MIN_FILES):
+            # Rows of the facts are the chosen files here (no subset).
+            whole = every_row_stage(facts, lambda sid: bind_stand_in(facts.schemas[sid]),
+                                    keep) & keep
+            bulk = np.flatnonzero(whole)
+            if len(bulk) >= BULK_MIN_FILES:
+                n_rows = int(ints_of(facts.files.column("rows"), 0)[bulk].sum())
+                deferred = Deferred(chosen, bulk, n_rows,
+                                    lambda files, hook: ds.make_plans(columns, expr, hook, files))
+                keep = keep & ~whole
+                report.rows_total += n_rows
+                ids = ints_of(facts.files.column("schema"), -1)[bulk]
+                for sid in np.flatnonzero(np.bincount(ids[ids >= 0])).tolist():
+                    at = int(bulk[np.flatnonzero(ids == sid)[0]])
+                    bulk_reps.append(OpenFile(chosen[at], facts.schemas[sid], IOStats()))
+        kept_files = [chosen[i] for i in np.flatnonzero(keep).tolist()]
         if keyed is not None:
             report.key_index = keyed.to_dict()
             for df in kept_files:
@@ -599,8 +697,13 @@ class DatasetPlanner:
                 settled = ruled  # plan_one answers these from it as well
                 settled.update([(df.path, r) for df in kept_files if df.path not in ruled
                                 and (r := footer_settled(df)) is not None])
-                tasks = self.as_landed(ds, pool, plan_one,
-                                   [df for df in kept_files if df.path not in settled])
+                todo = [df for df in kept_files if df.path not in settled]
+                if len(todo) == 1 and not ds.remote:
+                    # One local file left (a lookup): planned here, a hand-off to a pool
+                    # thread cost ~1-3 ms of a ~10 ms warm lookup.
+                    settled[todo[0].path] = plan_one(todo[0])
+                    todo = []
+                tasks = self.as_landed(ds, pool, plan_one, todo)
                 waiting = time.perf_counter()
                 try:
                     results = [settled.get(df.path) or tasks[df.path].result()
@@ -663,10 +766,11 @@ class DatasetPlanner:
         if given is not None:
             out_schema = given
         else:
-            out = ds.unified_schema([first, *(of for of in reps.values() if of is not first)])
+            out = ds.unified_schema([first, *(of for of in reps.values() if of is not first),
+                                     *bulk_reps])
             if columns is None:  # every column of the files read
                 fields = out.names
             # A field no file read has (all were pruned) takes the dataset's type.
             out_schema = pa.schema([out.field(f) if f in out.names or full is None
                                     else full.field(f) for f in fields])
-        return Plans(files, report, fields, out_schema, page_units, skipped)
+        return Plans(files, report, fields, out_schema, page_units, skipped, deferred)

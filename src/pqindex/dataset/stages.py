@@ -54,7 +54,9 @@ from pqindex.indexes.evidence import value_key
 __all__ = [
     "FileSelection",
     "embedded_stage",
+    "every_row_stage",
     "file_stages",
+    "leaf_every_row",
     "partition_stage",
     "partition_statistics",
     "ruled_out",
@@ -296,7 +298,8 @@ def statistics_stage(facts: FileFacts, bind_schema: Callable[[int], BoundExpr | 
             name = pred.leaf.name
             if name not in stats:
                 s = facts.statistics(name)
-                stats[name] = None if s is None else s.take(take)
+                # One schema over every file (a pipeline's lake): no copy by take.
+                stats[name] = None if s is None else s if len(where) == n else s.take(take)
             s = stats[name]
             return None if s is None else leaf_ruled_out(pred, s)
 
@@ -306,6 +309,99 @@ def statistics_stage(facts: FileFacts, bind_schema: Callable[[int], BoundExpr | 
             undecided[where] = ~mask
     sel = selection.then("manifest: the file has no rows", by_zero)
     return sel.then("manifest: no row of the file can match", out, undecided)
+
+
+def leaf_every_row(pred: BoundPredicate, s: ColumnStatistics) -> Mask:
+    """Files every row of which satisfies ``pred`` given ``s`` (``_summary_match``'s ALL
+    cases of the leaves a lake's scans keep whole: =, !=, the orders, IS [NOT] NULL);
+    False where it cannot tell. Shortened bounds still bound the values (a truncated
+    min is at most the true one), so the orders hold without exact bounds."""
+    n = len(s.values)
+    vt = pred.value_type
+    op = pred.op
+    arrow = key_type(vt)
+    none = np.zeros(n, np.bool_)
+    if arrow is None or pred.leaf.max_repetition_level > 0:
+        return none
+    known = _bool(pc.is_valid(s.values), n)
+    no_nulls = _bool(pc.equal(s.nulls, ZERO), n) & known
+    if op == LeafOp.IS_NOT_NULL:
+        return no_nulls
+    if op == LeafOp.IS_NULL:
+        return _bool(pc.equal(s.nulls, s.values), n) & known
+    if op not in (LeafOp.EQ, LeafOp.NE, *_ORDERED):
+        return none
+    keys = pred.memo.get("value_keys")
+    if keys is None:
+        keys = pred.memo["value_keys"] = [value_key(vt, v) for v in pred.values]
+    value_set = key_array(keys, arrow)
+    if value_set is None:
+        return none
+    v = value_set[0]
+    is_float = vt.kind in _FLOATS
+    nan_free = (np.ones(n, np.bool_) if not is_float
+                else _bool(pc.equal(s.nans, ZERO), n))
+    not_nan = ~_bool(s.all_nan, n)
+    all_null = _bool(pc.equal(s.nulls, s.values), n) & known
+    if op == LeafOp.NE:
+        # Every value outside [min, max] of v's side: the file holds no v.
+        outside = _bool(pc.greater(s.min, v), n) | _bool(pc.less(s.max, v), n)
+        return outside & no_nulls & ~all_null
+    sure = no_nulls & nan_free & not_nan & ~all_null
+    if op == LeafOp.EQ:
+        single = (_bool(s.exact, n) & _bool(pc.equal(s.min, v), n)
+                  & _bool(pc.equal(s.max, v), n))
+        return single & sure
+    side_ok = {LeafOp.LT: lambda: _bool(pc.less(s.max, v), n),
+               LeafOp.LE: lambda: _bool(pc.less_equal(s.max, v), n),
+               LeafOp.GT: lambda: _bool(pc.greater(s.min, v), n),
+               LeafOp.GE: lambda: _bool(pc.greater_equal(s.min, v), n)}[op]()
+    return side_ok & sure
+
+
+def every_row_stage(facts: FileFacts, bind_schema: Callable[[int], BoundExpr | None],
+                    kept: Mask) -> Mask:
+    """Of the ``kept`` files, those every row of which satisfies the predicate by their
+    statistics alone (per schema of the facts, bound once by ``bind_schema``): no
+    deeper stage can rule out a row group or a page of them, so they are planned in
+    bulk (``dataset/planning.py``). A leaf on a partition column, an expression or a
+    leaf without a vectorized form counts as "cannot tell"."""
+    n = facts.num_files
+    out = np.zeros(n, np.bool_)
+    schema_col = facts.files.column("schema")
+    if schema_col.null_count == n or not facts.schemas:
+        return out
+    ids = ints_of(schema_col, -1)
+    present = ids[(ids >= 0) & kept]
+    for sid in np.flatnonzero(np.bincount(present)).tolist() if len(present) else []:
+        where = np.flatnonzero((ids == sid) & kept)
+        bound = bind_schema(int(sid))
+        if bound is None:
+            continue
+        if isinstance(bound, BoundTrue):
+            out[where] = True
+            continue
+        n_leaves = len(facts.schemas[int(sid)].schema.leaves)
+        take = int64_array(where)
+        stats: dict[str, ColumnStatistics | None] = {}
+        m = len(where)
+
+        def leaf(pred: BoundPredicate, take: pa.Array = take, n_leaves: int = n_leaves,
+                 stats: dict[str, ColumnStatistics | None] = stats, m: int = m) -> Mask:
+            if pred.leaf.index >= n_leaves:
+                return np.zeros(m, np.bool_)
+            name = pred.leaf.name
+            if name not in stats:
+                s = facts.statistics(name)
+                stats[name] = None if s is None else s if m == n else s.take(take)
+            s = stats[name]
+            return np.zeros(m, np.bool_) if s is None else leaf_every_row(pred, s)
+
+        out[where] = fold_bound(bound, leaf=leaf, true=np.ones(m, np.bool_),
+                                false=np.zeros(m, np.bool_), and_=np.logical_and,
+                                or_=np.logical_or, and_done=_never, or_done=_never,
+                                unknown=np.zeros(m, np.bool_))
+    return out
 
 
 def _leaves(bound: BoundExpr) -> list[BoundPredicate]:

@@ -266,7 +266,8 @@ def write(
             return _write_delta(df, os.fspath(path), mode, partition_by, t0, inner,
                                 storage_options)
         if table_format == "iceberg":
-            return _write_iceberg(df, os.fspath(path), mode, catalog, t0, inner)
+            return _write_iceberg(df, os.fspath(path), mode, catalog, t0, inner,
+                                  storage_options)
         raise UserInputError(f"table_format must be 'delta' or 'iceberg' (or None), "
                              f"not {table_format!r}")
     raw_path = os.fspath(path)
@@ -453,11 +454,13 @@ def _write_delta_remote(df: Any, dest: str, mode: str,
 
 
 def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, str] | None,
-                   t0: float, options: dict[str, Any]) -> dict[str, Any]:
+                   t0: float, options: dict[str, Any],
+                   storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``write(..., table_format="iceberg")``: the files written to a staging directory
     under the table's ``data/``, moved beside it, then committed by pyiceberg as one
     snapshot (``add_files`` reads each footer for the manifest's metrics). A failed
-    job or commit removes what it wrote; the table is unchanged."""
+    job or commit removes what it wrote; the table is unchanged. A table on an object
+    store: ``_write_iceberg_remote``."""
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import AlwaysTrue
@@ -479,10 +482,12 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
     except NoSuchTableError:
         table = cat.create_table(identifier, schema=df.limit(0).toArrow().schema)
     location = table.location().removeprefix("file://")
+    if is_object_store_url(location):
+        return _write_iceberg_remote(df, table, identifier, location.rstrip("/"), mode, t0,
+                                     options, storage_options)
     if "://" in location:
-        raise UserInputError("table_format='iceberg' writes local tables for now (Delta "
-                             "tables are written to object stores)",
-                             path=location)
+        raise UserInputError("table_format='iceberg' writes tables on local disks and "
+                             "object stores", path=location)
     data = os.path.join(location, "data")
     with _table_staging(data) as (staging, moved):
         summary = write(df, staging, mode="error", **options)
@@ -497,6 +502,45 @@ def _write_iceberg(df: Any, identifier: str, mode: str, catalog: Mapping[str, st
                 tx.add_files([f"file://{p}" for p in moved])
         except Exception as e:  # pyiceberg's commit and validation errors
             raise TableCommitError(f"Iceberg commit failed: {e}", path=identifier) from None
+    snapshot = table.current_snapshot()
+    summary.update(path=location, table_format="iceberg",
+                   snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+                   seconds=time.perf_counter() - t0)
+    return summary
+
+
+def _write_iceberg_remote(df: Any, table: Any, identifier: str, location: str, mode: str,
+                          t0: float, options: dict[str, Any],
+                          storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:func:`_write_iceberg` on an object store (no rename): the job writes under
+    ``<table>/data/pqindex-write-<id>/`` with ``storage_options``, the driver lists the
+    files and pyiceberg commits them where they are, as one snapshot (its FileIO,
+    configured by the catalog's properties, reads their footers). A failed job or
+    commit removes every object the job wrote; the table is unchanged."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    from pqindex.dataset.discovery import MANIFEST_NAME
+    from pqindex.dataset.tables.commit import TableCommitError, remove_written
+    from pqindex.io.listing import list_objects
+
+    so = {str(k): str(v) for k, v in (storage_options or {}).items()}
+    staging = f"{location}/data/pqindex-write-{uuid.uuid4().hex[:16]}"
+    try:
+        summary = write(df, staging, mode="error", storage_options=so, **options)
+        files = [f"{staging}/{rel}" for rel in sorted(data_objects(staging, so))]
+        try:
+            with table.transaction() as tx:
+                if mode == "overwrite":
+                    tx.delete(AlwaysTrue())
+                tx.add_files(files)
+        except Exception as e:  # pyiceberg's commit and validation errors
+            raise TableCommitError(f"Iceberg commit failed: {e}", path=identifier) from None
+    except BaseException:
+        with contextlib.suppress(Exception):  # best effort: the table itself is unchanged
+            remove_written([url for url, _info in list_objects(staging + "/", so)], so)
+        raise
+    # The job's own commit point: the table's metadata names the files now.
+    remove_written([f"{staging}/{MANIFEST_NAME}"], so)
     snapshot = table.current_snapshot()
     summary.update(path=location, table_format="iceberg",
                    snapshot_id=None if snapshot is None else snapshot.snapshot_id,
