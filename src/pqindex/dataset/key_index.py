@@ -415,10 +415,10 @@ def _sort_order(keys: pa.Array) -> pa.Array | np.ndarray:
 
 
 def _shard_bytes(part: pa.Table) -> bytes:
-    """One shard as Parquet, by pyarrow's writer (a tenth of pqindex's CPU for these
-    plain sorted columns): zstd, no dictionary, pages of at most :data:`PAGE_BYTES`,
-    the page index (a lookup of a large shard reads only the pages holding its keys)
-    and page checksums, the key column declared sorted."""
+    """One shard as Parquet in memory, by pyarrow's writer: zstd, no dictionary, pages
+    of at most :data:`PAGE_BYTES`, the page index (a lookup of a large shard reads
+    only the pages holding its keys) and page checksums, the key column declared
+    sorted."""
     buf = pa.BufferOutputStream()
     pq.write_table(part, buf, row_group_size=max(1, part.num_rows), compression="zstd",
                    use_dictionary=False, data_page_size=PAGE_BYTES, write_page_index=True,
