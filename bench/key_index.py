@@ -23,6 +23,16 @@ dataset / context made inside the timing); requests and round trips (requests th
 arrived while none was in flight) come from the proxy's log; medians of
 ``--rounds``. Results replace the section between ``<!-- key-index:start -->`` and
 ``<!-- key-index:end -->`` of docs/benchmarks.md.
+
+A whole run at 1,000 files takes longer than one benchmark slot (10 minutes), so it
+can run in parts against one moto server kept between them (started by hand:
+``python -m moto.server -H 127.0.0.1 -p PORT``; each part puts its own delaying,
+counting proxy in front of it), its results gathered in ``--state`` (JSON)::
+
+    key_index.py --moto-port P --state S --phase setup    # lake + builds (timed)
+    key_index.py --moto-port P --state S --phase query --readers DataFusion
+    key_index.py --moto-port P --state S --phase append   # delta + compaction
+    key_index.py --moto-port P --state S --phase doc      # the section
 """
 
 from __future__ import annotations
@@ -54,15 +64,18 @@ READERS = ("pqindex + key index", "pqindex + key index, LIST", "pqindex, no inde
 
 
 def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) -> None:
-    """One cold query in this fresh process; prints {"ms", "rows"} as JSON."""
+    """One cold query in this fresh process; prints {"ms", "rows"} as JSON. An empty
+    ``endpoint``: ``url`` is a local directory."""
+    local = not endpoint
     if reader.startswith("pqindex"):
         import pqindex
 
-        opts = {"endpoint": endpoint, "access_key_id": "testing",
-                "secret_access_key": "testing", "region": REGION, "allow_http": "true"}
+        opts = None if local else {
+            "endpoint": endpoint, "access_key_id": "testing",
+            "secret_access_key": "testing", "region": REGION, "allow_http": "true"}
         t0 = time.perf_counter()
         # The pipeline-committed lake: its manifest names the files (no LIST).
-        listing = False if reader == "pqindex + key index" else None
+        listing = False if reader == "pqindex + key index" and not local else None
         scan = pqindex.dataset(url, storage_options=opts, listing=listing).scan(
             columns=["user_id", "amount", "name"], where=where)
         rows = scan.to_table().num_rows
@@ -77,6 +90,13 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
                .set("datafusion.execution.parquet.pushdown_filters", "true")
                .set("datafusion.execution.parquet.enable_page_index", "true"))
         ctx = SessionContext(cfg)
+        if local:
+            ctx.register_parquet("t", url.rstrip("/") + "/")
+            rows = ctx.sql(f"SELECT user_id, amount, name FROM t WHERE {where}"
+                           ).to_arrow_table().num_rows
+            print(json.dumps({"ms": (time.perf_counter() - t0) * 1000, "rows": rows,
+                              "key_index": None}), flush=True)
+            return
         store = AmazonS3(bucket_name=bucket, region=REGION, access_key_id="testing",
                          secret_access_key="testing", endpoint=endpoint, allow_http=True)
         ctx.register_parquet("t", url.rstrip("/") + "/", object_store=store)
@@ -87,9 +107,10 @@ def _child(reader: str, url: str, endpoint: str, where: str, keys: list[int]) ->
         import polars as pl
 
         t0 = time.perf_counter()
-        opts = {"aws_endpoint_url": endpoint, "aws_access_key_id": "testing",
-                "aws_secret_access_key": "testing", "aws_region": REGION,
-                "aws_allow_http": "true"}
+        opts = None if local else {
+            "aws_endpoint_url": endpoint, "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing", "aws_region": REGION,
+            "aws_allow_http": "true"}
         rows = (pl.scan_parquet(url.rstrip("/") + "/*.parquet", storage_options=opts)
                 .filter(pl.col("user_id").is_in(keys)).select(["user_id", "amount", "name"])
                 .collect().height)
@@ -217,6 +238,288 @@ def run(ep: Any, reader: str, url: str, where: str, keys: list[int]) -> dict[str
     return dict(got)
 
 
+# ------------------------------------------------------------------ local files
+
+LOCAL_READERS = ("pqindex + key index", "pqindex, no index", "DataFusion", "polars")
+
+
+def local_setup(root: Path, args: argparse.Namespace, state: dict[str, Any]) -> None:
+    """``--files`` files under ``root/plain`` (``pqindex manifest``) and the same files
+    hard-linked under ``root/indexed`` (``--key-index user_id``); the builds timed."""
+    import numpy as np
+    import pyarrow as pa
+
+    import pqindex
+    from pqindex.io.cache import metadata_cache
+
+    rng = np.random.default_rng(41)
+    n = args.files * args.rows
+    drawn = np.unique(rng.integers(0, 2**62, size=n + n // 10 + 16))
+    ids = rng.permutation(drawn)[:n].astype(np.int64)
+    for d in ("plain", "indexed"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for k in range(args.files):
+        part = ids[k * args.rows:(k + 1) * args.rows]
+        t = pa.table({"user_id": part, "amount": rng.normal(size=args.rows),
+                      "name": pa.array([f"user {x}" for x in part])})
+        name = f"part-{k:05d}.parquet"
+        pqindex.write_table(t, root / "plain" / name, row_group_rows=args.rows, indexes=None)
+        os.link(root / "plain" / name, root / "indexed" / name)
+    np.save(root / "ids.npy", ids)
+    # The files were just written: both builds find them in the OS page cache.
+    metadata_cache().clear()
+    t0 = time.perf_counter()
+    from pqindex.dataset.manifest import write_manifest
+
+    write_manifest(str(root / "plain"))
+    state["local_build_plain"] = time.perf_counter() - t0
+    from pqindex.dataset.key_index import write_manifest_with_key_index
+
+    metadata_cache().clear()
+    t0 = time.perf_counter()
+    write_manifest_with_key_index(str(root / "indexed"), ["user_id"])
+    state["local_build_indexed"] = time.perf_counter() - t0
+    shards = sum(p.stat().st_size for p in (root / "indexed" / "_pqindex").rglob("*.pqkey"))
+    state["local_shard_bytes"] = shards
+
+
+def local_measure(root: Path, args: argparse.Namespace, readers: list[str],
+                  titles: list[str], state: dict[str, Any]) -> None:
+    import numpy as np
+
+    ids = [int(x) for x in np.load(root / "ids.npy")]
+    present = set(ids)
+    urls = {"pqindex + key index": str(root / "indexed"), "pqindex, no index":
+            str(root / "plain"), "DataFusion": str(root / "plain"),
+            "polars": str(root / "plain")}
+    results = state.setdefault("local_results", {})
+    for title, keys in _queries(ids):
+        if title not in titles:
+            continue
+        where = (f"user_id = {keys[0]}" if len(keys) == 1
+                 else f"user_id IN ({', '.join(map(str, keys))})")
+        expected = len(set(keys) & present)
+        for reader in readers:
+            runs = []
+            for _ in range(args.rounds):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", reader, "--url", urls[reader],
+                     "--endpoint", "", "--where", where, "--keys", json.dumps(keys)],
+                    capture_output=True, text=True,
+                    env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+                if not lines:
+                    raise RuntimeError(f"{reader} failed: {out.stderr[-3000:]}")
+                got = json.loads(lines[-1])
+                if got["rows"] != expected:
+                    raise AssertionError(f"{reader} {title}: {got['rows']} rows, "
+                                         f"expected {expected}")
+                runs.append(got)
+            med = {"ms": statistics.median(r["ms"] for r in runs), "rounds": args.rounds,
+                   "load": os.getloadavg()[0], "key_index": runs[-1].get("key_index")}
+            results[f"{title}|{reader}"] = med
+            print("local", title, reader, round(med["ms"]), flush=True)
+
+
+def local_section(args: argparse.Namespace, state: dict[str, Any]) -> list[str]:
+    results = state.get("local_results", {})
+    if not results:
+        return []
+    files, rows = state["local_files"], state["local_rows"]
+    lines = ["", f"### {files:,} local files", "",
+             f"`--local DIR --files {files} --rows {rows}`: {files:,} files of {rows:,} rows "
+             f"on the local disk (warm OS page cache), the same `user_id` layout; fresh "
+             f"processes, medians of {state.get('local_rounds', args.rounds)} rounds; "
+             f"1-minute load {min(state['local_loads']):.2f} to "
+             f"{max(state['local_loads']):.2f}.", "",
+             "| query | reader | ms |", "| --- | --- | ---: |"]
+    for title in TITLES:
+        for reader in LOCAL_READERS:
+            r = results.get(f"{title}|{reader}")
+            if r is not None:
+                lines.append(f"| {title} | {reader} | {r['ms']:,.0f} |")
+    ratios = [f"{t}: {results[f'{t}|{LOCAL_READERS[0]}']['ms'] / results[f'{t}|DataFusion']['ms']:.3f}×"
+              for t in TITLES if f"{t}|{LOCAL_READERS[0]}" in results
+              and f"{t}|DataFusion" in results]
+    lines += ["", "pqindex + key index against DataFusion: " + ", ".join(ratios) + "."]
+    if "local_build_plain" in state:
+        bp, bi = state["local_build_plain"], state["local_build_indexed"]
+        lines += ["", f"Build: `pqindex manifest` {bp:.1f} s, with `--key-index user_id` "
+                  f"{bi:.1f} s ({bi / bp:.2f}×); {state['local_shard_bytes']:,} bytes of "
+                  f"shards ({state['local_shard_bytes'] / (files * rows):.1f} bytes a key)."]
+    return lines
+
+
+def _attach(port: int) -> Any:
+    """An S3Endpoint whose moto server runs elsewhere (kept between parts), with a
+    proxy of this process in front of it."""
+    from s3_server import S3Endpoint, _Log, _Proxy
+
+    class _Kept:
+        def get_host_and_port(self) -> tuple[str, int]:
+            return "127.0.0.1", port
+
+        def stop(self) -> None:
+            pass  # not this process's to stop
+
+    ep = S3Endpoint.__new__(S3Endpoint)
+    ep._moto = _Kept()
+    ep.direct_url = f"http://127.0.0.1:{port}"
+    ep._log = _Log()
+    ep._proxy = _Proxy(("127.0.0.1", port), ep._log)
+    ep.url = f"http://127.0.0.1:{ep._proxy.port}"
+    return ep
+
+
+BUCKET = "keyindex"
+TITLES = ("one key", "20-key IN", "1,000-key IN", "absent key")
+
+
+def _queries(ids: list[int]) -> list[tuple[str, list[int]]]:
+    import random
+
+    rng = random.Random(7)
+    present = set(ids)
+    lo, hi = min(ids), max(ids)
+    absent = next(k for k in range((lo + hi) // 2, hi) if k not in present)
+    assert lo < absent < hi  # inside every file's range, not a value
+    return [("one key", [rng.choice(ids)]), ("20-key IN", rng.sample(ids, 20)),
+            ("1,000-key IN", rng.sample(ids, 1000)), ("absent key", [absent])]
+
+
+def setup(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any]) -> list[int]:
+    """The lake written and its manifests built (timed); returns every user_id."""
+    ep.delay = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        ids = write_lake(ep, bucket, args.files, args.rows, Path(tmp))
+    ep.delay = args.delay_ms / 1000
+    opts = ep.storage_options()
+    state["build_plain"] = build(f"s3://{bucket}/plain", opts, key_index=False)
+    state["build_listed"] = build(f"s3://{bucket}/listed", opts, key_index=True)
+    # On the commit point the index joins the pipeline's manifest (no rewrite).
+    state["build_indexed"] = build(f"s3://{bucket}/indexed", opts, key_index=True)
+    state["shard_bytes"], state["descriptor_bytes"] = index_size(ep, bucket)
+    return ids
+
+
+def rebuild(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any]) -> None:
+    """The builds timed again on the lake as it is (the code may have changed since
+    setup): each prefix's key index dropped from its manifest first (not timed), so
+    ``--key-index`` builds it whole rather than finding every file covered."""
+    from pqindex.dataset.key_index import commit_key_index, read_manifest
+
+    ep.delay = args.delay_ms / 1000
+    opts = ep.storage_options()
+    for prefix in ("listed", "indexed"):
+        url = f"s3://{bucket}/{prefix}"
+        manifest, version = read_manifest(url, opts)
+        if manifest is not None:
+            commit_key_index(url, manifest, version, None, opts)
+    state["build_plain"] = build(f"s3://{bucket}/plain", opts, key_index=False)
+    # listed/ may hold the appended files by now: its own manifest is the reference.
+    state["build_listed_plain"] = build(f"s3://{bucket}/listed", opts, key_index=False)
+    state["build_listed"] = build(f"s3://{bucket}/listed", opts, key_index=True)
+    state["build_indexed"] = build(f"s3://{bucket}/indexed", opts, key_index=True)
+    state["shard_bytes"], state["descriptor_bytes"] = index_size(ep, bucket)
+    pages = ep.boto3().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix="listed/", Delimiter="/")
+    state["keys_indexed"] = args.rows * sum(
+        o["Key"].endswith(".parquet") for page in pages for o in page.get("Contents", []))
+    state["rebuilt"] = True
+    print({k: state[k] for k in ("build_plain", "build_listed_plain", "build_listed",
+                                 "build_indexed")})
+
+
+def measure(ep: Any, bucket: str, ids: list[int], args: argparse.Namespace,
+            readers: list[str], titles: list[str], state: dict[str, Any]) -> None:
+    ep.delay = args.delay_ms / 1000
+    present = set(ids)
+    urls = {"pqindex + key index": f"s3://{bucket}/indexed",
+            "pqindex + key index, LIST": f"s3://{bucket}/listed",
+            "pqindex, no index": f"s3://{bucket}/plain",
+            "DataFusion": f"s3://{bucket}/plain", "polars": f"s3://{bucket}/plain"}
+    results = state.setdefault("results", {})
+    for title, keys in _queries(ids):
+        if title not in titles:
+            continue
+        where = (f"user_id = {keys[0]}" if len(keys) == 1
+                 else f"user_id IN ({', '.join(map(str, keys))})")
+        expected = len(set(keys) & present)
+        for reader in readers:
+            runs = [run(ep, reader, urls[reader], where, keys) for _ in range(args.rounds)]
+            for r in runs:
+                if r["rows"] != expected:
+                    raise AssertionError(f"{reader} {title}: {r['rows']} rows, "
+                                         f"expected {expected}")
+            med = {k: statistics.median(r[k] for r in runs)
+                   for k in ("ms", "requests", "round_trips", "data_files")}
+            med["key_index"] = runs[-1].get("key_index")
+            med["load"] = os.getloadavg()[0]
+            med["rounds"] = args.rounds
+            results[f"{title}|{reader}"] = med
+            print(title, reader, {k: v for k, v in med.items() if k != "key_index"},
+                  flush=True)
+
+
+def section(args: argparse.Namespace, state: dict[str, Any]) -> str:
+    results = state["results"]
+    loads = state.get("loads", [])
+    rounds: dict[int, list[str]] = {}
+    for name, r in results.items():
+        reader = name.split("|")[1]
+        have = rounds.setdefault(int(r.get("rounds", args.rounds)), [])
+        if reader not in have:
+            have.append(reader)
+    lines = [START, "## The key index: an unsorted key in many files on S3", ""]
+    lines.append(
+        f"`bench/key_index.py --files {args.files} --rows {args.rows} --rounds {args.rounds} "
+        f"--delay-ms {args.delay_ms:g}`: {args.files:,} files of {args.rows:,} rows on moto "
+        f"behind the proxy that adds {args.delay_ms:g} ms to every request; `user_id` unique "
+        "and random across files (statistics rule no file out). Every run is a fresh "
+        "process, cold; medians of the rounds"
+        + ("" if len(rounds) < 2 else " (" + "; ".join(
+            f"{n}: {', '.join(rs)}" for n, rs in sorted(rounds.items())) + ")")
+        + "; requests and round trips from the proxy. "
+        f"{os.cpu_count()} cores, 1-minute load average {min(loads):.2f} to "
+        f"{max(loads):.2f} over the parts of the run (the machine is shared: timings are "
+        f"noisy, imports not timed); {state.get('minutes', 0):.1f} min in all.")
+    if args.files < 1000:
+        lines.append(f"Scaled down from the issue's 1,000 files to {args.files} (machine "
+                     "load).")
+    lines += ["", "| query | reader | ms | requests | round trips | data files opened |",
+              "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for title in TITLES:
+        for reader in READERS:
+            r = results.get(f"{title}|{reader}")
+            if r is None:
+                continue
+            lines.append(f"| {title} | {reader} | {r['ms']:,.0f} | {r['requests']:,.0f} | "
+                         f"{r['round_trips']:,.0f} | {r['data_files']:,.0f} |")
+    ratios = [f"{t}: {results[f'{t}|{READERS[0]}']['ms'] / results[f'{t}|DataFusion']['ms']:.3f}×"
+              for t in TITLES if f"{t}|{READERS[0]}" in results and f"{t}|DataFusion" in results]
+    lines += ["", "pqindex + key index against DataFusion (time ratio): " + ", ".join(ratios)
+              + "."]
+    keys_total = state.get("keys_indexed", args.files * args.rows)
+    sb, bp, bl, bi = (state["shard_bytes"], state["build_plain"], state["build_listed"],
+                      state["build_indexed"])
+    blp = state.get("build_listed_plain", bp)
+    text = (f"Index: {sb:,} bytes of shards for {keys_total:,} keys "
+            f"({sb / keys_total:.1f} bytes per key, the 8-byte key included), "
+            f"and {state['descriptor_bytes']:,} bytes of descriptor in the manifest. Build: "
+            f"`pqindex manifest` {blp:.1f} s, with `--key-index user_id` "
+            f"{bl:.1f} s ({bl / blp:.2f}×); the index added to "
+            f"the pipeline's commit-point manifest {bi:.1f} s "
+            f"({bi / bp:.2f}× `pqindex manifest`).")
+    if "append" in state:
+        text += (f" Append: 10 files added, `--key-index` again (a delta shard, manifest "
+                 f"refreshed) {state['append']:.1f} s; `--compact-key-index` (the delta "
+                 f"merged) {state['compact']:.1f} s.")
+    lines += ["", text]
+    lines += local_section(args, state)
+    lines += ["", END]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=1000)
@@ -224,6 +527,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--delay-ms", type=float, default=25.0)
     ap.add_argument("--no-doc", action="store_true")
+    ap.add_argument("--moto-port", type=int, help="a moto server kept between parts")
+    ap.add_argument("--state", help="JSON file gathering the parts' results")
+    ap.add_argument("--phase", choices=["all", "setup", "query", "rebuild", "append", "doc"],
+                    default="all")
+    ap.add_argument("--readers", help="a ;-separated list (default: all)")
+    ap.add_argument("--queries", help="comma list of titles (default: all)")
+    ap.add_argument("--local", help="a directory: the local-files run (setup, query)")
+    ap.add_argument("--also", help="another part's --state to fold into the section")
     ap.add_argument("--child")
     ap.add_argument("--url")
     ap.add_argument("--endpoint")
@@ -234,95 +545,76 @@ def main() -> None:
         _child(args.child, args.url, args.endpoint, args.where, json.loads(args.keys))
         return
 
-    import random
-
     from docsection import replace_section
     from s3_server import S3Endpoint
 
-    load0 = os.getloadavg()[0]
+    state_path = Path(args.state) if args.state else None
+    state: dict[str, Any] = (json.loads(state_path.read_text())
+                             if state_path is not None and state_path.exists() else {})
+    ids_path = state_path.with_suffix(".ids.npy") if state_path is not None else None
+    state.setdefault("loads", []).append(os.getloadavg()[0])
     t_start = time.perf_counter()
-    ep = S3Endpoint(separate_process=True)
+    readers = args.readers.split(";") if args.readers else list(READERS)
+    titles = args.queries.split(",") if args.queries else list(TITLES)
+    if args.local:
+        root = Path(args.local)
+        state.setdefault("local_loads", []).append(os.getloadavg()[0])
+        state["local_files"], state["local_rows"] = args.files, args.rows
+        state["local_rounds"] = args.rounds
+        readers = args.readers.split(";") if args.readers else list(LOCAL_READERS)
+        if args.phase == "setup":
+            local_setup(root, args, state)
+        elif args.phase == "query":
+            local_measure(root, args, readers, titles, state)
+        state["local_loads"].append(os.getloadavg()[0])
+        if state_path is not None:
+            state_path.write_text(json.dumps(state))
+        return
+    if args.also:
+        state.update({k: v for k, v in json.loads(Path(args.also).read_text()).items()
+                      if k.startswith("local")})
+    ep = None
+    if args.phase != "doc":
+        ep = (_attach(args.moto_port) if args.moto_port
+              else S3Endpoint(separate_process=True))
     try:
-        bucket = ep.new_bucket("keyindex")
-        with tempfile.TemporaryDirectory() as tmp:
-            ids = write_lake(ep, bucket, args.files, args.rows, Path(tmp))
-        ep.delay = args.delay_ms / 1000
-        opts = ep.storage_options()
-        build_plain = build(f"s3://{bucket}/plain", opts, key_index=False)
-        build_listed = build(f"s3://{bucket}/listed", opts, key_index=True)
-        # On the commit point the index joins the pipeline's manifest (no rewrite).
-        build_indexed = build(f"s3://{bucket}/indexed", opts, key_index=True)
-        shard_bytes, descriptor_bytes = index_size(ep, bucket)
-        rng = random.Random(7)
-        present = set(ids)
-        lo, hi = min(ids), max(ids)
-        absent = next(k for k in range((lo + hi) // 2, hi) if k not in present)
-        assert lo < absent < hi  # inside every file's range, not a value
-        queries = [("one key", [rng.choice(ids)]), ("20-key IN", rng.sample(ids, 20)),
-                   ("1,000-key IN", rng.sample(ids, 1000)), ("absent key", [absent])]
-        urls = {"pqindex + key index": f"s3://{bucket}/indexed",
-                "pqindex + key index, LIST": f"s3://{bucket}/listed",
-                "pqindex, no index": f"s3://{bucket}/plain",
-                "DataFusion": f"s3://{bucket}/plain", "polars": f"s3://{bucket}/plain"}
-        results: dict[tuple[str, str], dict[str, Any]] = {}
-        for title, keys in queries:
-            where = (f"user_id = {keys[0]}" if len(keys) == 1
-                     else f"user_id IN ({', '.join(map(str, keys))})")
-            expected = len(set(keys) & present)
-            for reader in READERS:
-                runs = [run(ep, reader, urls[reader], where, keys) for _ in range(args.rounds)]
-                for r in runs:
-                    if r["rows"] != expected:
-                        raise AssertionError(f"{reader} {title}: {r['rows']} rows, "
-                                             f"expected {expected}")
-                med = {k: statistics.median(r[k] for r in runs)
-                       for k in ("ms", "requests", "round_trips", "data_files")}
-                med["key_index"] = runs[-1].get("key_index")
-                results[(title, reader)] = med
-                print(title, reader, {k: v for k, v in med.items() if k != "key_index"},
-                      flush=True)
-        append_s, compact_s = append_and_compact(ep, bucket, args.rows, opts)
+        if args.phase in ("all", "setup"):
+            bucket = ep.new_bucket(BUCKET) if args.phase == "all" else BUCKET
+            if args.phase == "setup":
+                ep.boto3().create_bucket(Bucket=bucket)
+            state["bucket"] = bucket
+            ids = setup(ep, bucket, args, state)
+            if ids_path is not None:
+                import numpy as np
+
+                np.save(ids_path, np.array(ids, dtype=np.int64))
+        else:
+            bucket = state.get("bucket", BUCKET)
+            if args.phase != "doc":
+                import numpy as np
+
+                assert ids_path is not None, "--state: the setup part's"
+                ids = [int(x) for x in np.load(ids_path)]
+        if args.phase in ("all", "query"):
+            measure(ep, bucket, ids, args, readers, titles, state)
+        if args.phase == "rebuild":
+            rebuild(ep, bucket, args, state)
+        if args.phase in ("all", "append"):
+            state["append"], state["compact"] = append_and_compact(
+                ep, bucket, args.rows, ep.storage_options())
     finally:
-        ep.stop()
-    seconds = time.perf_counter() - t_start
-    load1 = os.getloadavg()[0]
-    lines = [START, "## The key index: an unsorted key in many files on S3", ""]
-    lines.append(
-        f"`bench/key_index.py --files {args.files} --rows {args.rows} --rounds {args.rounds} "
-        f"--delay-ms {args.delay_ms:g}`: {args.files:,} files of {args.rows:,} rows on moto "
-        f"behind the proxy that adds {args.delay_ms:g} ms to every request; `user_id` unique "
-        "and random across files (statistics rule no file out). Every run is a fresh "
-        "process, cold; medians of the rounds; requests and round trips from the proxy. "
-        f"{os.cpu_count()} cores, 1-minute load average {load0:.2f} at the start and "
-        f"{load1:.2f} at the end (the machine is shared: timings are noisy, imports not timed); "
-        f"{seconds / 60:.1f} min in all.")
-    if args.files < 1000:
-        lines.append(f"Scaled down from the issue's 1,000 files to {args.files} (machine "
-                     "load).")
-    lines += ["", "| query | reader | ms | requests | round trips | data files opened |",
-              "| --- | --- | ---: | ---: | ---: | ---: |"]
-    for title, _ in queries:
-        for reader in READERS:
-            r = results[(title, reader)]
-            lines.append(f"| {title} | {reader} | {r['ms']:,.0f} | {r['requests']:,.0f} | "
-                         f"{r['round_trips']:,.0f} | {r['data_files']:,.0f} |")
-    lines += ["", "pqindex + key index against DataFusion (time ratio): " + ", ".join(
-        f"{t}: {results[(t, READERS[0])]['ms'] / results[(t, 'DataFusion')]['ms']:.3f}×"
-        for t, _ in queries) + "."]
-    keys_total = args.files * args.rows
-    lines += ["", f"Index: {shard_bytes:,} bytes of shards for {keys_total:,} keys "
-              f"({shard_bytes / keys_total:.1f} bytes per key, the 8-byte key included), "
-              f"and {descriptor_bytes:,} bytes of descriptor in the manifest. Build: "
-              f"`pqindex manifest` {build_plain:.1f} s, with `--key-index user_id` "
-              f"{build_listed:.1f} s ({build_listed / build_plain:.2f}×); the index added to "
-              f"the pipeline's commit-point manifest {build_indexed:.1f} s "
-              f"({build_indexed / build_plain:.2f}× `pqindex manifest`). Append: 10 files "
-              f"added, `--key-index` again (a delta shard, manifest refreshed) {append_s:.1f} s; "
-              f"`--compact-key-index` (the delta merged) {compact_s:.1f} s.", "", END]
-    section = "\n".join(lines)
-    print(section)
-    if not args.no_doc:
-        replace_section(DOC, START, END, section)
+        if ep is not None:
+            ep.stop()
+        # Saved even when a part fails: the runs before the failure are kept.
+        state["loads"].append(os.getloadavg()[0])
+        state["minutes"] = state.get("minutes", 0.0) + (time.perf_counter() - t_start) / 60
+        if state_path is not None:
+            state_path.write_text(json.dumps(state))
+    if args.phase in ("all", "doc"):
+        text = section(args, state)
+        print(text)
+        if not args.no_doc:
+            replace_section(DOC, START, END, text)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ and as SQL over a view, with:
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
   Spark's reader pays for the columns pqindex's reader cannot leave out.
+* *empty source*: a Python data source of the same schema that reads nothing (its
+  ``pushFilters`` gives every filter back, its one task yields no row): what any
+  Python data source pays per query before reading a byte (Spark's call into a
+  planning Python process, a Python task).
 
 Every query is run to Spark's ``noop`` sink (the selected columns materialized):
 one warm-up per reader, then ``--runs`` rounds in rotating order; medians of
@@ -58,18 +62,35 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column")
-# Written after the run at sf 0.1 on 2026-12-07 (docs/benchmarks.md); check it against new runs.
+READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column",
+           "empty source")
+# Measured causes, written after the sf 1 run of 2026-12-07 (docs/benchmarks.md) from a
+# profile of the same queries (the reader's calls timed inside Spark's Python processes,
+# and the reader alone in one process; load 2-5); check them against new runs.
 WHY = (
-    "Why the targets are missed (measured causes, sf 1, the reader's side alone): a "
-    "task's time is decoding every column of the matching rows' pages (the lookup: 2.7 "
-    "of 3.5 s projecting 16 columns; Q6: 5.9 of 9.4 s), not planning (pushFilters plans "
-    "in 0.2-0.8 s warm, a task re-plans its files in ~0.5 s of that). PySpark 4.3 gives "
-    "Python data sources no column pruning (`PythonScanBuilder` implements "
-    "`SupportsPushDownFilters` only), so pqindex decodes 16 columns where Spark decodes "
-    "the 2-4 a query names; *pqindex, columns* (`table(..., columns=)`) is that "
-    "projection declared. Every query also pays a planning Python process and Python "
-    "tasks handing Arrow batches to the JVM."
+    "Why the targets are missed (measured causes; sf 1, a profile of the same queries, "
+    "load 2-5): **(1) the fixed cost of a Python data source.** *empty source*, which "
+    "reads nothing, takes 0.85-1.37× native's time on the selective queries by itself "
+    "(Q6: 0.66-0.76×), so ≤ 0.5× is below the floor of any Python data source; pqindex "
+    "adds to that floor 13-19 ms (absent), 47-58 ms (lookup), 0.13-0.14 s (Q14), "
+    "0.45-0.57 s (Q6). A query spends ~0.1 s "
+    "in Spark before `pushFilters` (analysis, the call into the planning Python "
+    "process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), ~0.13-0.2 s "
+    "from there to the task's first call (physical planning, scheduling, the task and "
+    "its Python worker: processes are reused, none starts per query) and ~0.1 s after "
+    "the task's last batch. pqindex's own share of a selective query is the task's "
+    "read: 40-70 ms for the lookup (25 ms in one process, re-planning its file "
+    "included), 0.11-0.15 s for Q14's 76k rows. **(2) No column pruning.** PySpark "
+    "4.3 gives Python data sources none (`PythonScanBuilder` implements "
+    "`SupportsPushDownFilters` only), so the task hands Spark all 16 columns of the "
+    "matching rows as Arrow: Q6's one task (its kept rows are one row group: one "
+    "core) reads and hands over 114k rows × 16 columns in 0.53-0.78 s of the query's "
+    "0.87-1.17 s. pqindex does read the predicate's pages first and only the matching "
+    "rows' pages of the other columns (the lookup's task: 1.57 MB for 16 columns, "
+    "0.21 MB for the predicate's; Q14: 2.1 MB vs 0.3 MB); the earlier '2.7 of 3.5 s "
+    "decoding 16 columns' (load 19-27) does not reproduce on a quiet machine. "
+    "*pqindex cols* (`table(..., columns=)`, the projection declared) removes most of "
+    "(2), not (1)."
 )
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
@@ -119,10 +140,48 @@ def build(spark: Any, scale: float, out: Path) -> tuple[Path, Path]:
     return lake, copy
 
 
+def empty_source() -> Any:
+    """The *empty source* reader's data source class (its schema from option ``schema``)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class EmptyReader(DataSourceReader):
+        def __init__(self, schema: Any) -> None:
+            self.schema = schema
+
+        def pushFilters(self, filters: list[Any]) -> Any:
+            return list(filters)
+
+        def read(self, partition: Any) -> Any:
+            return iter(())
+
+    class EmptySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_empty"
+
+        def schema(self) -> Any:
+            import json
+
+            from pyspark.sql.types import StructType
+
+            return StructType.fromJson(json.loads(self.options["schema"]))
+
+        def reader(self, schema: Any) -> Any:
+            return EmptyReader(schema)
+
+    return EmptySource
+
+
 def frame(spark: Any, reader: str, lake: Path, copy: Path,
           columns: list[str] | None = None) -> Any:
     import pqindex.spark
 
+    if reader == "empty source":
+        spark.dataSource.register(empty_source())
+        schema = spark.read.parquet(str(lake)).schema.json()
+        df = spark.read.format("bench_empty").option("schema", schema).load()
+        df.createOrReplaceTempView("li_empty_source")
+        return df
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake))
     if reader == "pqindex, columns":
@@ -183,7 +242,7 @@ def main() -> None:
                     parts = q.rdd.getNumPartitions()
                     log(f"{name}: pqindex {parts} task(s)")
                 go(r)
-            same = all(v == rows["native"] for v in rows.values())
+            same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
             for i in range(args.runs):
                 order = READERS[i % len(READERS):] + READERS[:i % len(READERS)]
@@ -207,7 +266,8 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
     short = {"pqindex": "pqindex", "pqindex, columns": "pqindex cols", "native": "native",
-             "native, own copy": "own copy", "native, every column": "every column"}
+             "native, own copy": "own copy", "native, every column": "every column",
+             "empty source": "empty source"}
     lines = [
         START,
         "## Spark's own filters and SQL on pqindex's data source (bench/spark_native.py)",
@@ -219,10 +279,10 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "",
         "| query | form | rows | same rows | "
         + " | ".join(f"{short[r]} ms" for r in READERS)
-        + " | pqindex / native | pqindex cols / native | "
+        + " | pqindex / native | pqindex cols / native | empty source / native | "
         + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
         "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in READERS)
-        + " | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
+        + " | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
     ]
     for r in results:
         res = r["res"]
@@ -230,7 +290,8 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
             + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
             + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
-            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× | "
+            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× "
+            + f"| {res['empty source']['ms'] / res['native']['ms']:.2f}× | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
     lines.append("")
     verdicts = []
@@ -260,7 +321,9 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "pushed by Spark, every column of the matching rows handed to Spark (Python data "
         "sources get no column pruning); *pqindex cols*: `table(..., columns=)` naming the "
         "query's columns; *native*: `spark.read.parquet` of the same files; *own copy*: of "
-        "Spark's copy; *every column*: the same files, `SELECT *`. Every query run to the "
+        "Spark's copy; *every column*: the same files, `SELECT *`; *empty source*: a Python "
+        "data source of the same schema that reads nothing (every filter given back, one "
+        "task yielding no row), the floor of any Python data source. Every query run to the "
         "`noop` sink; bytes: growth of `rchar` over the driver, the JVM and its Python "
         f"workers. One warm-up, then {args.runs} round(s) in rotating order; medians.")
     lines.append("")

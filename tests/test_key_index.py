@@ -446,3 +446,25 @@ def test_a_delta_tables_index_is_tied_to_its_version(tmp_path: Path) -> None:
     assert "built for table version delta:2" in rep["key_index"]["fallback"]
     got, rep = lookup(version=2)  # the version it was built at uses it again
     assert got == want and rep["key_index"]["fallback"] is None
+
+
+def test_a_cold_lookup_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas (0.4-1 s on a loaded machine) on its first ``pa.array``,
+    ``to_numpy`` or ``schema.empty_table``: a fresh process looking up an IN list or
+    an absent key must not pay it."""
+    import subprocess
+    import sys
+
+    _lake(tmp_path, "int64", seed=25, files=3)
+    _build(tmp_path, "k")
+    present = pc.unique(pads.dataset(str(tmp_path)).to_table(columns=["k"])["k"]).to_pylist()
+    keys = [k for k in present if k is not None][:20]
+    code = (
+        "import sys, pqindex\n"
+        f"ds = pqindex.dataset({str(tmp_path)!r})\n"
+        f"n = ds.scan(where='k IN ({', '.join(map(str, keys))})').to_table().num_rows\n"
+        "m = ds.scan(where='k = 1').to_table().num_rows\n"
+        "print(n > 0, m, 'pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.split() == ["True", "0", "False"], out.stderr[-2000:]

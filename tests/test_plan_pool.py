@@ -79,8 +79,11 @@ def test_files_the_manifest_rules_out_are_never_handed_to_the_pool(
     got = ds.scan(where="id BETWEEN 1000 AND 1010", columns=["id", "c"]).to_table()
     want = _reference(lake, (pc.field("id") >= 1000) & (pc.field("id") <= 1010))
     assert got.equals(want.select(["id", "c"]))
-    # Only the file holding those ids is left once the manifest has spoken.
-    assert [Path(p).name for p in spy.handed] == ["part-002.parquet"]
+    # Only the file holding those ids is left once the manifest has spoken (a single
+    # local file left is planned on the caller's thread: nothing handed at all).
+    assert spy.handed == []
+    files = pqindex.dataset(lake).plan(["id"], "id BETWEEN 1000 AND 1010").kept
+    assert [Path(e.path).name for e in files] == ["part-002.parquet"]
     # A value no file holds: the manifest's distinct summaries settle every file.
     spy.handed.clear()
     empty = pqindex.dataset(lake).scan(where="c = 'b'").to_table()

@@ -753,7 +753,10 @@ class Dataset:
         *,
         filters: Sequence[Any] | None = None,
     ) -> DatasetPlan:
-        """The typed plan of a scan, without reading data pages (``dataset/plan.py``)."""
+        """The typed plan of a scan, without reading data pages (``dataset/plan.py``).
+        Files every row of which matches by a columnar manifest's statistics are
+        planned in bulk: their footers are read when an entry of theirs is first asked
+        for its access plan (``plan.PlanFiles``), or by the scan of the plan."""
         expr = _where(where, filters)
         plans = self._plan(columns, expr)
         disc = self.discovery
@@ -1225,7 +1228,9 @@ class Scan:
         """Every matching row as one table, typed like ``pyarrow.parquet.read_table``."""
         tables = [self._cast(t) for t in self._tables(parallel=True)]
         if not tables:
-            return self.schema.empty_table()
+            # Not schema.empty_table(): it imports pandas (0.4-1 s in a fresh process,
+            # paid by a cold lookup of an absent key).
+            return pa.Table.from_batches([], schema=self.schema)
         if not self.schema.names:
             # concat_tables forgets the length of tables without columns.
             rows = sum(t.num_rows for t in tables)

@@ -1,8 +1,8 @@
 """A lake-wide key index: which files and row groups hold a key of an unsorted column.
 
 For each indexed column, the distinct ``(key, file, row_group)`` entries of the data
-files, sorted by key, go into Parquet shards that pqindex writes with its page index
-(``write_table``: zstd, pages of at most :data:`PAGE_BYTES`), range-sharded by key
+files, sorted by key, go into Parquet shards with a page index (pyarrow's writer:
+zstd, pages of at most :data:`PAGE_BYTES`, page checksums), range-sharded by key
 (shards of at most :data:`SHARD_BYTES`). The shards live under the dataset's
 ``_pqindex/key_index/<column>/`` and end in :data:`SHARD_SUFFIX`: readers skip
 ``_``-prefixed directories, and no ``*.parquet`` glob matches them.
@@ -15,7 +15,8 @@ The manifest's top-level ``key_index`` entry (:data:`MANIFEST_KEY`) describes it
      "columns": {"user_id": {"schema": "<base64 footer stub of a shard>",
                              "shards": [{"path": "_pqindex/key_index/user_id/...pqkey",
                                          "bytes": 999, "etag": "...", "entries": 10,
-                                         "min": <key>, "max": <key>, "delta": false}]}}}
+                                         "min": <key>, "max": <key>, "delta": false,
+                                         "crc32": 123}]}}}
 
 ``files`` are the data files the index covers, as the manifest lists them (name,
 size, ETag/mtime); a shard's ``file`` column holds their ``id``. A file the listing
@@ -25,8 +26,11 @@ naming a file the listing lacks (removed) name nothing. Appending builds a delta
 shard over the uncovered files only. ``min``/``max`` are the sort keys of the shard's
 first and last key under the shard's key column order (``int`` as is, bytes as
 ``{"b": hex}``, decimals as ``{"d": text}``), so a lookup picks the shards of its
-keys from the manifest alone, then reads each shard's tail and the pages holding the
-keys (one wave each, every probe at once).
+keys from the manifest alone, then reads those shards whole (one wave; each checked
+against its ``crc32``, decoded once per process, every probe of a shard at once), or
+for a shard above :data:`WHOLE_SHARD_BYTES` its tail and the pages holding the keys.
+Shards a rebuild or a compaction no longer names are deleted once the manifest that
+drops them is committed (:func:`drop_superseded`).
 """
 
 from __future__ import annotations
@@ -314,6 +318,10 @@ def _read_keys(df: DataFile, columns: Sequence[str],
 
     if "://" in df.path and not df.path.startswith("file://"):
         pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
+        if pf.file_size <= getattr(pf.source, "default_tail_bytes", 0):
+            # The tail read took the whole file: pyarrow reads it from memory (through
+            # _HeldBytes each of its reads is a Python call and a copy).
+            return pq.ParquetFile(pa.BufferReader(pf.read_bytes(0, pf.file_size))), pf
         wanted = {c for c in columns}
         leaves = [leaf.index for leaf in pf.schema.leaves if leaf.path[:1] and
                   leaf.path[0] in wanted]
@@ -334,12 +342,14 @@ def _file_entries(pf: pq.ParquetFile, column: str, path: str
                              f"dates and timestamps, not {t}", path=path, column=column)
     parts = []
     for rg in range(pf.num_row_groups):
-        arr = pf.read_row_group(rg, columns=[column]).column(0)
+        # One thread: files are read 16 at once; a small chunk on pyarrow's pool
+        # costs more in hand-offs than in decoding.
+        arr = pf.read_row_group(rg, columns=[column], use_threads=False).column(0)
         keys = pc.unique(pc.drop_null(arr).combine_chunks().cast(t)) if len(arr) else None
         if keys is None or len(keys) == 0:
             continue
         parts.append(pa.table({_KEY: keys,
-                               _ROW_GROUP: pa.array(np.full(len(keys), rg, np.int32))}))
+                               _ROW_GROUP: _int32s(np.full(len(keys), rg, np.int32))}))
     return t, (pa.concat_tables(parts) if parts else pa.table({
         _KEY: pa.array([], t), _ROW_GROUP: pa.array([], pa.int32())}))
 
@@ -372,11 +382,35 @@ _TAIL_BATCH = 256
 _WRITE_THREADS = 4
 
 
+def _int32s(values: np.ndarray) -> pa.Array:
+    """int32 numpy values as an Arrow array, from the buffer (no pandas import)."""
+    v = np.ascontiguousarray(values, np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(v)])
+
+
+def _numpy_of(a: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A null-free fixed-width integer, date or timestamp array as numpy values, from
+    its buffer (``to_numpy`` imports pandas: 0.4-1 s in a fresh process); other
+    arrays by ``to_numpy``."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
+    t = a.type
+    if a.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_date(t)
+                              or pa.types.is_timestamp(t)):
+        width = t.bit_width // 8
+        dtype = np.dtype(f"<{'u' if pa.types.is_unsigned_integer(t) else 'i'}{width}")
+        if len(a) == 0:
+            return np.zeros(0, dtype)
+        return np.frombuffer(a.buffers()[1], dtype, count=len(a), offset=width * a.offset)
+    out: np.ndarray = a.to_numpy(zero_copy_only=False)
+    return out
+
+
 def _sort_order(keys: pa.Array) -> pa.Array | np.ndarray:
     """Positions of ``keys`` in key order (numpy for fixed-width keys: 4x pyarrow's)."""
     t = keys.type
     if pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
-        return np.argsort(keys.to_numpy(zero_copy_only=False))
+        return np.argsort(_numpy_of(keys))
     return pc.sort_indices(keys)
 
 
@@ -412,8 +446,8 @@ def _write_shard(part: pa.Table, base: str, rel: str, delta: bool, vt: Any,
 
     url = _join(base, rel)
     data = _shard_bytes(part) if data is None else data
-    # One PUT on a store (its ETag kept); locally written in place: a shard's name is
-    # new, and no descriptor names it until the manifest is committed.
+    # One PUT on a store (its ETag kept; a multipart upload would be three requests in
+    # a row); locally a temporary file renamed. No descriptor names the shard yet.
     etag = put_object(url, data, storage_options)
     info = ObjectInfo(len(data), etag)
     if "://" not in base:
@@ -537,7 +571,7 @@ def extend_key_index(base: str, columns: Sequence[str], previous: Any,
                     f"the key column changed type across files: {seen[0]} in {seen[1]}, "
                     f"{t} in {where}", path=where, column=c)
             parts[c].append(entries.select([_KEY, _ROW_GROUP]).append_column(
-                _FILE, pa.array(np.full(entries.num_rows, next_id, np.int32))))
+                _FILE, _int32s(np.full(entries.num_rows, next_id, np.int32))))
         new_files.append(Covered(next_id, rel, info.size, info.etag, info.mtime, info.ctime))
         next_id += 1
     out_columns: dict[str, ColumnIndex] = {}
@@ -772,8 +806,9 @@ def compact_key_index(path: str | os.PathLike[str], *,
             parts = [t.replace_schema_metadata(None) for t in pool.map(
                 lambda sh: _read_shard(root, sh, storage_options), merge)]
         table = pa.concat_tables(parts).select([_KEY, _ROW_GROUP, _FILE])
-        live = np.isin(table.column(_FILE).to_numpy(), ids)
-        table = table.filter(pa.array(live))
+        live = np.isin(_numpy_of(table.column(_FILE)), ids)
+        table = table.filter(pa.Array.from_buffers(
+            pa.bool_(), len(live), [None, pa.py_buffer(np.packbits(live, bitorder="little"))]))
         written, _ = _write_shards(table, root, name, bool(stay), storage_options)
         columns[name] = ColumnIndex(name, col.schema, tuple(stay + written))
     descriptor = _descriptor(KeyIndex(kept, columns))
@@ -1128,7 +1163,7 @@ def _probe_whole(shards: Sequence[Shard], bound: Any, root: str, stats: IOStats,
         if ints is not None and pa.types.is_integer(keys.type) and keys.num_chunks == 1:
             # Sorted integer keys: every probe binary-searched at once (is_in hashes
             # all of a shard's keys: ~10x the time).
-            arr = keys.chunk(0).to_numpy()
+            arr = _numpy_of(keys)
             lo, hi = np.iinfo(arr.dtype).min, np.iinfo(arr.dtype).max
             want = np.array([k for k in ints if lo <= k <= hi], dtype=arr.dtype)
             first = np.searchsorted(arr, want, "left")
@@ -1137,14 +1172,14 @@ def _probe_whole(shards: Sequence[Shard], bound: Any, root: str, stats: IOStats,
                 first.tolist(), last.tolist(), strict=True) if b > a] or [
                 np.zeros(0, np.intp)])
             if len(rows):
-                out.append((t.column(_FILE).chunk(0).to_numpy()[rows],
-                            t.column(_ROW_GROUP).chunk(0).to_numpy()[rows]))
+                out.append((_numpy_of(t.column(_FILE))[rows],
+                            _numpy_of(t.column(_ROW_GROUP))[rows]))
             continue
         mask = to_arrow_mask(bound, t)
         if not pc.any(mask).as_py():
             continue
         hit = t.filter(mask)
-        out.append((hit.column(_FILE).to_numpy(), hit.column(_ROW_GROUP).to_numpy()))
+        out.append((_numpy_of(hit.column(_FILE)), _numpy_of(hit.column(_ROW_GROUP))))
     return out
 
 
@@ -1182,7 +1217,7 @@ def _probe_pages(shards: Sequence[Shard], probe: Expr, root: str, stats: IOStats
     found.requests += rep.requests
     found.round_trips += rep.round_trips
     found.pages += rep.pages_read
-    return (got.column(_FILE).to_numpy(), got.column(_ROW_GROUP).to_numpy())
+    return (_numpy_of(got.column(_FILE)), _numpy_of(got.column(_ROW_GROUP)))
 
 
 def _predicates(bound: Any) -> list[BoundPredicate]:

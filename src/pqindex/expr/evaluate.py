@@ -31,7 +31,7 @@ from pqindex.expr.bind import (
     visit_bound,
 )
 from pqindex.expr.nodes import term_sql
-from pqindex.format.arrow_build import typed_scalar
+from pqindex.format.arrow_build import key_array, typed_scalar
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
@@ -107,6 +107,15 @@ def _scalar(value: Value, arrow_type: pa.DataType) -> Any:
 
 def _value_set(values: tuple[Value, ...], arrow_type: pa.DataType) -> pa.Array:
     plain = [_plain(v) for v in values]
+    if pa.types.is_integer(arrow_type) and all(type(p) is int for p in plain):
+        # From a numpy buffer: pa.array imports pandas (0.4-1 s in a fresh process,
+        # paid by every cold IN list).
+        got = key_array(plain, pa.int64())
+        if got is not None:
+            try:
+                return got if arrow_type == pa.int64() else got.cast(arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass  # a value the type cannot hold: as below
     if any(isinstance(p, pa.Scalar) for p in plain):
         return pa.array([_scalar(v, arrow_type) for v in values])
     try:
