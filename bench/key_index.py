@@ -421,6 +421,10 @@ def rebuild(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any
     state["build_listed"] = build(f"s3://{bucket}/listed", opts, key_index=True)
     state["build_indexed"] = build(f"s3://{bucket}/indexed", opts, key_index=True)
     state["shard_bytes"], state["descriptor_bytes"] = index_size(ep, bucket)
+    pages = ep.boto3().get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix="listed/", Delimiter="/")
+    state["keys_indexed"] = args.rows * sum(
+        o["Key"].endswith(".parquet") for page in pages for o in page.get("Contents", []))
     state["rebuilt"] = True
     print({k: state[k] for k in ("build_plain", "build_listed_plain", "build_listed",
                                  "build_indexed")})
@@ -495,9 +499,7 @@ def section(args: argparse.Namespace, state: dict[str, Any]) -> str:
               for t in TITLES if f"{t}|{READERS[0]}" in results and f"{t}|DataFusion" in results]
     lines += ["", "pqindex + key index against DataFusion (time ratio): " + ", ".join(ratios)
               + "."]
-    keys_total = args.files * args.rows
-    if state.get("rebuilt") and "append" in state:
-        keys_total += 10 * args.rows  # listed/ indexed again with the appended files
+    keys_total = state.get("keys_indexed", args.files * args.rows)
     sb, bp, bl, bi = (state["shard_bytes"], state["build_plain"], state["build_listed"],
                       state["build_indexed"])
     blp = state.get("build_listed_plain", bp)
@@ -529,7 +531,7 @@ def main() -> None:
     ap.add_argument("--state", help="JSON file gathering the parts' results")
     ap.add_argument("--phase", choices=["all", "setup", "query", "rebuild", "append", "doc"],
                     default="all")
-    ap.add_argument("--readers", help="comma list (default: all)")
+    ap.add_argument("--readers", help="a ;-separated list (default: all)")
     ap.add_argument("--queries", help="comma list of titles (default: all)")
     ap.add_argument("--local", help="a directory: the local-files run (setup, query)")
     ap.add_argument("--also", help="another part's --state to fold into the section")
@@ -552,14 +554,14 @@ def main() -> None:
     ids_path = state_path.with_suffix(".ids.npy") if state_path is not None else None
     state.setdefault("loads", []).append(os.getloadavg()[0])
     t_start = time.perf_counter()
-    readers = args.readers.split(",") if args.readers else list(READERS)
+    readers = args.readers.split(";") if args.readers else list(READERS)
     titles = args.queries.split(",") if args.queries else list(TITLES)
     if args.local:
         root = Path(args.local)
         state.setdefault("local_loads", []).append(os.getloadavg()[0])
         state["local_files"], state["local_rows"] = args.files, args.rows
         state["local_rounds"] = args.rounds
-        readers = args.readers.split(",") if args.readers else list(LOCAL_READERS)
+        readers = args.readers.split(";") if args.readers else list(LOCAL_READERS)
         if args.phase == "setup":
             local_setup(root, args, state)
         elif args.phase == "query":
@@ -603,10 +605,11 @@ def main() -> None:
     finally:
         if ep is not None:
             ep.stop()
-    state["loads"].append(os.getloadavg()[0])
-    state["minutes"] = state.get("minutes", 0.0) + (time.perf_counter() - t_start) / 60
-    if state_path is not None:
-        state_path.write_text(json.dumps(state))
+        # Saved even when a part fails: the runs before the failure are kept.
+        state["loads"].append(os.getloadavg()[0])
+        state["minutes"] = state.get("minutes", 0.0) + (time.perf_counter() - t_start) / 60
+        if state_path is not None:
+            state_path.write_text(json.dumps(state))
     if args.phase in ("all", "doc"):
         text = section(args, state)
         print(text)

@@ -280,8 +280,8 @@ def section(results: dict[int, dict[str, dict[str, float]]], s3: dict[str, dict[
             lines.append("| keeps every file | | not run at this size (minutes per reader) "
                          "| | | | |")
         lines += ["", f"pqindex planning alone: a predicate every file may match "
-                  f"{res['pqindex']['plan, keeps every file (warm)']:,.0f} ms (warm: footers "
-                  f"cached); one the file-level stages rule every file out of "
+                  f"{res['pqindex']['plan, keeps every file (warm)']:,.0f} ms (warm dataset; the "
+                  f"files every row of which matches are planned in bulk, no footer read); one the file-level stages rule every file out of "
                   f"{res['pqindex']['plan, rules every file out (cold)']:,.0f} ms (cold "
                   "dataset, no footer read). pyarrow imported pandas in pqindex's process "
                   f"(by the range or full-scan query): "

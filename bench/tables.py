@@ -396,6 +396,14 @@ def _table(results: list[tuple[str, dict[str, dict[str, Any]]]]) -> list[str]:
     return lines
 
 
+def _ratio(results: list[Any], query: str) -> float | None:
+    for name, got in results:
+        peers = [g["ms"] for r, g in got.items() if not r.startswith("pqindex") and "ms" in g]
+        if name == query and peers and "ms" in got["pqindex (indexed)"]:
+            return float(got["pqindex (indexed)"]["ms"] / min(peers))
+    return None
+
+
 def _indexing(label: str, d: dict[str, Any]) -> str:
     return (f"{label}: {d['files']:,} files, {d['bytes'] / 1e6:,.1f} MB, indexed in "
             f"{d['seconds']:.1f} s with {d['requests']:,} requests; "
@@ -450,6 +458,19 @@ def render(saved: dict[str, Any]) -> str:
         b, mib = big["meta"], big["mib"]
         lines.append(f"* {_indexing(f'Delta of {mib} MiB files', b)}; "
                      f"{b['streamed']} streamed.")
+    lines += ["", "Targets (pqindex after indexing / the fastest peer that read the table):",
+              ""]
+    for label, res in (("Delta", delta), ("Iceberg", iceberg)):
+        for name, limit in (("point id", 0.5), ("rare user_id", 0.2), ("absent user_id", 0.2)):
+            r = _ratio(res, name)
+            if r is not None:
+                lines.append(f"* {label} {name}: {r:.2f}x (target <= {limit}x): "
+                             f"{'met' if r <= limit else 'missed'}")
+    if big is not None and big.get("meta"):
+        share = big["meta"]["uploaded"] / big["meta"]["bytes"]
+        lines.append(f"* uploads when indexing {big['meta']['files']} files of {big['mib']} "
+                     f"MiB: {share:.1%} of the table (target <= 5%): "
+                     f"{'met' if share <= 0.05 else 'missed'}")
     lines.append(END)
     return "\n".join(lines)
 

@@ -14,7 +14,10 @@ writes the same rows to ``s3://<--s3-bucket>/lake`` (endpoint and credentials
 from the ``AWS_*`` environment, which the cluster's executors have too), then
 compares ``pqindex.spark.read`` (engines ``pqindex`` and ``auto``: Spark has no
 S3 connector here) with Spark's own read of a byte-for-byte local copy of the
-objects (downloaded with boto3, not pqindex).
+objects (downloaded with boto3, not pqindex); ``engines`` reads the pipeline's lake
+with ``pqindex.spark.read(engine="pqindex")`` in both of its modes (the data source's
+tasks, and a read on the driver: on Connect, no sparkContext and no ``_jdf``) and
+compares with Spark's own read.
 """
 
 from __future__ import annotations
@@ -196,6 +199,26 @@ def pushdown_step(spark: Any, dest: str, args: argparse.Namespace) -> dict[str, 
     return {"mismatches": mismatches, "conf": conf}
 
 
+ENGINES_WHERE = "k BETWEEN 100 AND 140 OR (s = 's07' AND k < 300)"
+ENGINES_COLUMNS = ["id", "s"]
+
+
+def engines_step(spark: Any, dest: str) -> dict[str, Any]:
+    """Both modes of the pqindex engine (driver_read_bytes=-1: every plan in tasks)
+    against Spark's reader: rows equal, their count, the mode explain reports."""
+    import pqindex.spark
+
+    want = _rows(spark.read.parquet(dest).where(ENGINES_WHERE).select(*ENGINES_COLUMNS))
+    out: dict[str, Any] = {}
+    for name, kw in (("tasks", {"driver_read_bytes": -1}), ("driver", {})):
+        got = _rows(pqindex.spark.read(spark, dest, ENGINES_WHERE, ENGINES_COLUMNS,
+                                       engine="pqindex", **kw))
+        mode = pqindex.spark.explain(spark, dest, ENGINES_WHERE, columns=ENGINES_COLUMNS,
+                                     engine="pqindex", **kw)["engine_mode"]
+        out[name] = {"equal": got == want, "rows": len(got), "mode": mode}
+    return out
+
+
 def _session(args: argparse.Namespace) -> Any:
     from pyspark.sql import SparkSession
 
@@ -311,6 +334,9 @@ def main() -> None:
                 pqindex.spark.read(spark, dest, where="x > 5")
             ) == _rows(spark.read.parquet(dest).where("x > 5"))
             lap("rest")
+        if "engines" in steps:
+            out["engines"] = engines_step(spark, dest)
+            lap("engines")
         if "pushdown" in steps:
             out["pushdown"] = pushdown_step(spark, dest, args)
             lap("pushdown")

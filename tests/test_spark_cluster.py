@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
@@ -198,9 +199,20 @@ def test_pipeline_on_connect(
     bucket = s3.new_bucket()
     s3.reset_log()
     env = base_env(tmp_path, **aws_env(s3))
-    out, err = run_driver(tmp_path, "--remote", connect, "--steps", "pipeline,s3",
+    out, err = run_driver(tmp_path, "--remote", connect, "--steps", "pipeline,engines,s3",
                           "--s3-bucket", bucket, env=env)
     assert out["connect"] is True, err[-2000:]
+    # pqindex's engine on Connect (no sparkContext, no _jdf), in the data source's tasks
+    # and on the driver: Spark's rows, as many as pyarrow counts in the written table
+    # for spark_driver.ENGINES_WHERE. On this server, not one of its own: a Connect
+    # server's start is most of such a test's time.
+    t = spark_driver.table()
+    want = t.filter(pc.field("k").isin(range(100, 141)) |
+                    ((pc.field("s") == "s07") & (pc.field("k") < 300))).num_rows
+    assert want > 0
+    assert out["engines"] == {
+        "tasks": {"equal": True, "rows": want, "mode": "tasks"},
+        "driver": {"equal": True, "rows": want, "mode": "driver"}}, out.get("engines", err[-2000:])
     # The server's workers lacked pqindex: it went over as a session artifact.
     check_pipeline(out, tmp_path / "lake", python_without_pqindex)
     check_s3(out, s3, bucket, [tmp_path, connect_dir, cluster_dir])

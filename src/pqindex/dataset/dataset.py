@@ -753,7 +753,10 @@ class Dataset:
         *,
         filters: Sequence[Any] | None = None,
     ) -> DatasetPlan:
-        """The typed plan of a scan, without reading data pages (``dataset/plan.py``)."""
+        """The typed plan of a scan, without reading data pages (``dataset/plan.py``).
+        Files every row of which matches by a columnar manifest's statistics are
+        planned in bulk: their footers are read when an entry of theirs is first asked
+        for its access plan (``plan.PlanFiles``), or by the scan of the plan."""
         expr = _where(where, filters)
         plans = self._plan(columns, expr)
         disc = self.discovery

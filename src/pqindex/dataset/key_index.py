@@ -1,8 +1,8 @@
 """A lake-wide key index: which files and row groups hold a key of an unsorted column.
 
 For each indexed column, the distinct ``(key, file, row_group)`` entries of the data
-files, sorted by key, go into Parquet shards that pqindex writes with its page index
-(``write_table``: zstd, pages of at most :data:`PAGE_BYTES`), range-sharded by key
+files, sorted by key, go into Parquet shards with a page index (pyarrow's writer:
+zstd, pages of at most :data:`PAGE_BYTES`, page checksums), range-sharded by key
 (shards of at most :data:`SHARD_BYTES`). The shards live under the dataset's
 ``_pqindex/key_index/<column>/`` and end in :data:`SHARD_SUFFIX`: readers skip
 ``_``-prefixed directories, and no ``*.parquet`` glob matches them.
@@ -15,7 +15,8 @@ The manifest's top-level ``key_index`` entry (:data:`MANIFEST_KEY`) describes it
      "columns": {"user_id": {"schema": "<base64 footer stub of a shard>",
                              "shards": [{"path": "_pqindex/key_index/user_id/...pqkey",
                                          "bytes": 999, "etag": "...", "entries": 10,
-                                         "min": <key>, "max": <key>, "delta": false}]}}}
+                                         "min": <key>, "max": <key>, "delta": false,
+                                         "crc32": 123}]}}}
 
 ``files`` are the data files the index covers, as the manifest lists them (name,
 size, ETag/mtime); a shard's ``file`` column holds their ``id``. A file the listing
@@ -25,8 +26,11 @@ naming a file the listing lacks (removed) name nothing. Appending builds a delta
 shard over the uncovered files only. ``min``/``max`` are the sort keys of the shard's
 first and last key under the shard's key column order (``int`` as is, bytes as
 ``{"b": hex}``, decimals as ``{"d": text}``), so a lookup picks the shards of its
-keys from the manifest alone, then reads each shard's tail and the pages holding the
-keys (one wave each, every probe at once).
+keys from the manifest alone, then reads those shards whole (one wave; each checked
+against its ``crc32``, decoded once per process, every probe of a shard at once), or
+for a shard above :data:`WHOLE_SHARD_BYTES` its tail and the pages holding the keys.
+Shards a rebuild or a compaction no longer names are deleted once the manifest that
+drops them is committed (:func:`drop_superseded`).
 """
 
 from __future__ import annotations
@@ -442,8 +446,8 @@ def _write_shard(part: pa.Table, base: str, rel: str, delta: bool, vt: Any,
 
     url = _join(base, rel)
     data = _shard_bytes(part) if data is None else data
-    # One PUT on a store (its ETag kept); locally written in place: a shard's name is
-    # new, and no descriptor names it until the manifest is committed.
+    # One PUT on a store (its ETag kept; a multipart upload would be three requests in
+    # a row); locally a temporary file renamed. No descriptor names the shard yet.
     etag = put_object(url, data, storage_options)
     info = ObjectInfo(len(data), etag)
     if "://" not in base:
