@@ -31,20 +31,11 @@ from pqindex.expr.sql import parse_where
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import Match
 from pqindex.plan.tree import evaluate
-from test_stages import _view, manifests, predicates
+from test_stages import _view, manifests, predicates, stand_in  # noqa: F401  (fixture)
 
 
-@pytest.fixture(scope="module")
-def stand_in(tmp_path_factory: pytest.TempPathFactory) -> ParquetFile:
-    from pqindex.dataset.manifest import schema_stub, stub_file
-
-    p = tmp_path_factory.mktemp("schema") / "f.parquet"
-    pq.write_table(pa.table({"i": pa.array([1], pa.int64()), "d": [1.0], "s": ["a"]}), p)
-    with ParquetFile.open(str(p)) as pf:
-        return stub_file(schema_stub(pf), "manifest#schema0")
-
-
-def _every_row_per_file(entry: FileEntry, stand_in: ParquetFile, bound: BoundExpr) -> bool:
+def _every_row_per_file(entry: FileEntry, stand_in: ParquetFile,  # noqa: F811
+                        bound: BoundExpr) -> bool:
     """Whether the entry's own evidence says every row of the file matches."""
     s = _Summaries(entry, stand_in)
 
@@ -58,7 +49,8 @@ def _every_row_per_file(entry: FileEntry, stand_in: ParquetFile, bound: BoundExp
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=manifests(), where=predicates())
-def test_every_row_stage_equals_per_file(stand_in: ParquetFile, entries: list[FileEntry],
+def test_every_row_stage_equals_per_file(stand_in: ParquetFile,  # noqa: F811
+                                         entries: list[FileEntry],
                                          where: str) -> None:
     bound = bind(parse_where(where), stand_in.schema)
     view, disc = _view(entries, stand_in)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import random
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +29,19 @@ from pqindex.dataset.tables.delta import DeltaSnapshot, load_delta  # noqa: E402
 from pqindex.dataset.tables.delta_log import read_log  # noqa: E402
 from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 from table_rows import normalize  # noqa: E402
+from test_tables_delta import _rows as delta_rows  # noqa: E402
 
 
 def _rows(n: int, start: int = 0) -> pa.Table:
-    rng = random.Random(start)
+    """test_tables_delta's rows, with a timestamp, a decimal and a boolean column more."""
     ids = list(range(start, start + n))
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "user": [f"u{rng.randrange(500):04d}" for _ in ids],
-        "amount": pa.array([None if rng.random() < 0.1 else rng.uniform(-50, 50) for _ in ids],
-                           pa.float64()),
-        "region": [rng.choice(["eu", "us", "ap"]) for _ in ids],
-        "day": pa.array([dt.date(2024, 1, 1 + i % 5) for i in ids], pa.date32()),
-        "at": pa.array([dt.datetime(2024, 1, 1, 3, 4, 5, 678901, tzinfo=dt.UTC)
-                        + dt.timedelta(hours=i) for i in ids], pa.timestamp("us", tz="UTC")),
-        "price": pa.array([decimal.Decimal(i % 997) / 100 for i in ids], pa.decimal128(9, 2)),
-        "flag": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
-    })
+    return (delta_rows(n, start)
+            .append_column("at", pa.array([dt.datetime(2024, 1, 1, 3, 4, 5, 678901, tzinfo=dt.UTC)
+                                           + dt.timedelta(hours=i) for i in ids],
+                                          pa.timestamp("us", tz="UTC")))
+            .append_column("price", pa.array([decimal.Decimal(i % 997) / 100 for i in ids],
+                                             pa.decimal128(9, 2)))
+            .append_column("flag", pa.array([i % 3 == 0 for i in ids], pa.bool_())))
 
 
 def _same(mine: DeltaSnapshot | None, theirs: DeltaSnapshot) -> None:
