@@ -1149,10 +1149,7 @@ def _probe_whole(shards: Sequence[Shard], bound: Any, root: str, stats: IOStats,
             range(len(shards)))]
     requests = sum(s.requests for s in each)
     # Charged to the manifest's requests: the dataset's own, before any file's.
-    with stats._lock:
-        stats.requests += requests
-        stats.bytes_read += sum(s.bytes_read for s in each)
-        stats.round_trips += 1 if requests else 0
+    stats.add(requests, sum(s.bytes_read for s in each), 1 if requests else 0)
     found.requests += requests
     found.round_trips += 1 if requests else 0
     found.whole += len(shards)
@@ -1210,10 +1207,7 @@ def _probe_pages(shards: Sequence[Shard], probe: Expr, root: str, stats: IOStats
     scan = ds.scan(columns=[_FILE, _ROW_GROUP], where=probe)
     got = scan.to_table()
     rep = scan.report
-    with stats._lock:
-        stats.requests += rep.requests
-        stats.bytes_read += rep.bytes_read
-        stats.round_trips += rep.round_trips
+    stats.add(rep.requests, rep.bytes_read, rep.round_trips)
     found.requests += rep.requests
     found.round_trips += rep.round_trips
     found.pages += rep.pages_read

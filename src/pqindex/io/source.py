@@ -137,6 +137,13 @@ class IOStats:
         with self._lock:
             self.round_trips += 1
 
+    def add(self, requests: int, bytes_read: int, round_trips: int) -> None:
+        """Counts another reader took, charged to this one (no trace entries)."""
+        with self._lock:
+            self.requests += requests
+            self.bytes_read += bytes_read
+            self.round_trips += round_trips
+
     def reset(self) -> None:
         with self._lock:
             self.requests = 0
