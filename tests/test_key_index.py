@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -111,7 +112,14 @@ def _probe_keys(root: Path, rng: random.Random, n: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str) -> None:
+def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from pqindex.dataset import key_index as ki
+    from pqindex.dataset import manifest
+
+    # Batches of 3 files: the build sorts 3 runs (a key in several) and merges them.
+    monkeypatch.setattr(ki, "_TAIL_BATCH", 3)
+    monkeypatch.setattr(manifest, "_WRITE_BATCH", 3)
     _lake(tmp_path, kind, seed=KINDS.index(kind))
     _build(tmp_path, "k")
     rng = random.Random(7)
@@ -124,6 +132,28 @@ def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str) -> None:
         # The files the index names are the only ones opened.
         assert rep["files_total"] - rep["files_skipped"].get("key index", 0) - \
             rep["files_skipped"].get("manifest", 0) <= ki["files_named"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_built_entries_are_the_distinct_entries_in_key_order(kind: str) -> None:
+    """The build's sort (runs sorted apart, then merged): every distinct (key, file,
+    row group) once, keys in order, as a Python set and sort say."""
+    from pqindex.dataset.key_index import _merge_runs, _sorted_entries
+
+    rng = random.Random(KINDS.index(kind) + 100)
+    runs, expected = [], set()
+    for r in range(3):
+        n = rng.choice([0, 1, 300])
+        keys = pc.drop_null(_values(kind, rng, n + 50, pool=40))[:n]
+        n = len(keys)
+        files = [r * 10 + rng.randrange(3) for _ in range(n)]
+        rgs = [rng.randrange(2) for _ in range(n)]
+        expected |= set(zip(keys.to_pylist(), files, rgs, strict=True))
+        runs.append(_sorted_entries(keys, np.array(rgs, np.int32), np.array(files, np.int32)))
+    k, g, f = _merge_runs(runs)
+    got = list(zip(k.to_pylist(), f.tolist(), g.tolist(), strict=True))
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert k.to_pylist() == sorted(k.to_pylist())
 
 
 def test_an_absent_key_opens_no_file(tmp_path: Path) -> None:
@@ -370,6 +400,36 @@ def test_spark_write_commits_the_key_index_with_the_manifest(tmp_path: Path, spa
     assert m["commit_point"] is True and len(m["files"]) == 2
     assert {f["path"] for f in m["key_index"]["files"]} == {f["path"] for f in m["files"]}
     _check_lookups(dest, 1)
+
+
+def test_spark_writes_that_change_the_index_delete_its_old_shards(tmp_path: Path,
+                                                                  spark: Any) -> None:
+    """An append indexing other columns, then an overwrite: each commit's manifest
+    names new shards only, and the shards it no longer names are deleted."""
+    import pqindex.spark
+
+    dest = tmp_path / "lake"
+    rng = random.Random(34)
+
+    def frame(start: int) -> Any:
+        rows = [(rng.randrange(10**9), i) for i in range(start, start + 300)]
+        return spark.createDataFrame(rows, "k long, row long")
+
+    pqindex.spark.write(frame(0), str(dest), sort_by="row", key_index=["k"],
+                        num_partitions=1)
+    first = _shard_files(dest)
+    assert first == {s["path"] for s in _shards(dest)}
+    for mode, columns, start in (("append", ["row"], 300), ("overwrite", ["row"], 600)):
+        before = _shard_files(dest)
+        pqindex.spark.write(frame(start), str(dest), sort_by="row", key_index=columns,
+                            num_partitions=1, mode=mode)
+        m = json.loads((dest / "_pqindex_manifest.json").read_text())
+        named = {s["path"] for c in m["key_index"]["columns"].values() for s in c["shards"]}
+        assert list(m["key_index"]["columns"]) == columns
+        assert _shard_files(dest) == named and not named & before, mode
+    where = In(Column("row"), (Literal(650), Literal(10)))
+    got = pqindex.dataset(str(dest)).scan(columns=["row"], where=where).to_table()
+    assert got["row"].to_pylist() == [650]
 
 
 def test_a_pipeline_append_adds_delta_shards_to_the_committed_index(tmp_path: Path) -> None:

@@ -221,3 +221,51 @@ def test_an_in_list_over_many_shards_on_a_commit_point(
     assert len(matching) == 20
     assert s3.waves <= 3, trace  # the manifest, the shards, the data files
     assert len(s3.requests) <= 3 + 2 * len(matching), trace
+
+
+def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
+        s3: S3Endpoint, tmp_path_factory: pytest.TempPathFactory,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--key-index`` over a listing is one pass: each data file is read once (its
+    tail holds it whole) for both the manifest and the keys, though the lake spans
+    several batches. A rebuild of other columns deletes the superseded shards in one
+    bulk request (DeleteObjects), not a DELETE each."""
+    from pqindex.dataset import key_index
+    from pqindex.dataset import manifest as manifest_mod
+
+    monkeypatch.setattr(key_index, "SHARD_BYTES", 16 << 10)  # several shards
+    monkeypatch.setattr(key_index, "_TAIL_BATCH", 3)
+    monkeypatch.setattr(manifest_mod, "_WRITE_BATCH", 3)
+    bucket = s3.new_bucket("kionepass")
+    so = s3.storage_options()
+    rng = np.random.default_rng(5)
+    ids = rng.permutation(100_000)[:8_000].astype(np.int64)
+    for k in range(8):
+        part = ids[k * 1000:(k + 1) * 1000]
+        t = pa.table({"user_id": part, "v": pa.array([f"v{x}" for x in part])})
+        local = tmp_path_factory.mktemp("k1") / "f.parquet"
+        pqindex.write_table(t, local, row_group_rows=500, indexes=None)
+        s3.put(bucket, f"lake/p{k}.parquet", local.read_bytes())
+    url = f"s3://{bucket}/lake"
+    metadata_cache().clear()
+    s3.reset_log()
+    key_index.write_manifest_with_key_index(url, ["user_id"], storage_options=so)
+    gets = [r.path for r in s3.requests if r.method == "GET" and r.path.endswith(".parquet")]
+    assert sorted(gets) == sorted(set(gets)) and len(gets) == 8, gets
+
+    def shards() -> set[str]:
+        got = s3.boto3().list_objects_v2(Bucket=bucket, Prefix="lake/_pqindex/")
+        return {o["Key"] for o in got.get("Contents", [])}
+
+    first = shards()
+    assert len(first) >= 4
+    s3.reset_log()
+    key_index.write_manifest_with_key_index(url, ["v"], storage_options=so)
+    assert not first & shards() and shards()
+    deletes = [r for r in s3.requests if r.method == "DELETE" or (
+        r.method == "POST" and "delete" in r.query)]
+    assert len(deletes) == 1 and deletes[0].method == "POST", [
+        (r.method, r.path, r.query) for r in deletes]
+    got = pqindex.dataset(url, storage_options=so).scan(
+        where=f"v = 'v{int(ids[4321])}'").to_table()
+    assert got["user_id"].to_pylist() == [int(ids[4321])]

@@ -296,6 +296,9 @@ def write_manifest(
     *,
     extra: Mapping[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    discovery: Discovery | None = None,
+    on_batch: Callable[[Sequence[DataFile]], None] | None = None,
+    finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write (or refresh) the manifest of the dataset directory or prefix ``path``.
 
@@ -304,7 +307,10 @@ def write_manifest(
     name + rename locally, one PUT on object stores). Keys of the previous
     manifest that pqindex does not compute (Spark's key ranges) are kept for
     files that did not change. ``progress(done, total)`` is called as footers are
-    read (after each file). Returns the manifest.
+    read (after each file). ``discovery``: the listing, when the caller has it;
+    ``on_batch(files)``: called as each batch's tails are in the metadata cache (the
+    key index reads its keys from them); ``finish(manifest)``: the manifest to write
+    instead. Returns the manifest.
     """
     from pqindex.dataset.discovery import discover, split_pattern
     from pqindex.io.objects import get_object, put_object
@@ -315,7 +321,7 @@ def write_manifest(
     if split_pattern(root) is not None:
         raise UserInputError("a manifest describes a directory: give the directory, "
                              "not a pattern", path=root)
-    disc = discover(root, storage_options)
+    disc = discovery if discovery is not None else discover(root, storage_options)
     if len(disc.files) == 1 and disc.files[0].path.rstrip("/") == root.rstrip("/"):
         raise UserInputError("a manifest describes a directory of files, not one file",
                              path=root)
@@ -334,11 +340,13 @@ def write_manifest(
     for e in old.get("files") or []:
         if isinstance(e, dict) and isinstance(e.get("path"), str):
             keep[e["path"]] = e
-    opened = _open_files(disc.files, base, storage_options, keep, progress)
+    opened = _open_files(disc.files, base, storage_options, keep, progress, on_batch)
     # Written from a listing: not a commit point, whoever wrote the previous one.
     top = {k: v for k, v in old.items() if k not in ("version", "format", "schemas", "files",
                                                        "rows", "bytes", COMMIT_POINT)}
     manifest = build_manifest(opened, {**top, **dict(extra or {})}, keep=keep)
+    if finish is not None:
+        manifest = finish(manifest)
     put_object(url, json.dumps(manifest, separators=(",", ":"), default=str).encode("utf-8"),
                storage_options)
     if "://" not in base:
@@ -356,6 +364,7 @@ def _open_files(
     files: Sequence[DataFile], base: str, storage_options: Mapping[str, Any] | None,
     keep: dict[str, Mapping[str, Any]],
     progress: Callable[[int, int], None] | None = None,
+    on_batch: Callable[[Sequence[DataFile]], None] | None = None,
 ) -> Iterator[tuple[str, ParquetFile, ObjectInfo]]:
     """Each readable data file, opened (remote tails a batch at a time, in one wave)
     and closed once its entry is built; ``keep`` loses the entries of changed files."""
@@ -364,6 +373,8 @@ def _open_files(
     for i in range(0, len(files), _WRITE_BATCH):
         batch = files[i : i + _WRITE_BATCH]
         prefetch_tails([(df.path, df.info, None) for df in batch], storage_options)
+        if on_batch is not None:
+            on_batch(batch)
         for j, df in enumerate(batch):
             if progress is not None:
                 progress(i + j, len(files))

@@ -25,13 +25,15 @@ import pyarrow as pa
 from pqindex.dataset.key_index import (
     MANIFEST_KEY,
     FileKeys,
+    _base,
+    drop_superseded,
     extend_key_index,
     file_keys,
 )
 from pqindex.errors import UserInputError
 from pqindex.io.source import ObjectInfo, local_info
 
-__all__ = ["build_key_index", "commit_hook", "key_columns", "task_keys"]
+__all__ = ["KeyIndexCommit", "build_key_index", "commit_hook", "key_columns", "task_keys"]
 
 # A task's entries: (relative path, column -> Arrow IPC stream of (key, row_group)).
 TaskKeys = list[tuple[str, dict[str, bytes]]]
@@ -78,28 +80,53 @@ def _current(dest: str, manifest: Mapping[str, Any], remote: bool
     return out
 
 
-def commit_hook(dest: str, columns: Sequence[str], keys: TaskKeys, previous: Any,
-                remote: bool, storage_options: Mapping[str, Any] | None
-                ) -> Callable[[dict[str, Any]], dict[str, Any]]:
+class KeyIndexCommit:
     """What the job commit calls with the manifest it is about to write (the job's
-    files in place): the manifest with the key index of ``columns`` in it."""
+    files in place): the manifest with the key index of ``columns`` in it. Once that
+    manifest is committed, :meth:`drop_superseded` deletes the shards of the former
+    index it no longer names (other columns, or an overwrite)."""
 
-    def finish(manifest: dict[str, Any]) -> dict[str, Any]:
-        current = _current(dest, manifest, remote)
+    def __init__(self, dest: str, columns: Sequence[str], keys: TaskKeys, previous: Any,
+                 remote: bool, storage_options: Mapping[str, Any] | None,
+                 extend: bool = True) -> None:
+        self.dest, self.columns, self.keys = dest, list(columns), keys
+        self.previous, self.remote, self.extend = previous, remote, extend
+        self.storage_options = storage_options
+        self.descriptor: dict[str, Any] | None = None
+
+    def __call__(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        current = _current(self.dest, manifest, self.remote)
         new: list[tuple[str, ObjectInfo, FileKeys]] = []
-        for rel, per_column in keys:
+        for rel, per_column in self.keys:
             info = current.get(rel)
             if info is None:
                 continue  # not committed (cannot happen: the commit names every file)
             got: dict[str, tuple[pa.DataType, pa.Table] | None] = {}
-            for c in columns:
+            for c in self.columns:
                 t = _from_ipc(per_column[c]) if c in per_column else None
                 got[c] = None if t is None else (t.schema.field("key").type, t)
             new.append((rel, info, got))
-        descriptor = extend_key_index(dest, columns, previous, current, new, storage_options)
-        return {**manifest, MANIFEST_KEY: descriptor}
+        self.descriptor = extend_key_index(
+            self.dest, self.columns, self.previous if self.extend else None, current, new,
+            self.storage_options)
+        return {**manifest, MANIFEST_KEY: self.descriptor}
 
-    return finish
+    def drop_superseded(self) -> list[str]:
+        """After the commit: the former index's shards the new one does not name,
+        deleted (relative paths)."""
+        if self.descriptor is None or self.previous is None:
+            return []
+        return drop_superseded(_base(self.dest), self.previous, self.descriptor,
+                               self.storage_options)
+
+
+def commit_hook(dest: str, columns: Sequence[str], keys: TaskKeys, previous: Any,
+                remote: bool, storage_options: Mapping[str, Any] | None, *,
+                extend: bool = True) -> KeyIndexCommit:
+    """The job commit's hook (see :class:`KeyIndexCommit`): ``previous`` is the
+    manifest's index before the job; ``extend`` (not on an overwrite) keeps the files
+    it still covers and adds delta shards when it indexes the same columns."""
+    return KeyIndexCommit(dest, columns, keys, previous, remote, storage_options, extend)
 
 
 # ------------------------------------------------------------------ existing lakes

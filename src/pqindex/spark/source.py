@@ -151,9 +151,10 @@ class PqIndexWriter(DataSourceArrowWriter):
         from pqindex.dataset.key_index import previous_index
 
         so = self.options.storage_options
-        previous = None if self.mode == "overwrite" else previous_index(self.dest, so)
+        previous = previous_index(self.dest, so)  # extended, or its shards dropped after
         keys = [k for m in messages if isinstance(m, TaskCommit) for k in m.keys]
-        return commit_hook(self.dest, self.key_index, keys, previous, self.remote, so)
+        return commit_hook(self.dest, self.key_index, keys, previous, self.remote, so,
+                           extend=self.mode != "overwrite")
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
@@ -162,9 +163,11 @@ class PqIndexWriter(DataSourceArrowWriter):
             commit_job_remote(self.dest, self.job_id, files, mode=self.mode,
                               info=_info(self.options), base_etag=self.base_etag,
                               storage_options=self.options.storage_options, finish=finish)
-            return
-        commit_job(self.dest, self.job_id, files, mode=self.mode, info=_info(self.options),
-                   finish=finish)
+        else:
+            commit_job(self.dest, self.job_id, files, mode=self.mode,
+                       info=_info(self.options), finish=finish)
+        if finish is not None:
+            finish.drop_superseded()  # only now: the committed manifest no longer names them
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.remote:
