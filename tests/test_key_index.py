@@ -11,6 +11,7 @@ reads, never change rows.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import random
@@ -120,8 +121,14 @@ def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str,
     # Batches of 3 files: the build sorts 3 runs (a key in several) and merges them.
     monkeypatch.setattr(ki, "_TAIL_BATCH", 3)
     monkeypatch.setattr(manifest, "_WRITE_BATCH", 3)
+    # Small shards: the runs are merged by key ranges, each cut into several shards.
+    monkeypatch.setattr(ki, "SHARD_BYTES", 4 << 10)
     _lake(tmp_path, kind, seed=KINDS.index(kind))
     _build(tmp_path, "k")
+    index = ki.parse_key_index(json.loads((tmp_path / "_pqindex_manifest.json").read_text())
+                               ["key_index"])
+    shards = index.columns["k"].shards
+    assert len(shards) > 3 and all(a.max <= b.min for a, b in itertools.pairwise(shards))
     rng = random.Random(7)
     for n in (1, 1, 3, 20):
         keys = _probe_keys(tmp_path, rng, n)

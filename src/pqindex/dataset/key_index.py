@@ -39,6 +39,7 @@ import base64
 import bisect
 import contextlib
 import io
+import itertools
 import json
 import os
 import threading
@@ -475,10 +476,15 @@ def _shard_bytes(part: pa.Table) -> bytes:
     only the pages holding its keys) and page checksums, the key column declared
     sorted."""
     buf = pa.BufferOutputStream()
+    # Sorted integer keys as deltas: 23% fewer bytes to upload and to read than zstd
+    # alone on random 64-bit keys. pyarrow decodes them (a shard read whole); pqindex's
+    # page reader does not, so only shards small enough to be read whole get them.
+    delta = _fixed_width(part.schema.field(_KEY).type) and SHARD_BYTES <= WHOLE_SHARD_BYTES
     pq.write_table(part, buf, row_group_size=max(1, part.num_rows), compression="zstd",
                    use_dictionary=False, data_page_size=PAGE_BYTES, write_page_index=True,
                    write_page_checksum=True, store_decimal_as_integer=True,
-                   sorting_columns=[pq.SortingColumn(0)])
+                   sorting_columns=[pq.SortingColumn(0)],
+                   column_encoding={_KEY: "DELTA_BINARY_PACKED"} if delta else None)
     return bytes(buf.getvalue())
 
 
@@ -519,42 +525,87 @@ def _write_shards(entries: pa.Table, base: str, column: str, delta: bool,
                   storage_options: Mapping[str, Any] | None,
                   ) -> tuple[list[Shard], bytes | None]:
     """``entries`` (key, row_group, file; any order) written as sorted shards."""
-    return _write_sorted(entries.column(_KEY).combine_chunks(),
-                         np.ascontiguousarray(_numpy_of(entries.column(_ROW_GROUP)), np.int32),
-                         np.ascontiguousarray(_numpy_of(entries.column(_FILE)), np.int32),
-                         base, column, delta, storage_options)
+    run = _sorted_entries(
+        entries.column(_KEY).combine_chunks(),
+        np.ascontiguousarray(_numpy_of(entries.column(_ROW_GROUP)), np.int32),
+        np.ascontiguousarray(_numpy_of(entries.column(_FILE)), np.int32))
+    return _write_runs([run], base, column, delta, storage_options)
 
 
-def _write_sorted(keys: pa.Array, rgs: np.ndarray, files: np.ndarray, base: str,
-                  column: str, delta: bool, storage_options: Mapping[str, Any] | None,
-                  ) -> tuple[list[Shard], bytes | None]:
-    keys, rgs, files = _sorted_entries(keys, rgs, files)
-    n = len(keys)
-    per_entry = max(1, (keys.nbytes + 8 * n) // max(1, n))
+def _entries_table(keys: pa.Array, rgs: np.ndarray, files: np.ndarray) -> pa.Table:
+    return pa.table({_KEY: keys, _ROW_GROUP: _int32s(rgs), _FILE: _int32s(files)})
+
+
+# A task of the shard writers merges one key range of the runs (about this many
+# shards' entries) and writes its shards: ranges are merged side by side, and the
+# first shards upload while later ranges are still merged.
+_SHARDS_PER_RANGE = 4
+
+
+def _key_ranges(runs: Sequence[_Run], target: int) -> list[list[tuple[int, int]]]:
+    """Key ranges of about ``target`` entries: per range, each run's ``[lo, hi)``.
+    Bounds are keys sampled from the runs; every entry of a key falls in one range."""
+    n = sum(len(r[0]) for r in runs)
+    target = max(1, target)
+    if len(runs) == 1:  # already merged: cut by position
+        return [[(lo, min(lo + target, n))] for lo in range(0, n, target)]
+    count = -(-n // target)
+    raws = [_numpy_of(r[0]) for r in runs]
+    if count > 1:
+        step = max(1, target // 64)
+        sample = np.sort(np.concatenate([raw[::step] for raw in raws]))
+        bounds = np.unique(sample[[len(sample) * i // count for i in range(1, count)]])
+    else:
+        bounds = np.zeros(0, raws[0].dtype)
+    edges = [np.concatenate(([0], np.searchsorted(raw, bounds, "left"), [len(raw)]))
+             for raw in raws]
+    return [[(int(e[i]), int(e[i + 1])) for e in edges] for i in range(len(bounds) + 1)]
+
+
+def _write_runs(runs: Sequence[_Run], base: str, column: str, delta: bool,
+                storage_options: Mapping[str, Any] | None,
+                pool: ThreadPoolExecutor | None = None,
+                ) -> tuple[list[Shard], bytes | None]:
+    """Sorted runs (distinct files each) merged and written as shards of at most
+    :data:`SHARD_BYTES` raw, in key order; returns them and the footer stub."""
+    runs = [r for r in runs if len(r[0])]
+    if not runs:
+        return [], None
+    n = sum(len(r[0]) for r in runs)
+    per_entry = max(1, (sum(r[0].nbytes for r in runs) + 8 * n) // n)
     per_shard = max(1, SHARD_BYTES // per_entry)  # raw size: compressed is smaller
     safe = column.replace("/", "%2F")
     batch = uuid.uuid4().hex[:12]
     if "://" not in base:
         os.makedirs(os.path.join(base, *INDEX_DIR.split("/"), safe), exist_ok=True)
+    # The stub and the order of every shard's min/max depend on the key type alone.
+    k0, g0, f0 = runs[0]
+    vt, stub = _shard_order(_shard_bytes(_entries_table(k0.slice(0, 1), g0[:1], f0[:1])),
+                            _join(base, f"{INDEX_DIR}/{safe}/{batch}"))
+    if len(runs) > 1 and not (_fixed_width(k0.type) and k0.null_count == 0):
+        runs = [_merge_runs(runs)]  # no numpy bounds: one merge, cut by position
+    ranges = _key_ranges(runs, per_shard * _SHARDS_PER_RANGE)
 
-    def part(start: int) -> pa.Table:
-        # Slices: no copy of the entries until the writer encodes them.
-        return pa.table({_KEY: keys.slice(start, per_shard),
-                         _ROW_GROUP: _int32s(rgs[start:start + per_shard]),
-                         _FILE: _int32s(files[start:start + per_shard])})
+    def write_range(r: int) -> list[Shard]:
+        keys, rgs, files = _merge_runs([
+            (k.slice(lo, hi - lo), g[lo:hi], f[lo:hi])
+            for (k, g, f), (lo, hi) in zip(runs, ranges[r], strict=True)])
+        m = len(keys)
+        if m == 0:
+            return []
+        count = -(-m // per_shard)
+        cuts = [m * i // count for i in range(count + 1)]  # even shards, none above
+        return [_write_shard(_entries_table(keys.slice(a, b - a), rgs[a:b], files[a:b]),
+                             base, f"{INDEX_DIR}/{safe}/{batch}-{r:05d}-{j:03d}{SHARD_SUFFIX}",
+                             delta, vt, storage_options)
+                for j, (a, b) in enumerate(itertools.pairwise(cuts)) if b > a]
 
-    names = [(start, f"{INDEX_DIR}/{safe}/{batch}-{i:05d}{SHARD_SUFFIX}")
-             for i, start in enumerate(range(0, n, per_shard))]
-    if not names:
-        return [], None
-    # The first shard gives the stub and the order of every shard's min/max.
-    first = _shard_bytes(part(0))
-    vt, stub = _shard_order(first, _join(base, names[0][1]))
-    with ThreadPoolExecutor(_WRITE_THREADS) as pool:
-        done = list(pool.map(lambda i: _write_shard(
-            part(names[i][0]), base, names[i][1], delta, vt, storage_options,
-            first if i == 0 else None), range(len(names))))
-    return done, stub
+    if pool is not None:
+        done = list(pool.map(write_range, range(len(ranges))))
+    else:
+        with ThreadPoolExecutor(_WRITE_THREADS) as own:
+            done = list(own.map(write_range, range(len(ranges))))
+    return [s for got in done for s in got], stub
 
 
 class _KeyReader:
@@ -730,8 +781,8 @@ class _Extension:
             stub = old.columns[c].schema if old is not None else None
             runs = [r.result() if isinstance(r, Future) else r for r in self.runs[c]]
             if runs:
-                written, got_stub = _write_sorted(
-                    *_merge_runs(runs), self.base, c, old is not None, storage_options)
+                written, got_stub = _write_runs(runs, self.base, c, old is not None,
+                                                storage_options, self.pool)
                 shards += written
                 stub = stub or got_stub
             if stub is None:
