@@ -30,6 +30,8 @@ can run in parts against one moto server kept between them (started by hand:
 counting proxy in front of it), its results gathered in ``--state`` (JSON)::
 
     key_index.py --moto-port P --state S --phase setup    # lake + builds (timed)
+    key_index.py --moto-port P --state S --phase lake     # the lake alone (untimed)
+    key_index.py --moto-port P --state S --phase rebuild  # builds, --rounds, medians
     key_index.py --moto-port P --state S --phase query --readers DataFusion
     key_index.py --moto-port P --state S --phase append   # delta + compaction
     key_index.py --moto-port P --state S --phase doc      # the section
@@ -404,22 +406,37 @@ def setup(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any])
 
 def rebuild(ep: Any, bucket: str, args: argparse.Namespace, state: dict[str, Any]) -> None:
     """The builds timed again on the lake as it is (the code may have changed since
-    setup): each prefix's key index dropped from its manifest first (not timed), so
-    ``--key-index`` builds it whole rather than finding every file covered."""
+    setup), ``--rounds`` times, interleaved; medians kept (every round in
+    ``build_rounds``). Before each index build its prefix's key index is dropped
+    from its manifest (not timed), so ``--key-index`` builds it whole rather than
+    finding every file covered (a rebuild: the manifest is there)."""
     from pqindex.dataset.key_index import commit_key_index, read_manifest
 
     ep.delay = args.delay_ms / 1000
     opts = ep.storage_options()
-    for prefix in ("listed", "indexed"):
+
+    def drop(prefix: str) -> None:
         url = f"s3://{bucket}/{prefix}"
         manifest, version = read_manifest(url, opts)
-        if manifest is not None:
+        if manifest is not None and "key_index" in manifest:
             commit_key_index(url, manifest, version, None, opts)
-    state["build_plain"] = build(f"s3://{bucket}/plain", opts, key_index=False)
-    # listed/ may hold the appended files by now: its own manifest is the reference.
-    state["build_listed_plain"] = build(f"s3://{bucket}/listed", opts, key_index=False)
-    state["build_listed"] = build(f"s3://{bucket}/listed", opts, key_index=True)
-    state["build_indexed"] = build(f"s3://{bucket}/indexed", opts, key_index=True)
+
+    rounds: dict[str, list[float]] = {k: [] for k in (
+        "build_plain", "build_listed_plain", "build_listed", "build_indexed")}
+    for _ in range(args.rounds):
+        rounds["build_plain"].append(build(f"s3://{bucket}/plain", opts, key_index=False))
+        drop("listed")
+        # listed/ may hold the appended files by now: its own manifest is the reference.
+        rounds["build_listed_plain"].append(
+            build(f"s3://{bucket}/listed", opts, key_index=False))
+        rounds["build_listed"].append(build(f"s3://{bucket}/listed", opts, key_index=True))
+        drop("indexed")
+        rounds["build_indexed"].append(build(f"s3://{bucket}/indexed", opts, key_index=True))
+        state.setdefault("build_loads", []).append(os.getloadavg()[0])
+        print({k: round(v[-1], 2) for k, v in rounds.items()}, flush=True)
+    for k, v in rounds.items():
+        state[k] = statistics.median(v)
+    state["build_rounds"] = rounds
     state["shard_bytes"], state["descriptor_bytes"] = index_size(ep, bucket)
     pages = ep.boto3().get_paginator("list_objects_v2").paginate(
         Bucket=bucket, Prefix="listed/", Delimiter="/")
@@ -529,7 +546,8 @@ def main() -> None:
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--moto-port", type=int, help="a moto server kept between parts")
     ap.add_argument("--state", help="JSON file gathering the parts' results")
-    ap.add_argument("--phase", choices=["all", "setup", "query", "rebuild", "append", "doc"],
+    ap.add_argument("--phase", choices=["all", "lake", "setup", "query", "rebuild", "append",
+                                        "doc"],
                     default="all")
     ap.add_argument("--readers", help="a ;-separated list (default: all)")
     ap.add_argument("--queries", help="comma list of titles (default: all)")
@@ -578,12 +596,16 @@ def main() -> None:
         ep = (_attach(args.moto_port) if args.moto_port
               else S3Endpoint(separate_process=True))
     try:
-        if args.phase in ("all", "setup"):
+        if args.phase in ("all", "setup", "lake"):
             bucket = ep.new_bucket(BUCKET) if args.phase == "all" else BUCKET
-            if args.phase == "setup":
+            if args.phase != "all":
                 ep.boto3().create_bucket(Bucket=bucket)
             state["bucket"] = bucket
-            ids = setup(ep, bucket, args, state)
+            if args.phase == "lake":  # the files alone (nothing timed: `rebuild` builds)
+                with tempfile.TemporaryDirectory() as tmp:
+                    ids = write_lake(ep, bucket, args.files, args.rows, Path(tmp))
+            else:
+                ids = setup(ep, bucket, args, state)
             if ids_path is not None:
                 import numpy as np
 

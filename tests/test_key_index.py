@@ -118,8 +118,10 @@ def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str,
     from pqindex.dataset import key_index as ki
     from pqindex.dataset import manifest
 
-    # Batches of 3 files: the build sorts 3 runs (a key in several) and merges them.
+    # Batches of 3 files, runs of 2: the build sorts 4 runs (a key in several) and
+    # merges them.
     monkeypatch.setattr(ki, "_TAIL_BATCH", 3)
+    monkeypatch.setattr(ki, "_RUN_FILES", 2)
     monkeypatch.setattr(manifest, "_WRITE_BATCH", 3)
     # Small shards: the runs are merged by key ranges, each cut into several shards.
     monkeypatch.setattr(ki, "SHARD_BYTES", 4 << 10)

@@ -309,6 +309,26 @@ class _HeldBytes(io.RawIOBase):
         return len(data)
 
 
+def _cached_whole(df: DataFile, storage_options: Mapping[str, Any] | None
+                  ) -> bytes | memoryview | None:
+    """The whole object when the metadata cache holds it from offset 0 (a tail read
+    that took it all), else None."""
+    from pqindex.io.cache import metadata_cache
+    from pqindex.io.source import open_source
+
+    if df.info is None:
+        return None
+    src = open_source(df.path, None, storage_options, df.info)
+    try:
+        bufs = metadata_cache().get(src.cache_key())
+    finally:
+        src.close()
+    for start, data in bufs or ():
+        if start == 0 and len(data) == df.info.size:
+            return data
+    return None
+
+
 def _read_keys(df: DataFile, columns: Sequence[str],
                storage_options: Mapping[str, Any] | None) -> tuple[pq.ParquetFile, Any]:
     """pyarrow's reader of ``df`` and what to close after. On a store, only the tail
@@ -318,6 +338,12 @@ def _read_keys(df: DataFile, columns: Sequence[str],
     from pqindex.format.layout import chunk_range
 
     if "://" in df.path and not df.path.startswith("file://"):
+        whole = _cached_whole(df, storage_options)
+        if whole is not None:
+            # The wave's tail read took the whole file: pyarrow reads it from memory,
+            # with no second parse of its footer by pqindex's reader (the manifest
+            # written beside the index parses it).
+            return pq.ParquetFile(pa.BufferReader(whole)), None
         pf = ParquetFile.open(df.path, storage_options=storage_options, info=df.info)
         if pf.file_size <= getattr(pf.source, "default_tail_bytes", 0):
             # The tail read took the whole file: pyarrow reads it from memory (through
@@ -386,6 +412,9 @@ def _load(df: DataFile, columns: Sequence[str],
 # in one wave (into the metadata cache, where the manifest written next finds them).
 _BUILD_THREADS = 16
 _TAIL_BATCH = 256
+# Files a build task reads and sorts as one run: runs sorted beside the reads leave
+# only their merge (by key range, beside the uploads) after the last file.
+_RUN_FILES = 64
 # Shards written at once (pyarrow encodes and compresses without the GIL; most of a
 # shard's time on a store is its PUT's round trip).
 _WRITE_THREADS = 16
@@ -624,28 +653,60 @@ class _KeyReader:
         self.todo = [df for rel, df in sorted(by_rel.items()) if rel not in have]
         self._wanted = {df.path for df in self.todo}
         self._pool = ThreadPoolExecutor(_BUILD_THREADS)
-        self._pending: list[list[tuple[DataFile, Future[_Loaded | None]]]] = []
+        self._pending: list[list[Future[_Chunk]]] = []  # per batch
         self._read: set[str] = set()
         self._ext = _Extension(base, self.columns, previous, self.current, self._pool)
 
     def batch(self, files: Sequence[DataFile]) -> None:
-        """Start reading ``files`` (those not covered); waits for the batch before,
-        so at most two batches' tails need to stay cached."""
-        self._pending.append([(df, self._pool.submit(
-            _load, df, self.columns, self.storage_options))
-            for df in files if df.path in self._wanted])
+        """Start reading ``files`` (those not covered), :data:`_RUN_FILES` a task, each
+        task sorting its files' entries as a run (all of it beside the manifest's
+        parse of the same batch); waits for the batch before, so at most two
+        batches' tails need to stay cached."""
+        wanted = [df for df in files if df.path in self._wanted]
+        tasks = []
+        for i in range(0, len(wanted), _RUN_FILES):
+            chunk = wanted[i:i + _RUN_FILES]
+            first = self._ext.next_id
+            self._ext.next_id += len(chunk)  # ids reserved in order (gaps: files gone)
+            tasks.append(self._pool.submit(self._load_run, chunk, first))
+        self._pending.append(tasks)
         while len(self._pending) > 1:
             self._collect(self._pending.pop(0))
 
-    def _collect(self, futures: list[tuple[DataFile, Future[_Loaded | None]]]) -> None:
-        """A batch's entries in, sorted as one run on the pool (while the next
-        batch is read)."""
-        for df, fut in futures:
-            got = fut.result()
-            self._read.add(df.path)
-            if got is not None:
-                self._ext.add(_rel(self.base, df.path), *got)
-        self._ext.seal()
+    def _load_run(self, chunk: Sequence[DataFile], first: int) -> _Chunk:
+        loaded = [(df, first + i, _load(df, self.columns, self.storage_options))
+                  for i, df in enumerate(chunk)]
+        runs: dict[str, _Run | None] = {}
+        for c in self.columns:
+            keys: list[pa.Array] = []
+            rgs: list[np.ndarray] = []
+            fids: list[np.ndarray] = []
+            types = set()
+            for _, fid, got in loaded:
+                hit = got[1].get(c) if got is not None else None
+                if hit is None or not hit[1].num_rows:
+                    continue
+                types.add(hit[0])
+                keys += hit[1].column(_KEY).chunks
+                rgs.append(_numpy_of(hit[1].column(_ROW_GROUP)))
+                fids.append(np.full(hit[1].num_rows, fid, np.int32))
+            # Types that differ: no run (the collection raises, naming the files).
+            runs[c] = _sorted_entries(
+                pa.concat_arrays(keys), np.concatenate(rgs).astype(np.int32, copy=False),
+                np.concatenate(fids)) if keys and len(types) == 1 else None
+        return loaded, runs
+
+    def _collect(self, tasks: list[Future[_Chunk]]) -> None:
+        """A batch's files and sorted runs in (its files' types checked)."""
+        for task in tasks:
+            loaded, runs = task.result()
+            for df, fid, got in loaded:
+                self._read.add(df.path)
+                if got is not None:
+                    self._ext.add(_rel(self.base, df.path), *got, fid=fid)
+            for c, run in runs.items():
+                if run is not None:
+                    self._ext.runs[c].append(run)
 
     def descriptor(self) -> dict[str, Any]:
         """The index's descriptor, its new shards written (reads any file no batch
@@ -705,6 +766,8 @@ def _still_covered(old: KeyIndex | None, current: Mapping[str, ObjectInfo | None
 
 # Sorted entries of some files: keys, row groups, file ids.
 _Run = tuple[pa.Array, np.ndarray, np.ndarray]
+# A build task's files (each with its id and what was read) and its runs by column.
+_Chunk = tuple[list[tuple[DataFile, int, "_Loaded | None"]], dict[str, "_Run | None"]]
 
 
 class _Extension:
@@ -738,7 +801,10 @@ class _Extension:
         self.runs: dict[str, list[Future[_Run] | _Run]] = {c: [] for c in self.cols}
         self.new_files: list[Covered] = []
 
-    def add(self, rel: str, info: ObjectInfo, got: FileKeys) -> None:
+    def add(self, rel: str, info: ObjectInfo, got: FileKeys, fid: int | None = None
+            ) -> None:
+        """A file's entries in (their types checked); with ``fid``, a file whose
+        entries are already in a sorted run under that id (only checked here)."""
         where = _join(self.base, rel)
         for c in self.cols:
             hit = got.get(c)
@@ -750,11 +816,15 @@ class _Extension:
                 raise UserInputError(
                     f"the key column changed type across files: {seen[0]} in {seen[1]}, "
                     f"{t} in {where}", path=where, column=c)
-            if entries.num_rows:
+            if entries.num_rows and fid is None:
                 keys, rgs, fids = self.parts[c]
                 keys += entries.column(_KEY).chunks
                 rgs.append(_numpy_of(entries.column(_ROW_GROUP)))
                 fids.append(np.full(entries.num_rows, self.next_id, np.int32))
+        if fid is not None:
+            self.new_files.append(Covered(fid, rel, info.size, info.etag, info.mtime,
+                                          info.ctime))
+            return
         self.new_files.append(Covered(self.next_id, rel, info.size, info.etag, info.mtime,
                                       info.ctime))
         self.next_id += 1
