@@ -435,7 +435,7 @@ class RowGroupReader:
         (:meth:`flat_fields`): when ``rows`` are most of the row group's, or when the
         pages holding them are (a flat field) and too many of those pages' rows are
         wanted to gather them (:meth:`_sparse_pages`)."""
-        if rows.count() == self.n or self._dense(rows) or name in self._whole_cache:
+        if rows.count() == self.n or self._dense(rows):
             return True
         leaf = self._flat_leaf(name)
         if leaf is None or leaf.index in self._decoded:
