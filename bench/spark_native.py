@@ -19,6 +19,9 @@ and as SQL over a view, with:
 * *pqindex, columns*: ``pqindex.spark.table(spark, name, lake, columns=...)`` naming the
   query's columns (its predicate's and its result's): the projection Spark cannot push
   to a Python data source, declared;
+* *pqindex, one task*: *pqindex* with the row-range split turned off (``parallelism``
+  1, no task byte limit): every query one task, as before the split; the same rounds
+  show what splitting a large row group's pages across the cores gains;
 * *native*: ``spark.read.parquet(lake)``, the same files;
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
@@ -62,8 +65,8 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column",
-           "empty source")
+READERS = ("pqindex", "pqindex, one task", "pqindex, columns", "native", "native, own copy",
+           "native, every column", "empty source")
 # Measured causes, written after the sf 1 run of 2026-12-07 (docs/benchmarks.md) from a
 # profile of the same queries (the reader's calls timed inside Spark's Python processes,
 # and the reader alone in one process; load 2-5); check them against new runs.
@@ -184,6 +187,17 @@ def frame(spark: Any, reader: str, lake: Path, copy: Path,
         return df
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake))
+    if reader == "pqindex, one task":
+        from pyspark.sql import functions as F
+
+        from pqindex.spark.reader import GUARD
+
+        pqindex.spark.register(spark)
+        df = (spark.read.format("pqindex").option("guard", "true")
+              .option("parallelism", "1").option("task_bytes", str(1 << 50))
+              .load(str(lake)).where(F.col(GUARD).isNotNull()).drop(GUARD))
+        df.createOrReplaceTempView("li_pqindex_one_task")
+        return df
     if reader == "pqindex, columns":
         return pqindex.spark.table(spark, "li_pqindex_columns", str(lake), columns=columns)
     path = copy if reader == "native, own copy" else lake
@@ -224,6 +238,7 @@ def main() -> None:
     for name, where, cols, column in queries(args.scale):
         needed = list(dict.fromkeys([*expr_columns(parse_where(where)), *cols]))
         frames["pqindex, columns"] = frame(spark, "pqindex, columns", lake, copy, needed)
+        tasks: dict[str, int] = {}
         for form in ("DataFrame", "SQL"):
             def go(reader: str, where: str = where, cols: list[str] = cols,
                    column: Callable[[], Any] = column, form: str = form) -> dict[str, float]:
@@ -236,11 +251,12 @@ def main() -> None:
             rows = {}
             for r in READERS:  # warm-up, and the rows every reader must agree on
                 q = run_one(spark, frames[r], views[r], form, where, cols, column,
-                            every=r in ("pqindex", "native, every column"))
+                            every=r in ("pqindex", "pqindex, one task",
+                                        "native, every column"))
                 rows[r] = sorted(map(tuple, q.select(*cols).collect()))
-                if r == "pqindex" and form == "DataFrame":
-                    parts = q.rdd.getNumPartitions()
-                    log(f"{name}: pqindex {parts} task(s)")
+                if r in ("pqindex", "pqindex, one task") and form == "DataFrame":
+                    tasks[r] = q.rdd.getNumPartitions()
+                    log(f"{name}: {r} {tasks[r]} task(s)")
                 go(r)
             same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
@@ -252,7 +268,7 @@ def main() -> None:
                        "mib": statistics.median(m["bytes"] for m in meas[r]) / 2**20}
                    for r in READERS}
             results.append({"query": name, "form": form, "rows": len(rows["native"]),
-                            "same": same, "res": res, "where": where, "cols": cols})
+                            "same": same, "tasks": tasks.get("pqindex", 0), "res": res, "where": where, "cols": cols})
             log(f"{name} {form}: " + ", ".join(f"{r} {v['ms']:.0f} ms" for r, v in res.items()))
     info = machine(spark)
     spark.stop()
@@ -265,7 +281,8 @@ def main() -> None:
 def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake: Path,
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
-    short = {"pqindex": "pqindex", "pqindex, columns": "pqindex cols", "native": "native",
+    short = {"pqindex": "pqindex", "pqindex, one task": "one task",
+             "pqindex, columns": "pqindex cols", "native": "native",
              "native, own copy": "own copy", "native, every column": "every column",
              "empty source": "empty source"}
     lines = [
@@ -277,19 +294,22 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         f"{info['cpu']}**: the machine was shared with other engineers' jobs, timings are "
         "noisy; ratios between readers measured in the same rounds are the figures to read.",
         "",
-        "| query | form | rows | same rows | "
+        "| query | form | rows | same rows | pqindex tasks | "
         + " | ".join(f"{short[r]} ms" for r in READERS)
-        + " | pqindex / native | pqindex cols / native | empty source / native | "
+        + " | pqindex / native | one task / native | pqindex cols / native"
+        + " | empty source / native | "
         + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
-        "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in READERS)
-        + " | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
+        "| --- | --- | ---: | --- | ---: | " + " | ".join("---:" for _ in READERS)
+        + " | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
     ]
     for r in results:
         res = r["res"]
         lines.append(
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
+            f"{r['tasks']} | "
             + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
             + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
+            + f"| {res['pqindex, one task']['ms'] / res['native']['ms']:.2f}× "
             + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× "
             + f"| {res['empty source']['ms'] / res['native']['ms']:.2f}× | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
