@@ -126,11 +126,12 @@ class ReadTask(InputPartition):
 
 
 def task_share(total: int, parallelism: int, task_bytes: int = TASK_BYTES) -> int:
-    """Kept bytes per task for a plan keeping ``total``: :data:`TASK_BYTES`, lowered so
-    the tasks come in whole waves of ``parallelism`` (a plan of 1.5 waves would leave
-    cores idle in the second), never below :data:`SPLIT_MIN_BYTES`."""
+    """Kept bytes of a row group's piece for a plan keeping ``total``: the plan spread
+    over ``parallelism`` cores in whole waves of tasks of at most twice ``task_bytes``
+    (one wave where it fits: a task's start and its re-planning of the file are paid
+    once per core), never below :data:`SPLIT_MIN_BYTES`."""
     p = max(1, parallelism)
-    waves = max(1, -(-total // (p * task_bytes)))
+    waves = max(1, -(-total // (2 * p * task_bytes)))
     return max(min(task_bytes, SPLIT_MIN_BYTES), -(-total // (waves * p)))
 
 
@@ -157,15 +158,17 @@ def tasks_of(dplan: Any, discovery: Any, task_bytes: int = TASK_BYTES,
              parallelism: int = 1) -> list[ReadTask]:
     """The tasks of a :class:`~pqindex.dataset.plan.DatasetPlan`: its kept row groups in
     order, a new task where the next would take the kept pages (the planner's upper
-    bound) past a task's share (:func:`task_share`); a task's row groups of one file
-    are one share. A row group of kept pages above the share is cut into row ranges
-    at page boundaries (:func:`page_cuts`), each its own piece."""
+    bound) past ``task_bytes`` (less for a plan smaller than a wave of them:
+    :func:`task_share`); a task's row groups of one file are one share. A row group
+    of kept pages well above :func:`task_share` is cut into row ranges at page
+    boundaries (:func:`page_cuts`), each its own piece."""
     raw = {df.path: df.partition for df in discovery.files}
     types = tuple((k, str(discovery.partition_types.get(k, "string")))
                   for k in discovery.partition_columns)
     kept = [(entry, rg, sum(r.bytes for r in rg.reads))
             for entry in dplan.kept for rg in entry.row_groups if not rg.skipped]
     share = task_share(sum(n for _, _, n in kept), parallelism, task_bytes)
+    group = min(share, task_bytes)  # whole row groups share tasks up to this
     # (path, row group, row range or None: whole, bytes)
     pieces: list[tuple[str, int, tuple[int, int] | None, int]] = []
     for entry, rg, nbytes in kept:
@@ -181,7 +184,7 @@ def tasks_of(dplan: Any, discovery: Any, task_bytes: int = TASK_BYTES,
     tasks: list[list[tuple[str, list[int], list[tuple[int, int, int]]]]] = []
     size = 0
     for path, index, rows_range, nbytes in pieces:
-        if not tasks or (size + nbytes > share and size > 0):
+        if not tasks or (size + nbytes > group and size > 0):
             tasks.append([])
             size = 0
         task = tasks[-1]
