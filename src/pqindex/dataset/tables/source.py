@@ -212,7 +212,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
                        renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
-                       deleted=snap.deleted, deleted_by="position deletes")
+                       deleted=snap.deleted, deleted_by="position deletes",
+                       key_descriptor=snap.key_descriptor)
 
 
 def _read_delta(source: Any, version: int | str | dt.datetime | None,
