@@ -25,6 +25,7 @@ statistics only in ``stats_parsed``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import functools
@@ -150,18 +151,18 @@ def _list_and_get(log: str, storage_options: Mapping[str, Any] | None,
                   urls: Sequence[str]) -> tuple[list[str], dict[str, bytes | None]]:
     """The LIST of the log on a store, and ``urls`` fetched meanwhile (None: absent;
     left out when a GET failed: nothing is known of them)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from pqindex.io.objects import get_objects
+    from pqindex.pools import shared_pool
 
-    with ThreadPoolExecutor(1) as pool:
-        fetching = pool.submit(get_objects, urls, storage_options)
+    # (A thread kept for the process: starting one per read cost 1-3 ms.)
+    fetching = shared_pool("delta-log", 1).submit(get_objects, urls, storage_options)
+    try:
         names = _list(log, True, storage_options)
-        try:
+    finally:
+        got: list[bytes | None] | None = None
+        with contextlib.suppress(PqIndexError):
             got = fetching.result()
-        except PqIndexError:
-            return names, {}
-    return names, dict(zip(urls, got, strict=True))
+    return names, {} if got is None else dict(zip(urls, got, strict=True))
 
 
 def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] | None,
