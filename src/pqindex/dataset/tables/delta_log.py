@@ -1,4 +1,4 @@
-"""A Delta table's snapshot read from its log by pqindex itself, in two round trips.
+"""A Delta table's snapshot read from its log by pqindex itself, in one or two round trips.
 
 delta-rs (``delta.py``) reads a log in ~5 sequential requests on a store
 (``_last_checkpoint``, a LIST, then each commit file), and reading the same version
@@ -8,12 +8,16 @@ pqindex's own I/O:
 1. one LIST of ``_delta_log/``: the commits (``<version>.json``) and classic
    checkpoints (``<version>.checkpoint.parquet`` or its parts) there are;
 2. one concurrent wave of GETs: the newest complete checkpoint at or before the
-   version read, and every commit after it up to that version.
+   version read, and every commit after it up to that version. For a numbered
+   version, that version's checkpoint (pqindex's index commits write one) or, for
+   version 0, its commit is fetched beside the LIST: then nothing is left for a
+   second wave. The table's key index descriptor comes in the first wave too.
 
 The actions are replayed in order (the checkpoint's adds, then each commit's adds
 and removes, a file keyed by its path and deletion vector): the active files, the
 protocol and the table's metadata. The log's per-file statistics (JSON) become the
-same per-column table ``delta._stats`` makes of deltalake's.
+same per-column table ``delta._stats`` makes of deltalake's, all files' parsed at
+once by Arrow's JSON reader.
 
 Anything this reader does not handle is left to deltalake, which stays the
 reference (``load_delta``): a timestamp for a version, a store only fsspec reaches,
