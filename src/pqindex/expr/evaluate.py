@@ -132,10 +132,20 @@ def _found_mask(pred: BoundPredicate, arr: Any) -> Any:
     if pa.types.is_floating(arr.type):
         # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
         arr = pc.add(arr, pa.scalar(0.0, arr.type))
-    values = _value_set(pred.values, arr.type)
-    if pa.types.is_floating(values.type):
-        values = pc.add(values, pa.scalar(0.0, values.type))
-    return pc.is_in(arr, value_set=values)
+    return pc.is_in(arr, value_set=in_value_set(pred, arr.type))
+
+
+def in_value_set(pred: BoundPredicate, arrow_type: pa.DataType) -> pa.Array:
+    """The IN list's values as one Arrow array for ``arrow_type``'s ``is_in``, built
+    once per predicate and type (every batch and file of a scan asks again)."""
+    key = ("value_set", arrow_type)
+    got: pa.Array | None = pred.memo.get(key)
+    if got is None:
+        got = _value_set(pred.values, arrow_type)
+        if pa.types.is_floating(got.type):
+            got = pc.add(got, pa.scalar(0.0, got.type))
+        pred.memo[key] = got
+    return got
 
 
 def _prefix_mask(pred: BoundPredicate, arr: Any) -> Any:
@@ -416,7 +426,7 @@ def numpy_values_mask(
             fn, v = _NUMPY_COMPARE[op], literal(e.values[0])
             return lambda a: fn(a, v)
         if op in (LeafOp.IN, LeafOp.NOT_IN):
-            vs = np.array([literal(v) for v in e.values], dtype=dtype)
+            vs = _numpy_in_values(e, dtype, literal)
             invert = op == LeafOp.NOT_IN
             return lambda a: np.isin(a, vs, invert=invert)
         if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):  # of non-null values
@@ -434,6 +444,25 @@ def numpy_values_mask(
 
 class _NotNumpy(Exception):
     """The expression is left to pyarrow.compute."""
+
+
+def _numpy_in_values(pred: BoundPredicate, dtype: np.dtype[Any],
+                     literal: Callable[[Value], Any]) -> np.ndarray:
+    """The IN list as an array of ``dtype``, once per predicate and dtype (every
+    chunk of every file asks); _NotNumpy when a value does not fit, as ``literal``
+    decides."""
+    key = ("numpy_values", dtype)
+    got: np.ndarray | None = pred.memo.get(key)
+    if got is None:
+        info = np.iinfo(dtype)
+        ints: tuple[int, ...] = pred.values  # type: ignore[assignment]  # when all are
+        if all(type(v) is int for v in ints) and (
+                not ints or (info.min <= min(ints) and max(ints) <= info.max)):
+            got = np.array(ints, dtype=dtype)
+        else:
+            got = np.array([literal(v) for v in pred.values], dtype=dtype)
+        pred.memo[key] = got
+    return got
 
 
 # Nodes of an expression numpy_values_mask takes at most (its functions nest as the
@@ -518,7 +547,10 @@ class _Expression(BoundVisitor[Any]):
 
     @staticmethod
     def _found(pred: BoundPredicate, field: Any) -> Any:
-        values = pa.array([_expr_scalar(v) for v in pred.values])
+        values = pred.memo.get("expr_value_set")
+        if values is None:
+            values = pred.memo["expr_value_set"] = pa.array(
+                [_expr_scalar(v) for v in pred.values])
         if pa.types.is_floating(values.type):
             # -0.0 and 0.0 hash apart in is_in; adding +0.0 maps -0.0 to 0.0.
             return pc.add(field, 0.0).isin(pc.add(values, 0.0))
