@@ -146,6 +146,35 @@ class BoundPredicate(BoundExpr):
         return hash((self.leaf.index, self.leaf.path, self.op, self.keys))
 
 
+class _ValuesToken:
+    """A predicate's values as a dictionary key, hashed once: per-file caches key
+    their answers by the values, and hashing a 100,000-value tuple for every chunk
+    asked costs more than the answer."""
+
+    __slots__ = ("_hash", "values")
+
+    def __init__(self, values: tuple[Value, ...]) -> None:
+        self.values = values
+        self._hash = hash((type(self).__name__, values))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ValuesToken) and (
+            self.values is other.values or (self._hash == other._hash
+                                            and self.values == other.values))
+
+
+def values_token(pred: BoundPredicate) -> object:
+    """``pred.values`` as a key of cached answers, hashed once per predicate
+    (TypeError for an unhashable literal, as hashing the values would raise)."""
+    got = pred.memo.get("values_token")
+    if got is None:
+        got = pred.memo["values_token"] = _ValuesToken(pred.values)
+    return got
+
+
 @dataclass(frozen=True, slots=True)
 class BoundCondition(BoundExpr):
     """A predicate on value expressions (``nodes.Condition``), evaluated on the rows

@@ -128,7 +128,40 @@ def _compare_mask(pred: BoundPredicate, arr: Any) -> Any:
     return _COMPARE[pred.op](arr, _scalar(pred.values[0], arr.type))
 
 
+# From this many IN values, integer rows are looked up in the sorted values with
+# numpy (is_in hashes the whole list again for every batch of every file).
+_SEARCH_IN_FROM = 64
+
+
+def _searched_mask(pred: BoundPredicate, arr: Any) -> Any:
+    """``is_in`` of an integer array by binary search in the sorted IN values; None
+    when a value does not fit the array's type (left to ``is_in``)."""
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            return None
+        arr = arr.chunk(0)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+
+    def literal(v: Value) -> Any:
+        raise _NotNumpy
+
+    try:
+        wanted = _numpy_in_values(pred, dtype, literal, ordered=True)
+    except _NotNumpy:
+        return None
+    if not wanted.size:
+        return pa.array(np.zeros(len(arr), np.bool_))
+    values = arr.fill_null(0) if arr.null_count else arr
+    rows = values.to_numpy(zero_copy_only=False)
+    at = np.minimum(np.searchsorted(wanted, rows), wanted.size - 1)
+    found = pa.array(wanted[at] == rows, pa.bool_())
+    return pc.and_(found, pc.is_valid(arr)) if arr.null_count else found
+
+
 def _found_mask(pred: BoundPredicate, arr: Any) -> Any:
+    if (len(pred.values) >= _SEARCH_IN_FROM and pa.types.is_integer(arr.type)
+            and (got := _searched_mask(pred, arr)) is not None):
+        return got
     if pa.types.is_floating(arr.type):
         # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
         arr = pc.add(arr, pa.scalar(0.0, arr.type))
@@ -447,10 +480,16 @@ class _NotNumpy(Exception):
 
 
 def _numpy_in_values(pred: BoundPredicate, dtype: np.dtype[Any],
-                     literal: Callable[[Value], Any]) -> np.ndarray:
-    """The IN list as an array of ``dtype``, once per predicate and dtype (every
-    chunk of every file asks); _NotNumpy when a value does not fit, as ``literal``
-    decides."""
+                     literal: Callable[[Value], Any], ordered: bool = False) -> np.ndarray:
+    """The IN list as an array of ``dtype`` (``ordered``: sorted), once per
+    predicate and dtype (every chunk of every file asks); _NotNumpy when a value
+    does not fit, as ``literal`` decides."""
+    if ordered:
+        key: Any = ("numpy_values_sorted", dtype)
+        got_sorted: np.ndarray | None = pred.memo.get(key)
+        if got_sorted is None:
+            got_sorted = pred.memo[key] = np.sort(_numpy_in_values(pred, dtype, literal))
+        return got_sorted
     key = ("numpy_values", dtype)
     got: np.ndarray | None = pred.memo.get(key)
     if got is None:

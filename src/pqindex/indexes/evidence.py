@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 _MASKS_KEPT = 4  # literal sets whose masks a dictionary keeps
+_WORDS_FROM = 16  # literals from which fixed-width entries are matched by searchsorted
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 # Dictionary entries compared in numpy: (kind, physical type) -> their PLAIN dtype.
 _NUMERIC_DTYPES: dict[tuple[Kind, int | None], np.dtype[Any]] = {
@@ -201,6 +202,14 @@ def value_keys(pred: BoundPredicate) -> list[Any]:
             keys = [value_key(vt, v) for v in pred.values]
         pred.memo["value_keys"] = keys
     return keys
+
+
+def value_key_set(pred: BoundPredicate) -> frozenset[Any]:
+    """:func:`value_keys` as a set, once per predicate."""
+    got: frozenset[Any] | None = pred.memo.get("value_key_set")
+    if got is None:
+        got = pred.memo["value_key_set"] = frozenset(value_keys(pred))
+    return got
 
 
 def _keys_within(pred: BoundPredicate, keys: list[Any], lo: Any, hi: Any) -> tuple[bool, bool]:
@@ -406,9 +415,7 @@ class DictionaryEvidence:
             return False, True
         if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
             # Python compares, not numpy: a literal need not fit the entries' dtype.
-            wanted: frozenset[Any] | None = pred.memo.get("value_key_set")
-            if wanted is None:
-                wanted = pred.memo["value_key_set"] = frozenset(keys)
+            wanted = value_key_set(pred)
             found = {v for v in np.unique(values).tolist() if v in wanted}
             inside = np.isin(values, np.array(sorted(found), dtype=values.dtype))
             return bool(inside.any()), bool(inside.all())
@@ -444,8 +451,16 @@ class DictionaryEvidence:
             return None
         mask = self._masks.get(kept)
         if mask is None:
+            words = kept.words(width) if len(kept) > _WORDS_FROM else None
+            entries = None if words is None else _plain_values(self.entries, words.dtype)
             if len(kept) == 1:  # a comparison each, no hashing (is_in hashes every entry)
                 mask = pc.equal(self.entries, bytes_array(kept.raw, t)[0])
+            elif words is not None and entries is not None:
+                # 4- or 8-byte entries against a long list: equal bytes are equal words,
+                # searched in the list's words sorted once (is_in would hash the whole
+                # list for every dictionary).
+                at = np.minimum(np.searchsorted(words, entries), words.size - 1)
+                mask = pa.array(words[at] == entries, pa.bool_())
             else:
                 mask = pc.is_in(self.entries, value_set=kept.array(t))
             if len(self._masks) >= _MASKS_KEPT:
@@ -521,10 +536,7 @@ class DictionaryEvidence:
                 (some, all_in), has_nan = numeric, self._has_nan()
             else:
                 values, has_nan = self._decoded()
-                wanted = pred.memo.get("value_key_set")
-                if wanted is None:
-                    wanted = pred.memo["value_key_set"] = frozenset(value_keys(pred))
-                hits = len(values & wanted)
+                hits = len(values & value_key_set(pred))
                 some, all_in = hits > 0, hits == len(values)
             if op in (LeafOp.EQ, LeafOp.IN):
                 hit, every = some, all_in and not has_nan
@@ -573,7 +585,7 @@ class _Plain:
     def __init__(self, raw: tuple[bytes, ...]) -> None:
         self.raw = raw
         self._hash = hash(raw)
-        self._arrays: dict[pa.DataType, pa.Array] = {}
+        self._arrays: dict[Any, Any] = {}  # Arrow arrays by type, words by dtype
         self._widths: dict[int | None, _Plain] = {}
 
     def __len__(self) -> int:
@@ -593,6 +605,16 @@ class _Plain:
         got = self._widths.get(width)
         if got is None:
             got = self._widths[width] = _Plain(tuple(w for w in self.raw if len(w) == width))
+        return got
+
+    def words(self, width: int | None) -> np.ndarray | None:
+        """The encodings (all ``width`` bytes: 4 or 8) as sorted unsigned words."""
+        dtype = {4: np.dtype("<u4"), 8: np.dtype("<u8")}.get(width or 0)
+        if dtype is None:
+            return None
+        got = self._arrays.get(dtype)
+        if got is None:
+            got = self._arrays[dtype] = np.sort(np.frombuffer(b"".join(self.raw), dtype=dtype))
         return got
 
     def array(self, t: pa.DataType) -> pa.Array:
