@@ -257,3 +257,26 @@ def test_bloom_lookup_of_many_hashes() -> None:
             hashes = np.append(hashes, inserted[rng.integers(0, 300)])
         want = any(bloom.might_contain_hash(int(h)) for h in hashes)
         assert bloom.might_contain_any(hashes) == want
+
+
+def test_long_list_against_a_manifest(tmp_path: Path) -> None:
+    """Over a columnar manifest the file stage searches each file's [min, max] in the
+    sorted keys: files holding a listed key (at their bounds too) are kept, the
+    others are not opened."""
+    from pqindex.dataset.manifest import write_manifest
+
+    files, rows = 40, 50
+    for f in range(files):
+        ids = np.arange(f * 100, f * 100 + rows, dtype=np.int64)  # gaps between files
+        pq.write_table(pa.table({"id": ids}), tmp_path / f"part-{f:03d}.parquet")
+    write_manifest(tmp_path)
+    rng = np.random.default_rng(5)
+    # A third of the files by their min alone, a third by their max alone.
+    edges = [f * 100 + (0 if f % 3 == 0 else rows - 1) for f in range(files) if f % 3 < 2]
+    gaps = rng.integers(0, files * 100, 300)
+    keys = edges + [int(g) for g in gaps if g % 100 >= rows]  # bounds, and absent keys
+    ds = pqindex.dataset(tmp_path)
+    got = ds.to_table(["id"], pqindex.col("id").isin(keys))
+    assert sorted(got.column("id").to_pylist()) == sorted(set(edges))
+    opened = [p for p, st in ds.io_stats().items() if st.requests]
+    assert len(opened) == len(edges)

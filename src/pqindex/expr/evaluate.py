@@ -31,7 +31,7 @@ from pqindex.expr.bind import (
     visit_bound,
 )
 from pqindex.expr.nodes import term_sql
-from pqindex.format.arrow_build import key_array, typed_scalar
+from pqindex.format.arrow_build import bool_array, key_array, typed_scalar
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
@@ -140,7 +140,8 @@ def _searched_mask(pred: BoundPredicate, arr: Any) -> Any:
         if arr.num_chunks != 1:
             return None
         arr = arr.chunk(0)
-    dtype = np.dtype(arr.type.to_pandas_dtype())
+    t = arr.type
+    dtype = np.dtype(f"<{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
 
     def literal(v: Value) -> Any:
         raise _NotNumpy
@@ -149,12 +150,14 @@ def _searched_mask(pred: BoundPredicate, arr: Any) -> Any:
         wanted = _numpy_in_values(pred, dtype, literal, ordered=True)
     except _NotNumpy:
         return None
-    if not wanted.size:
-        return pa.array(np.zeros(len(arr), np.bool_))
-    values = arr.fill_null(0) if arr.null_count else arr
-    rows = values.to_numpy(zero_copy_only=False)
+    n = len(arr)
+    if not wanted.size or not n:
+        return bool_array(np.zeros(n, np.bool_))
+    # The values buffer as it is (no to_numpy: pyarrow would import pandas); a null
+    # row's slot holds anything, and the validity masks it below.
+    rows = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
     at = np.minimum(np.searchsorted(wanted, rows), wanted.size - 1)
-    found = pa.array(wanted[at] == rows, pa.bool_())
+    found = bool_array(wanted[at] == rows)
     return pc.and_(found, pc.is_valid(arr)) if arr.null_count else found
 
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
 from pqindex.expr.evaluate import PATTERNS, pattern_values, true_positions
-from pqindex.format.arrow_build import bytes_array
+from pqindex.format.arrow_build import bool_array, bytes_array
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -460,7 +460,7 @@ class DictionaryEvidence:
                 # searched in the list's words sorted once (is_in would hash the whole
                 # list for every dictionary).
                 at = np.minimum(np.searchsorted(words, entries), words.size - 1)
-                mask = pa.array(words[at] == entries, pa.bool_())
+                mask = bool_array(words[at] == entries)  # pa.array would import pandas
             else:
                 mask = pc.is_in(self.entries, value_set=kept.array(t))
             if len(self._masks) >= _MASKS_KEPT:
@@ -609,9 +609,9 @@ class _Plain:
 
     def words(self, width: int | None) -> np.ndarray | None:
         """The encodings (all ``width`` bytes: 4 or 8) as sorted unsigned words."""
-        dtype = {4: np.dtype("<u4"), 8: np.dtype("<u8")}.get(width or 0)
-        if dtype is None:
+        if width not in (4, 8):
             return None
+        dtype: np.dtype[Any] = np.dtype(f"<u{width}")
         got = self._arrays.get(dtype)
         if got is None:
             got = self._arrays[dtype] = np.sort(np.frombuffer(b"".join(self.raw), dtype=dtype))
