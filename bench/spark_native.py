@@ -19,6 +19,9 @@ and as SQL over a view, with:
 * *pqindex, columns*: ``pqindex.spark.table(spark, name, lake, columns=...)`` naming the
   query's columns (its predicate's and its result's): the projection Spark cannot push
   to a Python data source, declared;
+* *pqindex, one task*: *pqindex* with the row-range split turned off (``parallelism``
+  1, no task byte limit): every query one task, as before the split; the same rounds
+  show what splitting a large row group's pages across the cores gains;
 * *native*: ``spark.read.parquet(lake)``, the same files;
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
@@ -62,35 +65,42 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, columns", "native", "native, own copy", "native, every column",
-           "empty source")
-# Measured causes, written after the sf 1 run of 2026-12-07 (docs/benchmarks.md) from a
-# profile of the same queries (the reader's calls timed inside Spark's Python processes,
-# and the reader alone in one process; load 2-5); check them against new runs.
+READERS = ("pqindex", "pqindex, one task", "pqindex, columns", "native", "native, own copy",
+           "native, every column", "empty source")
+# Measured causes (docs/benchmarks.md): the profile of the sf 1 run of 2026-12-07 13:39
+# (the reader's calls timed inside Spark's Python processes, load 2-5) and the runs of
+# 15:43-15:54 (load 5-8) with the row-range split; check them against new runs.
 WHY = (
-    "Why the targets are missed (measured causes; sf 1, a profile of the same queries, "
-    "load 2-5): **(1) the fixed cost of a Python data source.** *empty source*, which "
-    "reads nothing, takes 0.85-1.37× native's time on the selective queries by itself "
-    "(Q6: 0.66-0.76×), so ≤ 0.5× is below the floor of any Python data source; pqindex "
-    "adds to that floor 13-19 ms (absent), 47-58 ms (lookup), 0.13-0.14 s (Q14), "
-    "0.45-0.57 s (Q6). A query spends ~0.1 s "
-    "in Spark before `pushFilters` (analysis, the call into the planning Python "
-    "process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), ~0.13-0.2 s "
-    "from there to the task's first call (physical planning, scheduling, the task and "
-    "its Python worker: processes are reused, none starts per query) and ~0.1 s after "
-    "the task's last batch. pqindex's own share of a selective query is the task's "
-    "read: 40-70 ms for the lookup (25 ms in one process, re-planning its file "
-    "included), 0.11-0.15 s for Q14's 76k rows. **(2) No column pruning.** PySpark "
-    "4.3 gives Python data sources none (`PythonScanBuilder` implements "
-    "`SupportsPushDownFilters` only), so the task hands Spark all 16 columns of the "
-    "matching rows as Arrow: Q6's one task (its kept rows are one row group: one "
-    "core) reads and hands over 114k rows × 16 columns in 0.53-0.78 s of the query's "
-    "0.87-1.17 s. pqindex does read the predicate's pages first and only the matching "
-    "rows' pages of the other columns (the lookup's task: 1.57 MB for 16 columns, "
-    "0.21 MB for the predicate's; Q14: 2.1 MB vs 0.3 MB); the earlier '2.7 of 3.5 s "
-    "decoding 16 columns' (load 19-27) does not reproduce on a quiet machine. "
-    "*pqindex cols* (`table(..., columns=)`, the projection declared) removes most of "
-    "(2), not (1)."
+    "Why the targets are missed (measured causes; sf 1). **(1) The fixed cost of a "
+    "Python data source.** *empty source*, which reads nothing, takes 0.81-1.72× "
+    "native's time on the selective queries by itself (15:54 run; 0.85-1.37× at "
+    "13:39), so ≤ 0.5× is below the floor of any PySpark 4.3 Python data source. A query "
+    "spends ~0.1 s in Spark before `pushFilters` (analysis, the call into the planning "
+    "Python process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), "
+    "~0.13-0.2 s from there to the task's first call (physical planning, scheduling, the "
+    "task and its Python worker: processes are reused) and ~0.1 s after the task's last "
+    "batch (13:39 profile, load 2-5). pqindex's own share of a selective query is the "
+    "task's read: 40-70 ms for the lookup, 0.11-0.15 s for Q14's 76k rows. **(2) No "
+    "column pruning.** PySpark 4.3 has no hook for it: `DataSourceReader` "
+    "(pyspark/sql/datasource.py) has `pushFilters`, `partitions` and `read` only, and "
+    "the JVM's `PythonScanBuilder` implements `SupportsPushDownFilters` only. The task "
+    "hands Spark all 16 columns of the matching rows: Arrow record batches yielded "
+    "directly (Spark takes them without conversion; pqindex's types equal Spark's Arrow "
+    "schema on lineitem, no cast), one batch per row group or row range, read by the "
+    "JVM as rows over the Arrow vectors, so an unselected column costs its decode in "
+    "pqindex and its copy through the socket (Q6: 40.6 MiB for 16 columns, 10.2 MiB "
+    "for the query's 4). pqindex reads the predicate's pages first and the other "
+    "columns' pages only where rows match, but Q6's 114k rows lie in all 46 kept "
+    "pages. *pqindex cols* (`table(..., columns=)`, the projection declared) removes "
+    "most of (2), not (1). **(3) Q6's one row group.** Its 46 kept pages (one row "
+    "group of 1M rows) were one task on one core; the reader now cuts such a row group "
+    "at page boundaries into row ranges, one per core (2 tasks here). In the same "
+    "rounds, split 2.33-2.66× native, *one task* (the split off) 1.91-2.60× (15:54, "
+    "load 5-6 on 2 cores: no idle core for the second task, which also re-plans the "
+    "file, so the split gains nothing measurable on this machine); an earlier Q6-only "
+    "run (7 rounds, load 5-6) gave 2.27× with 2 tasks against 2.55× with one. The "
+    "split pays where cores are idle; it cannot reach 1.0× while (2) remains "
+    "(*pqindex cols*, 4 columns, one task: 1.29-1.44×)."
 )
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
@@ -184,6 +194,17 @@ def frame(spark: Any, reader: str, lake: Path, copy: Path,
         return df
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake))
+    if reader == "pqindex, one task":
+        from pyspark.sql import functions as F
+
+        from pqindex.spark.reader import GUARD
+
+        pqindex.spark.register(spark)
+        df = (spark.read.format("pqindex").option("guard", "true")
+              .option("parallelism", "1").option("task_bytes", str(1 << 50))
+              .load(str(lake)).where(F.col(GUARD).isNotNull()).drop(GUARD))
+        df.createOrReplaceTempView("li_pqindex_one_task")
+        return df
     if reader == "pqindex, columns":
         return pqindex.spark.table(spark, "li_pqindex_columns", str(lake), columns=columns)
     path = copy if reader == "native, own copy" else lake
@@ -224,6 +245,7 @@ def main() -> None:
     for name, where, cols, column in queries(args.scale):
         needed = list(dict.fromkeys([*expr_columns(parse_where(where)), *cols]))
         frames["pqindex, columns"] = frame(spark, "pqindex, columns", lake, copy, needed)
+        tasks: dict[str, int] = {}
         for form in ("DataFrame", "SQL"):
             def go(reader: str, where: str = where, cols: list[str] = cols,
                    column: Callable[[], Any] = column, form: str = form) -> dict[str, float]:
@@ -236,11 +258,12 @@ def main() -> None:
             rows = {}
             for r in READERS:  # warm-up, and the rows every reader must agree on
                 q = run_one(spark, frames[r], views[r], form, where, cols, column,
-                            every=r in ("pqindex", "native, every column"))
+                            every=r in ("pqindex", "pqindex, one task",
+                                        "native, every column"))
                 rows[r] = sorted(map(tuple, q.select(*cols).collect()))
-                if r == "pqindex" and form == "DataFrame":
-                    parts = q.rdd.getNumPartitions()
-                    log(f"{name}: pqindex {parts} task(s)")
+                if r in ("pqindex", "pqindex, one task") and form == "DataFrame":
+                    tasks[r] = q.rdd.getNumPartitions()
+                    log(f"{name}: {r} {tasks[r]} task(s)")
                 go(r)
             same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
@@ -252,7 +275,7 @@ def main() -> None:
                        "mib": statistics.median(m["bytes"] for m in meas[r]) / 2**20}
                    for r in READERS}
             results.append({"query": name, "form": form, "rows": len(rows["native"]),
-                            "same": same, "res": res, "where": where, "cols": cols})
+                            "same": same, "tasks": tasks.get("pqindex", 0), "res": res, "where": where, "cols": cols})
             log(f"{name} {form}: " + ", ".join(f"{r} {v['ms']:.0f} ms" for r, v in res.items()))
     info = machine(spark)
     spark.stop()
@@ -265,7 +288,8 @@ def main() -> None:
 def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake: Path,
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
-    short = {"pqindex": "pqindex", "pqindex, columns": "pqindex cols", "native": "native",
+    short = {"pqindex": "pqindex", "pqindex, one task": "one task",
+             "pqindex, columns": "pqindex cols", "native": "native",
              "native, own copy": "own copy", "native, every column": "every column",
              "empty source": "empty source"}
     lines = [
@@ -277,19 +301,22 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         f"{info['cpu']}**: the machine was shared with other engineers' jobs, timings are "
         "noisy; ratios between readers measured in the same rounds are the figures to read.",
         "",
-        "| query | form | rows | same rows | "
+        "| query | form | rows | same rows | pqindex tasks | "
         + " | ".join(f"{short[r]} ms" for r in READERS)
-        + " | pqindex / native | pqindex cols / native | empty source / native | "
+        + " | pqindex / native | one task / native | pqindex cols / native"
+        + " | empty source / native | "
         + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
-        "| --- | --- | ---: | --- | " + " | ".join("---:" for _ in READERS)
-        + " | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
+        "| --- | --- | ---: | --- | ---: | " + " | ".join("---:" for _ in READERS)
+        + " | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
     ]
     for r in results:
         res = r["res"]
         lines.append(
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
+            f"{r['tasks']} | "
             + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
             + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
+            + f"| {res['pqindex, one task']['ms'] / res['native']['ms']:.2f}× "
             + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× "
             + f"| {res['empty source']['ms'] / res['native']['ms']:.2f}× | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
@@ -320,7 +347,9 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "`pqindex.spark.frame(spark, lake)` (SQL: `pqindex.spark.table`), the filters "
         "pushed by Spark, every column of the matching rows handed to Spark (Python data "
         "sources get no column pruning); *pqindex cols*: `table(..., columns=)` naming the "
-        "query's columns; *native*: `spark.read.parquet` of the same files; *own copy*: of "
+        "query's columns; *one task*: *pqindex* with the row-range split off (option "
+        "`parallelism` 1, no task byte limit); *native*: `spark.read.parquet` of the same "
+        "files; *own copy*: of "
         "Spark's copy; *every column*: the same files, `SELECT *`; *empty source*: a Python "
         "data source of the same schema that reads nothing (every filter given back, one "
         "task yielding no row), the floor of any Python data source. Every query run to the "

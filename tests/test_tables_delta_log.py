@@ -212,8 +212,73 @@ def test_a_cold_read_on_s3_is_one_list_and_one_wave(s3: S3Endpoint) -> None:  # 
     # Beside the LIST, the look for a pqindex manifest (no round trip of its own).
     beside = [r for r in s3.requests if r.path.endswith("/_pqindex_manifest.json")]
     data = [r for r in s3.requests if r.path.endswith(".parquet") and r not in log]
+    # The table's key index descriptor (none here), looked for in the log's wave.
     keyed = [r for r in s3.requests if r.path.endswith("/_pqindex/key_index.json")]
+    assert len(keyed) == 1
     assert len(s3.requests) == len(lists) + len(beside) + len(log) + len(data) + len(keyed), [
         (r.method, r.path[-40:], r.query[:30]) for r in s3.requests]
-    # LIST, the log's wave, the tails of the files left; the planner's key index look.
-    assert s3.waves == 3 + len(keyed), [(r.method, r.path[-40:]) for r in s3.requests]
+    # LIST, the log's wave, the tails of the files left.
+    assert s3.waves == 3, [(r.method, r.path[-40:]) for r in s3.requests]
+
+    # A numbered version with a checkpoint of its own (as pqindex's index commits
+    # write): the checkpoint and the descriptor come beside the log's LIST.
+    want = DeltaTable(url, version=2, storage_options=opts).to_pyarrow_table().filter(
+        pc.field("id") == 110)
+    region = want.column("region")[0].as_py()  # one file of the version holds the row
+    s3.reset_log()
+    s3.delay = 0.05
+    try:
+        got = pqindex.dataset(url, storage_options=opts, version=2).to_table(
+            where=f"id = 110 AND region = '{region}'")
+    finally:
+        s3.delay = 0.0
+    assert normalize(got) == normalize(want) and got.num_rows == 1
+    names = [r.path.rsplit("/", 1)[1] for r in s3.requests if "list-type" not in r.query]
+    assert sorted(names[:2]) == ["00000000000000000002.checkpoint.parquet",
+                                 "key_index.json"], names
+    assert len(names) == 3 and names[2].endswith(".parquet"), names
+    # The LIST, the checkpoint and the descriptor; the tail of the file kept.
+    assert s3.waves == 2, names
+
+
+def test_statistics_parsed_at_once_equal_those_parsed_file_by_file() -> None:
+    """The log's JSON statistics read by Arrow's JSON reader in one pass are what the
+    per-file parse makes of them; a text Arrow refuses (damaged JSON, a NaN, a bound
+    of the wrong kind) leaves the per-file parse, where only that file is unknown."""
+    import json
+
+    from pqindex.dataset.tables import delta_log
+
+    schema = pa.schema([("i8", pa.int8()), ("i", pa.int64()), ("f", pa.float32()),
+                        ("d", pa.float64()), ("p", pa.decimal128(9, 2)),
+                        ("day", pa.date32()), ("at", pa.timestamp("us", tz="UTC")),
+                        ("ntz", pa.timestamp("us")), ("s", pa.string()), ("b", pa.bool_()),
+                        ("nested", pa.struct([("x", pa.int32())])), ("part", pa.int64())])
+    physical = {f.name: f.name for f in schema} | {"i": "col-7"}
+    bounds = [
+        {"i8": -3, "col-7": 2**40, "f": 0.1, "d": -1e300, "p": 12.34, "day": "2024-02-29",
+         "at": "2024-01-02T03:04:05.123Z", "ntz": "2024-01-02T03:04:05.123", "s": "é\"x",
+         "b": True, "nested": {"x": 1}},
+        {"i8": 127, "f": 3.4028235e38, "s": None},
+        {},
+    ]
+    texts: list[Any] = [json.dumps({"numRecords": 10 + k, "minValues": b, "maxValues": b,
+                                    "nullCount": {n: k for n in b}}, indent=k or None)
+                        for k, b in enumerate(bounds)]
+    texts += [None, ""]
+    fields = delta_log._stats_columns(schema, physical, ["part"])
+    logical = {physical[f.name]: f.name for f in schema}
+    fast = delta_log._stats_table(schema, physical, ["part"], texts)
+    slow = delta_log._stats_python(fields, logical, texts)
+    assert delta_log._stats_arrow(fields, texts) is not None  # (the fast path ran)
+    assert fast[0] == slow[0] == [10, 11, 12, None, None]
+    assert fast[1].column_names == slow[1].column_names
+    assert fast[1].equals(slow[1]), (fast[1].to_pylist(), slow[1].to_pylist())
+    assert "min.i" in fast[1].column_names and "min.nested" not in fast[1].column_names
+    for bad in ('{"numRecords": 5, "minValues": {"i8": NaN}}', "{not json",
+                '{"numRecords": 5, "minValues": {"i8": 1.5}}', "[1]"):
+        assert delta_log._stats_arrow(fields, [*texts, bad]) is None
+        rows, table = delta_log._stats_table(schema, physical, ["part"], [*texts, bad])
+        assert rows[:5] == [10, 11, 12, None, None]
+        if "min.i" in table.column_names:  # the good files' bounds are still known
+            assert table.column("min.i")[0].as_py() == 2**40

@@ -540,3 +540,13 @@ def test_an_iceberg_table_on_s3_is_indexed_by_a_snapshot_every_reader_reads_it(
         scan = pqindex.dataset(t, storage_options=opts).scan(where=f"user = '{user}'")
         assert _sorted(scan.to_table()) == [r for r in before if r["user"] == user]
         assert scan.report.files_total - scan.report.files_skipped["table statistics"] <= 1
+    # The overwrite's manifest of the files it replaced (all entries deleted) is not
+    # fetched: a cold read GETs the manifests that hold live files only.
+    manifests = t.current_snapshot().manifests(t.io)
+    live = {m.manifest_path.rsplit("/", 1)[1] for m in manifests
+            if m.added_files_count or m.existing_files_count}
+    assert 0 < len(live) < len(manifests)
+    s3.reset_log()
+    assert _sorted(pqindex.dataset(t, storage_options=opts).to_table()) == before
+    assert {r.path.rsplit("/", 1)[1] for r in s3.requests if r.path.endswith(".avro")
+            and "/snap-" not in r.path} == live

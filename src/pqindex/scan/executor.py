@@ -57,6 +57,7 @@ from pqindex.scan.conjuncts import column_groups
 from pqindex.scan.cut import (
     concat_pieces,
     cut,
+    cut_whole,
     leaf_array,
     matched_ranges,
     ranges_from_indices,
@@ -114,6 +115,16 @@ _SPARSE_RATIO = 4
 # Share of a row group's rows from which its projected flat chunks are decoded whole
 # by pyarrow and cut (RowGroupReader.flat_fields).
 _DENSE_SHARE = 0.5
+# Or share of its rows in the pages holding the wanted ones, when too many of those
+# pages' rows are wanted to gather them (_SPARSE_RATIO): nearly the same pages are
+# decoded either way, and pyarrow's one call over the chunks beats decoding them page
+# by page (TPC-H Q10, 25-50% of rows spread over every page of 4 row groups).
+_DENSE_PAGES = 0.5
+# Share of a row group's rows from which a predicate on several columns is checked
+# on their whole chunks (encoded where it can, else one pyarrow decode of them all), as
+# for every row: the pages holding that many rows are most of the chunk anyway
+# (TPC-H Q6 on the sorted copy: 92% of one row group's rows, two decimal columns).
+_MOSTLY = 0.5
 # Dictionary pages (compressed bytes) worth a thread hand-off (~0.1 ms; 1 MiB: ~1 ms).
 _SIDE_BY_SIDE_BYTES = 256 * 1024
 
@@ -419,6 +430,32 @@ class RowGroupReader:
         are decoded whole and cut (:meth:`flat_fields`)."""
         return rows.count() >= self.n * _DENSE_SHARE
 
+    def _dense_field(self, name: str, rows: RowRanges) -> bool:
+        """Whether top-level field ``name`` is decoded whole and cut to ``rows``
+        (:meth:`flat_fields`): when ``rows`` are most of the row group's, or when the
+        pages holding them are (a flat field) and too many of those pages' rows are
+        wanted to gather them (:meth:`_sparse_pages`)."""
+        if rows.count() == self.n or self._dense(rows):
+            return True
+        leaf = self._flat_leaf(name)
+        if leaf is None or leaf.index in self._decoded:
+            return False
+        found = self._pages_for(leaf.index, rows)
+        if found is None or not found[0]:
+            return False
+        pages, _firsts, counts = found
+        span = int(counts[pages].sum())
+        return span >= self.n * _DENSE_PAGES and rows.count() * _SPARSE_RATIO > span
+
+    def mostly(self, rows: RowRanges, expr: BoundExpr | None) -> bool:
+        """Whether the predicate ``expr`` on several columns is checked on their whole
+        chunks for ``rows`` (exact_rows; see _MOSTLY)."""
+        if rows.count() == self.n:
+            return True
+        if expr is None or isinstance(expr, BoundTrue) or rows.count() < self.n * _MOSTLY:
+            return False
+        return len(bound_leaves(expr)) > 1
+
     def _flat_leaf(self, name: str) -> LeafColumn | None:
         """The one leaf of top-level field ``name`` when the field is flat (not a
         struct or list), else None."""
@@ -603,16 +640,19 @@ class RowGroupReader:
 
     def flat_fields(self, names: Sequence[str], rows: RowRanges) -> dict[str, Any]:
         """Flat single-leaf fields whose pages for ``rows`` line up, decoded together."""
-        if rows.count() == self.n or self._dense(rows):
-            # Most rows wanted: pyarrow decodes the chunks whole, all of them in one
-            # call (its threads over the columns), then they are cut; Q1 of TPC-H (98%
-            # of the rows) page by page cost twice the CPU, column by column 1.4x.
-            whole = [n for n in names if not self._partly_decoded(n)]
+        out: dict[str, Any] = {}
+        whole = [n for n in names if not self._partly_decoded(n) and self._dense_field(n, rows)]
+        if whole:
+            # Most rows (or most pages) wanted: pyarrow decodes the chunks whole, all of
+            # them in one call (its threads over the columns), then they are cut; Q1 of
+            # TPC-H (98% of the rows) page by page cost twice the CPU, column by column 1.4x.
             self.whole_fields(whole)
-            whole_rg = (np.zeros(1, dtype=np.int64), np.array([self.n], dtype=np.int64))
-            return {n: cut(self._whole(n), *whole_rg, rows) for n in whole}
+            out = cut_whole({n: self._whole(n) for n in whole}, self.n, rows)
+            if rows.count() == self.n or self._dense(rows):
+                return out  # the rest (partly decoded by the predicate pass): field()
+            names = [n for n in names if n not in out]
         self.locate_pages(names, rows)
-        out: dict[str, Any] = self.sparse_fields(names, rows)
+        out.update(self.sparse_fields(names, rows))
         names = [n for n in names if n not in out]
         for members in self._flat_groups(names, rows).values():
             if len(members) < 2:
@@ -739,8 +779,9 @@ class RowGroupReader:
             return []
         leaf_cols = [c.index for c in self.pf.schema.leaves if c.path[0] == field_name]
         if (rows.count() == self.n or field_name in self._whole_cache or not leaf_cols
-                or (self._dense(rows) and self._flat_leaf(field_name) is not None
-                    and not self._partly_decoded(field_name))):
+                or (self._flat_leaf(field_name) is not None
+                    and not self._partly_decoded(field_name)
+                    and self._dense_field(field_name, rows))):
             return self._whole_ranges(field_name)
         if len(leaf_cols) == 1:
             found = self._pages_for(leaf_cols[0], rows)
@@ -763,7 +804,7 @@ class RowGroupReader:
         if rows.is_empty:
             return []
         leaf = self.pf.leaf(col)
-        if rows.count() == self.n or leaf.path[0] in self._whole_cache:
+        if leaf.path[0] in self._whole_cache or self.mostly(rows, expr):
             target = self.schema.field(leaf.path[0]).type
             if leaf.path[0] not in self._whole_cache and self.whole_on_pages(
                     col, target, expr):
@@ -838,6 +879,12 @@ def exact_rows(
     # condition on an expression (coalesce, IS NULL of a sum) is evaluated decoded.
     one = len(read) == 1 and not has_condition(expr)
     found = None
+    # Most rows uncertain, several columns: checked as if every row were (see _MOSTLY);
+    # by columns on their encoded chunks only without a conjunct over several columns,
+    # whose columns are decoded whole anyway (TPC-H Q12: 79 ms of CPU that way, 136 by
+    # columns first).
+    mostly = uncertain.count() == reader.n or (
+        len(read) > 1 and not uncertain.is_empty and reader.mostly(uncertain, expr))
     if uncertain.count() == reader.n and one and (
         read[0].index < n_leaves and _match_encoded(reader, read[0].index, fields)
     ):
@@ -853,17 +900,41 @@ def exact_rows(
             found = within(uncertain, found)
     if found is not None:
         exact = exact | ranges_from_indices(found)
-    elif uncertain.count() == reader.n and len(read) > 1 and (
+    elif mostly and len(read) > 1 and (uncertain.count() == reader.n or column_groups(
+            expr, n_leaves).rest is None) and (
             (by_columns := _rows_by_columns(reader, expr, fields, partition,
-                                            partition_types, stats)) is not None):
+                                            partition_types, stats, uncertain)) is not None):
         exact = exact | by_columns
     elif not uncertain.is_empty and not isinstance(expr, BoundTrue):
-        if uncertain.count() == reader.n:
-            _decode_whole(reader, expr)
+        if mostly:
+            _decode_whole(reader, expr, along=_along(reader, expr, fields))
         exact = exact | _checked(reader, expr, uncertain, partition, partition_types, stats)
+        if mostly and reader.n:
+            with contextlib.suppress(TypeError):  # an unhashable literal: not kept
+                rates = pf.derived.setdefault("exact_pass_rates", {})
+                if len(rates) < _PASS_RATES_KEPT:
+                    rates[expr] = exact.count() / reader.n
     elif not uncertain.is_empty:
         exact = plan.maybe
     return exact
+
+
+def _along(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[str]) -> list[str]:
+    """Projected flat fields decoded whole in the same pyarrow call as the predicate's
+    columns (one pass, not two): when the predicate passed at least ``_DENSE_SHARE``
+    of the file's last row group checked this way (their chunks would be decoded whole
+    for the output anyway, :meth:`RowGroupReader.flat_fields`), and pyarrow reads the
+    local file itself (no wave of fetches is planned for them). TPC-H Q4: 60% of the
+    rows pass."""
+    try:
+        rate = reader.pf.derived.get("exact_pass_rates", {}).get(expr)
+    except TypeError:
+        return []
+    if rate is None or rate < _DENSE_SHARE:
+        return []
+    out = [f for f in fields if f in reader.schema.names and reader._flat_leaf(f) is not None
+           and f not in reader._whole_cache]
+    return out if all(reader._native_whole(f) for f in out) else []
 
 
 def _checked(reader: RowGroupReader, expr: BoundExpr, rows: RowRanges,
@@ -889,8 +960,8 @@ def _checked(reader: RowGroupReader, expr: BoundExpr, rows: RowRanges,
 
 def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[str],
                      partition: dict[str, Any], partition_types: dict[str, pa.DataType],
-                     stats: ScanStats) -> RowRanges | None:
-    """The rows of the whole row group where ``expr`` holds, its conjuncts grouped by
+                     stats: ScanStats, within_rows: RowRanges) -> RowRanges | None:
+    """The rows of ``within_rows`` where ``expr`` holds, its conjuncts grouped by
     column (:mod:`pqindex.scan.conjuncts`): each group that runs on its column's
     encoded pages is evaluated there, the most selective first (as measured on the
     file's earlier row groups), their rows intersected, and no later group once none
@@ -933,6 +1004,8 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
     if passed is None:
         return None
     found = ranges_from_indices(passed)
+    if within_rows.count() != n:
+        found = found & within_rows  # the encoded groups ran on the whole chunks
     if later and not found.is_empty:
         rest = later[0]
         for e in later[1:]:
@@ -945,7 +1018,8 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
     return found
 
 
-def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False) -> None:
+def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False,
+                  along: Sequence[str] = ()) -> None:
     """The whole chunks of ``expr``'s file columns decoded by pyarrow in one call (its
     threads over the columns; one at a time cost TPC-H Q4 ~1.5x), kept for
     :meth:`RowGroupReader.leaf_values`. ``fetched``: the predicate wave fetched the
@@ -954,7 +1028,9 @@ def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False
     n_leaves = len(reader.pf.schema.leaves)
     names = sorted({leaf.path[0] for leaf in bound_leaves(expr) if leaf.index < n_leaves})
     if len(names) > (0 if fetched else 1):
-        reader.whole_fields(names, as_dictionary=True)
+        # Projected fields ``along`` in the same call (a dictionary string stays one
+        # until cut, as for the predicate).
+        reader.whole_fields(names + [f for f in along if f not in names], as_dictionary=True)
 
 
 # Pass rates of conjuncts kept per file (see _rows_by_columns): a few per query.

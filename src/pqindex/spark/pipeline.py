@@ -429,6 +429,7 @@ def _write_delta_remote(df: Any, dest: str, mode: str,
     ``<table>/pqindex-write-<id>/`` (a plain directory name: Delta's VACUUM keeps the
     files the log names and removes them once removed), the driver lists them and
     commits them where they are. A failure removes every object the job wrote."""
+    from pqindex.dataset.discovery import MANIFEST_NAME
     from pqindex.dataset.tables.commit import commit_delta_files, remove_written
 
     so = {str(k): str(v) for k, v in (storage_options or {}).items()}
@@ -448,6 +449,8 @@ def _write_delta_remote(df: Any, dest: str, mode: str,
         with contextlib.suppress(Exception):  # best effort: the table itself is unchanged
             remove_written([url for url, _info in list_objects(staging + "/", so)], so)
         raise
+    # The job's own commit point: the log names the files now.
+    remove_written([f"{staging}/{MANIFEST_NAME}"], so)
     summary.update(path=dest, table_format="delta", version=version,
                    seconds=time.perf_counter() - t0)
     return summary

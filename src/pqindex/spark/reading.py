@@ -583,7 +583,7 @@ def _decide(
         return out, df
     ds.close()
     out.engine_mode = "tasks"
-    tasks = tasks_of(dplan, disc)
+    tasks = tasks_of(dplan, disc, parallelism=parallelism(spark) or os.cpu_count() or 1)
     out.units = len(tasks)
     register(spark)
     df = (spark.read.format("pqindex").schema(read_schema)
@@ -649,6 +649,20 @@ def arrow_frame(spark: Any, batches: list[Any], target: Any, schema: Any) -> Any
     df = DataFrame(jdf, spark)
     df._schema = schema  # known: no round trip to ask the JVM
     return df
+
+
+def parallelism(spark: Any) -> int | None:
+    """Spark's default parallelism (``spark.default.parallelism``, or the classic
+    context's: the cores of ``local[*]``); None when a Connect session does not say."""
+    try:
+        given = spark.conf.get("spark.default.parallelism", None)
+        if given:
+            return int(given)
+    except Exception:  # a conf Connect does not answer: the reader's default
+        pass
+    if _classic_jvm(spark) is None:
+        return None
+    return int(spark.sparkContext.defaultParallelism)
 
 
 def _classic_jvm(spark: Any) -> Any:
@@ -747,6 +761,8 @@ def frame(
 
     register(spark)
     reader = spark.read.format("pqindex").option("guard", "true")
+    if (cores := parallelism(spark)) is not None:  # how far a small plan is split
+        reader = reader.option("parallelism", str(cores))
     if where is not None and where.strip():
         reader = reader.option("where", where)
     if columns is not None:

@@ -56,6 +56,9 @@ class DeltaSnapshot:
     table: Any = None  # the deltalake.DeltaTable it came from
     # Per file with a deletion vector (its ``path``): the deleted row positions, sorted.
     deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+    # The table's key index descriptor, when fetched with the log: (its bytes, or None
+    # when there is none).
+    key_descriptor: tuple[bytes | None] | None = None
 
     @property
     def column_mapping(self) -> bool:

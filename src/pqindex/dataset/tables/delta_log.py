@@ -27,18 +27,21 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from pqindex.dataset.tables.delta import DeltaFile, DeltaSnapshot, _join, _physical_names
-from pqindex.errors import CorruptFileError
+from pqindex.errors import CorruptFileError, PqIndexError
 
 __all__ = ["read_log"]
 
@@ -68,13 +71,29 @@ def read_log(location: str, version: int | None,
 
 def _read(location: str, version: int | None, storage_options: Mapping[str, Any] | None,
           listed: Sequence[str] | None) -> DeltaSnapshot:
+    from pqindex.dataset.key_index import TABLE_DESCRIPTOR
     from pqindex.io.source import is_object_store_url
 
     remote = is_object_store_url(location)
     if "://" in location and not remote:
         raise _Leave
     log = f"{location}/_delta_log"
-    names = list(listed) if listed else _list(log, remote, storage_options)
+    # On a store, objects fetched beside the first request, with no round trip of their
+    # own: the table's key index descriptor (the planner's next GET otherwise), and for
+    # a numbered version the checkpoint of that very version (where pqindex's index
+    # commits put one) or the first commit.
+    descriptor = f"{location}/{TABLE_DESCRIPTOR}"
+    early: dict[str, bytes | None] = {}
+    if listed:
+        names = list(listed)
+    elif remote:
+        guess = [descriptor]
+        if version is not None:
+            guess.append(f"{log}/{version:020d}.checkpoint.parquet" if version
+                         else f"{log}/{0:020d}.json")
+        names, early = _list_and_get(log, storage_options, guess)
+    else:
+        names = _list(log, remote, storage_options)
     commits = {int(m.group(1)): n for n in names if (m := _COMMIT.match(n))}
     parts: dict[tuple[int, int], list[str]] = {}
     for n in names:
@@ -90,11 +109,25 @@ def _read(location: str, version: int | None, storage_options: Mapping[str, Any]
     after = list(range(start, target + 1))
     if any(v not in commits for v in after):
         raise _Leave  # a gap (cleaned-up commits before a checkpoint this cannot use)
-    wanted = ([] if base is None else base[1]) + [commits[v] for v in after]
-    blobs = _get([f"{log}/{n}" for n in wanted], remote, storage_options)
+    wanted = [f"{log}/{n}" for n in ([] if base is None else base[1])
+              + [commits[v] for v in after]]
+    missing = [u for u in wanted if early.get(u) is None]
+    if remote and descriptor not in early:
+        try:  # in the same wave as the log's objects
+            got = _get([*missing, descriptor], remote, storage_options, optional=1)
+            early[descriptor] = got.pop()
+        except PqIndexError:  # the descriptor refused: the planner asks again
+            got = _get(missing, remote, storage_options)
+    else:
+        got = _get(missing, remote, storage_options)
+    early.update(zip(missing, got, strict=True))
+    blobs = [b for u in wanted if (b := early[u]) is not None]  # (all there: _get said)
     n_parts = 0 if base is None else len(base[1])
-    return _replay(location, target, blobs[:n_parts], list(zip(after, blobs[n_parts:],
+    snap = _replay(location, target, blobs[:n_parts], list(zip(after, blobs[n_parts:],
                                                                strict=True)))
+    if descriptor in early:
+        snap.key_descriptor = (early[descriptor],)
+    return snap
 
 
 def _list(log: str, remote: bool, storage_options: Mapping[str, Any] | None) -> list[str]:
@@ -113,8 +146,29 @@ def _list(log: str, remote: bool, storage_options: Mapping[str, Any] | None) -> 
             if url.startswith(prefix) and "/" not in url[len(prefix):]]
 
 
-def _get(urls: Sequence[str], remote: bool,
-         storage_options: Mapping[str, Any] | None) -> list[bytes]:
+def _list_and_get(log: str, storage_options: Mapping[str, Any] | None,
+                  urls: Sequence[str]) -> tuple[list[str], dict[str, bytes | None]]:
+    """The LIST of the log on a store, and ``urls`` fetched meanwhile (None: absent;
+    left out when a GET failed: nothing is known of them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pqindex.io.objects import get_objects
+
+    with ThreadPoolExecutor(1) as pool:
+        fetching = pool.submit(get_objects, urls, storage_options)
+        names = _list(log, True, storage_options)
+        try:
+            got = fetching.result()
+        except PqIndexError:
+            return names, {}
+    return names, dict(zip(urls, got, strict=True))
+
+
+def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] | None,
+         optional: int = 0) -> list[bytes | None]:
+    """The objects at ``urls``; the last ``optional`` of them may be absent (None)."""
+    if not urls:
+        return []
     if remote:
         from pqindex.io.objects import get_objects
 
@@ -127,55 +181,96 @@ def _get(urls: Sequence[str], remote: bool,
                     got.append(fh.read())
             except OSError:
                 got.append(None)
-    if any(g is None for g in got):
+    if any(g is None for g in got[:len(got) - optional]):
         raise _Leave  # removed since the LIST (a cleanup): deltalake reads the log again
-    return [g for g in got if g is not None]
+    return got
 
 
-def _checkpoint_actions(data: bytes, name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """A checkpoint part's adds, and its protocol and metaData actions."""
+class _Adds:
+    """Add actions column by column: a checkpoint's as Arrow reads them (no dict per
+    file), a commit's appended one at a time."""
+
+    FIELDS = ("path", "size", "modificationTime", "partitionValues", "stats",
+              "deletionVector")
+
+    def __init__(self) -> None:
+        # Per field of FIELDS, one value per add (partitionValues: a mapping or the
+        # (key, value) pairs of a checkpoint's map column; stats: the JSON text).
+        self.cols: dict[str, list[Any]] = {f: [] for f in self.FIELDS}
+
+    def __len__(self) -> int:
+        return len(self.cols["path"])
+
+    def append(self, action: Mapping[str, Any]) -> int:
+        for f, values in self.cols.items():
+            values.append(action.get(f))
+        return len(self) - 1
+
+    def extend(self, add: pa.StructArray) -> None:
+        n = len(add)
+        names = {f.name for f in add.type}
+        for f, values in self.cols.items():
+            if f not in names:
+                values += [None] * n
+            elif f == "deletionVector" and add.field(f).null_count == n:
+                values += [None] * n  # the common case: no vector, no dict per file
+            else:
+                values += add.field(f).to_pylist()
+
+    def take(self, rows: Sequence[int]) -> _Adds:
+        out = _Adds()
+        out.cols = {f: [values[i] for i in rows] for f, values in self.cols.items()}
+        return out
+
+
+def _checkpoint_actions(data: bytes, name: str) -> tuple[pa.StructArray | None,
+                                                         dict[str, Any]]:
+    """A checkpoint part's adds (only the fields ``_Adds`` keeps), and its protocol
+    and metaData actions."""
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
-        cols = [c for c in ("add", "metaData", "protocol") if c in pf.schema_arrow.names]
+        top = pf.schema_arrow
+        cols = [c for c in ("metaData", "protocol") if c in top.names]
+        if "add" in top.names:
+            have = {f.name for f in top.field("add").type}
+            if "stats" not in have:
+                raise _Leave  # statistics only as stats_parsed
+            cols += [f"add.{f}" for f in _Adds.FIELDS if f in have]
         t = pf.read(columns=cols)
     except (pa.ArrowException, OSError) as e:
         raise CorruptFileError(f"Delta checkpoint not readable: {e}", path=name) from None
     other: dict[str, Any] = {}
     for kind in ("metaData", "protocol"):
         if kind in t.column_names:
-            got = [r for r in t.column(kind).to_pylist() if r is not None]
-            if got:
-                other[kind] = got[-1]
-    adds: list[dict[str, Any]] = []
-    if "add" in t.column_names:
-        add = t.column("add")
-        if "stats" not in {f.name for f in add.type}:
-            raise _Leave  # statistics only as stats_parsed
-        adds = [r for r in add.to_pylist() if r is not None]
-        for r in adds:  # a map column reads as (key, value) pairs
-            pv = r.get("partitionValues")
-            if isinstance(pv, list):
-                r["partitionValues"] = dict(pv)
-    return adds, other
+            got = t.column(kind).drop_null()
+            if len(got):
+                other[kind] = got[len(got) - 1].as_py()
+    if "add" not in t.column_names:
+        return None, other
+    add = t.column("add").combine_chunks()
+    return add.filter(pc.is_valid(add)), other
+
+
+def _key(path: Any, vector: Any) -> tuple[str, str | None]:
+    """A logical file of the log: its path and deletion vector."""
+    return (urllib.parse.unquote(str(path)),
+            None if vector is None else json.dumps(vector, sort_keys=True, default=str))
 
 
 def _replay(location: str, version: int, checkpoint: Sequence[bytes],
             commits: Sequence[tuple[int, bytes]]) -> DeltaSnapshot:
-    active: dict[tuple[str, str | None], dict[str, Any]] = {}
+    adds = _Adds()
     protocol: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-
-    def key(action: Mapping[str, Any]) -> tuple[str, str | None]:
-        dv = action.get("deletionVector")
-        return (urllib.parse.unquote(str(action["path"])),
-                None if dv is None else json.dumps(dv, sort_keys=True, default=str))
-
     for i, data in enumerate(checkpoint):
-        adds, other = _checkpoint_actions(data, f"{location}/_delta_log checkpoint part {i}")
+        got, other = _checkpoint_actions(data, f"{location}/_delta_log checkpoint part {i}")
         protocol = other.get("protocol", protocol)
         metadata = other.get("metaData", metadata)
-        for a in adds:
-            active[key(a)] = a
+        if got is not None:
+            adds.extend(got)
+    # Logical file -> its row in ``adds`` (a later add of the same file replaces it).
+    active = {_key(p, v): i for i, (p, v) in enumerate(zip(
+        adds.cols["path"], adds.cols["deletionVector"], strict=True))}
     for v, data in commits:
         for n, line in enumerate(data.splitlines()):
             if not line.strip():
@@ -186,9 +281,11 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
                 raise CorruptFileError(f"Delta commit {v}, line {n + 1}: not JSON ({e})",
                                        path=f"{location}/_delta_log/{v:020d}.json") from None
             if "add" in action:
-                active[key(action["add"])] = action["add"]
+                a = action["add"]
+                active[_key(a["path"], a.get("deletionVector"))] = adds.append(a)
             elif "remove" in action:
-                active.pop(key(action["remove"]), None)
+                r = action["remove"]
+                active.pop(_key(r["path"], r.get("deletionVector")), None)
             elif "metaData" in action:
                 metadata = action["metaData"]
             elif "protocol" in action:
@@ -201,37 +298,123 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
         features -= {"variantType", "variantType-preview"}  # (delta-rs enables it unused)
     if reader > 3 or not features <= _FEATURES:
         raise _Leave
-    adds = list(active.values())
-    if any(a.get("deletionVector") is not None for a in adds):
+    rows = list(active.values())
+    if rows != list(range(len(adds))):
+        adds = adds.take(rows)
+    if any(dv is not None for dv in adds.cols["deletionVector"]):
         raise _Leave  # delta-rs reads the vectors (delta._deleted_rows)
     return _snapshot(location, version, metadata, adds)
 
 
 def _snapshot(location: str, version: int, metadata: Mapping[str, Any],
-              adds: Sequence[Mapping[str, Any]]) -> DeltaSnapshot:
+              adds: _Adds) -> DeltaSnapshot:
     from deltalake import Schema
 
     schema_json = str(metadata["schemaString"])
     schema = pa.schema(Schema.from_json(schema_json).to_arrow())
     physical = _physical_names(schema_json)
     partition_columns = tuple(metadata.get("partitionColumns") or ())
-    types = {k: schema.field(k).type for k in partition_columns}
-    stats = [_parse_stats(a.get("stats")) for a in adds]
+    rows, stats = _stats_table(schema, physical, partition_columns, adds.cols["stats"])
+    # Per partition column: its logical and physical names, type, and raw -> typed.
+    keys: list[tuple[str, str, pa.DataType, dict[Any, Any]]] = [
+        (k, physical.get(k, k), schema.field(k).type, {}) for k in partition_columns]
     files = []
-    for a, st in zip(adds, stats, strict=True):
-        raw = a.get("partitionValues") or {}
-        partition = {k: _partition_value(raw.get(physical.get(k, k), raw.get(k)), types[k])
-                     for k in partition_columns}
-        rel = str(a["path"])
-        rows = st.get("numRecords")
-        files.append(DeltaFile(_join(location, rel), rel, int(a["size"]),
-                               int(a.get("modificationTime") or 0),
-                               None if rows is None else int(rows), partition))
+    for rel, size, mtime, raw, n in zip(
+            adds.cols["path"], adds.cols["size"], adds.cols["modificationTime"],
+            adds.cols["partitionValues"], rows, strict=True):
+        raw = dict(raw) if isinstance(raw, list) else (raw or {})  # a map column: pairs
+        partition = {}
+        for k, p, t, memo in keys:
+            text = raw.get(p, raw.get(k))
+            if text not in memo:
+                memo[text] = _partition_value(text, t)
+            partition[k] = memo[text]
+        files.append(DeltaFile(_join(location, rel), rel, int(size), int(mtime or 0),
+                               None if n is None else int(n), partition))
     if len({f.path for f in files}) < len(files):
         raise CorruptFileError("the log names a data file twice in one snapshot",
                                path=location)
     return DeltaSnapshot(location, version, schema, partition_columns, tuple(files), physical,
-                         _stats_table(schema, physical, partition_columns, files, stats))
+                         stats)
+
+
+def _stats_columns(schema: pa.Schema, physical: Mapping[str, str],
+                   partition_columns: Sequence[str]) -> list[pa.Field]:
+    """The top-level columns whose log statistics are read: flat, not partitions, of a
+    type the log's JSON bounds convert to (physical names: the log's keys)."""
+    out = []
+    for f in schema:
+        t = f.type
+        if f.name in partition_columns or pa.types.is_nested(t):
+            continue
+        if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+                or pa.types.is_floating(t) or pa.types.is_decimal(t)
+                or pa.types.is_date(t) or pa.types.is_timestamp(t)):
+            out.append(pa.field(physical.get(f.name, f.name), t))
+    return out
+
+
+def _stats_table(schema: pa.Schema, physical: Mapping[str, str],
+                 partition_columns: Sequence[str], texts: Sequence[Any]
+                 ) -> tuple[list[Any], pa.Table]:
+    """Per file its row count, and what ``delta._stats`` makes of deltalake's add
+    actions: rows, and per flat top-level column with statistics its min, max and null
+    count."""
+    columns = _stats_columns(schema, physical, partition_columns)
+    logical = {physical.get(f.name, f.name): f.name for f in schema}
+    got = _stats_arrow(columns, texts)
+    if got is None:  # a value Arrow's JSON reader refuses: file by file
+        return _stats_python(columns, logical, texts)
+    cols: dict[str, pa.Array] = {"rows": got.field("numRecords")}
+    for kind, prefix in (("minValues", "min."), ("maxValues", "max."),
+                         ("nullCount", "nulls.")):
+        by_kind = got.field(kind)
+        for f in columns:
+            arr = by_kind.field(f.name)
+            if arr.null_count == len(arr):
+                continue
+            if kind != "nullCount" and not arr.type.equals(f.type):
+                arr = _column(arr.to_pylist(), f.type)  # (dates, timestamps: from text)
+                if arr is None:
+                    continue
+            cols[prefix + logical[f.name]] = arr
+    return cols["rows"].to_pylist(), pa.table(cols)
+
+
+def _json_type(t: pa.DataType) -> pa.DataType:
+    """The type Arrow's JSON reader converts a bound to: dates and timestamps are text."""
+    return pa.string() if pa.types.is_date(t) or pa.types.is_timestamp(t) else t
+
+
+def _stats_arrow(columns: Sequence[pa.Field], texts: Sequence[Any]) -> pa.StructArray | None:
+    """Every file's statistics parsed at once by Arrow's JSON reader (one line per
+    file), with the columns' types; None when a text does not convert (a damaged or
+    unusual statistic: the files are parsed one by one)."""
+    bounds = [pa.field(f.name, _json_type(f.type)) for f in columns]
+    schema = pa.schema([
+        pa.field("numRecords", pa.int64()),
+        pa.field("minValues", pa.struct(bounds)), pa.field("maxValues", pa.struct(bounds)),
+        pa.field("nullCount", pa.struct([pa.field(f.name, pa.int64()) for f in columns]))])
+    # A line per file: a line break inside a text can only be whitespace between
+    # tokens (JSON strings escape theirs).
+    lines = "\n".join("{}" if not t else str(t).replace("\n", " ").replace("\r", " ")
+                      for t in texts)
+    if not texts:
+        return pa.StructArray.from_arrays([pa.array([], f.type) for f in schema],
+                                          fields=list(schema))
+    try:
+        t = pa_json.read_json(
+            pa.BufferReader(lines.encode()),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=max(
+                1 << 20, len(lines) + 1)),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema,
+                                               unexpected_field_behavior="ignore"))
+    except (pa.ArrowException, UnicodeError):
+        return None
+    if t.num_rows != len(texts):
+        return None
+    return pa.StructArray.from_arrays([t.column(f.name).combine_chunks() for f in schema],
+                                      fields=list(schema))
 
 
 def _parse_stats(text: Any) -> dict[str, Any]:
@@ -260,52 +443,63 @@ def _column(values: list[Any], t: pa.DataType) -> pa.Array | None:
     return None
 
 
-def _stats_table(schema: pa.Schema, physical: Mapping[str, str],
-                 partition_columns: Sequence[str], files: Sequence[DeltaFile],
-                 stats: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """What ``delta._stats`` makes of deltalake's add actions: rows, and per flat
-    top-level column with statistics its min, max and null count."""
-    cols: dict[str, pa.Array] = {"rows": pa.array([f.rows for f in files], pa.int64())}
-    parts = set(partition_columns)
+def _stats_python(columns: Sequence[pa.Field], logical: Mapping[str, str],
+                  texts: Sequence[Any]) -> tuple[list[Any], pa.Table]:
+    """``_stats_table`` file by file: each text parsed alone (an unreadable one proves
+    nothing), each column converted alone (one that does not convert is unknown)."""
+    stats = [_parse_stats(t) for t in texts]
+    rows = [s.get("numRecords") for s in stats]
+    try:
+        cols: dict[str, pa.Array] = {"rows": pa.array(rows, pa.int64())}
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        rows = [None] * len(stats)
+        cols = {"rows": pa.nulls(len(stats), pa.int64())}
     for kind, prefix in (("minValues", "min."), ("maxValues", "max."),
                          ("nullCount", "nulls.")):
-        for f in schema:
-            if f.name in parts or pa.types.is_nested(f.type):
-                continue
-            p = physical.get(f.name, f.name)
-            values = [(s.get(kind) or {}).get(p) if isinstance(s.get(kind), dict) else None
-                      for s in stats]
+        for f in columns:
+            values = [(s.get(kind) or {}).get(f.name) if isinstance(s.get(kind), dict)
+                      else None for s in stats]
             if all(v is None for v in values):
                 continue
             arr = _column(values, pa.int64() if kind == "nullCount" else f.type)
             if arr is not None:
-                cols[prefix + f.name] = arr
-    return pa.table(cols)
+                cols[prefix + logical[f.name]] = arr
+    return rows, pa.table(cols)
 
 
 def _partition_value(text: Any, t: pa.DataType) -> Any:
     """A partition value as the log serializes it, typed (empty: null)."""
     if text is None or text == "":
         return None
-    s = str(text)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return s
     try:
-        if pa.types.is_integer(t):
-            return int(s)
-        if pa.types.is_floating(t):
-            return float(s)
-        if pa.types.is_boolean(t):
-            return s.lower() == "true"
-        if pa.types.is_date(t):
-            return dt.date.fromisoformat(s)
-        if pa.types.is_decimal(t):
-            return decimal.Decimal(s)
-        if pa.types.is_timestamp(t):
-            ts = dt.datetime.fromisoformat(s)
-            if t.tz is None:
-                return ts.astimezone(dt.UTC).replace(tzinfo=None) if ts.tzinfo else ts
-            return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)
+        return _parser(t)(str(text))
     except (ValueError, decimal.InvalidOperation):
         raise _Leave from None  # deltalake reports the damaged value
+
+
+@functools.cache
+def _parser(t: pa.DataType) -> Callable[[str], Any]:
+    """How a partition value of type ``t`` is read from its text (one test per type,
+    not per file)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str
+    if pa.types.is_integer(t):
+        return int
+    if pa.types.is_floating(t):
+        return float
+    if pa.types.is_boolean(t):
+        return lambda s: s.lower() == "true"
+    if pa.types.is_date(t):
+        return dt.date.fromisoformat
+    if pa.types.is_decimal(t):
+        return decimal.Decimal
+    if pa.types.is_timestamp(t):
+        return functools.partial(_timestamp, naive=t.tz is None)
     raise _Leave  # binary and others: deltalake types them
+
+
+def _timestamp(s: str, naive: bool) -> dt.datetime:
+    ts = dt.datetime.fromisoformat(s)
+    if naive:
+        return ts.astimezone(dt.UTC).replace(tzinfo=None) if ts.tzinfo else ts
+    return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)

@@ -31,15 +31,18 @@ import datetime as dt
 import io
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from pqindex.dataset.tables.prune import may_match
 from pqindex.errors import CorruptFileError, PqIndexError, UnsupportedError, UserInputError
+from pqindex.expr.bind import columns as columns_of
 from pqindex.expr.nodes import (
     AlwaysFalse,
     AlwaysTrue,
@@ -76,6 +79,9 @@ class IcebergSnapshot:
     deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
     # pyiceberg's DataFile of each of ``files``: partition values and column bounds.
     data_files: tuple[Any, ...] = ()
+    # The table's key index descriptor, when fetched with the manifests: (its bytes, or
+    # None when there is none).
+    key_descriptor: tuple[bytes | None] | None = None
 
     def describe(self) -> str:
         return (f"Iceberg table {self.location}, snapshot {self.snapshot_id}, "
@@ -88,18 +94,54 @@ class IcebergSnapshot:
         from pyiceberg.table import ManifestGroupPlanner
 
         floats = frozenset(f.name for f in self.schema if pa.types.is_floating(f.type))
-        row_filter = _to_iceberg(push_not(expr, lambda c: c.name in floats), self.table)
+        flat = push_not(expr, lambda c: c.name in floats)
+        # The integer-like columns' bounds, decoded once, rule files out for all files
+        # in a few Arrow kernels; pyiceberg's evaluators decide the files left.
+        first = may_match(flat, self._bounds(columns_of(flat)), floats).to_pylist()
+        row_filter = _to_iceberg(flat, self.table)
         planner = ManifestGroupPlanner(self.table.metadata, self.table.io, row_filter)
         metrics = planner._build_metrics_evaluator()
         by_spec: dict[int, Any] = {}
         out = []
-        for df in self.data_files:
+        for df, maybe in zip(self.data_files, first, strict=True):
+            if not maybe:
+                out.append(False)
+                continue
             part = by_spec.get(df.spec_id)
             if part is None:
                 part = by_spec[df.spec_id] = planner._build_partition_evaluator(df.spec_id)
             out.append(bool(part(df)) and bool(metrics(df)))
         return out
 
+    def _bounds(self, names: Collection[str]) -> pa.Table:
+        """Per data file (``prune.may_match``'s layout) its rows and, for the top-level
+        columns of ``names`` of an integer-like type, the manifest's lower and upper
+        bounds and null count (unknown where a manifest has none)."""
+        rows = [df.record_count for df in self.data_files]
+        cols: dict[str, pa.Array] = {"rows": pa.array(rows, pa.int64())}
+        by_name = {n: i for i, n in self.field_names.items()}
+        for name in names:
+            fid = by_name.get(name)
+            width = _BOUND_BYTES.get(self.schema.field(name).type.id) if (
+                fid is not None and name in self.schema.names) else None
+            if fid is None or width is None:
+                continue
+            t = self.schema.field(name).type
+            for kind, attr in (("min", "lower_bounds"), ("max", "upper_bounds")):
+                raw = [(getattr(df, attr) or {}).get(fid) for df in self.data_files]
+                values = [None if b is None or len(b) != width
+                          else int.from_bytes(b, "little", signed=True) for b in raw]
+                cols[f"{kind}.{name}"] = pa.array(
+                    values, pa.int64() if width == 8 else pa.int32()).cast(t)
+            cols[f"nulls.{name}"] = pa.array(
+                [(df.null_value_counts or {}).get(fid) for df in self.data_files], pa.int64())
+        return pa.table(cols)
+
+
+# Arrow types whose Iceberg bounds are little-endian integers (int, long, date,
+# timestamps): their serialized width.
+_BOUND_BYTES = {pa.int32().id: 4, pa.int64().id: 8, pa.date32().id: 4,
+                pa.timestamp("us").id: 8}
 
 _VERSIONED = re.compile(r"^(?:v)?(\d+)(?:-[^.]*)?\.metadata\.json$")
 
@@ -141,46 +183,75 @@ def _open(source: Any) -> Any:
 
 
 def _tasks(table: Any, snapshot_id: int | None,
-           storage_options: Mapping[str, Any] | None = None) -> list[Any]:
+           storage_options: Mapping[str, Any] | None = None
+           ) -> tuple[list[Any], tuple[bytes | None] | None]:
     """Every data file of the snapshot, with its delete files: pyiceberg's planning,
     once per snapshot, on metadata fetched in two concurrent waves where pqindex
-    reaches the store (``_prefetched``)."""
-    from pyiceberg.table import DataScan
+    reaches the store (``_prefetched``); and the table's key index descriptor when
+    fetched in the second ((its bytes or None: there is none); None: not fetched)."""
+    from pyiceberg.expressions import AlwaysTrue as IceTrue
+    from pyiceberg.manifest import ManifestContent
+    from pyiceberg.table import FileScanTask, ManifestGroupPlanner
 
     snap = (table.current_snapshot() if snapshot_id is None
             else table.snapshot_by_id(snapshot_id))
-    fio = table.io if snap is None else _prefetched(table.io, snap.manifest_list,
-                                                     storage_options)
-    return list(DataScan(table_metadata=table.metadata, io=fio,
-                         snapshot_id=snapshot_id).plan_files())
+    if snap is None:
+        return [], None
+    location = _local(table.location()).rstrip("/")
+    fio, descriptor = _prefetched(table.io, snap.manifest_list, storage_options, location)
+    manifests = snap.manifests(fio)
+    planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
+    if any(m.content != ManifestContent.DATA for m in manifests):
+        return list(planner.plan_files(manifests)), descriptor  # deletes matched to files
+    # No delete file: each live entry is a task of its own, with no residual to make.
+    entries = chain.from_iterable(planner.plan_manifest_entries(_live(manifests)))
+    return [FileScanTask(e.data_file) for e in entries], descriptor
 
 
-def _prefetched(inner: Any, manifest_list: str,
-                storage_options: Mapping[str, Any] | None) -> Any:
+def _live(manifests: Sequence[Any]) -> list[Any]:
+    """The data manifests that may hold a live file: one whose entries are all deleted
+    (an overwrite's record of the files it replaced) holds none and is not read."""
+    return [m for m in manifests if m.has_added_files() or m.has_existing_files()]
+
+
+def _prefetched(inner: Any, manifest_list: str, storage_options: Mapping[str, Any] | None,
+                location: str) -> tuple[Any, tuple[bytes | None] | None]:
     """``inner`` (a pyiceberg FileIO) serving the snapshot's manifest list and its
     manifests from memory: fetched by pqindex's I/O, the list in one GET and the
     manifests in one concurrent wave, without pyiceberg's HEAD before each GET. Where
-    pqindex cannot fetch them (not an object store, a refusal), pyiceberg reads them."""
-    from pyiceberg.manifest import read_manifest_list
+    pqindex cannot fetch them (not an object store, a refusal), pyiceberg reads them.
+    The table's key index descriptor comes in the manifests' wave (``_tasks``)."""
+    from pyiceberg.manifest import ManifestContent, read_manifest_list
 
+    from pqindex.dataset.key_index import TABLE_DESCRIPTOR
     from pqindex.io.objects import get_objects
     from pqindex.io.source import is_object_store_url
 
     if not is_object_store_url(manifest_list):
-        return inner
+        return inner, None
+    descriptor: tuple[bytes | None] | None = None
     try:
         (listed,) = get_objects([manifest_list], storage_options)
         if listed is None:
-            return inner
+            return inner, None
         held = {manifest_list: listed}
-        paths = [m.manifest_path for m in read_manifest_list(_held_input(manifest_list,
-                                                                         listed))]
-        for p, data in zip(paths, get_objects(paths, storage_options), strict=True):
+        manifests = list(read_manifest_list(_held_input(manifest_list, listed)))
+        if all(m.content == ManifestContent.DATA for m in manifests):
+            manifests = _live(manifests)
+        paths = [m.manifest_path for m in manifests]
+        extra = [f"{location}/{TABLE_DESCRIPTOR}"] if is_object_store_url(location) else []
+        try:
+            got = get_objects([*paths, *extra], storage_options)
+            if extra:
+                descriptor = (got.pop(),)
+        except PqIndexError:  # the descriptor refused: the planner asks again
+            got = get_objects(paths, storage_options)
+        for p, data in zip(paths, got, strict=True):
             if data is not None:
                 held[p] = data
     except Exception:  # credentials pyiceberg has and pqindex not, a store error: its read
-        return inner
-    return _held_io(inner, held)
+        return inner, None
+    return _held_io(inner, held), descriptor
 
 
 def _held_input(location: str, data: bytes) -> Any:
@@ -248,7 +319,7 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
         if snapshot_id is not None and table.snapshot_by_id(snapshot_id) is None:
             raise UserInputError(f"no snapshot {snapshot_id} in the table", path=location)
         schema = table.schema() if snapshot_id is None else _snapshot_schema(table, snapshot_id)
-        tasks = _tasks(table, snapshot_id, storage_options)
+        tasks, descriptor = _tasks(table, snapshot_id, storage_options)
     except PqIndexError:
         raise
     except Exception as e:  # pyiceberg raises its own, Avro's and the IO layer's errors
@@ -262,7 +333,7 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
         {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted,
-        tuple(t.file for t in tasks))
+        tuple(t.file for t in tasks), descriptor)
 
 
 def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:

@@ -80,6 +80,9 @@ class TableSource:
     # and what deleted them.
     deleted: DeletedRows = field(default_factory=dict)
     deleted_by: str = "deletion vector"
+    # The key index descriptor (``dataset/key_index.py``), when fetched with the log or
+    # manifests: (its bytes, or None when there is none); None: not fetched.
+    key_descriptor: tuple[bytes | None] | None = None
     _holes: dict[str, dict[int, Holes]] = field(default_factory=dict, repr=False)
 
     def rename(self, pf: ParquetFile) -> None:
@@ -150,6 +153,13 @@ class TableSource:
         return kept, len(files) - len(kept)
 
 
+def _text(value: Any) -> str:
+    """``partition_text``, without its type tests for the common ints and strings (once
+    per file)."""
+    t = type(value)
+    return value if t is str else str(value) if t is int else partition_text(value)
+
+
 def _delta_source(snap: DeltaSnapshot) -> TableSource:
     if snap.column_mapping and any(pa.types.is_nested(f.type) for f in snap.schema):
         raise UnsupportedError("column mapping (delta.columnMapping.mode) over nested "
@@ -158,7 +168,7 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
     files = tuple(
-        DataFile(f.path, tuple((k, partition_text(v)) for k, v in f.partition.items()
+        DataFile(f.path, tuple((k, _text(v)) for k, v in f.partition.items()
                                if v is not None), ObjectInfo(f.size))
         for f in snap.files)
     stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
@@ -188,7 +198,8 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
                        keep, tuple(f.rows for f in snap.files), logical_names=logical,
-                       version=f"delta:{snap.version}", deleted=snap.deleted)
+                       version=f"delta:{snap.version}", deleted=snap.deleted,
+                       key_descriptor=snap.key_descriptor)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
@@ -201,7 +212,8 @@ def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
     return TableSource(snap.describe(), snap.location, Discovery(files), snap.schema, keep,
                        tuple(f.rows for f in snap.files), field_names=snap.field_names,
                        renamed=snap.renamed, version=f"iceberg:{snap.snapshot_id}",
-                       deleted=snap.deleted, deleted_by="position deletes")
+                       deleted=snap.deleted, deleted_by="position deletes",
+                       key_descriptor=snap.key_descriptor)
 
 
 def _read_delta(source: Any, version: int | str | dt.datetime | None,
