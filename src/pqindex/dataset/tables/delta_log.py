@@ -1,4 +1,4 @@
-"""A Delta table's snapshot read from its log by pqindex itself, in two round trips.
+"""A Delta table's snapshot read from its log by pqindex itself, in one or two round trips.
 
 delta-rs (``delta.py``) reads a log in ~5 sequential requests on a store
 (``_last_checkpoint``, a LIST, then each commit file), and reading the same version
@@ -8,12 +8,16 @@ pqindex's own I/O:
 1. one LIST of ``_delta_log/``: the commits (``<version>.json``) and classic
    checkpoints (``<version>.checkpoint.parquet`` or its parts) there are;
 2. one concurrent wave of GETs: the newest complete checkpoint at or before the
-   version read, and every commit after it up to that version.
+   version read, and every commit after it up to that version. For a numbered
+   version, that version's checkpoint (pqindex's index commits write one) or, for
+   version 0, its commit is fetched beside the LIST: then nothing is left for a
+   second wave. The table's key index descriptor comes in the first wave too.
 
 The actions are replayed in order (the checkpoint's adds, then each commit's adds
 and removes, a file keyed by its path and deletion vector): the active files, the
 protocol and the table's metadata. The log's per-file statistics (JSON) become the
-same per-column table ``delta._stats`` makes of deltalake's.
+same per-column table ``delta._stats`` makes of deltalake's, all files' parsed at
+once by Arrow's JSON reader.
 
 Anything this reader does not handle is left to deltalake, which stays the
 reference (``load_delta``): a timestamp for a version, a store only fsspec reaches,
@@ -25,6 +29,7 @@ statistics only in ``stats_parsed``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import functools
@@ -150,18 +155,18 @@ def _list_and_get(log: str, storage_options: Mapping[str, Any] | None,
                   urls: Sequence[str]) -> tuple[list[str], dict[str, bytes | None]]:
     """The LIST of the log on a store, and ``urls`` fetched meanwhile (None: absent;
     left out when a GET failed: nothing is known of them)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from pqindex.io.objects import get_objects
+    from pqindex.pools import shared_pool
 
-    with ThreadPoolExecutor(1) as pool:
-        fetching = pool.submit(get_objects, urls, storage_options)
+    # (A thread kept for the process: starting one per read cost 1-3 ms.)
+    fetching = shared_pool("delta-log", 1).submit(get_objects, urls, storage_options)
+    try:
         names = _list(log, True, storage_options)
-        try:
+    finally:
+        got: list[bytes | None] | None = None
+        with contextlib.suppress(PqIndexError):
             got = fetching.result()
-        except PqIndexError:
-            return names, {}
-    return names, dict(zip(urls, got, strict=True))
+    return names, {} if got is None else dict(zip(urls, got, strict=True))
 
 
 def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] | None,
