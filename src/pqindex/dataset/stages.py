@@ -21,6 +21,7 @@ per-file outcome exactly (tests/test_stages.py compares them on random manifests
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -108,6 +109,18 @@ def _bool(a: Any, n: int) -> Mask:
     return np.full(n, bool(a.as_py()) if a.is_valid else False, np.bool_)
 
 
+def _sorted_keys(pred: BoundPredicate, keys: list[Any]) -> list[Any] | None:
+    """The distinct keys in order, once per predicate; None when they do not order."""
+    got = pred.memo.get("sorted_value_keys")
+    if got is None:
+        try:
+            got = sorted(set(keys))
+        except TypeError:
+            got = []
+        pred.memo["sorted_value_keys"] = got
+    return got or None
+
+
 def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
     """Files no row of which can satisfy ``pred`` given ``s`` (``_summary_match``'s
     NONE cases on columns); None when the leaf has no vectorized form."""
@@ -144,8 +157,18 @@ def leaf_ruled_out(pred: BoundPredicate, s: ColumnStatistics) -> Mask | None:
     keys = pred.memo.get("value_keys")
     if keys is None:
         keys = pred.memo["value_keys"] = [value_key(vt, v) for v in pred.values]
-    if op in (LeafOp.IN, LeafOp.NOT_IN) and len(keys) > MAX_VECTOR_IN:
-        return None
+    if op == LeafOp.IN and len(keys) > MAX_VECTOR_IN:
+        # A long list: each file's [min, max] searched in the keys sorted once (a
+        # kernel call per key would cost O(keys) passes over the files).
+        ordered = _sorted_keys(pred, keys)
+        if ordered is None or key_array(ordered[:1], arrow) is None:
+            return None
+        k = len(ordered)
+        first = np.fromiter((0 if lo is None else bisect.bisect_left(ordered, lo)
+                             for lo in s.min.to_pylist()), np.int64, n)
+        stop = np.fromiter((k if hi is None else bisect.bisect_right(ordered, hi)
+                            for hi in s.max.to_pylist()), np.int64, n)
+        return all_null | all_nan | (~(first < stop) & known)
     value_set = key_array(keys, arrow)
     if value_set is None:
         return None

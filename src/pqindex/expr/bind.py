@@ -134,7 +134,7 @@ class BoundPredicate(BoundExpr):
     keys: tuple[Any, ...]
     # Derived forms of the values other layers compute once per predicate (pruning
     # keys): a dataset asks the same predicate of thousands of files.
-    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -144,6 +144,35 @@ class BoundPredicate(BoundExpr):
     def __hash__(self) -> int:
         # LeafColumn holds a mutable SchemaElement; its path identifies it here.
         return hash((self.leaf.index, self.leaf.path, self.op, self.keys))
+
+
+class _ValuesToken:
+    """A predicate's values as a dictionary key, hashed once: per-file caches key
+    their answers by the values, and hashing a 100,000-value tuple for every chunk
+    asked costs more than the answer."""
+
+    __slots__ = ("_hash", "values")
+
+    def __init__(self, values: tuple[Value, ...]) -> None:
+        self.values = values
+        self._hash = hash((type(self).__name__, values))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ValuesToken) and (
+            self.values is other.values or (self._hash == other._hash
+                                            and self.values == other.values))
+
+
+def values_token(pred: BoundPredicate) -> object:
+    """``pred.values`` as a key of cached answers, hashed once per predicate
+    (TypeError for an unhashable literal, as hashing the values would raise)."""
+    got = pred.memo.get("values_token")
+    if got is None:
+        got = pred.memo["values_token"] = _ValuesToken(pred.values)
+    return got
 
 
 @dataclass(frozen=True, slots=True)
@@ -695,16 +724,25 @@ def _bind_in(target: _Target, node: In) -> BoundExpr:
     if node.negated and any(v is None for v in raw):
         return BoundFalse()  # x NOT IN (.., NULL) is never true
     coerced: dict[Any, Value] = {}
-    ints = [v for v in raw if isinstance(v, int) and not isinstance(v, bool)] \
-        if target.vt.kind in (Kind.INT, Kind.UINT) else []
-    if ints and len(ints) == len(raw):
-        # Python ints on an integer column: each is its own tick, kept where the
-        # column's type can hold it (what _bind_compare decides one by one, ~25 us
-        # each, 25 s for a list of MAX_IN_VALUES).
+    kind = target.vt.kind
+    if raw and kind in (Kind.INT, Kind.UINT) and all(type(v) is int for v in raw):
+        # Python ints on an integer column: each is its own tick and its own key,
+        # kept where the column's type can hold it (what _bind_compare decides one by
+        # one, ~25 us each, 25 s for a list of MAX_IN_VALUES).
         lo, hi = _grid_range(target.vt)
-        for i in ints:
-            if (lo is None or lo <= i) and (hi is None or i <= hi):
-                coerced.setdefault(target.key(i), i)
+        ints: list[int] = raw  # type: ignore[assignment]
+        if not ((lo is None or lo <= min(ints)) and (hi is None or max(ints) <= hi)):
+            ints = [i for i in ints if (lo is None or lo <= i) and (hi is None or i <= hi)]
+        if not ints:
+            return _not_null(target) if node.negated else BoundFalse()
+        in_order = tuple(sorted(set(ints)))
+        return BoundPredicate(target.leaf, target.vt, node.leaf_op, in_order, in_order)
+    if raw and ((kind == Kind.STRING and all(type(v) is str for v in raw))
+                or (kind == Kind.BINARY and all(type(v) is bytes for v in raw))):
+        # Strings on a string column (bytes on a binary one) are their own values:
+        # only their keys are computed.
+        raw_values: list[Any] = raw
+        coerced = dict(zip(map(target.key, raw_values), raw_values, strict=True))
         raw = []
     for v in raw:
         if v is None:

@@ -31,7 +31,7 @@ from pqindex.expr.bind import (
     visit_bound,
 )
 from pqindex.expr.nodes import term_sql
-from pqindex.format.arrow_build import key_array, typed_scalar
+from pqindex.format.arrow_build import bool_array, key_array, typed_scalar
 from pqindex.format.match import LeafOp
 from pqindex.format.value_type import Kind, NanoTimestamp, Value
 from pqindex.format.views import computable
@@ -128,14 +128,60 @@ def _compare_mask(pred: BoundPredicate, arr: Any) -> Any:
     return _COMPARE[pred.op](arr, _scalar(pred.values[0], arr.type))
 
 
+# From this many IN values, integer rows are looked up in the sorted values with
+# numpy (is_in hashes the whole list again for every batch of every file).
+_SEARCH_IN_FROM = 64
+
+
+def _searched_mask(pred: BoundPredicate, arr: Any) -> Any:
+    """``is_in`` of an integer array by binary search in the sorted IN values; None
+    when a value does not fit the array's type (left to ``is_in``)."""
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            return None
+        arr = arr.chunk(0)
+    t = arr.type
+    dtype = np.dtype(f"<{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
+
+    def literal(v: Value) -> Any:
+        raise _NotNumpy
+
+    try:
+        wanted = _numpy_in_values(pred, dtype, literal, ordered=True)
+    except _NotNumpy:
+        return None
+    n = len(arr)
+    if not wanted.size or not n:
+        return bool_array(np.zeros(n, np.bool_))
+    # The values buffer as it is (no to_numpy: pyarrow would import pandas); a null
+    # row's slot holds anything, and the validity masks it below.
+    rows = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+    at = np.minimum(np.searchsorted(wanted, rows), wanted.size - 1)
+    found = bool_array(wanted[at] == rows)
+    return pc.and_(found, pc.is_valid(arr)) if arr.null_count else found
+
+
 def _found_mask(pred: BoundPredicate, arr: Any) -> Any:
+    if (len(pred.values) >= _SEARCH_IN_FROM and pa.types.is_integer(arr.type)
+            and (got := _searched_mask(pred, arr)) is not None):
+        return got
     if pa.types.is_floating(arr.type):
         # is_in hashes bit patterns: adding +0.0 turns -0.0 into 0.0, as = sees it.
         arr = pc.add(arr, pa.scalar(0.0, arr.type))
-    values = _value_set(pred.values, arr.type)
-    if pa.types.is_floating(values.type):
-        values = pc.add(values, pa.scalar(0.0, values.type))
-    return pc.is_in(arr, value_set=values)
+    return pc.is_in(arr, value_set=in_value_set(pred, arr.type))
+
+
+def in_value_set(pred: BoundPredicate, arrow_type: pa.DataType) -> pa.Array:
+    """The IN list's values as one Arrow array for ``arrow_type``'s ``is_in``, built
+    once per predicate and type (every batch and file of a scan asks again)."""
+    key = ("value_set", arrow_type)
+    got: pa.Array | None = pred.memo.get(key)
+    if got is None:
+        got = _value_set(pred.values, arrow_type)
+        if pa.types.is_floating(got.type):
+            got = pc.add(got, pa.scalar(0.0, got.type))
+        pred.memo[key] = got
+    return got
 
 
 def _prefix_mask(pred: BoundPredicate, arr: Any) -> Any:
@@ -416,7 +462,7 @@ def numpy_values_mask(
             fn, v = _NUMPY_COMPARE[op], literal(e.values[0])
             return lambda a: fn(a, v)
         if op in (LeafOp.IN, LeafOp.NOT_IN):
-            vs = np.array([literal(v) for v in e.values], dtype=dtype)
+            vs = _numpy_in_values(e, dtype, literal)
             invert = op == LeafOp.NOT_IN
             return lambda a: np.isin(a, vs, invert=invert)
         if op in (LeafOp.IS_NULL, LeafOp.IS_NOT_NULL):  # of non-null values
@@ -434,6 +480,31 @@ def numpy_values_mask(
 
 class _NotNumpy(Exception):
     """The expression is left to pyarrow.compute."""
+
+
+def _numpy_in_values(pred: BoundPredicate, dtype: np.dtype[Any],
+                     literal: Callable[[Value], Any], ordered: bool = False) -> np.ndarray:
+    """The IN list as an array of ``dtype`` (``ordered``: sorted), once per
+    predicate and dtype (every chunk of every file asks); _NotNumpy when a value
+    does not fit, as ``literal`` decides."""
+    if ordered:
+        key: Any = ("numpy_values_sorted", dtype)
+        got_sorted: np.ndarray | None = pred.memo.get(key)
+        if got_sorted is None:
+            got_sorted = pred.memo[key] = np.sort(_numpy_in_values(pred, dtype, literal))
+        return got_sorted
+    key = ("numpy_values", dtype)
+    got: np.ndarray | None = pred.memo.get(key)
+    if got is None:
+        info = np.iinfo(dtype)
+        ints: tuple[int, ...] = pred.values  # type: ignore[assignment]  # when all are
+        if all(type(v) is int for v in ints) and (
+                not ints or (info.min <= min(ints) and max(ints) <= info.max)):
+            got = np.array(ints, dtype=dtype)
+        else:
+            got = np.array([literal(v) for v in pred.values], dtype=dtype)
+        pred.memo[key] = got
+    return got
 
 
 # Nodes of an expression numpy_values_mask takes at most (its functions nest as the
@@ -518,7 +589,10 @@ class _Expression(BoundVisitor[Any]):
 
     @staticmethod
     def _found(pred: BoundPredicate, field: Any) -> Any:
-        values = pa.array([_expr_scalar(v) for v in pred.values])
+        values = pred.memo.get("expr_value_set")
+        if values is None:
+            values = pred.memo["expr_value_set"] = pa.array(
+                [_expr_scalar(v) for v in pred.values])
         if pa.types.is_floating(values.type):
             # -0.0 and 0.0 hash apart in is_in; adding +0.0 maps -0.0 to 0.0.
             return pc.add(field, 0.0).isin(pc.add(values, 0.0))

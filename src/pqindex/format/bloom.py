@@ -39,6 +39,7 @@ _SALT = np.array(
     dtype=np.uint32,
 )
 _SALT_INTS = [int(s) for s in _SALT]
+_SALT_U32 = np.array(_SALT_INTS, dtype=np.uint32)
 
 
 def xxhash64(data: bytes) -> int:
@@ -143,6 +144,23 @@ class BloomFilter:
     def might_contain(self, plain: bytes) -> bool:
         """False only when the value whose PLAIN encoding is ``plain`` is certainly absent."""
         return self.might_contain_hash(xxhash64(plain))
+
+    def might_contain_any(self, hashes: np.ndarray) -> bool:
+        """``any(might_contain_hash(h) for h in hashes)`` for a uint64 array, in numpy
+        (a 100,000-value IN list: one pass, not 100,000 block lookups in Python)."""
+        nb = self.num_blocks
+        if nb == 0 or hashes.size == 0:
+            return nb == 0 and hashes.size > 0
+        all_words = self._words()
+        for i in range(0, hashes.size, 1 << 16):  # bounded temporaries; stop at a hit
+            h = hashes[i:i + (1 << 16)].astype(np.uint64, copy=False)
+            block = ((h >> np.uint64(32)) * np.uint64(nb)) >> np.uint64(32)
+            key = (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            words = all_words[block.astype(np.intp)]  # (n, 8)
+            bits = (key[:, None] * _SALT_U32[None, :]) >> np.uint32(27)  # wraps mod 2**32
+            if ((words >> bits) & np.uint32(1)).all(axis=1).any():
+                return True
+        return False
 
     @staticmethod
     def empty(num_bytes: int) -> bytearray:

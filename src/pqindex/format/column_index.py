@@ -34,6 +34,7 @@ empty NOT IN list                            SOME
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -255,6 +256,30 @@ def _bytes_bounds(ci: ColumnIndex, pages: IntArray, leaf: LeafColumn, order: Bou
         los.append(lo)
         his.append(hi)
     return np.array(kept, dtype=np.int64), _as_key_array(los), _as_key_array(his)
+
+
+# The sorted keys of the last few IN lists, by identity of the keys tuple: a bound
+# predicate asks every page index of a query (each chunk of each file) with the
+# same tuple, and sorting or converting 100,000 keys each time cost more than the
+# search.
+_SORTED_KEPT = 8
+_sorted: dict[int, tuple[tuple[Any, ...], bool, list[Any], npt.NDArray[Any]]] = {}
+
+
+def _sorted_keys(keys: tuple[Any, ...]) -> tuple[bool, list[Any], npt.NDArray[Any]]:
+    """Whether a key is NaN; the distinct keys in order, as a list and as
+    ``_as_key_array`` (both empty when one is NaN: no order)."""
+    got = _sorted.get(id(keys))
+    if got is not None and got[0] is keys:
+        return got[1], got[2], got[3]
+    nan = any(isinstance(k, float) and math.isnan(k) for k in keys)
+    values = [] if nan else sorted(set(keys))
+    arr = _as_key_array(values)
+    if len(_sorted) >= _SORTED_KEPT:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _sorted[next(iter(_sorted))]
+    _sorted[id(keys)] = (keys, nan, values, arr)  # the tuple held: its id stays its own
+    return nan, values, arr
 
 
 # ---------------------------------------------------------------- consistency
@@ -484,7 +509,8 @@ class PageIndex:
         if op in (LeafOp.LIKE, LeafOp.NOT_LIKE, LeafOp.ILIKE, LeafOp.NOT_ILIKE, LeafOp.REGEXP,
                   LeafOp.NOT_REGEXP):
             return out  # bounds say nothing of a pattern (its prefix is a STARTS_WITH)
-        if any(isinstance(k, float) and math.isnan(k) for k in keys):
+        if (_sorted_keys(keys)[0] if op in (LeafOp.IN, LeafOp.NOT_IN)
+                else any(isinstance(k, float) and math.isnan(k) for k in keys)):
             return out
         bytes_like = self.order.comparison == Comparison.BYTES and \
             self.order.value_type.kind in (Kind.STRING, Kind.BINARY)
@@ -591,10 +617,23 @@ class PageIndex:
         """(some key lies in [min, max], min == max == some key), per bounded page."""
         k = self._keys
         lo, hi = k.lo, k.hi
-        values = sorted(set(keys))
-        if binary:
-            # Each key marks a run of candidate pages; a difference array keeps
-            # huge IN lists at O(keys * log pages) plus one pass.
+        _, values, arr = _sorted_keys(keys)
+        numeric = arr.dtype != object and arr.dtype == lo.values.dtype
+        if binary and numeric:
+            # Each key marks a run of candidate pages (ascending view), found for all
+            # keys in one searchsorted each; a difference array joins the runs.
+            runs = []
+            for first, last in ((hi._asc, lo._asc), (lo._asc, hi._asc)):
+                starts = np.searchsorted(first, arr, side="left")  # first >= v from here
+                stops = np.searchsorted(last, arr, side="right")  # last <= v before here
+                keep = starts < stops
+                diff = np.zeros(k.size + 1, dtype=np.int64)
+                np.add.at(diff, starts[keep], 1)
+                np.add.at(diff, stops[keep], -1)
+                runs.append(lo.from_ascending(np.cumsum(diff[:-1]) > 0))
+            return runs[0], runs[1]
+        if binary and len(values) < k.size:
+            # Few keys over many ordered pages: O(keys * log pages) bisections.
             hits = np.zeros(k.size + 1, dtype=np.int64)
             exact = np.zeros(k.size + 1, dtype=np.int64)
             for v in values:
@@ -610,10 +649,10 @@ class PageIndex:
                     exact[b2] -= 1
             return (lo.from_ascending(np.cumsum(hits[:-1]) > 0),
                     lo.from_ascending(np.cumsum(exact[:-1]) > 0))
-        arr = _as_key_array(values)
+        # Each page's bounds searched in the sorted keys: O(pages * log keys).
         lo_v, hi_v = lo.values, hi.values
         # Mixed int64 / uint64 / float64 would meet in float64 and lose precision.
-        if arr.dtype != object and arr.dtype.kind == lo_v.dtype.kind:
+        if numeric:
             first = np.searchsorted(arr, lo_v, side="left")
             count = np.searchsorted(arr, hi_v, side="right") - first
         else:

@@ -697,7 +697,15 @@ class ParquetFile:
         total = self.column_meta(rg, col).bloom_filter_length or 0
         nblocks = (total - hlen) // BLOCK_BYTES
         base = off + hlen
-        blocks = {base + block_index(h, nblocks) * BLOCK_BYTES for h in hashes}
+        hs = hashes if isinstance(hashes, Sequence) else list(hashes)
+        if len(hs) > 64 and nblocks > 0:  # a long IN list: its blocks found in numpy
+            import numpy as np
+
+            h = np.fromiter(hs, dtype=np.uint64, count=len(hs))
+            idx = np.unique(((h >> np.uint64(32)) * np.uint64(nblocks)) >> np.uint64(32))
+            return [(off, hlen)] + [(base + int(i) * BLOCK_BYTES, BLOCK_BYTES)
+                                    for i in idx.tolist()]
+        blocks = {base + block_index(h, nblocks) * BLOCK_BYTES for h in hs}
         return [(off, hlen)] + [(b, BLOCK_BYTES) for b in sorted(blocks)]
 
     def _bloom_header(

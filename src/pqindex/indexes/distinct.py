@@ -46,7 +46,7 @@ from pqindex.indexes.encoding import (
     read_value_type,
     write_value_type,
 )
-from pqindex.indexes.evidence import value_key
+from pqindex.indexes.evidence import value_key, value_key_set
 from pqindex.indexes.leaf_values import indexable, plain_bytes, storage
 from pqindex.indexes.units import scopes_option, units
 
@@ -298,8 +298,7 @@ class DistinctEvidence:
         if op == LeafOp.IS_NOT_NAN:
             return bool(keys), not has_nan
         if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
-            wanted = {value_key(vt, v) for v in pred.values}
-            hits = len(s.key_set & wanted)
+            hits = len(s.key_set & value_key_set(pred))
             if op in (LeafOp.EQ, LeafOp.IN):
                 return hits > 0, hits == len(keys) and not has_nan
             # NaN is != every literal.

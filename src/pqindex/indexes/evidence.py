@@ -9,6 +9,7 @@ The page level answers through ``format.column_index.PageIndex``.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 
 from pqindex.expr.bind import BoundPredicate
 from pqindex.expr.evaluate import PATTERNS, pattern_values, true_positions
-from pqindex.format.arrow_build import bytes_array
+from pqindex.format.arrow_build import bool_array, bytes_array
 from pqindex.format.bloom import BloomFilter, BloomProbe, xxhash64
 from pqindex.format.column_index import prefix_upper_bound
 from pqindex.format.match import LeafOp, Match
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _MASKS_KEPT = 4  # literal sets whose masks a dictionary keeps
+_WORDS_FROM = 16  # literals from which fixed-width entries are matched by searchsorted
 _FLOATS = frozenset({Kind.FLOAT, Kind.DOUBLE, Kind.FLOAT16})
 # Dictionary entries compared in numpy: (kind, physical type) -> their PLAIN dtype.
 _NUMERIC_DTYPES: dict[tuple[Kind, int | None], np.dtype[Any]] = {
@@ -130,9 +132,7 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
     if op in (LeafOp.STARTS_WITH, LeafOp.NOT_STARTS_WITH):
         keys = list(pred.keys)
     else:
-        keys = pred.memo.get("value_keys")  # type: ignore[assignment]
-        if keys is None:
-            keys = pred.memo["value_keys"] = [value_key(vt, v) for v in pred.values]
+        keys = value_keys(pred)
     lo, hi = s.lo, s.hi
     sure = no_nulls and nan_free  # every row is a comparable value
     if op == LeafOp.EQ:
@@ -166,18 +166,15 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
         if none:
             return Match.NONE
         return Match.ALL if all_ and sure else Match.SOME
-    if op == LeafOp.IN:
-        within = [v for v in keys if (lo is None or v >= lo) and (hi is None or v <= hi)]
-        if not within:
+    if op in (LeafOp.IN, LeafOp.NOT_IN):
+        within, one = _keys_within(pred, keys, lo, hi)
+        if op == LeafOp.IN:
+            if not within:
+                return Match.NONE
+            return Match.ALL if s.exact and lo == hi and one and sure else Match.SOME
+        if s.exact and lo == hi and one and nan_free:
             return Match.NONE
-        if s.exact and lo == hi and lo in within and sure:
-            return Match.ALL
-        return Match.SOME
-    if op == LeafOp.NOT_IN:
-        if s.exact and lo == hi and lo in keys and nan_free:
-            return Match.NONE
-        outside = all((lo is not None and v < lo) or (hi is not None and v > hi) for v in keys)
-        return Match.ALL if outside and no_nulls else Match.SOME
+        return Match.ALL if not within and no_nulls else Match.SOME
     # STARTS_WITH / NOT_STARTS_WITH on byte keys
     (p,) = keys
     if not isinstance(p, bytes) or (lo is not None and not isinstance(lo, bytes)):
@@ -192,6 +189,47 @@ def _summary_match(s: _Summary, pred: BoundPredicate) -> Match:
     if inside:
         return Match.NONE
     return Match.ALL if outside and no_nulls else Match.SOME
+
+
+def value_keys(pred: BoundPredicate) -> list[Any]:
+    """The leaf's values as pruning keys (:func:`value_key`), once per predicate."""
+    keys: list[Any] | None = pred.memo.get("value_keys")
+    if keys is None:
+        vt = pred.value_type
+        if vt.kind in (Kind.INT, Kind.UINT) and all(type(v) is int for v in pred.values):
+            keys = list(pred.values)  # an int's key is itself
+        else:
+            keys = [value_key(vt, v) for v in pred.values]
+        pred.memo["value_keys"] = keys
+    return keys
+
+
+def value_key_set(pred: BoundPredicate) -> frozenset[Any]:
+    """:func:`value_keys` as a set, once per predicate."""
+    got: frozenset[Any] | None = pred.memo.get("value_key_set")
+    if got is None:
+        got = pred.memo["value_key_set"] = frozenset(value_keys(pred))
+    return got
+
+
+def _keys_within(pred: BoundPredicate, keys: list[Any], lo: Any, hi: Any) -> tuple[bool, bool]:
+    """Whether some key lies in [lo, hi] (None: unbounded), and whether ``lo`` is one
+    of the keys: by bisection in the keys sorted once per predicate (a unit of a
+    100,000-value IN list costs microseconds, not a pass over the list)."""
+    ordered: list[Any] | None = pred.memo.get("sorted_value_keys")
+    if ordered is None:
+        try:
+            ordered = sorted(set(keys))
+        except TypeError:  # keys of mixed types: compared one by one
+            ordered = []
+        pred.memo["sorted_value_keys"] = ordered
+    if not ordered and keys:
+        within = any((lo is None or v >= lo) and (hi is None or v <= hi) for v in keys)
+        return within, lo is not None and lo in keys
+    start = 0 if lo is None else bisect.bisect_left(ordered, lo)
+    stop = len(ordered) if hi is None else bisect.bisect_right(ordered, hi)
+    one = lo is not None and start < len(ordered) and ordered[start] == lo
+    return start < stop, one
 
 
 @dataclass(frozen=True)
@@ -330,7 +368,7 @@ class DictionaryEvidence:
         self._numbers_built = False
         # The masks of the last few literal sets: a plan asks the same one at two
         # levels, and the scan takes the matching entries from it (``hits``).
-        self._masks: dict[tuple[bytes, ...], pa.BooleanArray] = {}
+        self._masks: dict[_Plain, pa.BooleanArray] = {}
 
     @property
     def raw(self) -> frozenset[bytes]:
@@ -372,12 +410,13 @@ class DictionaryEvidence:
         if nums is None:
             return None
         values, _ = nums
-        keys = [value_key(self.vt, v) for v in pred.values]
+        keys = value_keys(pred)
         if not values.size:
             return False, True
         if op in (LeafOp.EQ, LeafOp.IN, LeafOp.NE, LeafOp.NOT_IN):
             # Python compares, not numpy: a literal need not fit the entries' dtype.
-            found = set(np.unique(values).tolist()) & set(keys)
+            wanted = value_key_set(pred)
+            found = {v for v in np.unique(values).tolist() if v in wanted}
             inside = np.isin(values, np.array(sorted(found), dtype=values.dtype))
             return bool(inside.any()), bool(inside.all())
         (k,) = keys
@@ -396,38 +435,40 @@ class DictionaryEvidence:
         nums = self._numeric()
         return nums[1] if nums is not None else self._decoded()[1]
 
-    def _wanted_raw(self, pred: BoundPredicate) -> set[bytes] | None:
+    def _wanted_raw(self, pred: BoundPredicate) -> _Plain | None:
         """The literals' PLAIN bytes, when bytes equality is value equality."""
         if self.vt.kind in _FLOATS or self.vt.kind == Kind.DECIMAL:
             return None  # -0.0/+0.0 and decimal scales: equal values, different bytes
-        out = set()
-        for v in pred.values:
-            raw = encode_plain(self.vt, v)
-            if raw is None:
-                return None
-            out.add(raw)
-        return out
+        return plain_literals(pred, self.vt)
 
-    def _mask(self, wanted: set[bytes]) -> pa.BooleanArray | None:
+    def _mask(self, wanted: _Plain) -> pa.BooleanArray | None:
         """Which entries are one of ``wanted``; None when none can be (no literal of
         the entries' width)."""
         t = self.entries.type
         width = t.byte_width if pa.types.is_fixed_size_binary(t) else None
-        kept = tuple(sorted(w for w in wanted if width is None or len(w) == width))
+        kept = wanted.of_width(width)
         if not kept:
             return None
         mask = self._masks.get(kept)
         if mask is None:
+            words = kept.words(width) if len(kept) > _WORDS_FROM else None
+            entries = None if words is None else _plain_values(self.entries, words.dtype)
             if len(kept) == 1:  # a comparison each, no hashing (is_in hashes every entry)
-                mask = pc.equal(self.entries, bytes_array(kept, t)[0])
+                mask = pc.equal(self.entries, bytes_array(kept.raw, t)[0])
+            elif words is not None and entries is not None:
+                # 4- or 8-byte entries against a long list: equal bytes are equal words,
+                # searched in the list's words sorted once (is_in would hash the whole
+                # list for every dictionary).
+                at = np.minimum(np.searchsorted(words, entries), words.size - 1)
+                mask = bool_array(words[at] == entries)  # pa.array would import pandas
             else:
-                mask = pc.is_in(self.entries, value_set=bytes_array(kept, t))
+                mask = pc.is_in(self.entries, value_set=kept.array(t))
             if len(self._masks) >= _MASKS_KEPT:
                 self._masks.clear()
             self._masks[kept] = mask
         return mask
 
-    def _among(self, wanted: set[bytes]) -> tuple[bool, bool]:
+    def _among(self, wanted: _Plain) -> tuple[bool, bool]:
         """Whether some entry, and whether every entry, is one of ``wanted``."""
         mask = self._mask(wanted)
         if mask is None:
@@ -495,8 +536,7 @@ class DictionaryEvidence:
                 (some, all_in), has_nan = numeric, self._has_nan()
             else:
                 values, has_nan = self._decoded()
-                wanted = {value_key(vt, v) for v in pred.values}
-                hits = len(values & wanted)
+                hits = len(values & value_key_set(pred))
                 some, all_in = hits > 0, hits == len(values)
             if op in (LeafOp.EQ, LeafOp.IN):
                 hit, every = some, all_in and not has_nan
@@ -536,6 +576,98 @@ class DictionaryEvidence:
         return Match.ALL if every and no_nulls else Match.SOME
 
 
+class _Plain:
+    """The distinct PLAIN encodings of a leaf's literals, sorted; hashed once (a
+    dictionary keeps its masks by them) and built into Arrow arrays once per type."""
+
+    __slots__ = ("_arrays", "_hash", "_widths", "raw")
+
+    def __init__(self, raw: tuple[bytes, ...]) -> None:
+        self.raw = raw
+        self._hash = hash(raw)
+        self._arrays: dict[Any, Any] = {}  # Arrow arrays by type, words by dtype
+        self._widths: dict[int | None, _Plain] = {}
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Plain) and self._hash == other._hash
+                                 and self.raw == other.raw)
+
+    def of_width(self, width: int | None) -> _Plain:
+        """Those of ``width`` bytes (None: all)."""
+        if width is None:
+            return self
+        got = self._widths.get(width)
+        if got is None:
+            got = self._widths[width] = _Plain(tuple(w for w in self.raw if len(w) == width))
+        return got
+
+    def words(self, width: int | None) -> np.ndarray | None:
+        """The encodings (all ``width`` bytes: 4 or 8) as sorted unsigned words."""
+        if width not in (4, 8):
+            return None
+        dtype: np.dtype[Any] = np.dtype(f"<u{width}")
+        got = self._arrays.get(dtype)
+        if got is None:
+            got = self._arrays[dtype] = np.sort(np.frombuffer(b"".join(self.raw), dtype=dtype))
+        return got
+
+    def array(self, t: pa.DataType) -> pa.Array:
+        got = self._arrays.get(t)
+        if got is None:
+            got = self._arrays[t] = bytes_array(self.raw, t)
+        return got
+
+
+_NO_PLAIN = _Plain(())  # by identity: "some literal has no single PLAIN encoding"
+
+
+def plain_literals(pred: BoundPredicate, vt: ValueType) -> _Plain | None:
+    """The PLAIN bytes of the leaf's literals in ``vt``, once per predicate and type;
+    None when one has none."""
+    key = ("plain", vt)
+    got: _Plain | None = pred.memo.get(key)
+    if got is None:
+        packed = _packed_ints(vt, pred.values)
+        if packed is not None:
+            got = _Plain(tuple(sorted(set(packed))))
+        else:
+            out = set()
+            for v in pred.values:
+                raw = encode_plain(vt, v)
+                if raw is None:
+                    got = _NO_PLAIN
+                    break
+                out.add(raw)
+            else:
+                got = _Plain(tuple(sorted(out)))
+        pred.memo[key] = got
+    return None if got is _NO_PLAIN else got
+
+
+_INT_PLAIN: dict[tuple[Kind, int | None], str] = {(Kind.INT, PhysicalType.INT32): "<i4", (Kind.INT, PhysicalType.INT64): "<i8",
+              (Kind.UINT, PhysicalType.INT32): "<u4", (Kind.UINT, PhysicalType.INT64): "<u8"}
+
+
+def _packed_ints(vt: ValueType, values: Sequence[Any]) -> list[bytes] | None:
+    """``encode_plain`` of Python ints on an integer column, packed by numpy at once;
+    None for other values (or one the width cannot hold: encoded one by one)."""
+    dtype = _INT_PLAIN.get((vt.kind, vt.physical))
+    if dtype is None or not values or not all(type(v) is int for v in values):
+        return None
+    try:
+        raw = np.array(values, dtype=dtype).tobytes()
+    except (OverflowError, ValueError):
+        return None
+    w = int(dtype[-1])
+    return [raw[i:i + w] for i in range(0, len(raw), w)]
+
+
 @dataclass(frozen=True)
 class BloomEvidence:
     """A split-block Bloom filter: can only say NONE, for = and IN."""
@@ -543,41 +675,63 @@ class BloomEvidence:
     bloom: BloomFilter | BloomProbe
 
     def match(self, pred: BoundPredicate) -> Match:
-        hashes = bloom_hashes(pred)
+        hashes = _hash_tuple(pred)
         if hashes is None:
             return Match.SOME
+        if len(hashes) > 1 and isinstance(self.bloom, BloomFilter):
+            # The whole filter in memory: every hash looked up at once.
+            found = self.bloom.might_contain_any(bloom_hash_array(pred, hashes))
+            return Match.SOME if found else Match.NONE
         for h in hashes:
             if self.bloom.might_contain_hash(h):
                 return Match.SOME
         return Match.NONE
 
 
+def bloom_hash_array(pred: BoundPredicate, hashes: Sequence[int]) -> np.ndarray:
+    """``hashes`` as a uint64 array, once per predicate."""
+    got: np.ndarray | None = pred.memo.get("bloom_hash_array")
+    if got is None or got.size != len(hashes):
+        got = pred.memo["bloom_hash_array"] = np.array(hashes, dtype=np.uint64)
+    return got
+
+
 def bloom_hashes(pred: BoundPredicate) -> list[int] | None:
     """The Bloom-filter hashes of an ``=``/``IN`` leaf's values; None when a Bloom
     filter cannot answer it (another operator, repeated leaf, a value without a
     PLAIN encoding, a float zero)."""
+    got = _hash_tuple(pred)
+    return None if got is None else list(got)
+
+
+def _hash_tuple(pred: BoundPredicate) -> tuple[int, ...] | None:
     if pred.op not in (LeafOp.EQ, LeafOp.IN):
         return None
     if pred.leaf.max_repetition_level > 0:
         return None
+    mine: tuple[int, ...] | None = pred.memo.get("bloom_hashes")
+    if mine is not None:  # this predicate's, found without hashing its values again
+        return None if mine is _NO_HASHES else mine
     vt = pred.value_type
     # Asked per unit and per filter while planning: the hashes of a literal list are
-    # kept (a few, bounded); an unhashable literal is hashed every time.
+    # kept per predicate and across predicates (a few, bounded; a dataset binds once
+    # per schema); an unhashable literal is hashed every time.
     try:
         # Types too: 1, 1.0 and True are equal keys but not always equal bytes.
         key: Any = (vt, tuple(map(type, pred.values)), pred.values)
         known = _HASHES.get(key)
     except TypeError:
         key, known = None, None
-    if known is not None:
-        return None if known is _NO_HASHES else list(known)
-    found = _bloom_hashes(vt, pred.values)
-    if key is not None:
-        if len(_HASHES) >= _HASHES_KEPT:
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del _HASHES[next(iter(_HASHES))]
-        _HASHES[key] = _NO_HASHES if found is None else tuple(found)
-    return found
+    if known is None:
+        found = _bloom_hashes(vt, pred.values)
+        known = _NO_HASHES if found is None else tuple(found)
+        if key is not None:
+            if len(_HASHES) >= _HASHES_KEPT:
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    del _HASHES[next(iter(_HASHES))]
+            _HASHES[key] = known
+    pred.memo["bloom_hashes"] = known
+    return None if known is _NO_HASHES else known
 
 
 _HASHES: dict[Any, tuple[int, ...]] = {}

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pqindex.errors import PqIndexError
-from pqindex.expr.bind import BoundExpr, BoundPredicate
+from pqindex.expr.bind import BoundExpr, BoundPredicate, values_token
 from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile
 from pqindex.format.match import LeafOp, Match
@@ -193,7 +193,7 @@ def page_level(
         # file (a bounded number) so warm queries skip the page search.
         cache: dict[Any, Selection] = pf.derived.setdefault("page_selections", {})
         try:
-            key: Any = (rg, col, pred.leaf.name, pred.value_type, pred.op, pred.values,
+            key: Any = (rg, col, pred.leaf.name, pred.value_type, pred.op, values_token(pred),
                         ev.region is not None)
             known_sel = cache.get(key)
         except TypeError:  # an unhashable literal: not kept
@@ -264,7 +264,7 @@ def with_page_blobs(
     cache: dict[Any, Any] = pf.derived.setdefault("page_blob_answers", {})
     try:
         key: Any = (rg, pred.leaf.index, pred.leaf.name, pred.value_type, pred.op,
-                    pred.values, np.asarray(matches).tobytes())
+                    values_token(pred), np.asarray(matches).tobytes())
         known = cache.get(key)
     except TypeError:  # an unhashable literal: not kept
         key, known = None, None
