@@ -228,7 +228,7 @@ def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--key-index`` over a listing is one pass: each data file is read once (its
     tail holds it whole) for both the manifest and the keys, though the lake spans
-    several batches. A rebuild of other columns deletes the superseded shards in one
+    several batches, and the manifest is fetched once before the listing. A rebuild of other columns deletes the superseded shards in one
     bulk request (DeleteObjects), not a DELETE each."""
     from pqindex.dataset import key_index
     from pqindex.dataset import manifest as manifest_mod
@@ -252,6 +252,11 @@ def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
     key_index.write_manifest_with_key_index(url, ["user_id"], storage_options=so)
     gets = [r.path for r in s3.requests if r.method == "GET" and r.path.endswith(".parquet")]
     assert sorted(gets) == sorted(set(gets)) and len(gets) == 8, gets
+    manifest_gets = [r for r in s3.requests
+                     if r.method == "GET" and r.path.endswith("_pqindex_manifest.json")]
+    # One GET decides commit point, previous index and refresh; the other is the
+    # listing's own, beside the LIST (four before: three in sequence).
+    assert len(manifest_gets) == 2, manifest_gets
 
     def shards() -> set[str]:
         got = s3.boto3().list_objects_v2(Bucket=bucket, Prefix="lake/_pqindex/")
@@ -262,6 +267,9 @@ def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
     s3.reset_log()
     key_index.write_manifest_with_key_index(url, ["v"], storage_options=so)
     assert not first & shards() and shards()
+    manifest_gets = [r for r in s3.requests
+                     if r.method == "GET" and r.path.endswith("_pqindex_manifest.json")]
+    assert len(manifest_gets) == 2, manifest_gets
     deletes = [r for r in s3.requests if r.method == "DELETE" or (
         r.method == "POST" and "delete" in r.query)]
     assert len(deletes) == 1 and deletes[0].method == "POST", [

@@ -928,15 +928,19 @@ def write_manifest_with_key_index(
     written with it. A manifest pqindex's pipeline committed (a commit point) stays
     one: the index covers the files it names and joins it in place
     (:func:`add_key_index`); any other manifest is rewritten from the listing."""
-    from pqindex.dataset.manifest import write_manifest
+    from pqindex.dataset.discovery import discover
+    from pqindex.dataset.manifest import committed_files, write_manifest
+    from pqindex.io.objects import get_versioned
 
     root = os.fspath(path)
-    if _commit_point(root, storage_options) is not None:
-        return add_key_index(root, columns, storage_options=storage_options)
-    from pqindex.dataset.discovery import discover
-
-    previous = previous_index(root, storage_options)
     base = _base(root)
+    # One GET of the manifest serves the commit-point check, the previous index and
+    # write_manifest's refresh (three sequential round trips before).
+    got = get_versioned(manifest_url(base), storage_options)
+    raw = got[0] if got is not None else None
+    if raw is not None and committed_files(raw) is not None:
+        return add_key_index(root, columns, storage_options=storage_options)
+    previous = _index_in(raw)
     disc = discover(base, storage_options)
     # One pass over the files: the manifest parses each batch's footers while the pool
     # decodes its key chunks from the same cached tails (two passes read every tail
@@ -944,7 +948,7 @@ def write_manifest_with_key_index(
     reader = _KeyReader(base, columns, previous, disc, storage_options)
     try:
         out = write_manifest(root, storage_options, progress=progress, discovery=disc,
-                             on_batch=reader.batch,
+                             previous=(raw,), on_batch=reader.batch,
                              finish=lambda m: {**m, MANIFEST_KEY: reader.descriptor()})
     finally:
         reader.close()
@@ -1567,7 +1571,11 @@ def previous_index(root: str, storage_options: Mapping[str, Any] | None) -> Any:
     """The key index descriptor of the manifest now at ``root`` (None when none)."""
     from pqindex.io.objects import get_object
 
-    raw = get_object(manifest_url(root), storage_options)
+    return _index_in(get_object(manifest_url(root), storage_options))
+
+
+def _index_in(raw: bytes | None) -> Any:
+    """The key index descriptor in manifest bytes ``raw`` (None: none there)."""
     if raw is None:
         return None
     try:

@@ -299,6 +299,7 @@ def write_manifest(
     discovery: Discovery | None = None,
     on_batch: Callable[[Sequence[DataFile]], None] | None = None,
     finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    previous: tuple[bytes | None] | None = None,
 ) -> dict[str, Any]:
     """Write (or refresh) the manifest of the dataset directory or prefix ``path``.
 
@@ -310,7 +311,8 @@ def write_manifest(
     read (after each file). ``discovery``: the listing, when the caller has it;
     ``on_batch(files)``: called as each batch's tails are in the metadata cache (the
     key index reads its keys from them); ``finish(manifest)``: the manifest to write
-    instead. Returns the manifest.
+    instead; ``previous``: the manifest now there (its bytes, or None for none), when
+    the caller fetched it already. Returns the manifest.
     """
     from pqindex.dataset.discovery import discover, split_pattern
     from pqindex.io.objects import get_object, put_object
@@ -328,7 +330,7 @@ def write_manifest(
     base = root.rstrip("/").rstrip(os.sep)
     url = _join(base, MANIFEST_NAME)
     old: dict[str, Any] = {}
-    raw = get_object(url, storage_options)
+    raw = get_object(url, storage_options) if previous is None else previous[0]
     if raw is not None:
         try:
             prev = json.loads(raw)
