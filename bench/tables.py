@@ -342,11 +342,11 @@ def main() -> None:
                                              / "pqindex-bench-tables.json"),
                     help="the parts' results, kept between runs")
     ap.add_argument("--queries", default=None,
-                    help="comma-separated query names to run (default: all), e.g. 'point id'")
+                    help="query names to run, separated by ';' (default: all), e.g. 'point id'")
     ap.add_argument("--write", action="store_true",
                     help="update docs/benchmarks.md from the saved results")
     args = ap.parse_args()
-    only = [q.strip() for q in args.queries.split(",")] if args.queries else None
+    only = [q.strip() for q in args.queries.split(";")] if args.queries else None
     t_start = time.perf_counter()
     load0 = os.getloadavg()[0]
     saved = Path(args.results)

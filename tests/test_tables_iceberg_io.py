@@ -158,3 +158,25 @@ def test_the_mapping_and_a_missing_object(s3: S3Endpoint) -> None:  # noqa: F811
     s3.put(bucket, "some.json", b"{}")
     found = io.new_input(f"s3://{bucket}/some.json")
     assert found.open().read() == b"{}" and len(found) == 2 and found.exists()
+
+
+def test_indexing_a_table_loaded_through_it_commits_a_snapshot_pyiceberg_reads(
+        s3: S3Endpoint, tmp_path: Path) -> None:  # noqa: F811
+    bucket = s3.new_bucket()
+    db = tmp_path / "cat.db"
+    props = {**_props(s3, s3.direct_url), "py-io-impl": IO_IMPL}
+    t = _catalog(db, bucket, props)
+    t.create_namespace("ns")
+    table = t.create_table("ns.t", schema=_rows(1).schema)
+    for i in range(2):
+        table.append(_rows(100, i * 100))
+    before = normalize(table.scan().to_arrow())
+    old = table.current_snapshot().snapshot_id
+    pqindex.add_indexes(table, bloom="user", bloom_scope="file,row_group")
+    again = _catalog(db, bucket, _props(s3, s3.direct_url)).load_table("ns.t")
+    assert again.current_snapshot().snapshot_id != old
+    assert normalize(again.scan().to_arrow()) == before
+    user = before[37]["user"]
+    reloaded = _catalog(db, bucket, props).load_table("ns.t")
+    assert normalize(pqindex.dataset(reloaded).to_table(where=f"user = '{user}'")) == [
+        r for r in before if r["user"] == user]
