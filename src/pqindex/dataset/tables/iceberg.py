@@ -12,8 +12,10 @@ of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.j
 
 On a store the manifest list and the manifests are fetched by pqindex (one GET each,
 the manifests in one wave); without delete manifests the live entries are decoded by
-pyiceberg's Avro reader directly (``_live_files``). ``iceberg_io.PqIndexFileIO``
-(catalog property ``py-io-impl``) also reads the metadata.json in one GET.
+pyiceberg's Avro reader directly, with the fields pqindex uses only (``_live_entries``);
+pyiceberg's DataFile is made only for a file the bounds did not rule out.
+``iceberg_io.PqIndexFileIO`` (catalog property ``py-io-impl``) also reads the
+metadata.json in one GET.
 
 Columns are bound by field id: each data file opened is renamed to the snapshot
 schema's names by its columns' field ids (``mapping.rename_by_field_id``), so a
@@ -81,8 +83,8 @@ class IcebergSnapshot:
     renamed: bool  # some field id had another name, or some name another id, before
     # Per data file (its ``path``) with position deletes: the deleted positions, sorted.
     deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
-    # pyiceberg's DataFile of each of ``files``: partition values and column bounds.
-    data_files: tuple[Any, ...] = ()
+    # The manifest entries of ``files``: partition values and column bounds.
+    entries: _Entries | None = None
     # The table's key index descriptor, when fetched with the manifests: (its bytes, or
     # None when there is none).
     key_descriptor: tuple[bytes | None] | None = None
@@ -97,32 +99,39 @@ class IcebergSnapshot:
         bounds) over the entries the snapshot's one plan read: no manifest is read again."""
         from pyiceberg.table import ManifestGroupPlanner
 
+        entries = self.entries
+        if entries is None or not self.files:
+            return [True] * len(self.files)
         floats = frozenset(f.name for f in self.schema if pa.types.is_floating(f.type))
         flat = push_not(expr, lambda c: c.name in floats)
-        # The integer-like columns' bounds, decoded once, rule files out for all files
-        # in a few Arrow kernels; pyiceberg's evaluators decide the files left.
-        first = may_match(flat, self._bounds(columns_of(flat)), floats).to_pylist()
+        # The integer-like columns' bounds, decoded at once, rule files out for all files
+        # in a few Arrow kernels; pyiceberg's evaluators decide the files left, whose
+        # DataFiles are made then (not for the files already ruled out).
+        first = may_match(flat, self._bounds(columns_of(flat)), floats)
+        out = [False] * len(self.files)
+        kept = np.flatnonzero(np.asarray(first.to_numpy(zero_copy_only=False), bool))
+        if not len(kept):
+            return out
         row_filter = _to_iceberg(flat, self.table)
         planner = ManifestGroupPlanner(self.table.metadata, self.table.io, row_filter)
         metrics = planner._build_metrics_evaluator()
         by_spec: dict[int, Any] = {}
-        out = []
-        for df, maybe in zip(self.data_files, first, strict=True):
-            if not maybe:
-                out.append(False)
-                continue
+        for i in kept.tolist():
+            df = entries.data_file(i)
             part = by_spec.get(df.spec_id)
             if part is None:
                 part = by_spec[df.spec_id] = planner._build_partition_evaluator(df.spec_id)
-            out.append(bool(part(df)) and bool(metrics(df)))
+            out[i] = bool(part(df)) and bool(metrics(df))
         return out
 
     def _bounds(self, names: Collection[str]) -> pa.Table:
         """Per data file (``prune.may_match``'s layout) its rows and, for the top-level
         columns of ``names`` of an integer-like type, the manifest's lower and upper
         bounds and null count (unknown where a manifest has none)."""
-        rows = [df.record_count for df in self.data_files]
-        cols: dict[str, pa.Array] = {"rows": pa.array(rows, pa.int64())}
+        assert self.entries is not None
+        entries = self.entries
+        cols: dict[str, pa.Array] = {"rows": pa.array([f.rows for f in self.files],
+                                                      pa.int64())}
         by_name = {n: i for i, n in self.field_names.items()}
         for name in names:
             fid = by_name.get(name)
@@ -131,15 +140,64 @@ class IcebergSnapshot:
             if fid is None or width is None:
                 continue
             t = self.schema.field(name).type
-            for kind, attr in (("min", "lower_bounds"), ("max", "upper_bounds")):
-                raw = [(getattr(df, attr) or {}).get(fid) for df in self.data_files]
-                values = [None if b is None or len(b) != width
-                          else int.from_bytes(b, "little", signed=True) for b in raw]
-                cols[f"{kind}.{name}"] = pa.array(
-                    values, pa.int64() if width == 8 else pa.int32()).cast(t)
+            for kind, maps in (("min", entries.lower()), ("max", entries.upper())):
+                cols[f"{kind}.{name}"] = _int_bounds(
+                    [None if m is None else m.get(fid) for m in maps], width).cast(t)
             cols[f"nulls.{name}"] = pa.array(
-                [(df.null_value_counts or {}).get(fid) for df in self.data_files], pa.int64())
+                [None if m is None else m.get(fid) for m in entries.nulls()], pa.int64())
         return pa.table(cols)
+
+
+def _int_bounds(raw: list[bytes | None], width: int) -> pa.Array:
+    """Iceberg's single-value serialization of ints and longs (little-endian two's
+    complement of ``width`` bytes) decoded; a bound missing or of another width is null."""
+    dtype = np.dtype("<i8" if width == 8 else "<i4")
+    arrow = pa.int64() if width == 8 else pa.int32()
+    present = [b for b in raw if b is not None and len(b) == width]
+    if len(present) == len(raw):
+        return pa.array(np.frombuffer(b"".join(present), dtype).astype(dtype.newbyteorder("=")),
+                        arrow)
+    return pa.array([None if b is None or len(b) != width
+                     else int.from_bytes(b, "little", signed=True) for b in raw], arrow)
+
+
+@dataclass
+class _Entries:
+    """The live entries of a snapshot's data manifests (``files``' order): pyiceberg
+    Records of the manifests' data_file structs, read whole (pyiceberg's DataFiles) or
+    with the fields pqindex uses only (``_projected``); ``pos`` says where each field is."""
+
+    records: list[Any]
+    spec_ids: list[int]
+    pos: Mapping[str, int]
+    whole: bool  # records are pyiceberg's DataFiles
+
+    def _column(self, name: str) -> list[Any]:
+        i = self.pos[name]
+        return [r[i] for r in self.records]
+
+    def lower(self) -> list[Mapping[int, bytes] | None]:
+        return self._column("lower_bounds")
+
+    def upper(self) -> list[Mapping[int, bytes] | None]:
+        return self._column("upper_bounds")
+
+    def nulls(self) -> list[Mapping[int, int] | None]:
+        return self._column("null_value_counts")
+
+    def data_file(self, i: int) -> Any:
+        """pyiceberg's DataFile of entry ``i``, as its manifest reader makes it."""
+        r = self.records[i]
+        if self.whole:
+            return r
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+        p = self.pos
+        df = DataFile.from_args(**{name: r[p[name]] for name in _ENTRY_FIELDS if name not in (
+            "content", "file_format")}, content=DataFileContent(r[p["content"]]),
+            file_format=FileFormat(r[p["file_format"]]))
+        df.spec_id = self.spec_ids[i]
+        return df
 
 
 # Arrow types whose Iceberg bounds are little-endian integers (int, long, date,
@@ -188,11 +246,12 @@ def _open(source: Any) -> Any:
 
 def _tasks(table: Any, snapshot_id: int | None,
            storage_options: Mapping[str, Any] | None = None
-           ) -> tuple[list[Any], tuple[bytes | None] | None]:
-    """Every data file of the snapshot, with its delete files: pyiceberg's planning,
-    once per snapshot, on metadata fetched in two concurrent waves where pqindex
-    reaches the store (``_prefetched``); and the table's key index descriptor when
-    fetched in the second ((its bytes or None: there is none); None: not fetched)."""
+           ) -> tuple[list[Any] | _Entries, tuple[bytes | None] | None]:
+    """Every data file of the snapshot: with its delete files, pyiceberg's planning
+    (its tasks); without any, the live manifest entries (``_live_entries``). Read once
+    per snapshot, on metadata fetched in two concurrent waves where pqindex reaches the
+    store (``_prefetched``); and the table's key index descriptor when fetched in the
+    second ((its bytes or None: there is none); None: not fetched)."""
     from pyiceberg.expressions import AlwaysTrue as IceTrue
     from pyiceberg.manifest import ManifestContent
     from pyiceberg.table import ManifestGroupPlanner
@@ -207,24 +266,107 @@ def _tasks(table: Any, snapshot_id: int | None,
     if any(m.content != ManifestContent.DATA for m in manifests):
         planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
         return list(planner.plan_files(manifests)), descriptor  # deletes matched to files
-    # No delete file: each live entry is a task of its own, with no residual to make,
-    # no sequence number to compare, and no filter to evaluate (pqindex plans later).
-    return [_Task(df) for df in _live_files(fio, _live(manifests))], descriptor
+    # No delete file: no residual to make, no sequence number to compare, no filter to
+    # evaluate (pqindex plans later): the live entries are all it takes.
+    return _live_entries(fio, _live(manifests)), descriptor
 
 
-@dataclass(frozen=True, slots=True)
-class _Task:
-    """A data file with no delete file (pyiceberg's FileScanTask without the residual)."""
+# The data_file fields pqindex reads of a manifest entry (pyiceberg's names): what
+# pyiceberg's partition and metrics evaluators use, and the file itself.
+_ENTRY_FIELDS = ("content", "file_path", "file_format", "partition", "record_count",
+                 "file_size_in_bytes", "value_counts", "null_value_counts",
+                 "nan_value_counts", "lower_bounds", "upper_bounds")
 
-    file: Any
-    delete_files: tuple[Any, ...] = ()
+
+def _live_entries(fio: Any, manifests: Sequence[Any]) -> _Entries:
+    """The live entries of data ``manifests``, decoded by pyiceberg's Avro reader (its
+    manifest schema) with only ``_ENTRY_FIELDS`` of the data file made (the rest is
+    skipped: column sizes, split offsets, key metadata...), none of pyiceberg's
+    DataFile, sequence numbers' inheritance or evaluators. Where pyiceberg's reader
+    internals do not take the projection, its whole DataFiles (``_live_files``)."""
+    try:
+        projection, pos = _projection()
+
+        def one(m: Any) -> list[Any]:
+            return [d for status, d in _read_projected(fio.new_input(m.manifest_path),
+                                                       projection) if status != 2]  # DELETED
+
+        per = _map(fio, one, manifests)
+    except Exception:  # pyiceberg's internals moved, a manifest it reads otherwise: its reader
+        files = _live_files(fio, manifests)
+        whole = {f.name: i for i, f in enumerate(_data_file_type().fields)}
+        return _Entries(files, [f.spec_id for f in files], whole, True)
+    return _Entries([d for got in per for d in got],
+                    [m.partition_spec_id for m, got in zip(manifests, per, strict=True)
+                     for _ in got], pos, False)
+
+
+def _map(fio: Any, fn: Any, manifests: Sequence[Any]) -> list[Any]:
+    if isinstance(fio, _HeldIO) or len(manifests) < 2:
+        return [fn(m) for m in manifests]
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    # Read by pyiceberg's FileIO: the manifests side by side, as its planner reads them.
+    return list(ExecutorFactory.get_or_create().map(fn, manifests))
+
+
+_PROJECTION: list[tuple[Any, dict[str, int]]] = []
+
+
+def _projection() -> tuple[Any, dict[str, int]]:
+    """The manifest entry read schema of ``_live_entries`` (status, and the data_file
+    fields of ``_ENTRY_FIELDS`` in that order), made once."""
+    if not _PROJECTION:
+        from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
+        from pyiceberg.schema import Schema
+        from pyiceberg.types import IntegerType, NestedField, StructType
+
+        fields = {f.name: f for f in DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields}
+        data_file = StructType(*[fields[n] for n in _ENTRY_FIELDS])
+        schema = Schema(NestedField(0, "status", IntegerType(), required=True),
+                        NestedField(2, "data_file", data_file, required=True))
+        _PROJECTION.append((schema, {n: i for i, n in enumerate(_ENTRY_FIELDS)}))
+    return _PROJECTION[0]
+
+
+def _read_projected(input_file: Any, projection: Any) -> list[tuple[int, Any]]:
+    """A manifest's entries as (status, data_file Record) read by pyiceberg's Avro
+    reader with ``projection`` as the read schema: the fields it leaves out, maps and
+    lists included, are skipped (pyiceberg's own resolver refuses to skip a map)."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.avro.resolver import ReadSchemaResolver, SchemaPartnerAccessor
+    from pyiceberg.schema import visit_with_partner
+    from pyiceberg.types import ListType, MapType, StructType
+
+    class Skipping(SchemaPartnerAccessor):
+        """A field the read schema leaves out has no partner: it is skipped."""
+
+        def field_partner(self, partner: Any, field_id: int, field_name: str) -> Any:
+            if not isinstance(partner, StructType):
+                return None
+            f = partner.field(field_id)
+            return f.field_type if f else None
+
+        def list_element_partner(self, partner_list: Any) -> Any:
+            return partner_list.element_type if isinstance(partner_list, ListType) else None
+
+        def map_key_partner(self, partner_map: Any) -> Any:
+            return partner_map.key_type if isinstance(partner_map, MapType) else None
+
+        def map_value_partner(self, partner_map: Any) -> Any:
+            return partner_map.value_type if isinstance(partner_map, MapType) else None
+
+    with AvroFile[Any](input_file) as reader:  # (made with the file's own schema)
+        resolved: Any = visit_with_partner(reader.schema, projection, ReadSchemaResolver(),
+                                           Skipping())
+        reader.reader = resolved
+        return [(e[0], e[1]) for e in reader]
 
 
 def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
     """The live DataFiles of data ``manifests``, decoded by pyiceberg's Avro reader (its
     manifest schema and record types) without what only delete matching and filtering
-    use: the sequence numbers' inheritance, the evaluators, a thread per manifest.
-    About half of ``plan_manifest_entries``' CPU for 1,000 entries (~22 ms, was ~44)."""
+    use: the sequence numbers' inheritance, the evaluators, a thread per manifest."""
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import (
         DEFAULT_READ_VERSION,
@@ -250,12 +392,7 @@ def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
                     out.append(df)
         return out
 
-    if isinstance(fio, _HeldIO) or len(manifests) < 2:
-        return [df for m in manifests for df in one(m)]
-    from pyiceberg.utils.concurrent import ExecutorFactory
-
-    # Read by pyiceberg's FileIO: the manifests side by side, as its planner reads them.
-    return [df for got in ExecutorFactory.get_or_create().map(one, manifests) for df in got]
+    return [df for got in _map(fio, one, manifests) for df in got]
 
 
 def _live(manifests: Sequence[Any]) -> list[Any]:
@@ -388,13 +525,27 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
             raise UnsupportedError(f"the snapshot has equality deletes: applying them is not "
                                    f"supported yet ({e})", path=location) from None
         raise UserInputError(f"Iceberg metadata not readable: {e}", path=location) from None
-    deleted = _deleted_rows(table, tasks)
-    files = tuple(IcebergFile(_local(t.file.file_path), int(t.file.file_size_in_bytes),
-                              int(t.file.record_count)) for t in tasks)
+    if isinstance(tasks, _Entries):
+        entries, deleted = tasks, {}
+    else:
+        deleted = _deleted_rows(table, tasks)
+        dfs = [t.file for t in tasks]
+        whole = {f.name: i for i, f in enumerate(_data_file_type().fields)}
+        entries = _Entries(dfs, [df.spec_id for df in dfs], whole, True)
+    p = entries.pos
+    path, size, rows = p["file_path"], p["file_size_in_bytes"], p["record_count"]
+    files = tuple(IcebergFile(_local(r[path]), int(r[size]), int(r[rows]))
+                  for r in entries.records)
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
         {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted,
-        tuple(t.file for t in tasks), descriptor)
+        entries, descriptor)
+
+
+def _data_file_type() -> Any:
+    from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
+
+    return DATA_FILE_TYPE[DEFAULT_READ_VERSION]
 
 
 def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:
