@@ -1,9 +1,9 @@
 """pqindex's reading of Iceberg manifest entries against pyiceberg's own.
 
 pqindex decodes the live entries of a snapshot's data manifests with pyiceberg's Avro
-reader projected to the fields it uses, and makes pyiceberg's DataFile only for the
-files its vectorized bounds pass keeps (``iceberg._live_entries``). Here every entry
-it produces (path, format, counts, partition, bounds, spec id) is compared with
+reader into plain Records, and makes pyiceberg's DataFile only for the files its
+vectorized bounds pass keeps (``iceberg._live_entries``). Here every entry it produces
+(each DataFile field: path, format, counts, partition, bounds...; spec id) is compared with
 pyiceberg's ``fetch_manifest_entry``, the integer-like bounds it decodes with
 pyiceberg's ``from_bytes``, and its file plans with pyiceberg's ``plan_files``, on
 tables written by pyiceberg with many column types, NaNs, nulls, a partition spec,
@@ -134,9 +134,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _fields(df: Any) -> dict[str, Any]:
-    out = {name: getattr(df, name) for name in iceberg._ENTRY_FIELDS}
-    for name in ("value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
-                 "upper_bounds"):
+    out = {name: getattr(df, name) for name in iceberg._data_file_positions()}
+    for name in ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts",
+                 "lower_bounds", "upper_bounds"):
         out[name] = None if out[name] is None else dict(out[name])
     out["partition"] = list(df.partition)
     out["spec_id"] = df.spec_id
@@ -149,7 +149,7 @@ def test_entries_equal_pyicebergs_at_every_snapshot(table: tuple[Any, list[int]]
     for snapshot_id in snapshots:
         snap = load_iceberg(t, snapshot_id)
         entries = snap.entries
-        assert entries is not None and not entries.whole  # the projected read was used
+        assert entries is not None and not entries.whole  # Records, not pyiceberg's objects
         ref = _reference(t, snapshot_id)
         mine = [entries.data_file(i) for i in range(len(snap.files))]
         assert sorted(f.path for f in snap.files) == sorted(iceberg._local(d.file_path)
@@ -186,7 +186,7 @@ def test_integer_like_bounds_are_decoded_as_pyiceberg_decodes_them(
         assert entries is not None
         schema = t.schema()
         names = ["i", "l", "d", "ts", "tz"]
-        stats = snap._bounds(names)
+        stats = snap._bounds(names, names)
         for name in names:
             field = schema.find_field(name)
             for kind, attr in (("min", "lower_bounds"), ("max", "upper_bounds")):
@@ -241,15 +241,15 @@ def test_plans_keep_the_files_pyicebergs_planning_keeps(table: tuple[Any, list[i
     assert min(sizes) < 0.5 and max(sizes) > 0  # files ruled out, and files kept
 
 
-def test_pyicebergs_whole_reader_when_the_projection_is_not_taken(
+def test_pyicebergs_whole_reader_when_the_record_read_fails(
         table: tuple[Any, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
     t, snapshots = table
     projected = load_iceberg(t, snapshots[-1])
 
-    def refuse() -> Any:
+    def refuse(input_file: Any) -> Any:
         raise TypeError("internals moved")
 
-    monkeypatch.setattr(iceberg, "_projection", refuse)
+    monkeypatch.setattr(iceberg, "_live_records", refuse)
     whole = load_iceberg(t, snapshots[-1])
     assert whole.entries is not None and whole.entries.whole
     assert whole.files == projected.files

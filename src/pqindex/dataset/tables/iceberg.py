@@ -12,8 +12,8 @@ of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.j
 
 On a store the manifest list and the manifests are fetched by pqindex (one GET each,
 the manifests in one wave); without delete manifests the live entries are decoded by
-pyiceberg's Avro reader directly, with the fields pqindex uses only (``_live_entries``);
-pyiceberg's DataFile is made only for a file the bounds did not rule out.
+pyiceberg's Avro reader directly into plain Records (``_live_entries``); pyiceberg's
+DataFile is made only for a file the bounds did not rule out.
 ``iceberg_io.PqIndexFileIO`` (catalog property ``py-io-impl``) also reads the
 metadata.json in one GET.
 
@@ -35,12 +35,13 @@ field ids in a table that renamed columns (name mapping).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +59,7 @@ from pqindex.expr.nodes import (
     In,
     IsNull,
     Or,
+    leaf_exprs,
 )
 from pqindex.expr.normalize import push_not
 from pqindex.format.match import LeafOp
@@ -65,8 +67,7 @@ from pqindex.format.match import LeafOp
 __all__ = ["IcebergFile", "IcebergSnapshot", "current_metadata", "load_iceberg"]
 
 
-@dataclass(frozen=True)
-class IcebergFile:
+class IcebergFile(NamedTuple):  # (a tuple: made once per file, a dataclass costs more)
     path: str  # local path or URL
     size: int  # file_size_in_bytes, as the manifest records it
     rows: int
@@ -107,7 +108,8 @@ class IcebergSnapshot:
         # The integer-like columns' bounds, decoded at once, rule files out for all files
         # in a few Arrow kernels; pyiceberg's evaluators decide the files left, whose
         # DataFiles are made then (not for the files already ruled out).
-        first = may_match(flat, self._bounds(columns_of(flat)), floats)
+        nulls = {e.column.name for e in leaf_exprs(flat) if isinstance(e, IsNull)}
+        first = may_match(flat, self._bounds(columns_of(flat), nulls), floats)
         out = [False] * len(self.files)
         kept = np.flatnonzero(np.asarray(first.to_numpy(zero_copy_only=False), bool))
         if not len(kept):
@@ -124,10 +126,11 @@ class IcebergSnapshot:
             out[i] = bool(part(df)) and bool(metrics(df))
         return out
 
-    def _bounds(self, names: Collection[str]) -> pa.Table:
+    def _bounds(self, names: Collection[str], nulls: Collection[str] = ()) -> pa.Table:
         """Per data file (``prune.may_match``'s layout) its rows and, for the top-level
         columns of ``names`` of an integer-like type, the manifest's lower and upper
-        bounds and null count (unknown where a manifest has none)."""
+        bounds, and for those of ``nulls`` (IS NULL's columns) the null count (unknown
+        where a manifest has none)."""
         assert self.entries is not None
         entries = self.entries
         cols: dict[str, pa.Array] = {"rows": pa.array([f.rows for f in self.files],
@@ -143,6 +146,8 @@ class IcebergSnapshot:
             for kind, maps in (("min", entries.lower()), ("max", entries.upper())):
                 cols[f"{kind}.{name}"] = _int_bounds(
                     [None if m is None else m.get(fid) for m in maps], width).cast(t)
+            if name not in nulls:
+                continue
             cols[f"nulls.{name}"] = pa.array(
                 [None if m is None else m.get(fid) for m in entries.nulls()], pa.int64())
         return pa.table(cols)
@@ -163,17 +168,16 @@ def _int_bounds(raw: list[bytes | None], width: int) -> pa.Array:
 
 @dataclass
 class _Entries:
-    """The live entries of a snapshot's data manifests (``files``' order): pyiceberg
-    Records of the manifests' data_file structs, read whole (pyiceberg's DataFiles) or
-    with the fields pqindex uses only (``_projected``); ``pos`` says where each field is."""
+    """The live entries of a snapshot's data manifests (``files``' order): the Records
+    of their data_file structs, in the layout of pyiceberg's DataFile (read as plain
+    Records by ``_live_entries``, or pyiceberg's DataFiles themselves: ``whole``)."""
 
     records: list[Any]
     spec_ids: list[int]
-    pos: Mapping[str, int]
-    whole: bool  # records are pyiceberg's DataFiles
+    whole: bool
 
     def _column(self, name: str) -> list[Any]:
-        i = self.pos[name]
+        i = _data_file_positions()[name]
         return [r[i] for r in self.records]
 
     def lower(self) -> list[Mapping[int, bytes] | None]:
@@ -192,12 +196,20 @@ class _Entries:
             return r
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-        p = self.pos
-        df = DataFile.from_args(**{name: r[p[name]] for name in _ENTRY_FIELDS if name not in (
-            "content", "file_format")}, content=DataFileContent(r[p["content"]]),
-            file_format=FileFormat(r[p["file_format"]]))
+        values = {name: r[j] for name, j in _data_file_positions().items()}
+        values["content"] = DataFileContent(values["content"])
+        values["file_format"] = FileFormat(values["file_format"])
+        df = DataFile.from_args(**values)
         df.spec_id = self.spec_ids[i]
         return df
+
+
+@functools.cache
+def _data_file_positions() -> dict[str, int]:
+    """pyiceberg's DataFile fields (the manifest schema it reads with): name -> position."""
+    from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
+
+    return {f.name: i for i, f in enumerate(DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields)}
 
 
 # Arrow types whose Iceberg bounds are little-endian integers (int, long, date,
@@ -271,34 +283,22 @@ def _tasks(table: Any, snapshot_id: int | None,
     return _live_entries(fio, _live(manifests)), descriptor
 
 
-# The data_file fields pqindex reads of a manifest entry (pyiceberg's names): what
-# pyiceberg's partition and metrics evaluators use, and the file itself.
-_ENTRY_FIELDS = ("content", "file_path", "file_format", "partition", "record_count",
-                 "file_size_in_bytes", "value_counts", "null_value_counts",
-                 "nan_value_counts", "lower_bounds", "upper_bounds")
-
-
 def _live_entries(fio: Any, manifests: Sequence[Any]) -> _Entries:
-    """The live entries of data ``manifests``, decoded by pyiceberg's Avro reader (its
-    manifest schema) with only ``_ENTRY_FIELDS`` of the data file made (the rest is
-    skipped: column sizes, split offsets, key metadata...), none of pyiceberg's
-    DataFile, sequence numbers' inheritance or evaluators. Where pyiceberg's reader
-    internals do not take the projection, its whole DataFiles (``_live_files``)."""
+    """The live entries of data ``manifests``, decoded by pyiceberg's Avro reader with its
+    manifest schema into plain Records: not its ManifestEntry and DataFile objects, enums,
+    sequence numbers' inheritance or evaluators (a DataFile is made for a file the
+    bounds keep). Where that read fails, pyiceberg's DataFiles (``_live_files``)."""
     try:
-        projection, pos = _projection()
-
         def one(m: Any) -> list[Any]:
-            return [d for status, d in _read_projected(fio.new_input(m.manifest_path),
-                                                       projection) if status != 2]  # DELETED
+            return _live_records(fio.new_input(m.manifest_path))
 
         per = _map(fio, one, manifests)
     except Exception:  # pyiceberg's internals moved, a manifest it reads otherwise: its reader
         files = _live_files(fio, manifests)
-        whole = {f.name: i for i, f in enumerate(_data_file_type().fields)}
-        return _Entries(files, [f.spec_id for f in files], whole, True)
+        return _Entries(files, [f.spec_id for f in files], True)
     return _Entries([d for got in per for d in got],
                     [m.partition_spec_id for m, got in zip(manifests, per, strict=True)
-                     for _ in got], pos, False)
+                     for _ in got], False)
 
 
 def _map(fio: Any, fn: Any, manifests: Sequence[Any]) -> list[Any]:
@@ -310,57 +310,16 @@ def _map(fio: Any, fn: Any, manifests: Sequence[Any]) -> list[Any]:
     return list(ExecutorFactory.get_or_create().map(fn, manifests))
 
 
-_PROJECTION: list[tuple[Any, dict[str, int]]] = []
-
-
-def _projection() -> tuple[Any, dict[str, int]]:
-    """The manifest entry read schema of ``_live_entries`` (status, and the data_file
-    fields of ``_ENTRY_FIELDS`` in that order), made once."""
-    if not _PROJECTION:
-        from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
-        from pyiceberg.schema import Schema
-        from pyiceberg.types import IntegerType, NestedField, StructType
-
-        fields = {f.name: f for f in DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields}
-        data_file = StructType(*[fields[n] for n in _ENTRY_FIELDS])
-        schema = Schema(NestedField(0, "status", IntegerType(), required=True),
-                        NestedField(2, "data_file", data_file, required=True))
-        _PROJECTION.append((schema, {n: i for i, n in enumerate(_ENTRY_FIELDS)}))
-    return _PROJECTION[0]
-
-
-def _read_projected(input_file: Any, projection: Any) -> list[tuple[int, Any]]:
-    """A manifest's entries as (status, data_file Record) read by pyiceberg's Avro
-    reader with ``projection`` as the read schema: the fields it leaves out, maps and
-    lists included, are skipped (pyiceberg's own resolver refuses to skip a map)."""
+def _live_records(input_file: Any) -> list[Any]:
+    """The data_file Records of a manifest's entries that are not deleted."""
     from pyiceberg.avro.file import AvroFile
-    from pyiceberg.avro.resolver import ReadSchemaResolver, SchemaPartnerAccessor
-    from pyiceberg.schema import visit_with_partner
-    from pyiceberg.types import ListType, MapType, StructType
+    from pyiceberg.manifest import DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS
 
-    class Skipping(SchemaPartnerAccessor):
-        """A field the read schema leaves out has no partner: it is skipped."""
-
-        def field_partner(self, partner: Any, field_id: int, field_name: str) -> Any:
-            if not isinstance(partner, StructType):
-                return None
-            f = partner.field(field_id)
-            return f.field_type if f else None
-
-        def list_element_partner(self, partner_list: Any) -> Any:
-            return partner_list.element_type if isinstance(partner_list, ListType) else None
-
-        def map_key_partner(self, partner_map: Any) -> Any:
-            return partner_map.key_type if isinstance(partner_map, MapType) else None
-
-        def map_value_partner(self, partner_map: Any) -> Any:
-            return partner_map.value_type if isinstance(partner_map, MapType) else None
-
-    with AvroFile[Any](input_file) as reader:  # (made with the file's own schema)
-        resolved: Any = visit_with_partner(reader.schema, projection, ReadSchemaResolver(),
-                                           Skipping())
-        reader.reader = resolved
-        return [(e[0], e[1]) for e in reader]
+    schema = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION]
+    names = [f.name for f in schema.fields]
+    status, data_file = names.index("status"), names.index("data_file")
+    with AvroFile[Any](input_file, schema) as reader:
+        return [e[data_file] for e in reader if e[status] != 2]  # 2: DELETED
 
 
 def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
@@ -530,9 +489,8 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
     else:
         deleted = _deleted_rows(table, tasks)
         dfs = [t.file for t in tasks]
-        whole = {f.name: i for i, f in enumerate(_data_file_type().fields)}
-        entries = _Entries(dfs, [df.spec_id for df in dfs], whole, True)
-    p = entries.pos
+        entries = _Entries(dfs, [df.spec_id for df in dfs], True)
+    p = _data_file_positions()
     path, size, rows = p["file_path"], p["file_size_in_bytes"], p["record_count"]
     files = tuple(IcebergFile(_local(r[path]), int(r[size]), int(r[rows]))
                   for r in entries.records)
@@ -540,12 +498,6 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
         {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted,
         entries, descriptor)
-
-
-def _data_file_type() -> Any:
-    from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
-
-    return DATA_FILE_TYPE[DEFAULT_READ_VERSION]
 
 
 def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:
