@@ -9,7 +9,9 @@ Each ``--part`` (each under 10 minutes) saves its results in ``--results``
 (a JSON file in the temporary directory); ``--write`` renders the saved parts.
 
 Tables (moto in its own process, on 127.0.0.1, behind the proxy of tests/s3_server.py
-that delays every request by ``--delay`` ms):
+that delays every request by ``--delay`` ms; the proxy runs in a process of its own:
+in a thread of this process it shared the GIL with the Python readers, not with the
+native threads of deltalake and polars; ``--proxy thread`` runs it as before):
 
 * Delta: ``--files`` files of ``--rows`` rows (one per value of a ``part`` partition
   column) written by deltalake, ``id`` sorted across files, an unsorted ``user_id``;
@@ -45,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -298,9 +300,12 @@ def measure(ep: S3Endpoint, fn: Callable[[], int], rounds: int,
 
 def run_queries(ep: S3Endpoint, n: int, make: Callable[[str, pc.Expression, Any],
                                                         dict[str, Callable[[], int]]],
-                rounds: int, label: str) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+                rounds: int, label: str, only: Sequence[str] | None = None
+                ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     out = []
     for name, (sql, expr, spec) in queries(n).items():
+        if only and name not in only:
+            continue
         got = {r: measure(ep, fn, rounds) for r, fn in make(sql, expr, spec).items()}
         counts = {g["rows"] for g in got.values() if "rows" in g}
         if len(counts) != 1:
@@ -325,6 +330,11 @@ def main() -> None:
     ap.add_argument("--results", default=str(Path(tempfile.gettempdir())
                                              / "pqindex-bench-tables.json"),
                     help="the parts' results, kept between runs")
+    ap.add_argument("--queries", default="",
+                    help="comma-separated query names to run (default: all), e.g. 'point id'")
+    ap.add_argument("--proxy", choices=["process", "thread"], default="process",
+                    help="where the delaying proxy runs: its own process (default; no "
+                         "reader shares the GIL with it) or a thread of the bench's process")
     ap.add_argument("--write", action="store_true",
                     help="update docs/benchmarks.md from the saved results")
     args = ap.parse_args()
@@ -333,7 +343,8 @@ def main() -> None:
     saved = Path(args.results)
     results: dict[str, Any] = json.loads(saved.read_text()) if saved.exists() else {}
     parts = ["delta", "iceberg", "big"] if args.part == "all" else [args.part]
-    ep = S3Endpoint(separate_process=True)
+    only = [q.strip() for q in args.queries.split(",") if q.strip()]
+    ep = S3Endpoint(separate_process=True, proxy_process=args.proxy == "process")
     try:
         bucket = ep.new_bucket("tables")
         n = args.files * args.rows
@@ -354,18 +365,18 @@ def main() -> None:
                     ep.delay = args.delay / 1000
                     got = run_queries(
                         ep, n, lambda sql, expr, spec, m=meta: delta_readers(
-                            m["url"], ep, sql, expr, spec), args.rounds, "delta")
+                            m["url"], ep, sql, expr, spec), args.rounds, "delta", only)
                 else:
                     meta = build_iceberg(ep, bucket, db, args.files, args.rows)
                     print("iceberg indexed", meta, flush=True)
                     ep.delay = args.delay / 1000
                     got = run_queries(
                         ep, n, lambda sql, _expr, spec, m=meta: iceberg_readers(
-                            ep, db, bucket, m, sql, spec), args.rounds, "iceberg")
+                            ep, db, bucket, m, sql, spec), args.rounds, "iceberg", only)
                 results[part] = {"meta": meta, "results": got, "minutes": (
                     time.perf_counter() - t0) / 60, "load0": l0, "date": str(dt.date.today()),
                     "files": args.files, "rows": args.rows, "delay": args.delay,
-                    "rounds": args.rounds}
+                    "rounds": args.rounds, "proxy": args.proxy}
     finally:
         ep.stop()
     saved.write_text(json.dumps(results, indent=1, default=str))
@@ -429,7 +440,9 @@ def render(saved: dict[str, Any]) -> str:
         f"deltalake {deltalake.__version__}, pyiceberg {pyiceberg.__version__}, polars "
         f"{polars.__version__}: tables of {d['files']:,} files x {d['rows']:,} rows (`id` "
         "sorted across files, `user_id` unsorted) on moto in its own process behind a proxy "
-        f"adding {d['delay']:.0f} ms per request; cold reads (a fresh table object, "
+        f"adding {d['delay']:.0f} ms per request ("
+        + ("in a process of its own" if d.get("proxy") == "process"
+           else "in a thread of the bench's process") + "); cold reads (a fresh table object, "
         "pqindex's metadata cache cleared, polars' Iceberg metadata cache reset), median of "
         f"{d['rounds']} rounds (a reader whose round takes over 15 s: one round); identical "
         f"rows checked. The Delta and Iceberg parts ran separately, {minutes:.1f} min in all, "

@@ -402,9 +402,8 @@ def _snapshot(location: str, version: int, metadata: Mapping[str, Any], adds: _A
 def _paths(root: str, relative: pa.Array) -> pa.Array:
     """The files' absolute paths or URLs: the root joined to each relative path in one
     Arrow kernel, unless a path needs more (URL-encoded, absolute, doubled slashes)."""
-    plain = os.sep == "/" and not pc.any(pc.or_(
-        pc.or_(pc.match_substring(relative, "%"), pc.match_substring(relative, "://")),
-        pc.or_(pc.starts_with(relative, "/"), pc.match_substring(relative, "//")))).as_py()
+    plain = os.sep == "/" and not pc.any(
+        pc.match_substring_regex(relative, "%|//|^/")).as_py()  # ("://" has "//")
     if plain:
         prefix = root if root.endswith("/") else root + "/"
         return pc.binary_join_element_wise(prefix, relative, "")
