@@ -283,3 +283,87 @@ def test_statistics_parsed_at_once_equal_those_parsed_file_by_file() -> None:
         assert table.column("rows").to_pylist()[:5] == [10, 11, 12, None, None]
         if "min.i" in table.column_names:  # the good files' bounds are still known
             assert table.column("min.i")[0].as_py() == 2**40
+
+
+def test_paths_and_partition_values_made_in_arrow_are_those_made_file_by_file() -> None:
+    """The files' paths joined in one kernel and partition values typed by Arrow casts
+    are what the per-file join and parse make of them, on the texts that take the
+    per-file way too (URL-encoded, absolute, doubled slashes; texts a cast refuses)."""
+    from pqindex.dataset.tables import delta_log
+    from pqindex.dataset.tables.delta import _join
+
+    rel = ["part=1/a.parquet", "part=x%20y/b.parquet", "/abs/c.parquet", "d//e.parquet",
+           "s3://other/f.parquet", "file:///tmp/g.parquet", "h.parquet"]
+    for root in ("s3://bucket/table", "/data/table", "/"):
+        for rows in (rel[:1] + rel[-1:], rel):
+            got = delta_log._paths(root, pa.array(rows, pa.string())).to_pylist()
+            assert got == [_join(root, r) for r in rows], (root, rows)
+    cases: list[tuple[pa.DataType, list[Any]]] = [
+        (pa.int64(), ["1", "-7", "", None, "007"]),
+        (pa.int64(), ["+3", " 5", "1_000", "9"]),  # a cast refuses: parsed one by one
+        (pa.int8(), ["127", "-128"]),
+        (pa.date32(), ["2024-02-29", "", None]),
+        (pa.string(), ["a", "", None, "é"]),
+        (pa.bool_(), ["true", "false", "TRUE", ""]),
+        (pa.float64(), ["1.5", "-0.0", "1e300"]),
+        (pa.decimal128(9, 2), ["3.50", "-1.25"]),
+        (pa.timestamp("us", tz="UTC"), ["2023-12-31 23:59:59.123456", ""]),
+        (pa.timestamp("us"), ["2023-12-31 23:59:59.123456"]),
+    ]
+    for t, texts in cases:
+        got = delta_log._typed(pa.array(texts, pa.string()), t)
+        assert got.type == t
+        assert got.to_pylist() == pa.array(
+            [delta_log._partition_value(v, t) for v in texts], t).to_pylist(), (t, texts)
+    with pytest.raises(delta_log._Leave):  # out of the type's range: deltalake says so
+        delta_log._typed(pa.array(["300"]), pa.int8())
+    # A checkpoint's partition values without a lookup per row: what a lookup finds,
+    # whatever the rows' keys (same order or not, missing, repeated, sliced, null).
+    import random
+
+    rng = random.Random(40)
+    t = pa.map_(pa.string(), pa.string())
+    for _ in range(200):
+        keys = rng.sample(["a", "b", "c"], rng.randint(1, 3))
+        rows: list[Any] = []
+        for i in range(rng.randint(1, 6)):
+            row = [(k, f"{k}{i}") for k in keys]
+            if rng.random() < 0.15:
+                rng.shuffle(row)
+            if rng.random() < 0.1:
+                row = row[1:] + row[:1] if rng.random() < 0.5 else row + row[:1]
+            rows.append(None if rng.random() < 0.05 else row)
+        arr = pa.array(rows, t)
+        if rng.random() < 0.3 and len(arr) > 1:
+            arr = arr.slice(1)
+        for key in ("a", "b", "c"):
+            want = pc.map_lookup(arr, key, "first")
+            got = delta_log._same_keys(arr, key)
+            assert got is None or got.to_pylist() == want.to_pylist(), (rows, key)
+
+
+def test_a_proxy_in_its_own_process_delays_and_counts_as_the_thread_does() -> None:
+    """bench/tables.py's proxy process: requests, round trips and the delay as the
+    in-process proxy reports them."""
+    import time
+
+    import_or_missing("moto.server", "moto")
+    ep = S3Endpoint(proxy_process=True)
+    try:
+        bucket = ep.new_bucket()
+        ep.put(bucket, "k", b"x" * 1000)
+        client = ep.boto3(direct=False)
+        ep.delay = 0.05
+        ep.reset_log()
+        t0 = time.perf_counter()
+        assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * 1000
+        assert time.perf_counter() - t0 >= 0.05
+        client.put_object(Bucket=bucket, Key="k2", Body=b"y" * 10)
+        assert [r.method for r in ep.requests] == ["GET", "PUT"]
+        assert ep.waves == 2 and ep.uploaded_bytes == 10 and ep.body_bytes >= 1000
+        ep.reset_log()
+        assert ep.requests == [] and ep.waves == 0
+        with pytest.raises(NotImplementedError):
+            ep.fail_next = 1
+    finally:
+        ep.stop()

@@ -267,9 +267,11 @@ class _Adds:
                 continue
             if not pa.types.is_map(m.type):
                 raise _Leave
-            got = pc.map_lookup(m, physical, "first")
-            if logical != physical:
-                got = pc.coalesce(got, pc.map_lookup(m, logical, "first"))
+            got = _same_keys(m, physical)
+            if got is None:
+                got = pc.map_lookup(m, physical, "first")
+                if logical != physical:
+                    got = pc.coalesce(got, pc.map_lookup(m, logical, "first"))
             parts.append(got.cast(pa.string()))
         if self.dicts:
             raw = [d.get("partitionValues") or {} for d in self.dicts]
@@ -279,6 +281,28 @@ class _Adds:
             except (pa.ArrowException, TypeError, AttributeError):
                 raise _Leave from None
         return _pick(parts, pa.string(), rows)
+
+
+def _same_keys(m: pa.MapArray, key: str) -> pa.Array | None:
+    """The values of ``key`` in a map column whose every row has the same keys in the
+    same order (a writer's partition values: the usual case), taken without a lookup per
+    row; None otherwise."""
+    n = len(m)
+    if n == 0 or m.null_count:
+        return None
+    offsets = m.offsets.to_numpy()
+    width = int(offsets[1] - offsets[0])
+    if width == 0 or not np.array_equal(np.diff(offsets), np.full(n, width)):
+        return None
+    keys = m.keys  # (of the whole buffer: a slice's offsets do not start at 0)
+    first = keys.slice(int(offsets[0]), width).to_pylist()
+    if first.count(key) != 1:
+        return None
+    if not pc.all(pc.equal(keys.slice(int(offsets[0]), n * width),
+                           pa.array(first * n, keys.type))).as_py():
+        return None  # (every row's keys are the first row's: one place per key)
+    return m.items.take(pa.array(int(offsets[0]) + first.index(key)
+                                 + np.arange(n, dtype=np.int64) * width))
 
 
 def _pick(parts: Sequence[pa.Array], t: pa.DataType, rows: pa.Array | None) -> pa.Array:
