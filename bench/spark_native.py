@@ -22,7 +22,9 @@ and as SQL over a view, with:
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
 * *empty source*: a Python data source of the same schema that reads nothing (its
   ``pushFilters`` gives every filter back, its one task yields no row): what any
-  Python data source pays per query before reading a byte.
+  Python data source pays per query before reading a byte;
+* *no scan*: the query on ``spark.read.parquet(lake).where(lit(False))``, which the
+  optimizer turns into an empty relation: what any Spark query to the sink pays.
 
 Every query is run to Spark's ``noop`` sink (the selected columns materialized):
 one warm-up per reader, then ``--runs`` rounds in rotating order; medians of
@@ -59,7 +61,8 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, Python source", "native", "native, own copy", "empty source")
+READERS = ("pqindex", "pqindex, Python source", "native", "native, own copy", "empty source",
+           "no scan")
 # The analysis of the measured numbers is written by hand in docs/benchmarks.md.
 WHY = ("Causes and analysis: see the hand-written notes of issue 42 in docs/benchmarks.md.")
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
@@ -156,6 +159,12 @@ def frame(spark: Any, reader: str, lake: Path, copy: Path,
         return pqindex.spark.table(spark, "li_pqindex", str(lake), shim=True)
     if reader == "pqindex, Python source":
         return pqindex.spark.table(spark, "li_pqindex_Python_source", str(lake), shim=False)
+    if reader == "no scan":
+        from pyspark.sql import functions as F
+
+        df = spark.read.parquet(str(lake)).where(F.lit(False))  # Spark drops the scan
+        df.createOrReplaceTempView("li_no_scan")
+        return df
     path = copy if reader == "native, own copy" else lake
     df = spark.read.parquet(str(path))
     df.createOrReplaceTempView("li_" + reader.replace(",", "").replace(" ", "_"))
@@ -210,7 +219,8 @@ def main() -> None:
                     tasks[r] = q.rdd.getNumPartitions()
                     log(f"{name}: {r} {tasks[r]} task(s)")
                 go(r)
-            same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
+            same = all(v == rows["native"] for r, v in rows.items()
+                       if r not in ("empty source", "no scan"))
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
             for i in range(args.runs):
                 order = READERS[i % len(READERS):] + READERS[:i % len(READERS)]
@@ -237,8 +247,9 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
     short = {"pqindex": "pqindex", "pqindex, Python source": "Python source",
-             "native": "native", "native, own copy": "own copy", "empty source": "empty source"}
-    ratios = ("pqindex", "pqindex, Python source", "empty source")
+             "native": "native", "native, own copy": "own copy", "empty source": "empty source",
+             "no scan": "no scan"}
+    ratios = ("pqindex", "pqindex, Python source", "empty source", "no scan")
     lines = [
         START,
         "## Spark's own filters and SQL on pqindex's datasets (bench/spark_native.py)",
@@ -289,7 +300,9 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         "source*: the same with `shim=False`, every column of the matching rows handed "
         "to Spark; *native*: `spark.read.parquet` of the same files; *own copy*: of "
         "Spark's copy; *empty source*: a Python data source of the same schema that reads "
-        "nothing. Every query run to the `noop` sink; bytes: growth of `rchar` over the "
+        "nothing; *no scan*: the query on `spark.read.parquet(lake).where(lit(False))`, "
+        "which Spark's optimizer turns into an empty relation (no scan, no task: the floor "
+        "of any Spark query to the `noop` sink). Every query run to the `noop` sink; bytes: growth of `rchar` over the "
         f"driver, the JVM and its Python workers. One warm-up, then {args.runs} round(s) "
         "in rotating order; medians.")
     lines.append("")

@@ -778,7 +778,8 @@ def frame(
             register(spark)  # spark.read.format("pqindex") and its pushdown, as ever
             if where is not None and where.strip():
                 df = df.where(where)
-            return df.select(*column_list(columns)) if columns is not None else df
+            names = column_list(columns)
+            return df.select(*names) if names is not None else df
         if shim:
             from pqindex.errors import UserInputError
 

@@ -199,7 +199,7 @@ def _load(spark: Any, gw: Any) -> Any:
         gw.new_array(jvm.java.lang.Object, 0))
     if str(shim.sparkVersion()) != version:
         raise RuntimeError(f"the JVM runs Spark {shim.sparkVersion()}, pyspark says {version}")
-    ensure_callback_server_started(gw)
+    ensure_callback_server_started(gw)  # type: ignore[no-untyped-call]
     shim.setPlanner(Planner())
     return shim
 
