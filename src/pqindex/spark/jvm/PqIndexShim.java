@@ -134,6 +134,7 @@ public final class PqIndexShim {
     final Filter[] filters;
     final StructType required;
     private InputPartition[] planned;  // this scan's plan: made once, on first use
+    private PartitionReaderFactory factory;
 
     ShimScan(ShimTable table, Filter[] filters, StructType required) {
       this.table = table;
@@ -197,7 +198,16 @@ public final class PqIndexShim {
       }
     }
 
-    @Override public PartitionReaderFactory createReaderFactory() {
+    // One per scan: Spark asks each copy of the scan's plan node for it, and making one
+    // broadcasts the Hadoop configuration.
+    @Override public synchronized PartitionReaderFactory createReaderFactory() {
+      if (factory == null) {
+        factory = makeReaderFactory();
+      }
+      return factory;
+    }
+
+    private PartitionReaderFactory makeReaderFactory() {
       if (planInputPartitions().length == 0) {
         // Nothing to read (pqindex kept no row group): no task will ask for a reader,
         // so skip ParquetScan's broadcast of the Hadoop configuration.
