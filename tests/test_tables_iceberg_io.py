@@ -23,7 +23,11 @@ from conftest import import_or_missing
 pyiceberg = import_or_missing("pyiceberg", "pyiceberg")
 
 import pqindex  # noqa: E402
-from pqindex.dataset.tables.iceberg_io import PqIndexFileIO, storage_options  # noqa: E402
+from pqindex.dataset.tables.iceberg_io import (  # noqa: E402
+    PqIndexFileIO,
+    storage_options,
+    table_storage_options,
+)
 from s3_server import S3Endpoint, s3  # noqa: E402, F401  (the session fixture)
 from table_rows import normalize, random_predicate  # noqa: E402
 
@@ -149,6 +153,14 @@ def test_the_mapping_and_a_missing_object(s3: S3Endpoint) -> None:  # noqa: F811
         "endpoint": "http://h:1", "region": "eu-west-1", "access_key_id": "b",
         "allow_http": "true"}
     assert storage_options({"client.role-arn": "arn:aws:iam::1:role/r"}) is None
+
+    class Local:  # a table elsewhere than S3: the S3 settings are not its
+        io = PqIndexFileIO({"s3.region": "eu-west-1"})
+
+        def location(self) -> str:
+            return "file:///tmp/wh/ns/t"
+
+    assert table_storage_options(Local()) is None
     io = PqIndexFileIO(_props(s3, s3.url))
     bucket = s3.new_bucket()
     missing = io.new_input(f"s3://{bucket}/nothing.avro")

@@ -123,9 +123,15 @@ class PqIndexFileIO(PyArrowFileIO):
 
 
 def table_storage_options(table: Any) -> dict[str, str] | None:
-    """A pyiceberg Table's S3 settings (its FileIO's properties, from its catalog) as
-    pqindex storage options; None when it has none or one pqindex does not map."""
+    """A pyiceberg Table on S3: its S3 settings (its FileIO's properties, from its
+    catalog) as pqindex storage options; None when it has none, one pqindex does not
+    map, or the table is elsewhere (those settings are for S3 only)."""
     properties = getattr(getattr(table, "io", None), "properties", None)
-    if not isinstance(properties, Mapping):
+    try:
+        location = str(table.location())
+    except Exception:  # not a pyiceberg Table after all
+        return None
+    if not isinstance(properties, Mapping) or location.partition("://")[0].lower() not in (
+            _S3_SCHEMES):
         return None
     return storage_options(properties) or None
