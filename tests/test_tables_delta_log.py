@@ -190,6 +190,10 @@ def test_a_cold_read_on_s3_is_one_list_and_one_wave(s3: S3Endpoint) -> None:  # 
                     storage_options=wopts)
     DeltaTable(url, storage_options=opts).delete("id < 20")
     _same(read_log(url, None, opts), load_delta(url, storage_options=opts))
+    # Version 0 from its commit, 2 from its checkpoint: replayed as they arrive, before
+    # the LIST confirms that is all they need; 3 from the checkpoint and a commit.
+    for v in (0, 2, 3):
+        _same(read_log(url, v, opts), load_delta(url, v, opts))
     reference = DeltaTable(url, storage_options=opts).to_pyarrow_table()
 
     s3.reset_log()
@@ -367,3 +371,31 @@ def test_a_proxy_in_its_own_process_delays_and_counts_as_the_thread_does() -> No
             ep.fail_next = 1
     finally:
         ep.stop()
+
+
+def test_a_replay_begun_before_the_list_fails_as_the_reader_would(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A numbered version's checkpoint is replayed as soon as it arrives, the LIST
+    still out: its error is raised where the reader uses that replay (a damaged
+    checkpoint), and a replay the LIST does not confirm is not used."""
+    import pqindex.io.objects as objects
+    from pqindex.dataset.tables import delta_log
+    from pqindex.errors import CorruptFileError
+
+    names = [f"{0:020d}.json", f"{1:020d}.json", f"{1:020d}.checkpoint.parquet"]
+    fetched: list[str] = []
+
+    def get(urls: list[str], _opts: Any) -> list[bytes | None]:
+        fetched.extend(urls)
+        return [b"not parquet" if u.endswith(".parquet") else None for u in urls]
+
+    monkeypatch.setattr(delta_log, "_list", lambda *_: names)
+    monkeypatch.setattr(objects, "get_objects", get)
+    with pytest.raises(CorruptFileError, match="checkpoint"):
+        delta_log.read_log("s3://bucket/t", 1, {})
+    # The LIST shows the checkpoint only in parts: the guessed one is not the version's.
+    names[2:] = [f"{1:020d}.checkpoint.{i:010d}.{2:010d}.parquet" for i in (1, 2)]
+    fetched.clear()
+    with pytest.raises(CorruptFileError, match="checkpoint part 0"):
+        delta_log.read_log("s3://bucket/t", 1, {})
+    assert any(".checkpoint.0000000001.0000000002" in u for u in fetched), fetched

@@ -90,14 +90,28 @@ def _read(location: str, version: int | None, storage_options: Mapping[str, Any]
     # commits put one) or the first commit.
     descriptor = f"{location}/{TABLE_DESCRIPTOR}"
     early: dict[str, bytes | None] = {}
+    speculated: tuple[DeltaSnapshot | None, BaseException | None] | None = None
+    guess: list[str] = []
     if listed:
         names = list(listed)
     elif remote:
         guess = [descriptor]
+        replay: Callable[[Sequence[bytes | None]], DeltaSnapshot | None] | None = None
         if version is not None:
             guess.append(f"{log}/{version:020d}.checkpoint.parquet" if version
                          else f"{log}/{0:020d}.json")
-        names, early = _list_and_get(log, storage_options, guess)
+            v = version
+
+            def replay(got: Sequence[bytes | None]) -> DeltaSnapshot | None:
+                # The version from its own checkpoint (or commit 0) alone: what the
+                # LIST will show is used when it shows just that.
+                blob = got[1]
+                if blob is None:
+                    return None
+                return (_replay(location, v, [blob], []) if v
+                        else _replay(location, 0, [], [(0, blob)]))
+
+        names, early, speculated = _list_and_get(log, storage_options, guess, replay)
     else:
         names = _list(log, remote, storage_options)
     commits = {int(m.group(1)): n for n in names if (m := _COMMIT.match(n))}
@@ -117,6 +131,15 @@ def _read(location: str, version: int | None, storage_options: Mapping[str, Any]
         raise _Leave  # a gap (cleaned-up commits before a checkpoint this cannot use)
     wanted = [f"{log}/{n}" for n in ([] if base is None else base[1])
               + [commits[v] for v in after]]
+    if speculated is not None and len(wanted) == 1 and wanted[0] == guess[-1]:
+        # The guessed object is all the version needs: replayed while the LIST was out.
+        got_snap, error = speculated
+        if error is not None:
+            raise error
+        if got_snap is not None:
+            if descriptor in early:
+                got_snap.key_descriptor = (early[descriptor],)
+            return got_snap
     missing = [u for u in wanted if early.get(u) is None]
     if remote and descriptor not in early:
         try:  # in the same wave as the log's objects
@@ -153,21 +176,38 @@ def _list(log: str, remote: bool, storage_options: Mapping[str, Any] | None) -> 
 
 
 def _list_and_get(log: str, storage_options: Mapping[str, Any] | None,
-                  urls: Sequence[str]) -> tuple[list[str], dict[str, bytes | None]]:
+                  urls: Sequence[str],
+                  then: Callable[[Sequence[bytes | None]], DeltaSnapshot | None] | None = None,
+                  ) -> tuple[list[str], dict[str, bytes | None],
+                             tuple[DeltaSnapshot | None, BaseException | None] | None]:
     """The LIST of the log on a store, and ``urls`` fetched meanwhile (None: absent;
-    left out when a GET failed: nothing is known of them)."""
+    left out when a GET failed: nothing is known of them); ``then`` is called with
+    them as soon as they are there, on the fetching thread (the LIST may still be out):
+    its result or its error, None when the GET failed."""
     from pqindex.io.objects import get_objects
     from pqindex.pools import shared_pool
 
+    def fetch() -> tuple[list[bytes | None], tuple[DeltaSnapshot | None,
+                                                    BaseException | None] | None]:
+        got = get_objects(urls, storage_options)
+        if then is None:
+            return got, None
+        try:
+            return got, (then(got), None)
+        except Exception as e:  # raised where the result is used, if it is
+            return got, (None, e)
+
     # (A thread kept for the process: starting one per read cost 1-3 ms.)
-    fetching = shared_pool("delta-log", 1).submit(get_objects, urls, storage_options)
+    fetching = shared_pool("delta-log", 1).submit(fetch)
     try:
         names = _list(log, True, storage_options)
     finally:
-        got: list[bytes | None] | None = None
+        got: tuple[list[bytes | None], Any] | None = None
         with contextlib.suppress(PqIndexError):
             got = fetching.result()
-    return names, {} if got is None else dict(zip(urls, got, strict=True))
+    if got is None:
+        return names, {}, None
+    return names, dict(zip(urls, got[0], strict=True)), got[1]
 
 
 def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] | None,
