@@ -108,7 +108,8 @@ def _file_types(pf: ParquetFile) -> pa.Schema:
     known = pf.derived.get("arrow_read_schema")
     if known is None:
         known = pf.derived["arrow_read_schema"] = arrow_metadata(pf).schema.to_arrow_schema()
-    return known  # type: ignore[no-any-return]
+    assert isinstance(known, pa.Schema)
+    return known
 
 
 def dictionary_strings(pf: ParquetFile, rgs: Sequence[int], fields: Sequence[str]
@@ -527,13 +528,16 @@ def iter_sifted_row_groups(
             buffers = Buffers(pf, stats, options.coalesce_gap)
             located(pf, batch, buffers.fetch, ranges)
         t0 = time.perf_counter()
-        t = _read_sifted(pf, image, buffers, batch, file_fields, options.verify_checksums)
+        # Small dictionaries' strings filtered as indices, cast once filtered.
+        dictionary = dictionary_strings(pf, batch, file_fields)
+        t = _read_sifted(pf, image, buffers, batch, file_fields, options.verify_checksums,
+                         dictionary)
         for name in names:
             if name in partition_types:
                 t = t.append_column(name, pa.array([partition.get(name)] * t.num_rows,
                                                    partition_types[name]))
         t = computable_table(t)  # filter has no kernel for views (conform restores them)
-        kept = t.filter(to_arrow_mask(expr, t))
+        kept = dense_strings(t.filter(to_arrow_mask(expr, t)), dictionary, pf)
         stats.decode_seconds += time.perf_counter() - t0
         stats.rows_out += kept.num_rows
         stats.row_groups_read += len(batch)
@@ -552,20 +556,22 @@ def _sift_batches(pf: ParquetFile, row_groups: Sequence[int], leaves: Sequence[i
 
 
 def _read_sifted(pf: ParquetFile, image: pa.Buffer | None, buffers: Buffers | None,
-                 rgs: list[int], file_fields: list[str], verify: bool) -> pa.Table:
+                 rgs: list[int], file_fields: list[str], verify: bool,
+                 dictionary: Sequence[str] = ()) -> pa.Table:
     try:
         if verify:
             check_chunks(pf, rgs, file_fields, buffers if image is None else
                          lambda o, n: memoryview(image)[o : o + n])
         source = pa.BufferReader(image) if image is not None else SourceFile(pf, buffers)
-        reader = pq.ParquetFile(source, metadata=arrow_metadata(pf))
+        reader = pq.ParquetFile(source, metadata=arrow_metadata(pf),
+                                read_dictionary=list(dictionary) or None)
         return reader.read_row_groups(rgs, columns=file_fields, use_threads=False)
     except PqIndexError as e:
         raise e.located(path=pf.path) from None
     except DECODE_ERRORS as e:
         if len(rgs) > 1:
             for rg in rgs:  # name the row group that fails alone
-                _read_sifted(pf, image, buffers, [rg], file_fields, verify)
+                _read_sifted(pf, image, buffers, [rg], file_fields, verify, dictionary)
         raise _decode_error(pf, rgs, e) from e
 
 
