@@ -3,7 +3,8 @@ pqindex indexed them on S3, against the tables' own readers and polars.
 
     .venv/bin/python bench/tables.py [--files 1000] [--rows 2000] [--delay 20] [--rounds 3]
                                      [--big-files 100] [--big-mib 5.5]
-                                     [--part delta|iceberg|big|all] [--write]
+                                     [--part delta|iceberg|big|all] [--queries 'point id']
+                                     [--write]
 
 Each ``--part`` (each under 10 minutes) saves its results in ``--results``
 (a JSON file in the temporary directory); ``--write`` renders the saved parts.
@@ -19,6 +20,10 @@ that delays every request by ``--delay`` ms):
 * Iceberg: the same rows in ``--files`` Parquet files written by pyarrow and added by
   pyiceberg (``add_files``, SQL catalog on sqlite, the warehouse on moto): the first
   snapshot; then indexed by ``pqindex.add_indexes(table)``: the second snapshot.
+
+pqindex's readers load the Iceberg table through the catalog configured with
+pqindex's FileIO (``py-io-impl``, metadata files in one GET each), as its users would;
+"pqindex (indexed, pyiceberg's FileIO)" and the peers through pyiceberg's default.
 
 Queries: a point lookup on ``id``, a 1,000-row range, a rare ``user_id`` (one row), an
 absent ``user_id`` (both inside every file's bounds). Every reader runs each query cold:
@@ -122,14 +127,21 @@ def build_delta(ep: S3Endpoint, bucket: str, files: int, rows: int) -> dict[str,
             "copied": sum(r.bytes_copied_server_side for r in results)}
 
 
-def iceberg_catalog(ep: S3Endpoint, db: Path, bucket: str, endpoint: str) -> Any:
+PQINDEX_IO = "pqindex.dataset.tables.iceberg_io.PqIndexFileIO"
+
+
+def iceberg_catalog(ep: S3Endpoint, db: Path, bucket: str, endpoint: str,
+                    pqindex_io: bool = False) -> Any:
+    """The SQL catalog; ``pqindex_io``: configured with pqindex's FileIO (``py-io-impl``:
+    metadata files in one GET each, no HEAD), as a pqindex user would configure it."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     opts = ep.storage_options()
     return SqlCatalog("bench", uri=f"sqlite:///{db}", warehouse=f"s3://{bucket}/wh",
                       **{"s3.endpoint": endpoint, "s3.access-key-id": opts["access_key_id"],
                          "s3.secret-access-key": opts["secret_access_key"],
-                         "s3.region": opts["region"]})
+                         "s3.region": opts["region"],
+                         **({"py-io-impl": PQINDEX_IO} if pqindex_io else {})})
 
 
 def build_iceberg(ep: S3Endpoint, bucket: str, db: Path, files: int,
@@ -243,13 +255,13 @@ def iceberg_readers(ep: S3Endpoint, db: Path, bucket: str, snaps: dict[str, Any]
     row_filter = (And(GreaterThanOrEqual(col, v[0]), LessThanOrEqual(col, v[1]))
                   if op == "between" else EqualTo(col, v))
 
-    def table() -> Any:  # a fresh table object: the metadata read through the proxy
-        return iceberg_catalog(ep, db, bucket, ep.url).load_table("ns.t")
+    def table(pqindex_io: bool = False) -> Any:  # a fresh table object: its metadata read
+        return iceberg_catalog(ep, db, bucket, ep.url, pqindex_io).load_table("ns.t")
 
-    def pqi(snapshot: int) -> int:
+    def pqi(snapshot: int, pqindex_io: bool = True) -> int:
         metadata_cache().clear()
-        return int(pqindex.dataset(table(), storage_options=opts, snapshot_id=snapshot)
-                   .to_table(where=sql).num_rows)
+        return int(pqindex.dataset(table(pqindex_io), storage_options=opts,
+                                   snapshot_id=snapshot).to_table(where=sql).num_rows)
 
     def pyiceberg_() -> int:
         return int(table().scan(row_filter=row_filter, snapshot_id=snaps["written"])
@@ -270,6 +282,7 @@ def iceberg_readers(ep: S3Endpoint, db: Path, bucket: str, snaps: dict[str, Any]
 
     return {"pqindex (as written)": lambda: pqi(snaps["written"]),
             "pqindex (indexed)": lambda: pqi(snaps["indexed"]),
+            "pqindex (indexed, pyiceberg's FileIO)": lambda: pqi(snaps["indexed"], False),
             "pyiceberg": pyiceberg_, "polars": polars_}
 
 
@@ -298,9 +311,12 @@ def measure(ep: S3Endpoint, fn: Callable[[], int], rounds: int,
 
 def run_queries(ep: S3Endpoint, n: int, make: Callable[[str, pc.Expression, Any],
                                                         dict[str, Callable[[], int]]],
-                rounds: int, label: str) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+                rounds: int, label: str, only: list[str] | None = None
+                ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     out = []
     for name, (sql, expr, spec) in queries(n).items():
+        if only and name not in only:
+            continue
         got = {r: measure(ep, fn, rounds) for r, fn in make(sql, expr, spec).items()}
         counts = {g["rows"] for g in got.values() if "rows" in g}
         if len(counts) != 1:
@@ -325,9 +341,12 @@ def main() -> None:
     ap.add_argument("--results", default=str(Path(tempfile.gettempdir())
                                              / "pqindex-bench-tables.json"),
                     help="the parts' results, kept between runs")
+    ap.add_argument("--queries", default=None,
+                    help="query names to run, separated by ';' (default: all), e.g. 'point id'")
     ap.add_argument("--write", action="store_true",
                     help="update docs/benchmarks.md from the saved results")
     args = ap.parse_args()
+    only = [q.strip() for q in args.queries.split(";")] if args.queries else None
     t_start = time.perf_counter()
     load0 = os.getloadavg()[0]
     saved = Path(args.results)
@@ -354,14 +373,14 @@ def main() -> None:
                     ep.delay = args.delay / 1000
                     got = run_queries(
                         ep, n, lambda sql, expr, spec, m=meta: delta_readers(
-                            m["url"], ep, sql, expr, spec), args.rounds, "delta")
+                            m["url"], ep, sql, expr, spec), args.rounds, "delta", only)
                 else:
                     meta = build_iceberg(ep, bucket, db, args.files, args.rows)
                     print("iceberg indexed", meta, flush=True)
                     ep.delay = args.delay / 1000
                     got = run_queries(
                         ep, n, lambda sql, _expr, spec, m=meta: iceberg_readers(
-                            ep, db, bucket, m, sql, spec), args.rounds, "iceberg")
+                            ep, db, bucket, m, sql, spec), args.rounds, "iceberg", only)
                 results[part] = {"meta": meta, "results": got, "minutes": (
                     time.perf_counter() - t0) / 60, "load0": l0, "date": str(dt.date.today()),
                     "files": args.files, "rows": args.rows, "delay": args.delay,

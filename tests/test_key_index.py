@@ -230,7 +230,7 @@ def test_a_damaged_index_falls_back_to_the_files(tmp_path: Path, damage: str) ->
     _lake(tmp_path, "int64", seed=9)
     _build(tmp_path, "k")
     shard = tmp_path / _shards(tmp_path)[0]["path"]
-    if damage == "bytes":  # same size: page bytes flipped (the page checksums see it)
+    if damage == "bytes":  # same size: page bytes flipped (the CRC-32 sees it)
         data = bytearray(shard.read_bytes())
         for i in range(8, len(data) // 2, 97):
             data[i] ^= 0x5A
@@ -322,6 +322,49 @@ def test_spark_does_not_take_the_index_for_data(tmp_path: Path, spark: Any) -> N
     _build(tmp_path, "k")
     assert spark.read.parquet(str(tmp_path)).count() == before == 1200
     assert spark.read.parquet(f"{tmp_path}/*.parquet").count() == before
+
+
+def test_integer_shards_hold_deltas_and_bit_packed_file_ids(tmp_path: Path) -> None:
+    """Shards of integer keys (read whole, checked by their CRC-32): keys as deltas
+    with no codec, file ids and row groups as dictionary indices, statistics on the
+    key alone, no page checksums; strings keep zstd and page checksums (a large
+    shard's pages are read alone). Lookups still equal a full scan."""
+    for kind in ("int64", "string"):
+        root = tmp_path / kind
+        root.mkdir()
+        _lake(root, kind, seed=31, files=12)
+        _build(root, "k")
+        for sh in _shards(root):
+            md = pq.ParquetFile(root / sh["path"]).metadata
+            assert md.num_rows == sh["entries"] and md.schema.names == ["key", "row_group",
+                                                                         "file"]
+            rg = md.row_group(0)
+            key, row_group, file = (rg.column(i) for i in range(3))
+            assert row_group.has_dictionary_page and file.has_dictionary_page
+            assert row_group.compression == file.compression == "UNCOMPRESSED"
+            assert key.is_stats_set and not file.is_stats_set
+            if kind == "int64":
+                assert "DELTA_BINARY_PACKED" in key.encodings
+                assert key.compression == "UNCOMPRESSED"
+            else:
+                assert key.compression == "ZSTD"
+        _check_lookups(root, 3)
+
+
+def test_compaction_checks_each_shard_against_its_crc32(tmp_path: Path) -> None:
+    """Integer shards carry no page checksums: a compaction reading a damaged one
+    (size kept) must refuse it, not merge wrong entries into the new run."""
+    from pqindex.dataset.key_index import compact_key_index
+    from pqindex.errors import PqIndexError
+
+    _lake(tmp_path, "int64", seed=33, files=4)
+    _build(tmp_path, "k")
+    shard = tmp_path / _shards(tmp_path)[0]["path"]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    shard.write_bytes(bytes(data))
+    with pytest.raises(PqIndexError, match="CRC-32"):
+        compact_key_index(tmp_path)
 
 
 def test_compaction_merges_delta_shards(tmp_path: Path) -> None:

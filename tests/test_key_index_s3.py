@@ -132,8 +132,15 @@ def test_on_a_commit_point_no_list_and_fewer_round_trips(
     args = ["manifest", url, "--key-index", "user_id"]
     for k, v in so.items():
         args += ["--storage-option", f"{k}={v}"]
+    s3.reset_log()
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
+    # The build fetched the manifest once (it names the files, and its version makes
+    # the commit conditional): no LIST, and no second or third GET of it in a row.
+    assert not any(r.query.startswith("list-type=2") for r in s3.requests)
+    manifest_gets = [r for r in s3.requests
+                     if r.method == "GET" and r.path.endswith(MANIFEST_NAME)]
+    assert len(manifest_gets) == 1, [(r.method, r.path) for r in s3.requests]
     m = json.loads(s3.boto3().get_object(Bucket=bucket, Key=f"lake/{MANIFEST_NAME}")
                    ["Body"].read())
     assert m[COMMIT_POINT] is True and "user_id" in m["key_index"]["columns"]
@@ -228,8 +235,9 @@ def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--key-index`` over a listing is one pass: each data file is read once (its
     tail holds it whole) for both the manifest and the keys, though the lake spans
-    several batches, and the manifest is fetched once before the listing. A rebuild of other columns deletes the superseded shards in one
-    bulk request (DeleteObjects), not a DELETE each."""
+    several batches and the keys are read as the tails land, and the manifest is
+    fetched once before the listing. A rebuild of other columns deletes the
+    superseded shards in one bulk request (DeleteObjects), not a DELETE each."""
     from pqindex.dataset import key_index
     from pqindex.dataset import manifest as manifest_mod
 
@@ -249,7 +257,11 @@ def test_a_build_reads_each_file_once_and_a_rebuild_deletes_in_bulk(
     url = f"s3://{bucket}/lake"
     metadata_cache().clear()
     s3.reset_log()
+    # Tails land one by one while the key reader takes each file as its tail lands:
+    # a file it took early would be read a second time.
+    monkeypatch.setattr(s3, "delay", 0.02)
     key_index.write_manifest_with_key_index(url, ["user_id"], storage_options=so)
+    monkeypatch.setattr(s3, "delay", 0.0)
     gets = [r.path for r in s3.requests if r.method == "GET" and r.path.endswith(".parquet")]
     assert sorted(gets) == sorted(set(gets)) and len(gets) == 8, gets
     manifest_gets = [r for r in s3.requests

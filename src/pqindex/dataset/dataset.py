@@ -268,6 +268,11 @@ class Dataset:
             source, (str, bytes)) and len(source) == 1) else source
         from pqindex.dataset.tables.source import is_table_source, table_source
 
+        if storage_options is None and type(table_item).__module__.startswith("pyiceberg"):
+            from pqindex.dataset.tables.iceberg_io import table_storage_options
+
+            # A pyiceberg Table's files are read with its catalog's S3 settings.
+            storage_options = table_storage_options(table_item)
         if version is not None or snapshot_id is not None or is_table_source(table_item):
             self._table = table_source(table_item, version=version, snapshot_id=snapshot_id,
                                        storage_options=storage_options)

@@ -23,7 +23,8 @@ from pqindex.io.errors import ObjectNotFoundError
 from pqindex.io.listing import list_with, probe_object
 from pqindex.io.source import IOStats, ObjectInfo, is_object_store_url, listing_failed
 
-__all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "discover", "pattern_files", "split_pattern"]
+__all__ = ["MANIFEST_NAME", "DataFile", "Discovery", "committed_discovery", "discover",
+           "pattern_files", "split_pattern"]
 
 MANIFEST_NAME = "_pqindex_manifest.json"  # see pqindex.dataset.manifest
 DELTA_LOG = "_delta_log"  # a Delta Lake table's log directory
@@ -306,6 +307,20 @@ def _committed(root: str, remote: bool, storage_options: Mapping[str, Any] | Non
         return None
     return _named(base, remote, [rel for rel, _ in named], [info for _, info in named],
                   stats, url, data)
+
+
+def committed_discovery(root: str, data: bytes) -> Discovery | None:
+    """The files the commit-point manifest ``data`` of the store directory ``root``
+    names, as ``discover(root, listing=False)`` would give them, from bytes the caller
+    fetched already (no request); None when ``data`` is not a commit point."""
+    from pqindex.dataset.manifest import committed_files
+
+    named = committed_files(data)
+    if named is None:
+        return None
+    base = root.rstrip("/")
+    return _named(base, True, [rel for rel, _ in named], [info for _, info in named],
+                  IOStats(), f"{base}/{MANIFEST_NAME}", data)
 
 
 def _named(base: str, remote: bool, rels: Sequence[str], infos: Sequence[ObjectInfo],

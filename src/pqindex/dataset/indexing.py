@@ -280,6 +280,11 @@ def add_indexes(
         # An Iceberg table object: its data files indexed by a commit (dataset/tables).
         if output is not None:
             raise UserInputError("output is not supported for an Iceberg table (a commit)")
+        if storage_options is None:  # its catalog's S3 settings, as pyiceberg reads them
+            from pqindex.dataset.tables.iceberg_io import table_storage_options
+
+            storage_options = table_storage_options(paths)
+
         def index_one(src: str, dst: str) -> IndexResult:
             if "://" in src and not src.startswith("file://"):  # an object: a new object
                 from pqindex.write.remote_index import index_object

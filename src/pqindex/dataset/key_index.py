@@ -2,7 +2,8 @@
 
 For each indexed column, the distinct ``(key, file, row_group)`` entries of the data
 files, sorted by key, go into Parquet shards with a page index (pyarrow's writer:
-zstd, pages of at most :data:`PAGE_BYTES`, page checksums), range-sharded by key
+pages of at most :data:`PAGE_BYTES`; integer keys as deltas, other keys zstd with
+page checksums; file ids and row groups as dictionary indices), range-sharded by key
 (shards of at most :data:`SHARD_BYTES`). The shards live under the dataset's
 ``_pqindex/key_index/<column>/`` and end in :data:`SHARD_SUFFIX`: readers skip
 ``_``-prefixed directories, and no ``*.parquet`` glob matches them.
@@ -68,6 +69,7 @@ from pqindex.io.source import IOStats, ObjectInfo
 if TYPE_CHECKING:
     from pqindex.dataset.manifest import ManifestView
     from pqindex.format.file import ParquetFile
+    from pqindex.io.objstore import TailWave
 
 __all__ = [
     "KEY_INDEX_SKIP",
@@ -415,9 +417,10 @@ _TAIL_BATCH = 256
 # Files a build task reads and sorts as one run: runs sorted beside the reads leave
 # only their merge (by key range, beside the uploads) after the last file.
 _RUN_FILES = 64
-# Shards written at once (pyarrow encodes and compresses without the GIL; most of a
-# shard's time on a store is its PUT's round trip).
+# Shards written at once (most of a shard's time on a store is its PUT's round trip),
+# of which merging or encoding at once (pyarrow and numpy work without the GIL).
 _WRITE_THREADS = 16
+_ENCODE_THREADS = 2
 
 
 def _int32s(values: np.ndarray) -> pa.Array:
@@ -500,18 +503,24 @@ def _sorted_entries(keys: pa.Array, rgs: np.ndarray, files: np.ndarray
 
 
 def _shard_bytes(part: pa.Table) -> bytes:
-    """One shard as Parquet in memory, by pyarrow's writer: zstd, no dictionary, pages
-    of at most :data:`PAGE_BYTES`, the page index (a lookup of a large shard reads
-    only the pages holding its keys) and page checksums, the key column declared
-    sorted."""
+    """One shard as Parquet in memory, by pyarrow's writer: pages of at most
+    :data:`PAGE_BYTES`, the page index (a lookup of a large shard reads only the pages
+    holding its keys), the key column declared sorted and alone with statistics."""
     buf = pa.BufferOutputStream()
-    # Sorted integer keys as deltas: 23% fewer bytes to upload and to read than zstd
-    # alone on random 64-bit keys. pyarrow decodes them (a shard read whole); pqindex's
+    # Sorted integer keys as deltas: 23% fewer bytes than zstd alone on random 64-bit
+    # keys, and zstd gains nothing after them. pyarrow decodes them (a shard read
+    # whole, checked against the descriptor's CRC-32: no page checksums); pqindex's
     # page reader does not, so only shards small enough to be read whole get them.
     delta = _fixed_width(part.schema.field(_KEY).type) and SHARD_BYTES <= WHOLE_SHARD_BYTES
-    pq.write_table(part, buf, row_group_size=max(1, part.num_rows), compression="zstd",
-                   use_dictionary=False, data_page_size=PAGE_BYTES, write_page_index=True,
-                   write_page_checksum=True, store_decimal_as_integer=True,
+    # File ids and row groups as dictionary indices: bit-packed at the width their
+    # count needs (1.3 bytes for 1,000 files; zstd on int32 ids: 1.75) and cheaper to
+    # write and decode than zstd.
+    pq.write_table(part, buf, row_group_size=max(1, part.num_rows),
+                   compression={_KEY: "none" if delta else "zstd", _ROW_GROUP: "none",
+                                _FILE: "none"},
+                   use_dictionary=[_ROW_GROUP, _FILE], data_page_size=PAGE_BYTES,
+                   write_page_index=True, write_statistics=[_KEY],
+                   write_page_checksum=not delta, store_decimal_as_integer=True,
                    sorting_columns=[pq.SortingColumn(0)],
                    column_encoding={_KEY: "DELTA_BINARY_PACKED"} if delta else None)
     return bytes(buf.getvalue())
@@ -615,19 +624,32 @@ def _write_runs(runs: Sequence[_Run], base: str, column: str, delta: bool,
         runs = [_merge_runs(runs)]  # no numpy bounds: one merge, cut by position
     ranges = _key_ranges(runs, per_shard * _SHARDS_PER_RANGE)
 
+    # Merging and encoding take the CPU, a PUT waits on the store: few tasks encode
+    # at once (all 16 at once left the store idle until the first range was done,
+    # and its server competes for the same cores), the rest upload.
+    cpu = threading.BoundedSemaphore(_ENCODE_THREADS)
+
     def write_range(r: int) -> list[Shard]:
-        keys, rgs, files = _merge_runs([
-            (k.slice(lo, hi - lo), g[lo:hi], f[lo:hi])
-            for (k, g, f), (lo, hi) in zip(runs, ranges[r], strict=True)])
+        with cpu:
+            keys, rgs, files = _merge_runs([
+                (k.slice(lo, hi - lo), g[lo:hi], f[lo:hi])
+                for (k, g, f), (lo, hi) in zip(runs, ranges[r], strict=True)])
         m = len(keys)
         if m == 0:
             return []
         count = -(-m // per_shard)
         cuts = [m * i // count for i in range(count + 1)]  # even shards, none above
-        return [_write_shard(_entries_table(keys.slice(a, b - a), rgs[a:b], files[a:b]),
-                             base, f"{INDEX_DIR}/{safe}/{batch}-{r:05d}-{j:03d}{SHARD_SUFFIX}",
-                             delta, vt, storage_options)
-                for j, (a, b) in enumerate(itertools.pairwise(cuts)) if b > a]
+        out = []
+        for j, (a, b) in enumerate(itertools.pairwise(cuts)):
+            if b <= a:
+                continue
+            part = _entries_table(keys.slice(a, b - a), rgs[a:b], files[a:b])
+            with cpu:
+                data = _shard_bytes(part)
+            out.append(_write_shard(
+                part, base, f"{INDEX_DIR}/{safe}/{batch}-{r:05d}-{j:03d}{SHARD_SUFFIX}",
+                delta, vt, storage_options, data))
+        return out
 
     if pool is not None:
         done = list(pool.map(write_range, range(len(ranges))))
@@ -657,25 +679,31 @@ class _KeyReader:
         self._read: set[str] = set()
         self._ext = _Extension(base, self.columns, previous, self.current, self._pool)
 
-    def batch(self, files: Sequence[DataFile]) -> None:
+    def batch(self, files: Sequence[DataFile], tails: TailWave | None = None) -> None:
         """Start reading ``files`` (those not covered), :data:`_RUN_FILES` a task, each
         task sorting its files' entries as a run (all of it beside the manifest's
         parse of the same batch); waits for the batch before, so at most two
-        batches' tails need to stay cached."""
+        batches' tails need to stay cached. ``tails``: the wave reading their tails
+        (each file is read as its tail lands, the last batch's too, before the
+        wave's end)."""
         wanted = [df for df in files if df.path in self._wanted]
         tasks = []
         for i in range(0, len(wanted), _RUN_FILES):
             chunk = wanted[i:i + _RUN_FILES]
             first = self._ext.next_id
             self._ext.next_id += len(chunk)  # ids reserved in order (gaps: files gone)
-            tasks.append(self._pool.submit(self._load_run, chunk, first))
+            tasks.append(self._pool.submit(self._load_run, chunk, first, tails))
         self._pending.append(tasks)
         while len(self._pending) > 1:
             self._collect(self._pending.pop(0))
 
-    def _load_run(self, chunk: Sequence[DataFile], first: int) -> _Chunk:
-        loaded = [(df, first + i, _load(df, self.columns, self.storage_options))
-                  for i, df in enumerate(chunk)]
+    def _load_run(self, chunk: Sequence[DataFile], first: int, tails: TailWave | None
+                  ) -> _Chunk:
+        loaded = []
+        for i, df in enumerate(chunk):
+            if tails is not None:
+                tails.wait(df.path)
+            loaded.append((df, first + i, _load(df, self.columns, self.storage_options)))
         runs: dict[str, _Run | None] = {}
         for c in self.columns:
             keys: list[pa.Array] = []
@@ -938,8 +966,9 @@ def write_manifest_with_key_index(
     # write_manifest's refresh (three sequential round trips before).
     got = get_versioned(manifest_url(base), storage_options)
     raw = got[0] if got is not None else None
-    if raw is not None and committed_files(raw) is not None:
-        return add_key_index(root, columns, storage_options=storage_options)
+    if raw is not None and got is not None and committed_files(raw) is not None:
+        return add_key_index(root, columns, storage_options=storage_options,
+                             fetched=(raw, got[1]))
     previous = _index_in(raw)
     disc = discover(base, storage_options)
     # One pass over the files: the manifest parses each batch's footers while the pool
@@ -960,13 +989,21 @@ def _commit_point(root: str, storage_options: Mapping[str, Any] | None
                   ) -> tuple[dict[str, Any], str | None] | None:
     """The commit-point manifest at ``root`` and its version, or None (no manifest,
     or one written over a listing)."""
-    from pqindex.dataset.manifest import committed_files
     from pqindex.io.objects import get_versioned
 
     got = get_versioned(manifest_url(_base(root)), storage_options)
-    if got is None or committed_files(got[0]) is None:
+    m = None if got is None else _committed_json(got[0])
+    return None if m is None or got is None else (m, got[1])
+
+
+def _committed_json(raw: bytes) -> dict[str, Any] | None:
+    """Manifest bytes as JSON when they are a commit point, else None."""
+    from pqindex.dataset.manifest import committed_files
+
+    if committed_files(raw) is None:
         return None
-    return json.loads(got[0]), got[1]
+    m = json.loads(raw)
+    return m if isinstance(m, dict) else None
 
 
 def read_manifest(root: str, storage_options: Mapping[str, Any] | None
@@ -1073,19 +1110,30 @@ def _delete(urls: Sequence[str], storage_options: Mapping[str, Any] | None) -> N
 
 
 def add_key_index(path: str | os.PathLike[str], columns: Sequence[str], *,
-                  storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  storage_options: Mapping[str, Any] | None = None,
+                  fetched: tuple[bytes, str | None] | None = None) -> dict[str, Any]:
     """The key index of ``columns`` over the files a commit-point manifest names (no
     LIST; delta shards when its index covers the same columns), committed into that
-    manifest, which stays a commit point. Returns the manifest."""
-    from pqindex.dataset.discovery import discover
+    manifest, which stays a commit point. ``fetched``: the manifest's bytes and
+    version, when the caller has them (no GET here). Returns the manifest."""
+    from pqindex.dataset.discovery import committed_discovery, discover
 
     root = _base(os.fspath(path))
-    found = _commit_point(root, storage_options)
+    if fetched is None:
+        found = _commit_point(root, storage_options)
+    else:
+        m = _committed_json(fetched[0])
+        found = None if m is None else (m, fetched[1])
     if found is None:
         raise UserInputError("no manifest committed by pqindex's pipeline here (write one "
                              "with `pqindex manifest PATH --key-index COL`)", path=root)
     manifest, version = found
-    disc = discover(root, storage_options, listing=False)
+    # On a store, the files from the bytes in hand (two sequential GETs before: the
+    # commit point's, then discovery's).
+    disc = (committed_discovery(root, fetched[0])
+            if fetched is not None and "://" in root else None)
+    if disc is None:
+        disc = discover(root, storage_options, listing=False)
     descriptor = build_key_index(root, columns, storage_options=storage_options,
                                  previous=manifest.get(MANIFEST_KEY), discovery=disc)
     return commit_key_index(root, manifest, version, descriptor, storage_options)
@@ -1093,7 +1141,8 @@ def add_key_index(path: str | os.PathLike[str], columns: Sequence[str], *,
 
 def _read_shard(base: str, shard: Shard, storage_options: Mapping[str, Any] | None
                 ) -> pa.Table:
-    """A shard's entries, its page checksums verified (whole object: one GET)."""
+    """A shard's entries, checked against its CRC-32 or its page checksums (whole
+    object: one GET)."""
     from pqindex.io.objects import get_object
 
     url = _join(base, shard.path)
@@ -1101,6 +1150,9 @@ def _read_shard(base: str, shard: Shard, storage_options: Mapping[str, Any] | No
     if data is None or len(data) != shard.size:
         raise PqIndexError("a key index shard is missing or changed; rebuild the index "
                            "(`pqindex manifest PATH --key-index COL`)", path=url)
+    if shard.crc32 is not None and zlib.crc32(data) != shard.crc32:
+        raise PqIndexError("a key index shard is damaged (its CRC-32 differs from the "
+                           "descriptor's); rebuild the index", path=url)
     try:
         return pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True).read()
     except (OSError, pa.ArrowException) as e:

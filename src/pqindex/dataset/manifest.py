@@ -59,6 +59,7 @@ from pqindex.plan.tree import evaluate
 
 if TYPE_CHECKING:
     from pqindex.dataset.discovery import DataFile, Discovery
+    from pqindex.io.objstore import TailWave
 
 __all__ = [
     "COMMIT_POINT",
@@ -297,7 +298,7 @@ def write_manifest(
     extra: Mapping[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
     discovery: Discovery | None = None,
-    on_batch: Callable[[Sequence[DataFile]], None] | None = None,
+    on_batch: Callable[[Sequence[DataFile], TailWave | None], None] | None = None,
     finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     previous: tuple[bytes | None] | None = None,
 ) -> dict[str, Any]:
@@ -309,9 +310,10 @@ def write_manifest(
     manifest that pqindex does not compute (Spark's key ranges) are kept for
     files that did not change. ``progress(done, total)`` is called as footers are
     read (after each file). ``discovery``: the listing, when the caller has it;
-    ``on_batch(files)``: called as each batch's tails are in the metadata cache (the
-    key index reads its keys from them); ``finish(manifest)``: the manifest to write
-    instead; ``previous``: the manifest now there (its bytes, or None for none), when
+    ``on_batch(files, tails)``: called as each batch's tails go out (``tails``, their
+    wave, None when none is read: ``tails.wait(url)`` until one is in the metadata
+    cache, where the key index reads its keys); ``finish(manifest)``: the manifest to
+    write instead; ``previous``: the manifest now there (its bytes, or None for none), when
     the caller fetched it already. Returns the manifest.
     """
     from pqindex.dataset.discovery import discover, split_pattern
@@ -366,17 +368,19 @@ def _open_files(
     files: Sequence[DataFile], base: str, storage_options: Mapping[str, Any] | None,
     keep: dict[str, Mapping[str, Any]],
     progress: Callable[[int, int], None] | None = None,
-    on_batch: Callable[[Sequence[DataFile]], None] | None = None,
+    on_batch: Callable[[Sequence[DataFile], TailWave | None], None] | None = None,
 ) -> Iterator[tuple[str, ParquetFile, ObjectInfo]]:
     """Each readable data file, opened (remote tails a batch at a time, in one wave)
     and closed once its entry is built; ``keep`` loses the entries of changed files."""
-    from pqindex.io.objstore import prefetch_tails
+    from pqindex.io.objstore import start_tails
 
     for i in range(0, len(files), _WRITE_BATCH):
         batch = files[i : i + _WRITE_BATCH]
-        prefetch_tails([(df.path, df.info, None) for df in batch], storage_options)
+        tails = start_tails([(df.path, df.info, None) for df in batch], storage_options)
         if on_batch is not None:
-            on_batch(batch)
+            on_batch(batch, tails)  # may take each file as its tail lands
+        if tails is not None:
+            tails.join()
         for j, df in enumerate(batch):
             if progress is not None:
                 progress(i + j, len(files))

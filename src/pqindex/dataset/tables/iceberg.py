@@ -10,6 +10,11 @@ From a table location, the metadata file is chosen as Iceberg's static readers
 choose it: ``metadata/version-hint.text`` when present, else the metadata file
 of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.json``).
 
+On a store the manifest list and the manifests are fetched by pqindex (one GET each,
+the manifests in one wave); without delete manifests the live entries are decoded by
+pyiceberg's Avro reader directly (``_live_files``). ``iceberg_io.PqIndexFileIO``
+(catalog property ``py-io-impl``) also reads the metadata.json in one GET.
+
 Columns are bound by field id: each data file opened is renamed to the snapshot
 schema's names by its columns' field ids (``mapping.rename_by_field_id``), so a
 renamed column is read under its new name and a dropped one is not read even when a
@@ -33,7 +38,6 @@ import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -191,7 +195,7 @@ def _tasks(table: Any, snapshot_id: int | None,
     fetched in the second ((its bytes or None: there is none); None: not fetched)."""
     from pyiceberg.expressions import AlwaysTrue as IceTrue
     from pyiceberg.manifest import ManifestContent
-    from pyiceberg.table import FileScanTask, ManifestGroupPlanner
+    from pyiceberg.table import ManifestGroupPlanner
 
     snap = (table.current_snapshot() if snapshot_id is None
             else table.snapshot_by_id(snapshot_id))
@@ -200,12 +204,58 @@ def _tasks(table: Any, snapshot_id: int | None,
     location = _local(table.location()).rstrip("/")
     fio, descriptor = _prefetched(table.io, snap.manifest_list, storage_options, location)
     manifests = snap.manifests(fio)
-    planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
     if any(m.content != ManifestContent.DATA for m in manifests):
+        planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
         return list(planner.plan_files(manifests)), descriptor  # deletes matched to files
-    # No delete file: each live entry is a task of its own, with no residual to make.
-    entries = chain.from_iterable(planner.plan_manifest_entries(_live(manifests)))
-    return [FileScanTask(e.data_file) for e in entries], descriptor
+    # No delete file: each live entry is a task of its own, with no residual to make,
+    # no sequence number to compare, and no filter to evaluate (pqindex plans later).
+    return [_Task(df) for df in _live_files(fio, _live(manifests))], descriptor
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """A data file with no delete file (pyiceberg's FileScanTask without the residual)."""
+
+    file: Any
+    delete_files: tuple[Any, ...] = ()
+
+
+def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
+    """The live DataFiles of data ``manifests``, decoded by pyiceberg's Avro reader (its
+    manifest schema and record types) without what only delete matching and filtering
+    use: the sequence numbers' inheritance, the evaluators, a thread per manifest.
+    About half of ``plan_manifest_entries``' CPU for 1,000 entries (~22 ms, was ~44)."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import (
+        DEFAULT_READ_VERSION,
+        MANIFEST_ENTRY_SCHEMAS,
+        DataFile,
+        DataFileContent,
+        FileFormat,
+        ManifestEntry,
+        ManifestEntryStatus,
+    )
+
+    def one(m: Any) -> list[Any]:
+        out = []
+        with AvroFile[ManifestEntry](
+                fio.new_input(m.manifest_path), MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION],
+                read_types={-1: ManifestEntry, 2: DataFile},
+                read_enums={0: ManifestEntryStatus, 101: FileFormat,
+                            134: DataFileContent}) as reader:
+            for entry in reader:
+                if entry.status != ManifestEntryStatus.DELETED:
+                    df = entry.data_file
+                    df.spec_id = m.partition_spec_id  # as pyiceberg's reader inherits it
+                    out.append(df)
+        return out
+
+    if isinstance(fio, _HeldIO) or len(manifests) < 2:
+        return [df for m in manifests for df in one(m)]
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    # Read by pyiceberg's FileIO: the manifests side by side, as its planner reads them.
+    return [df for got in ExecutorFactory.get_or_create().map(one, manifests) for df in got]
 
 
 def _live(manifests: Sequence[Any]) -> list[Any]:
@@ -270,21 +320,28 @@ def _held_input(location: str, data: bytes) -> Any:
     return Held(location)
 
 
+class _HeldIO:
+    """A pyiceberg FileIO serving ``held`` objects from memory, others by ``inner``."""
+
+    def __init__(self, inner: Any, held: Mapping[str, bytes]) -> None:
+        self.inner = inner
+        self.held = held
+        self.properties = inner.properties
+
+    def new_input(self, location: str) -> Any:
+        data = self.held.get(location)
+        return (self.inner.new_input(location) if data is None
+                else _held_input(location, data))
+
+    def new_output(self, location: str) -> Any:
+        return self.inner.new_output(location)
+
+    def delete(self, location: Any) -> None:
+        self.inner.delete(location)
+
+
 def _held_io(inner: Any, held: Mapping[str, bytes]) -> Any:
-    from pyiceberg.io import FileIO
-
-    class HeldIO(FileIO):
-        def new_input(self, location: str) -> Any:
-            data = held.get(location)
-            return inner.new_input(location) if data is None else _held_input(location, data)
-
-        def new_output(self, location: str) -> Any:
-            return inner.new_output(location)
-
-        def delete(self, location: Any) -> None:
-            inner.delete(location)
-
-    return HeldIO(inner.properties)
+    return _HeldIO(inner, held)
 
 
 def _renamed(table: Any, schema: Any) -> bool:
@@ -313,8 +370,12 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
                  storage_options: Mapping[str, Any] | None = None) -> IcebergSnapshot:
     """The snapshot of an Iceberg table (a pyiceberg Table, a table location or a
     metadata.json path) at ``snapshot_id`` (default: the current snapshot)."""
+    from pqindex.dataset.tables.iceberg_io import table_storage_options
+
     table = _open(source)
     location = _local(table.location()).rstrip("/")
+    if storage_options is None:  # the catalog's own S3 settings, as pyiceberg reads them
+        storage_options = table_storage_options(table)
     try:
         if snapshot_id is not None and table.snapshot_by_id(snapshot_id) is None:
             raise UserInputError(f"no snapshot {snapshot_id} in the table", path=location)
