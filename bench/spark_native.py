@@ -1,6 +1,6 @@
-"""Spark's own idiom on pqindex's data source: DataFrame filters and SQL, pushed down.
+"""Spark's own idiom on pqindex's datasets: DataFrame filters and SQL, pushed down.
 
-    .venv/bin/python bench/spark_native.py [--scale 1] [--runs 3] [--lake DIR --copy DIR]
+    .venv/bin/python bench/spark_native.py [--scale 1] [--runs 3] [--lake DIR --copy DIR] [--write]
 
 On TPC-H ``lineitem`` (tpchgen-cli, into ``data/tpch-sf<scale>`` when missing),
 written once by pqindex's pipeline as scripts/demo.py writes it (sorted by
@@ -12,31 +12,27 @@ filter (``df.where(col(...) ...).select(...)``, decimal literals as ``Decimal``:
 literal makes Spark compare the decimal column cast to double, which it cannot push)
 and as SQL over a view, with:
 
-* *pqindex*: ``pqindex.spark.frame(spark, lake)`` (``spark.read.format("pqindex")``,
-  guarded; ``pqindex.spark.table`` for SQL): Spark pushes the filters to the data source, pqindex plans with them;
-  Python data sources get no column pruning, so every column of the matching
-  rows is read and handed to Spark;
-* *pqindex, columns*: ``pqindex.spark.table(spark, name, lake, columns=...)`` naming the
-  query's columns (its predicate's and its result's): the projection Spark cannot push
-  to a Python data source, declared;
-* *pqindex, one task*: *pqindex* with the row-range split turned off (``parallelism``
-  1, no task byte limit): every query one task, as before the split; the same rounds
-  show what splitting a large row group's pages across the cores gains;
+* *pqindex*: ``pqindex.spark.frame(spark, lake)`` / ``pqindex.spark.table`` as a
+  classic session gets them: the JVM read shim (``pqindex.spark.shim``): Spark pushes
+  the filters and the required columns, pqindex plans on the driver (a Py4J call
+  back into Python), Spark's own Parquet reader reads the kept row groups;
+* *pqindex, Python source*: the same with ``shim=False``: the ``"pqindex"`` Python
+  data source (guarded), as Spark Connect gets it; no column pruning;
 * *native*: ``spark.read.parquet(lake)``, the same files;
 * *native, own copy*: ``spark.read.parquet`` of Spark's copy;
-* *native, every column*: ``spark.read.parquet(lake)`` selecting every column, what
-  Spark's reader pays for the columns pqindex's reader cannot leave out.
 * *empty source*: a Python data source of the same schema that reads nothing (its
   ``pushFilters`` gives every filter back, its one task yields no row): what any
-  Python data source pays per query before reading a byte (Spark's call into a
-  planning Python process, a Python task).
+  Python data source pays per query before reading a byte;
+* *no scan*: the query on ``spark.read.parquet(lake).where(lit(False))``, which the
+  optimizer turns into an empty relation: what any Spark query to the sink pays.
 
 Every query is run to Spark's ``noop`` sink (the selected columns materialized):
 one warm-up per reader, then ``--runs`` rounds in rotating order; medians of
 wall time and of bytes read by the whole process tree (driver, JVM, Python
 workers: growth of ``rchar`` in /proc/<pid>/io). Rows are checked equal across
-readers. Writes the section between ``<!-- spark-native:start -->`` and
-``<!-- spark-native:end -->`` of docs/benchmarks.md.
+readers. Prints a Markdown section; ``--write`` also puts it between
+``<!-- spark-native:start -->`` and ``<!-- spark-native:end -->`` of
+docs/benchmarks.md (which holds hand-written analysis: off by default).
 """
 
 from __future__ import annotations
@@ -65,43 +61,10 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, one task", "pqindex, columns", "native", "native, own copy",
-           "native, every column", "empty source")
-# Measured causes (docs/benchmarks.md): the profile of the sf 1 run of 2026-12-07 13:39
-# (the reader's calls timed inside Spark's Python processes, load 2-5) and the runs of
-# 15:43-15:54 (load 5-8) with the row-range split; check them against new runs.
-WHY = (
-    "Why the targets are missed (measured causes; sf 1). **(1) The fixed cost of a "
-    "Python data source.** *empty source*, which reads nothing, takes 0.81-1.72× "
-    "native's time on the selective queries by itself (15:54 run; 0.85-1.37× at "
-    "13:39), so ≤ 0.5× is below the floor of any PySpark 4.3 Python data source. A query "
-    "spends ~0.1 s in Spark before `pushFilters` (analysis, the call into the planning "
-    "Python process), 12-37 ms in pqindex's `pushFilters` (planning the 4 files), "
-    "~0.13-0.2 s from there to the task's first call (physical planning, scheduling, the "
-    "task and its Python worker: processes are reused) and ~0.1 s after the task's last "
-    "batch (13:39 profile, load 2-5). pqindex's own share of a selective query is the "
-    "task's read: 40-70 ms for the lookup, 0.11-0.15 s for Q14's 76k rows. **(2) No "
-    "column pruning.** PySpark 4.3 has no hook for it: `DataSourceReader` "
-    "(pyspark/sql/datasource.py) has `pushFilters`, `partitions` and `read` only, and "
-    "the JVM's `PythonScanBuilder` implements `SupportsPushDownFilters` only. The task "
-    "hands Spark all 16 columns of the matching rows: Arrow record batches yielded "
-    "directly (Spark takes them without conversion; pqindex's types equal Spark's Arrow "
-    "schema on lineitem, no cast), one batch per row group or row range, read by the "
-    "JVM as rows over the Arrow vectors, so an unselected column costs its decode in "
-    "pqindex and its copy through the socket (Q6: 40.6 MiB for 16 columns, 10.2 MiB "
-    "for the query's 4). pqindex reads the predicate's pages first and the other "
-    "columns' pages only where rows match, but Q6's 114k rows lie in all 46 kept "
-    "pages. *pqindex cols* (`table(..., columns=)`, the projection declared) removes "
-    "most of (2), not (1). **(3) Q6's one row group.** Its 46 kept pages (one row "
-    "group of 1M rows) were one task on one core; the reader now cuts such a row group "
-    "at page boundaries into row ranges, one per core (2 tasks here). In the same "
-    "rounds, split 2.33-2.66× native, *one task* (the split off) 1.91-2.60× (15:54, "
-    "load 5-6 on 2 cores: no idle core for the second task, which also re-plans the "
-    "file, so the split gains nothing measurable on this machine); an earlier Q6-only "
-    "run (7 rounds, load 5-6) gave 2.27× with 2 tasks against 2.55× with one. The "
-    "split pays where cores are idle; it cannot reach 1.0× while (2) remains "
-    "(*pqindex cols*, 4 columns, one task: 1.29-1.44×)."
-)
+READERS = ("pqindex", "pqindex, Python source", "native", "native, own copy", "empty source",
+           "no scan")
+# The analysis of the measured numbers is written by hand in docs/benchmarks.md.
+WHY = ("Causes and analysis: see the hand-written notes of issue 42 in docs/benchmarks.md.")
 SELECTIVE = ("TPC-H Q14 filter", "order-key lookup", "absent ship mode")
 
 
@@ -193,20 +156,15 @@ def frame(spark: Any, reader: str, lake: Path, copy: Path,
         df.createOrReplaceTempView("li_empty_source")
         return df
     if reader == "pqindex":
-        return pqindex.spark.table(spark, "li_pqindex", str(lake))
-    if reader == "pqindex, one task":
+        return pqindex.spark.table(spark, "li_pqindex", str(lake), shim=True)
+    if reader == "pqindex, Python source":
+        return pqindex.spark.table(spark, "li_pqindex_Python_source", str(lake), shim=False)
+    if reader == "no scan":
         from pyspark.sql import functions as F
 
-        from pqindex.spark.reader import GUARD
-
-        pqindex.spark.register(spark)
-        df = (spark.read.format("pqindex").option("guard", "true")
-              .option("parallelism", "1").option("task_bytes", str(1 << 50))
-              .load(str(lake)).where(F.col(GUARD).isNotNull()).drop(GUARD))
-        df.createOrReplaceTempView("li_pqindex_one_task")
+        df = spark.read.parquet(str(lake)).where(F.lit(False))  # Spark drops the scan
+        df.createOrReplaceTempView("li_no_scan")
         return df
-    if reader == "pqindex, columns":
-        return pqindex.spark.table(spark, "li_pqindex_columns", str(lake), columns=columns)
     path = copy if reader == "native, own copy" else lake
     df = spark.read.parquet(str(path))
     df.createOrReplaceTempView("li_" + reader.replace(",", "").replace(" ", "_"))
@@ -229,6 +187,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "data")
     ap.add_argument("--lake", type=Path, help="the pipeline's lake of this scale, already written")
     ap.add_argument("--copy", type=Path, help="Spark's copy of this scale, already written")
+    ap.add_argument("--write", action="store_true",
+                    help="write the section into docs/benchmarks.md (it replaces hand-written text)")
     args = ap.parse_args()
     t_start, load_start = time.perf_counter(), loadavg()
     spark = spark_session()
@@ -236,21 +196,16 @@ def main() -> None:
         lake, copy = args.lake, args.copy
     else:
         lake, copy = build(spark, args.scale, args.out)
-    from pqindex.expr.bind import columns as expr_columns
-    from pqindex.expr.sql import parse_where
-
-    frames = {r: frame(spark, r, lake, copy) for r in READERS if r != "pqindex, columns"}
+    frames = {r: frame(spark, r, lake, copy) for r in READERS}
     views = {r: "li_" + r.replace(",", "").replace(" ", "_") for r in READERS}
     results = []
     for name, where, cols, column in queries(args.scale):
-        needed = list(dict.fromkeys([*expr_columns(parse_where(where)), *cols]))
-        frames["pqindex, columns"] = frame(spark, "pqindex, columns", lake, copy, needed)
         tasks: dict[str, int] = {}
         for form in ("DataFrame", "SQL"):
             def go(reader: str, where: str = where, cols: list[str] = cols,
                    column: Callable[[], Any] = column, form: str = form) -> dict[str, float]:
                 q = run_one(spark, frames[reader], views[reader], form, where, cols, column,
-                            every=reader == "native, every column")
+                            every=False)
                 b0, t0 = tree_rchar(os.getpid()), time.perf_counter()
                 q.write.format("noop").mode("overwrite").save()
                 return {"s": time.perf_counter() - t0, "bytes": tree_rchar(os.getpid()) - b0}
@@ -258,14 +213,14 @@ def main() -> None:
             rows = {}
             for r in READERS:  # warm-up, and the rows every reader must agree on
                 q = run_one(spark, frames[r], views[r], form, where, cols, column,
-                            every=r in ("pqindex", "pqindex, one task",
-                                        "native, every column"))
+                            every=r == "pqindex, Python source")
                 rows[r] = sorted(map(tuple, q.select(*cols).collect()))
-                if r in ("pqindex", "pqindex, one task") and form == "DataFrame":
+                if r in ("pqindex", "pqindex, Python source") and form == "DataFrame":
                     tasks[r] = q.rdd.getNumPartitions()
                     log(f"{name}: {r} {tasks[r]} task(s)")
                 go(r)
-            same = all(v == rows["native"] for r, v in rows.items() if r != "empty source")
+            same = all(v == rows["native"] for r, v in rows.items()
+                       if r not in ("empty source", "no scan"))
             meas: dict[str, list[dict[str, float]]] = {r: [] for r in READERS}
             for i in range(args.runs):
                 order = READERS[i % len(READERS):] + READERS[:i % len(READERS)]
@@ -275,50 +230,50 @@ def main() -> None:
                        "mib": statistics.median(m["bytes"] for m in meas[r]) / 2**20}
                    for r in READERS}
             results.append({"query": name, "form": form, "rows": len(rows["native"]),
-                            "same": same, "tasks": tasks.get("pqindex", 0), "res": res, "where": where, "cols": cols})
+                            "same": same, "tasks": f"{tasks.get('pqindex', 0)} / "
+                            f"{tasks.get('pqindex, Python source', 0)}",
+                            "res": res, "where": where, "cols": cols})
             log(f"{name} {form}: " + ", ".join(f"{r} {v['ms']:.0f} ms" for r, v in res.items()))
     info = machine(spark)
     spark.stop()
     section = render(args, results, info, lake, time.perf_counter() - t_start,
                      load_start, loadavg())
-    replace_section(DOC, START, END, section)
+    if args.write:
+        replace_section(DOC, START, END, section)
     print(section)
 
 
 def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake: Path,
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
-    short = {"pqindex": "pqindex", "pqindex, one task": "one task",
-             "pqindex, columns": "pqindex cols", "native": "native",
-             "native, own copy": "own copy", "native, every column": "every column",
-             "empty source": "empty source"}
+    short = {"pqindex": "pqindex", "pqindex, Python source": "Python source",
+             "native": "native", "native, own copy": "own copy", "empty source": "empty source",
+             "no scan": "no scan"}
+    ratios = ("pqindex", "pqindex, Python source", "empty source", "no scan")
     lines = [
         START,
-        "## Spark's own filters and SQL on pqindex's data source (bench/spark_native.py)",
+        "## Spark's own filters and SQL on pqindex's datasets (bench/spark_native.py)",
         "",
         f"TPC-H `lineitem` sf {args.scale:g}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC. "
         f"**Load average {load_start} at the start, {load_end} at the end, on "
-        f"{info['cpu']}**: the machine was shared with other engineers' jobs, timings are "
-        "noisy; ratios between readers measured in the same rounds are the figures to read.",
+        f"{info['cpu']}**: ratios between readers measured in the same rounds are the "
+        "figures to read.",
         "",
-        "| query | form | rows | same rows | pqindex tasks | "
-        + " | ".join(f"{short[r]} ms" for r in READERS)
-        + " | pqindex / native | one task / native | pqindex cols / native"
-        + " | empty source / native | "
+        "| query | form | rows | same rows | tasks (pqindex / Python source) | "
+        + " | ".join(f"{short[r]} ms" for r in READERS) + " | "
+        + " | ".join(f"{short[r]} / native" for r in ratios) + " | "
         + " | ".join(f"{short[r]} MiB" for r in READERS) + " |",
-        "| --- | --- | ---: | --- | ---: | " + " | ".join("---:" for _ in READERS)
-        + " | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in READERS) + " |",
+        "| --- | --- | ---: | --- | ---: | " + " | ".join("---:" for _ in READERS) + " | "
+        + " | ".join("---:" for _ in ratios) + " | " + " | ".join("---:" for _ in READERS)
+        + " |",
     ]
     for r in results:
         res = r["res"]
         lines.append(
             f"| {r['query']} | {r['form']} | {r['rows']:,} | {'yes' if r['same'] else 'NO'} | "
             f"{r['tasks']} | "
-            + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS)
-            + f" | {res['pqindex']['ms'] / res['native']['ms']:.2f}× "
-            + f"| {res['pqindex, one task']['ms'] / res['native']['ms']:.2f}× "
-            + f"| {res['pqindex, columns']['ms'] / res['native']['ms']:.2f}× "
-            + f"| {res['empty source']['ms'] / res['native']['ms']:.2f}× | "
+            + " | ".join(f"{res[x]['ms']:,.0f}" for x in READERS) + " | "
+            + " | ".join(f"{res[x]['ms'] / res['native']['ms']:.2f}×" for x in ratios) + " | "
             + " | ".join(f"{res[x]['mib']:,.2f}" for x in READERS) + " |")
     lines.append("")
     verdicts = []
@@ -328,10 +283,8 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         if target is None:
             continue
         ratio = r["res"]["pqindex"]["ms"] / r["res"]["native"]["ms"]
-        cols = r["res"]["pqindex, columns"]["ms"] / r["res"]["native"]["ms"]
         verdicts.append(f"{r['query']} ({r['form']}) {ratio:.2f}× "
-                        f"({'met' if ratio <= target else 'missed'}; with columns "
-                        f"{cols:.2f}×) vs ≤ {target:.1f}×")
+                        f"({'met' if ratio <= target else 'missed'}) vs ≤ {target:.1f}×")
     lines.append("Targets (pqindex / native on the same files): " + "; ".join(verdicts) + ".")
     lines.append("")
     lines.append(WHY)
@@ -341,20 +294,17 @@ def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake:
         f"({seconds / 60:.1f} min; {info['versions']}; one `local[*]` session; pqindex code "
         f"{code_version(ROOT / 'src' / 'pqindex')}). Data: the pipeline's lake as "
         f"scripts/demo.py writes it ({len(files)} files, "
-        f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MiB; sorted on `l_shipdate`, "
-        "Parquet Bloom filters on `l_orderkey`, a distinct index on `l_shipmode`, a "
-        "page-scope embedded Bloom index on `l_orderkey`) and Spark's own copy. *pqindex*: "
-        "`pqindex.spark.frame(spark, lake)` (SQL: `pqindex.spark.table`), the filters "
-        "pushed by Spark, every column of the matching rows handed to Spark (Python data "
-        "sources get no column pruning); *pqindex cols*: `table(..., columns=)` naming the "
-        "query's columns; *one task*: *pqindex* with the row-range split off (option "
-        "`parallelism` 1, no task byte limit); *native*: `spark.read.parquet` of the same "
-        "files; *own copy*: of "
-        "Spark's copy; *every column*: the same files, `SELECT *`; *empty source*: a Python "
-        "data source of the same schema that reads nothing (every filter given back, one "
-        "task yielding no row), the floor of any Python data source. Every query run to the "
-        "`noop` sink; bytes: growth of `rchar` over the driver, the JVM and its Python "
-        f"workers. One warm-up, then {args.runs} round(s) in rotating order; medians.")
+        f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MiB) and Spark's own copy. "
+        "*pqindex*: `pqindex.spark.table(spark, name, lake)` on a classic session, the JVM "
+        "read shim (Spark's Parquet reader on the row groups pqindex keeps); *Python "
+        "source*: the same with `shim=False`, every column of the matching rows handed "
+        "to Spark; *native*: `spark.read.parquet` of the same files; *own copy*: of "
+        "Spark's copy; *empty source*: a Python data source of the same schema that reads "
+        "nothing; *no scan*: the query on `spark.read.parquet(lake).where(lit(False))`, "
+        "which Spark's optimizer turns into an empty relation (no scan, no task: the floor "
+        "of any Spark query to the `noop` sink). Every query run to the `noop` sink; bytes: growth of `rchar` over the "
+        f"driver, the JVM and its Python workers. One warm-up, then {args.runs} round(s) "
+        "in rotating order; medians.")
     lines.append("")
     lines.append("Predicates: " + "; ".join(f"{r['query']}: `{r['where']}` → "
                                             f"`{', '.join(r['cols'])}`"

@@ -186,8 +186,9 @@ def main() -> None:
     )
 
     say("queries")
-    # The indexed dataset as a Spark SQL view read through pqindex's data source (its
-    # WHERE reaches pqindex's indexes); the plain copy as Spark's own Parquet view.
+    # The indexed dataset as a Spark SQL view read through pqindex (its WHERE reaches
+    # pqindex's indexes; on this classic session the JVM read shim: Spark's own Parquet
+    # reader on the row groups pqindex keeps); the plain copy as Spark's own Parquet view.
     pqindex.spark.table(spark, "lineitem_indexed", str(indexed))
     spark.read.parquet(str(plain)).createOrReplaceTempView("lineitem_plain")
     rows_out = []

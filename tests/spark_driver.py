@@ -183,8 +183,8 @@ def s3_step(spark: Any, sdf: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def pushdown_step(spark: Any, dest: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Spark's own idiom on the pipeline's lake: filters pushed to the "pqindex" data
-    source (DataFrame and SQL over ``pqindex.spark.table``) against Spark's reader."""
+    """Spark's own idiom on the pipeline's lake: filters pushed to ``pqindex.spark.table``
+    (the JVM shim on a classic session; DataFrame and SQL) against Spark's reader."""
     import pqindex.spark
 
     base = spark.read.parquet(dest)
@@ -196,7 +196,10 @@ def pushdown_step(spark: Any, dest: str, args: argparse.Namespace) -> dict[str, 
         if _rows(got) != _rows(base.where(w)):
             mismatches.append(w)
     conf = spark.conf.get("spark.sql.python.filterPushdown.enabled")
-    return {"mismatches": mismatches, "conf": conf}
+    from pqindex.spark.shim import unavailable
+
+    # None: read through the JVM shim (Spark's reader in the executors, no pqindex class there)
+    return {"mismatches": mismatches, "conf": conf, "shim": unavailable(spark)}
 
 
 ENGINES_WHERE = "k BETWEEN 100 AND 140 OR (s = 's07' AND k < 300)"

@@ -1,7 +1,8 @@
 """Spark's own filters and SQL prune with pqindex's indexes (issue 42).
 
-``spark.read.format("pqindex")`` with DataFrame filters and SQL over a view is
-compared with ``spark.read.parquet`` of the same files (several writers; nulls,
+``spark.read.format("pqindex")`` and ``pqindex.spark.table`` (through the JVM read
+shim and through the Python data source) with DataFrame filters and SQL over a
+view are compared with ``spark.read.parquet`` of the same files (several writers; nulls,
 NaN, quoted and escaped strings, dates, time-zoned and wall-clock timestamps,
 decimals, a struct field), on random predicates. Pruning is proven by damage:
 the first page header of every column chunk a query must skip is overwritten,
@@ -241,12 +242,13 @@ def test_filters_and_sql_prune_damaged_row_groups(spark: Any, sorted_file: Path)
     # The same DataFrame again, another filter: its own rows (one reader per query).
     assert sorted(r["id"] for r in df.where(fn.col("id").isin(k + 1, k + 7, k + 2)).collect()
                   ) == [k + 1, k + 2, k + 7]
-    ps.table(spark, "pushdown_sorted", sorted_file)
     lo = 5 * GROUP + 10
-    assert spark.sql(f"SELECT count(*) FROM pushdown_sorted WHERE id BETWEEN {lo} AND "
-                     f"{lo + 99} AND s LIKE 'name-1%'").collect()[0][0] == sum(
-        1 for i in range(lo, lo + 100) if str(i % 97).startswith("1"))
-    assert spark.sql(f"SELECT id FROM pushdown_sorted WHERE id = {lo}").collect()[0][0] == lo
+    for shim in (True, False):  # the JVM shim, the Python data source
+        ps.table(spark, "pushdown_sorted", sorted_file, shim=shim)
+        assert spark.sql(f"SELECT count(*) FROM pushdown_sorted WHERE id BETWEEN {lo} AND "
+                         f"{lo + 99} AND s LIKE 'name-1%'").collect()[0][0] == sum(
+            1 for i in range(lo, lo + 100) if str(i % 97).startswith("1"))
+        assert spark.sql(f"SELECT id FROM pushdown_sorted WHERE id = {lo}").collect()[0][0] == lo
 
 
 @pytest.mark.spark
@@ -257,11 +259,12 @@ def test_a_query_with_nothing_to_push_gets_every_row(spark: Any, tmp_path: Path)
     path = tmp_path / "small.parquet"
     pq.write_table(pa.table({"id": np.arange(50)}), path, row_group_size=10,
                    write_page_index=True)
-    df = ps.table(spark, "pushdown_small", path)
-    assert df.columns == ["id"]
-    assert df.where("id = 3").count() == 1
-    assert df.where("id < 2 OR id > 45").count() == 6  # nothing Spark can push
-    assert spark.sql("SELECT * FROM pushdown_small").count() == 50
+    for shim in (True, False):
+        df = ps.table(spark, "pushdown_small", path, shim=shim)
+        assert df.columns == ["id"]
+        assert df.where("id = 3").count() == 1
+        assert df.where("id < 2 OR id > 45").count() == 6  # nothing Spark can push
+        assert spark.sql("SELECT * FROM pushdown_small").count() == 50
 
 
 @pytest.mark.spark
@@ -276,7 +279,7 @@ def test_two_scans_of_one_relation_in_one_query(spark: Any, tmp_path: Path) -> N
     path = tmp_path / "small.parquet"
     pq.write_table(pa.table({"id": np.arange(50)}), path, row_group_size=10,
                    write_page_index=True)
-    df = ps.frame(spark, path)
+    df = ps.frame(spark, path, shim=False)  # the Python data source (the JVM shim has no such limit)
     got = sorted(r["id"] for r in df.where("id < 3").union(df.where("id > 47")).collect())
     assert got == [0, 1, 2, 48, 49]
 
@@ -337,8 +340,9 @@ def _odd_strings(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def views(spark: Any, written_files: Any, tmp_path_factory: pytest.TempPathFactory
-          ) -> dict[str, tuple[str, str]]:
-    """Per writer, the names of two views of one file: pqindex's and Spark's reader."""
+          ) -> dict[str, tuple[str, str, str]]:
+    """Per writer, the names of three views of one file: pqindex's JVM shim, pqindex's
+    Python data source and Spark's reader."""
     ps.register(spark)
     root = tmp_path_factory.mktemp("pushdown_diff")
     out = {}
@@ -347,9 +351,10 @@ def views(spark: Any, written_files: Any, tmp_path_factory: pytest.TempPathFacto
         path = root / f"{w}.parquet"
         if src != path:
             shutil.copy(src, path)
-        ps.table(spark, f"pq_{w}", path)
+        ps.table(spark, f"pq_{w}", path, shim=True)
+        ps.table(spark, f"py_{w}", path, shim=False)
         spark.read.parquet(str(path)).createOrReplaceTempView(f"native_{w}")
-        out[w] = (f"pq_{w}", f"native_{w}")
+        out[w] = (f"pq_{w}", f"py_{w}", f"native_{w}")
     return out
 
 
@@ -413,21 +418,22 @@ def predicates(draw: st.DrawFn, writer: str) -> str:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, str, bool]:
+def cases(draw: st.DrawFn) -> tuple[str, str, bool, bool]:
     writer = draw(st.sampled_from(WRITERS))
-    return writer, draw(predicates(writer)), draw(st.booleans())
+    return writer, draw(predicates(writer)), draw(st.booleans()), draw(st.booleans())
 
 
 @pytest.mark.spark
-@settings(max_examples=8, deadline=None, derandomize=False,
+@settings(max_examples=10, deadline=None, derandomize=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cases())
-def test_random_predicates_match_spark(spark: Any, views: dict[str, tuple[str, str]],
-                                       case: tuple[str, str, bool]) -> None:
+def test_random_predicates_match_spark(spark: Any, views: dict[str, tuple[str, str, str]],
+                                       case: tuple[str, str, bool, bool]) -> None:
     from pyspark.sql import functions as fn
 
-    writer, where, as_sql = case
-    pq_view, native_view = views[writer]
+    writer, where, as_sql, jvm = case
+    shim_view, py_view, native_view = views[writer]
+    pq_view = shim_view if jvm else py_view
     want = spark.sql(f"SELECT * FROM {native_view} WHERE {where}")
     if as_sql:
         got = spark.sql(f"SELECT * FROM {pq_view} WHERE {where}")
@@ -437,12 +443,13 @@ def test_random_predicates_match_spark(spark: Any, views: dict[str, tuple[str, s
 
 
 @pytest.mark.spark
-def test_dataframe_api_filters_match_spark(spark: Any, views: dict[str, tuple[str, str]]
-                                           ) -> None:
+@pytest.mark.parametrize("view", ["pq_polars", "py_polars"])  # the JVM shim, the Python source
+def test_dataframe_api_filters_match_spark(spark: Any, views: dict[str, tuple[str, str, str]],
+                                           view: str) -> None:
     """Column expressions, as a DataFrame user writes them (one reader, several queries)."""
     from pyspark.sql import functions as fn
 
-    pqdf, native = spark.table("pq_polars"), spark.table("native_polars")
+    pqdf, native = spark.table(view), spark.table("native_polars")
     for f in (lambda: fn.col("id") == 4321,
               lambda: fn.col("category").isin("beta", "zeta") & (fn.col("id") < 300),
               lambda: fn.col("category").startswith("ga") & (fn.col("shuffled") > 4000),

@@ -742,15 +742,26 @@ def frame(
     where: str | None = None,
     columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    shim: bool | None = None,
 ) -> Any:
-    """``spark.read.format("pqindex").load(path)``, guarded: its queries prune with the
-    filters Spark pushes (:mod:`pqindex.spark.filters`), and a query with no filter Spark
-    can push never reuses an earlier query's (PySpark 4.3 keeps the last pushdown's
-    partitions and reader on the relation; see ``reader.GUARD``). ``where``: a
-    predicate every query gets (SQL text, ANDed with the pushed filters). ``columns``:
-    the DataFrame's columns (all by default). Spark prunes no column of a Python data
-    source, so every query reads every column of its matching rows: naming the columns
-    the queries need is the one way to read fewer."""
+    """The dataset at ``path`` as a DataFrame whose queries prune with the filters Spark
+    pushes (:mod:`pqindex.spark.filters`); every query plans afresh.
+
+    On a classic session a local, unpartitioned dataset is read through the JVM read
+    shim (:mod:`pqindex.spark.shim`): pqindex plans, Spark's own Parquet reader reads
+    the kept row groups with the columns the query needs. ``shim=None`` uses it where
+    it can (a one-line warning when it cannot be built or loaded), ``True`` requires
+    it (:class:`UserInputError` saying why not), ``False`` never.
+
+    Otherwise (Spark Connect, object stores, hive partitions, lake tables): the
+    ``"pqindex"`` Python data source, guarded, so a query with no filter Spark can push
+    never reuses an earlier query's (PySpark 4.3 keeps the last pushdown's partitions
+    and reader on the relation; see ``reader.GUARD``). Spark prunes no column of a
+    Python data source, so every query reads every column of its matching rows:
+    naming the columns the queries need (``columns``) is the one way to read fewer.
+
+    ``where``: a predicate every query gets (SQL text, ANDed with the pushed filters).
+    ``columns``: the DataFrame's columns (all by default)."""
     import json
 
     from pyspark.sql import functions as F
@@ -759,6 +770,28 @@ def frame(
     from pqindex.spark.reader import GUARD
     from pqindex.spark.secrets import hide
 
+    if shim is not False and not storage_options:
+        from pqindex.spark import shim as jvm_shim
+
+        df, why = jvm_shim.frame(spark, os.fspath(path))
+        if df is not None:
+            register(spark)  # spark.read.format("pqindex") and its pushdown, as ever
+            if where is not None and where.strip():
+                df = df.where(where)
+            names = column_list(columns)
+            return df.select(*names) if names is not None else df
+        if shim:
+            from pqindex.errors import UserInputError
+
+            raise UserInputError(f"the JVM read shim cannot read this: {why}",
+                                 path=os.fspath(path))
+        if why is not None and jvm_shim.is_environment(why):
+            jvm_shim.warn_fallback(why)
+    elif shim:
+        from pqindex.errors import UserInputError
+
+        raise UserInputError("the JVM read shim reads local paths only (no storage_options)",
+                             path=os.fspath(path))
     register(spark)
     reader = spark.read.format("pqindex").option("guard", "true")
     if (cores := parallelism(spark)) is not None:  # how far a small plan is split
@@ -780,10 +813,13 @@ def table(
     where: str | None = None,
     columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    shim: bool | None = None,
 ) -> Any:
     """The dataset at ``path`` as the temporary view ``name`` of ``spark``'s session, read
-    by the ``"pqindex"`` data source: ``spark.sql("SELECT ... FROM name WHERE ...")`` and
-    the DataFrame returned (:func:`frame`), filtered, prune with pqindex's indexes."""
-    df = frame(spark, path, where=where, columns=columns, storage_options=storage_options)
+    as :func:`frame` reads it (the JVM shim or the ``"pqindex"`` data source):
+    ``spark.sql("SELECT ... FROM name WHERE ...")`` and the DataFrame returned,
+    filtered, prune with pqindex's indexes."""
+    df = frame(spark, path, where=where, columns=columns, storage_options=storage_options,
+               shim=shim)
     df.createOrReplaceTempView(name)
     return df

@@ -1,0 +1,332 @@
+// pqindex's JVM read shim: a DataSource V2 table whose scans Spark's own Parquet
+// reader runs, on the row groups pqindex's planner keeps. Compiled on first use by
+// pqindex.spark.shim against the session's pyspark jars; uses Spark internals
+// (ParquetScan, FilePartition, PartitionedFile), so it is pinned to the Spark
+// version it was checked with (see shim.py).
+//
+// Planning stays in Python: a scan hands its pushed filters and required columns to
+// the planner the driver's Python process registered (a Py4J callback) and gets back
+// the tasks, each a list of (file, byte range) pieces chosen so that Parquet's
+// row-group selection by midpoint picks exactly the kept row groups.
+package pqindex.spark.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.math.BigDecimal;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Function;
+import org.apache.spark.paths.SparkPath;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.VariantExtraction;
+import org.apache.spark.sql.execution.datasources.FilePartition;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
+import org.apache.spark.sql.sources.*;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import scala.Option;
+
+public final class PqIndexShim {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  // The driver's Python planner (one per JVM: pyspark has one driver process).
+  private static volatile Function<String, String> planner;
+
+
+  public PqIndexShim() {}
+
+  public void setPlanner(Function<String, String> p) {
+    planner = p;
+  }
+
+  public String sparkVersion() {
+    return org.apache.spark.package$.MODULE$.SPARK_VERSION();
+  }
+
+  /** A DataFrame of the dataset ``id`` (the planner's key) with ``schemaJson``. */
+  public Dataset<Row> frame(SparkSession session, String id, String name, String schemaJson,
+      String dataSchemaJson) {
+    StructType schema = (StructType) DataType.fromJson(schemaJson);
+    StructType dataSchema = (StructType) DataType.fromJson(dataSchemaJson);
+    ShimTable table = new ShimTable(session, id, name, schema, dataSchema);
+    DataSourceV2Relation rel = DataSourceV2Relation.create(table, Option.empty(), Option.empty(),
+        CaseInsensitiveStringMap.empty(), Option.empty());
+    return Dataset.ofRows(session, rel);
+  }
+
+  static final class ShimTable implements SupportsRead {
+    final SparkSession session;
+    final String id;
+    final String name;
+    final StructType schema;
+    final StructType dataSchema;
+
+    ShimTable(SparkSession session, String id, String name, StructType schema,
+        StructType dataSchema) {
+      this.session = session;
+      this.id = id;
+      this.name = name;
+      this.schema = schema;
+      this.dataSchema = dataSchema;
+    }
+
+    @Override public String name() { return name; }
+
+    @Override public StructType schema() { return schema; }
+
+    @Override public Set<TableCapability> capabilities() {
+      return EnumSet.of(TableCapability.BATCH_READ);
+    }
+
+    // A new builder per scan of a query: nothing of an earlier query is kept.
+    @Override public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+      return new ShimScanBuilder(this);
+    }
+  }
+
+  static final class ShimScanBuilder implements SupportsPushDownFilters,
+      SupportsPushDownRequiredColumns {
+    final ShimTable table;
+    Filter[] filters = new Filter[0];
+    StructType required;
+
+    ShimScanBuilder(ShimTable table) {
+      this.table = table;
+      this.required = table.schema;
+    }
+
+    // Every filter is also Spark's to apply after the scan: pqindex and Parquet only
+    // prune (row groups, pages), they never filter rows.
+    @Override public Filter[] pushFilters(Filter[] f) {
+      filters = f;
+      return f;
+    }
+
+    @Override public Filter[] pushedFilters() { return filters; }
+
+    @Override public void pruneColumns(StructType r) { required = r; }
+
+    @Override public Scan build() { return new ShimScan(table, filters, required); }
+  }
+
+  static final class ShimScan implements Scan, Batch {
+    final ShimTable table;
+    final Filter[] filters;
+    final StructType required;
+    private InputPartition[] planned;  // this scan's plan: made once, on first use
+    private PartitionReaderFactory factory;
+
+    ShimScan(ShimTable table, Filter[] filters, StructType required) {
+      this.table = table;
+      this.filters = filters;
+      this.required = required;
+    }
+
+    @Override public StructType readSchema() { return required; }
+
+    @Override public String description() {
+      return "pqindex " + table.name + " (filters: " + filters.length + ")";
+    }
+
+    @Override public Batch toBatch() { return this; }
+
+    @Override public synchronized InputPartition[] planInputPartitions() {
+      if (planned == null) {
+        planned = plan();
+      }
+      return planned;
+    }
+
+    private InputPartition[] plan() {
+      Function<String, String> p = planner;
+      if (p == null) {
+        throw new IllegalStateException("pqindex: no planner registered in this JVM");
+      }
+      ObjectNode req = JSON.createObjectNode();
+      req.put("id", table.id);
+      ArrayNode fs = req.putArray("filters");
+      for (Filter f : filters) {
+        ObjectNode j = filterJson(f);
+        if (j != null) {
+          fs.add(j);
+        }
+      }
+      ArrayNode cols = req.putArray("columns");
+      for (String c : required.fieldNames()) {
+        cols.add(c);
+      }
+      String answer = p.apply(req.toString());
+      try {
+        JsonNode root = JSON.readTree(answer);
+        if (root.has("error")) {
+          throw new IllegalStateException("pqindex planner: " + root.get("error").asText());
+        }
+        List<InputPartition> out = new ArrayList<>();
+        for (JsonNode task : root.get("tasks")) {
+          List<PartitionedFile> files = new ArrayList<>();
+          for (JsonNode piece : task) {
+            files.add(new PartitionedFile(InternalRow.empty(),
+                SparkPath.fromUrlString(piece.get(0).asText()), piece.get(1).asLong(),
+                piece.get(2).asLong(), new String[0], piece.get(4).asLong(),
+                piece.get(3).asLong(), PartitionedFile.apply$default$8()));
+          }
+          out.add(new FilePartition(out.size(), files.toArray(new PartitionedFile[0])));
+        }
+        return out.toArray(new InputPartition[0]);
+      } catch (java.io.IOException e) {
+        throw new IllegalStateException("pqindex planner answered no JSON: " + e, e);
+      }
+    }
+
+    // One per scan: Spark asks each copy of the scan's plan node for it, and making one
+    // broadcasts the Hadoop configuration.
+    @Override public synchronized PartitionReaderFactory createReaderFactory() {
+      if (factory == null) {
+        factory = makeReaderFactory();
+      }
+      return factory;
+    }
+
+    private PartitionReaderFactory makeReaderFactory() {
+      if (planInputPartitions().length == 0) {
+        // Nothing to read (pqindex kept no row group): no task will ask for a reader,
+        // so skip ParquetScan's broadcast of the Hadoop configuration.
+        return new NoReader();
+      }
+      SparkSession s = table.session;
+      ParquetScan scan = new ParquetScan(s, s.sessionState().newHadoopConf(), null,
+          table.dataSchema, required, new StructType(), filters,
+          CaseInsensitiveStringMap.empty(), ParquetScan.$lessinit$greater$default$9(),
+          ParquetScan.$lessinit$greater$default$10(),
+          ParquetScan.$lessinit$greater$default$11(), new VariantExtraction[0]);
+      return scan.createReaderFactory();
+    }
+  }
+
+  /** The reader factory of a scan with no partition: never asked for a reader. */
+  static final class NoReader implements PartitionReaderFactory {
+    @Override public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new IllegalStateException("pqindex: a scan planned with no partition was read");
+    }
+  }
+
+  // ---------------------------------------------------------------- filters as JSON
+
+  private static final Set<String> BINARY = Set.of("EqualTo", "EqualNullSafe", "GreaterThan",
+      "GreaterThanOrEqual", "LessThan", "LessThanOrEqual", "StringStartsWith",
+      "StringEndsWith", "StringContains", "In");
+
+  /** ``f`` as the planner reads it; null when it cannot say (Spark still applies it). */
+  static ObjectNode filterJson(Filter f) {
+    boolean negated = false;
+    while (f instanceof Not) {
+      negated = !negated;
+      f = ((Not) f).child();
+    }
+    String kind = f.getClass().getSimpleName();
+    String attr;
+    Object value = null;
+    boolean hasValue = true;
+    if (f instanceof EqualTo) { attr = ((EqualTo) f).attribute(); value = ((EqualTo) f).value(); }
+    else if (f instanceof EqualNullSafe) {
+      attr = ((EqualNullSafe) f).attribute(); value = ((EqualNullSafe) f).value(); }
+    else if (f instanceof GreaterThan) {
+      attr = ((GreaterThan) f).attribute(); value = ((GreaterThan) f).value(); }
+    else if (f instanceof GreaterThanOrEqual) {
+      attr = ((GreaterThanOrEqual) f).attribute(); value = ((GreaterThanOrEqual) f).value(); }
+    else if (f instanceof LessThan) { attr = ((LessThan) f).attribute(); value = ((LessThan) f).value(); }
+    else if (f instanceof LessThanOrEqual) {
+      attr = ((LessThanOrEqual) f).attribute(); value = ((LessThanOrEqual) f).value(); }
+    else if (f instanceof StringStartsWith) {
+      attr = ((StringStartsWith) f).attribute(); value = ((StringStartsWith) f).value(); }
+    else if (f instanceof StringEndsWith) {
+      attr = ((StringEndsWith) f).attribute(); value = ((StringEndsWith) f).value(); }
+    else if (f instanceof StringContains) {
+      attr = ((StringContains) f).attribute(); value = ((StringContains) f).value(); }
+    else if (f instanceof In) { attr = ((In) f).attribute(); value = ((In) f).values(); }
+    else if (f instanceof IsNull) { attr = ((IsNull) f).attribute(); hasValue = false; }
+    else if (f instanceof IsNotNull) { attr = ((IsNotNull) f).attribute(); hasValue = false; }
+    else { return null; }  // And/Or and the rest: Spark's alone
+    if (attr.indexOf('`') >= 0) {
+      return null;  // a quoted name (a dot inside): pqindex cannot name it
+    }
+    ObjectNode j = JSON.createObjectNode();
+    j.put("name", kind);
+    j.put("isNegated", negated);
+    ArrayNode path = j.putArray("columnPath");
+    for (String part : attr.split("\\.", -1)) {
+      path.add(part);
+    }
+    if (hasValue) {
+      if (value instanceof Object[]) {
+        ArrayNode vs = j.putArray("value");
+        for (Object v : (Object[]) value) {
+          ObjectNode t = literal(v);
+          if (t == null) {
+            return null;
+          }
+          vs.add(t);
+        }
+      } else {
+        ObjectNode t = literal(value);
+        if (t == null) {
+          return null;
+        }
+        j.set("value", t);
+      }
+    }
+    return j;
+  }
+
+  /** A literal as {"t": type, "v": text}; null for a type the planner does not take. */
+  static ObjectNode literal(Object v) {
+    ObjectNode t = JSON.createObjectNode();
+    String type;
+    String text;
+    if (v == null) { type = "null"; text = ""; }
+    else if (v instanceof Boolean) { type = "bool"; text = v.toString(); }
+    else if (v instanceof Byte || v instanceof Short || v instanceof Integer || v instanceof Long) {
+      type = "int"; text = v.toString(); }
+    else if (v instanceof Float || v instanceof Double) {
+      type = "float"; text = Double.toString(((Number) v).doubleValue()); }
+    else if (v instanceof BigDecimal) { type = "decimal"; text = ((BigDecimal) v).toPlainString(); }
+    else if (v instanceof String) { type = "str"; text = (String) v; }
+    else if (v instanceof byte[]) {
+      type = "bytes"; text = Base64.getEncoder().encodeToString((byte[]) v); }
+    else if (v instanceof java.time.LocalDate) { type = "date"; text = v.toString(); }
+    else if (v instanceof java.sql.Date) {
+      type = "date"; text = ((java.sql.Date) v).toLocalDate().toString(); }
+    else if (v instanceof java.time.Instant) {
+      java.time.Instant i = (java.time.Instant) v;
+      type = "instant"; text = (i.getEpochSecond() * 1_000_000L + i.getNano() / 1000) + ""; }
+    else if (v instanceof java.sql.Timestamp) {
+      java.time.Instant i = ((java.sql.Timestamp) v).toInstant();
+      type = "instant"; text = (i.getEpochSecond() * 1_000_000L + i.getNano() / 1000) + ""; }
+    else if (v instanceof java.time.LocalDateTime) { type = "local"; text = v.toString(); }
+    else { return null; }
+    t.put("t", type);
+    t.put("v", text);
+    return t;
+  }
+
+}

@@ -1,0 +1,414 @@
+"""The JVM read shim: Spark's own Parquet reader on the row groups pqindex keeps.
+
+A Python data source pays a fixed cost per query (a planning Python process, Python
+tasks) and gets no column pruning (PySpark 4.3's ``DataSourceReader`` has no hook for
+it). On a classic session :func:`~pqindex.spark.reading.frame` uses instead a small
+DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
+
+* **Build.** Compiled on first use with ``javac`` against the running Spark's jars
+  (pyspark's ``jars``, else ``$SPARK_HOME/jars``) into a cache directory keyed by
+  the Spark version and the source's hash (:func:`cache_dir`), loaded into the
+  session's JVM by a class loader of its own. Nothing is downloaded. It uses Spark
+  internals (``ParquetScan``, ``FilePartition``, ``PartitionedFile``), so only the
+  Spark versions of :data:`SPARK_VERSIONS` load it; anywhere else (another
+  version, no ``javac``, a failed compilation or load) pqindex warns once and
+  reads through the Python data source, as it does on Spark Connect.
+* **Plan.** Every scan of every query gets a new scan builder; it takes Spark's
+  pushed filters and required columns, and on first use of the scan asks the
+  planner registered by this Python process (a Py4J callback, :class:`Planner`).
+  The planner turns the filters into pqindex's predicate
+  (:func:`pqindex.spark.filters.split_filters`), plans the dataset and answers the
+  tasks: per kept file, byte ranges that hold the midpoints of exactly the kept row
+  groups (:func:`row_group_spans`: Parquet readers read the row groups whose
+  midpoint falls in their split), packed as Spark packs splits.
+* **Read.** Spark's ``ParquetScan`` makes the reader factory: the native vectorized
+  reader reads the ranges with the pruned columns and the pushed filters (its own
+  row-group and page pruning on top). Every filter goes back to Spark, which
+  applies it after the scan: pqindex only ever removes row groups no row of which
+  can match. Executors need no pqindex class (the tasks are Spark's own classes).
+
+Datasets the shim does not read (the Python data source does): object-store URLs,
+hive-partitioned directories, lake tables (their snapshots and deletion vectors).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import uuid
+import warnings
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pqindex.errors import PqIndexError, UserInputError
+
+__all__ = ["SPARK_VERSIONS", "Planner", "cache_dir", "frame", "is_environment", "row_group_spans", "tasks_of",
+           "unavailable"]
+
+# Spark versions (major.minor) the shim was checked with: it builds Spark-internal
+# objects whose constructors change between versions.
+SPARK_VERSIONS = ("4.3",)
+
+SOURCE = Path(__file__).resolve().parent / "jvm" / "PqIndexShim.java"
+CLASS = "pqindex.spark.jvm.PqIndexShim"
+
+# Spark's defaults for packing file splits into tasks (spark.sql.files.maxPartitionBytes,
+# spark.sql.files.openCostInBytes).
+MAX_SPLIT_BYTES = 128 * 1024 * 1024
+OPEN_COST_BYTES = 4 * 1024 * 1024
+
+_lock = threading.Lock()
+# The loaded shim per Py4J gateway (one JVM), or why it cannot be loaded.
+_shims: dict[int, Any] = {}
+_why_not: dict[int, str] = {}
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class _Table:
+    """What the planner needs of a shim table (its key travels with every request)."""
+
+    path: str
+    schema: Any  # Spark's StructType of the files
+    parallelism: int
+
+
+_tables: dict[str, _Table] = {}
+
+
+def cache_dir(spark_version: str, source: bytes) -> Path:
+    """Where the classes compiled for ``spark_version`` from ``source`` live
+    (``$PQINDEX_CACHE_DIR`` or ``~/.cache/pqindex``, then ``spark-shim/<version>-<hash>``)."""
+    root = os.environ.get("PQINDEX_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pqindex")
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    return Path(root) / "spark-shim" / f"{spark_version}-{digest}"
+
+
+def _jars() -> Path | None:
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    here = Path(pyspark.__file__).resolve().parent / "jars"
+    if here.is_dir():
+        return here
+    home = os.environ.get("SPARK_HOME")
+    return Path(home) / "jars" if home and (Path(home) / "jars").is_dir() else None
+
+
+def _javac() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "javac"), os.X_OK):
+        return os.path.join(home, "bin", "javac")
+    return shutil.which("javac")
+
+
+def compile_shim(spark_version: str) -> Path:
+    """The directory of the shim's classes for ``spark_version``, compiled when missing.
+    Raises :class:`RuntimeError` saying why it cannot be."""
+    source = SOURCE.read_bytes()
+    out = cache_dir(spark_version, source)
+    if (out / "classes" / "ok").exists():
+        return out / "classes"
+    javac = _javac()
+    if javac is None:
+        raise RuntimeError("no javac (a JDK's compiler) on PATH or in JAVA_HOME")
+    jars = _jars()
+    if jars is None:
+        raise RuntimeError("Spark's jars not found (pyspark's jars directory or $SPARK_HOME/jars)")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix="build-"))
+    try:
+        proc = subprocess.run(
+            [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-proc:none",
+             "-cp", str(jars / "*"), "-d", str(tmp), str(SOURCE)],
+            capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            first = (proc.stderr or proc.stdout).strip().splitlines()
+            raise RuntimeError(f"javac failed: {first[0] if first else proc.returncode}")
+        (tmp / "ok").write_text(spark_version)
+        try:
+            os.rename(tmp, out / "classes")  # atomic: another process may have won
+        except OSError:
+            if not (out / "classes" / "ok").exists():
+                raise
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("javac took over 300 s") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "classes"
+
+
+def unavailable(spark: Any) -> str | None:
+    """Why ``spark`` cannot read through the shim (None: it can), loading it on first use."""
+    from pqindex.spark.workers import is_connect
+
+    if is_connect(spark):
+        return "a Spark Connect session (the shim needs the driver's JVM)"
+    return None if _shim(spark) is not None else _why_not.get(id(_gateway(spark)))
+
+
+def _gateway(spark: Any) -> Any:
+    return spark.sparkContext._gateway
+
+
+def _shim(spark: Any) -> Any:
+    gw = _gateway(spark)
+    key = id(gw)
+    with _lock:
+        if key in _shims:
+            return _shims[key]
+        if key in _why_not:
+            return None
+        try:
+            shim = _load(spark, gw)
+        except Exception as e:  # any failure: the Python data source reads instead
+            text = " ".join(str(e).split())
+            _why_not[key] = text[:300]
+            return None
+        _shims[key] = shim
+        return shim
+
+
+def _load(spark: Any, gw: Any) -> Any:
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    version = str(spark.version)
+    if ".".join(version.split(".")[:2]) not in SPARK_VERSIONS:
+        raise RuntimeError(f"Spark {version}: the shim is checked with Spark "
+                           f"{', '.join(SPARK_VERSIONS)} only (it uses Spark internals)")
+    classes = compile_shim(version)
+    jvm = spark._jvm
+    urls = gw.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(str(classes) + os.sep).toURI().toURL()
+    # A loader of its own under Spark's: no jar added to the session, nothing on the
+    # executors (the tasks are Spark's classes).
+    loader = jvm.java.net.URLClassLoader(urls, spark._jsparkSession.getClass().getClassLoader())
+    cls = loader.loadClass(CLASS)
+    shim = cls.getDeclaredConstructor(gw.new_array(jvm.java.lang.Class, 0)).newInstance(
+        gw.new_array(jvm.java.lang.Object, 0))
+    if str(shim.sparkVersion()) != version:
+        raise RuntimeError(f"the JVM runs Spark {shim.sparkVersion()}, pyspark says {version}")
+    ensure_callback_server_started(gw)  # type: ignore[no-untyped-call]
+    shim.setPlanner(Planner())
+    return shim
+
+
+def is_environment(why: str) -> bool:
+    """Whether ``why`` (from :func:`frame`) is a failure to build or load the shim (worth
+    a warning), not a dataset or session it does not read."""
+    return why in _why_not.values()
+
+
+def warn_fallback(why: str) -> None:
+    """Say once per reason that the Python data source reads instead of the shim."""
+    if why in _warned:
+        return
+    _warned.add(why)
+    warnings.warn(f"pqindex: the JVM read shim is unavailable ({why}); reading through "
+                  "the Python data source", RuntimeWarning, stacklevel=4)
+
+
+def frame(spark: Any, path: str) -> tuple[Any, str | None]:
+    """(DataFrame of the dataset at ``path`` read through the shim, None), or (None, why
+    not)."""
+    from pqindex.spark.reading import _local, _native_base, parallelism
+
+    why = unavailable(spark)
+    if why is not None:
+        return None, why
+    local = _local(path) if "://" in path else os.path.abspath(path)
+    if local is None:
+        return None, "not a local path (Spark's reader would need the store's connector)"
+    import pqindex
+    from pqindex.dataset.tables.source import is_table_source
+
+    if is_table_source(local):
+        return None, "a lake table (its snapshot decides the files and rows)"
+    with pqindex.dataset(local) as ds:
+        if ds.discovery.partition_columns:
+            return None, "hive partition columns"
+    base = _native_base(spark, local)
+    if base is None:
+        return None, "Spark cannot read the path"
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    key = uuid.uuid4().hex
+    _tables[key] = _Table(local, base.schema,
+                          parallelism(spark) or os.cpu_count() or 1)
+    schema = base.schema.json()
+    jdf = _shim(spark).frame(spark._jsparkSession, key, os.path.basename(local) or local,
+                             schema, schema)
+    return DataFrame(jdf, spark), None
+
+
+class Planner:
+    """The Py4J callback the shim's scans call with their pushed filters and columns."""
+
+    def apply(self, request: str) -> str:
+        try:
+            return json.dumps(plan(json.loads(request)))
+        except Exception as e:  # answered, so the JVM raises it with this message
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
+    class Java:
+        implements: ClassVar[list[str]] = ["java.util.function.Function"]
+
+
+def _value(v: dict[str, str]) -> Any:
+    t, text = v["t"], v["v"]
+    if t == "null":
+        return None
+    if t == "bool":
+        return text == "true"
+    if t == "int":
+        return int(text)
+    if t == "float":
+        return float(text)
+    if t == "decimal":
+        return Decimal(text)
+    if t == "str":
+        return text
+    if t == "bytes":
+        return base64.b64decode(text)
+    if t == "date":
+        return dt.date.fromisoformat(text)
+    if t == "instant":
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(text))
+    if t == "local":
+        return dt.datetime.fromisoformat(text)
+    raise PqIndexError(f"unknown literal type {t!r} from the shim")
+
+
+def spark_filter(j: dict[str, Any]) -> Any:
+    """The shim's JSON of a Spark filter as pyspark's data source filter."""
+    from pyspark.sql import datasource as D
+
+    cls = getattr(D, j["name"])
+    attr = tuple(j["columnPath"])
+    if "value" not in j:
+        f = cls(attribute=attr)
+    elif j["name"] == "In":
+        f = cls(attribute=attr, value=tuple(_value(v) for v in j["value"]))
+    else:
+        f = cls(attribute=attr, value=_value(j["value"]))
+    return D.Not(f) if j["isNegated"] else f
+
+
+def plan(request: dict[str, Any]) -> dict[str, Any]:
+    """The planner's answer to one scan: ``{"tasks": [[[uri, start, length, file size,
+    mtime ms], ...], ...]}``."""
+    import pqindex
+    from pqindex.expr.nodes import and_
+    from pqindex.spark.filters import split_filters
+
+    table = _tables.get(request["id"])
+    if table is None:
+        raise PqIndexError(f"no shim table {request['id']!r} in this process")
+    filters = [spark_filter(j) for j in request.get("filters", ())]
+    used, _ = split_filters(filters, table.schema)
+    exprs = [e for _, e in used]
+    with pqindex.dataset(table.path) as ds:
+        while True:
+            try:
+                dplan = ds.plan([], and_(*exprs) if exprs else None)
+                break
+            except UserInputError:
+                # A literal the files' types refuse: find it, leave it to Spark.
+                bad = next((i for i, e in enumerate(exprs) if not _plans(ds, e)), None)
+                if bad is None:
+                    raise
+                exprs.pop(bad)
+        pieces = []
+        for entry in dplan.kept:
+            pf = entry.file
+            kept = [rg.index for rg in entry.row_groups if not rg.skipped]
+            st = os.stat(entry.path)
+            uri = Path(entry.path).resolve().as_uri()
+            for start, length in _ranges(pf, kept):
+                pieces.append([uri, start, length, st.st_size, st.st_mtime_ns // 1_000_000])
+    return {"tasks": tasks_of(pieces, table.parallelism)}
+
+
+def _plans(ds: Any, expr: Any) -> bool:
+    try:
+        ds.plan([], expr)
+    except UserInputError:
+        return False
+    return True
+
+
+def row_group_spans(pf: Any) -> list[tuple[int, int]] | None:
+    """Per row group of ``pf`` (pqindex's ParquetFile), the byte span ``[start, end)``
+    from its first column chunk to the next row group's (the footer for the last),
+    when each row group's midpoint as Parquet readers compute it (parquet-mr:
+    first chunk's offset plus half the row group's compressed size) lies in its own
+    span; None when it does not (a file laid out otherwise: read it whole)."""
+    groups = pf.metadata.row_groups or []
+    starts, mids = [], []
+    for rg in groups:
+        cols = rg.columns or []
+        if not cols or any(c.meta_data is None for c in cols):
+            return None
+        offs = []
+        for c in cols:
+            md = c.meta_data
+            o = md.data_page_offset or 0
+            d = md.dictionary_page_offset
+            offs.append(min(o, d) if d is not None and d > 0 else o)
+        starts.append(min(offs))
+        total = rg.total_compressed_size or sum(c.meta_data.total_compressed_size or 0
+                                                for c in cols)
+        mids.append(offs[0] + total // 2)
+    ends = [*starts[1:], pf.footer_offset]
+    for s, m, e in zip(starts, mids, ends, strict=True):
+        if not s < e or not s <= m < e:
+            return None
+    return list(zip(starts, ends, strict=True))
+
+
+def _ranges(pf: Any, kept: list[int]) -> list[tuple[int, int]]:
+    """(start, length) pieces of ``pf`` holding exactly the row groups ``kept``
+    (consecutive ones in one piece); the whole file when its layout is unusual."""
+    spans = row_group_spans(pf)
+    if spans is None:
+        return [(0, int(pf.file_size))]
+    out: list[tuple[int, int]] = []
+    prev = None
+    for i in sorted(kept):
+        s, e = spans[i]
+        if prev is not None and prev == i - 1:
+            out[-1] = (out[-1][0], e - out[-1][0])
+        else:
+            out.append((s, e - s))
+        prev = i
+    return out
+
+
+def tasks_of(pieces: list[list[Any]], parallelism: int) -> list[list[list[Any]]]:
+    """Pieces packed into tasks as Spark packs file splits: largest first, next fit,
+    up to a split size of the total spread over ``parallelism`` (4 MiB to 128 MiB)."""
+    if not pieces:
+        return []
+    total = sum(p[2] + OPEN_COST_BYTES for p in pieces)
+    limit = min(MAX_SPLIT_BYTES, max(OPEN_COST_BYTES, total // max(1, parallelism)))
+    tasks: list[list[list[Any]]] = []
+    size = 0
+    for p in sorted(pieces, key=lambda p: -p[2]):
+        if tasks and size + p[2] <= limit:
+            tasks[-1].append(p)
+            size += p[2] + OPEN_COST_BYTES
+        else:
+            tasks.append([p])
+            size = p[2] + OPEN_COST_BYTES
+    return tasks
