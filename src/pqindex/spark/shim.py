@@ -342,14 +342,16 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
         for entry in dplan.kept:
             pf = entry.file
             kept = [rg.index for rg in entry.row_groups if not rg.skipped]
-            groups += [(pf, rg) for rg in entry.row_groups if not rg.skipped]
+            if pf is not None:
+                groups += [(pf, rg) for rg in entry.row_groups if not rg.skipped]
             st = os.stat(entry.path)
             uri = Path(entry.path).resolve().as_uri()
             for start, length in _ranges(pf, kept):
                 pieces.append([uri, start, length, st.st_size, st.st_mtime_ns // 1_000_000])
         answer: dict[str, Any] = {"tasks": tasks_of(pieces, table.parallelism)}
         if IMPLIED_FILTERS and groups:
-            imp = implied_filter(groups, _spark_types(table.schema))
+            imp = implied_filter(groups, _spark_types(table.schema),
+                                 request.get("columns", ()))
             if imp is not None:
                 answer["implied"] = imp
     return answer
@@ -492,7 +494,8 @@ def _page_ranges(pf: ParquetFile, rg: RowGroupPlan, col: int, width: int
     keeps; None unless each is trusted by pqindex and has no null."""
     pi = PageIndex.load(pf, rg.index, col)
     ci = pf.column_index(rg.index, col)
-    if pi is None or ci is None or pi.reason is not None:
+    if pi is None or ci is None or pi.reason is not None or ci.min_values is None \
+            or ci.max_values is None:
         return None
     pages = rg.maybe.overlapping_pages(pi.first_rows, rg.num_rows).tolist()
     out = []
@@ -536,15 +539,17 @@ def _selected_rows(pi: PageIndex, ci: Any, ranges: list[tuple[int, int]]) -> int
 
 
 def implied_filter(groups: list[tuple[ParquetFile, RowGroupPlan]],
-                   spark_types: dict[str, str]) -> dict[str, Any] | None:
+                   spark_types: dict[str, str], columns: Any = ()) -> dict[str, Any] | None:
     """The implied filter for the kept row groups ``groups`` (see above) as
     ``{"column", "type", "ranges": [[lo, hi], ...]}`` (raw Parquet values: days,
-    micros or millis), or None when none is both safe and worth it."""
+    micros or millis), or None when none is both safe and worth it. Of several, the
+    one selecting the fewest rows, then one of ``columns`` (read anyway)."""
+    read = set(columns)
     total = sum(rg.num_rows for _, rg in groups)
     if sum(rg.maybe.count() for _, rg in groups) > IMPLIED_MAX_SHARE * total:
         return None
     pf0, rg0 = groups[0]
-    best: tuple[int, dict[str, Any]] | None = None
+    best: tuple[tuple[int, bool], dict[str, Any]] | None = None
     for leaf in pf0.schema.leaves:
         name = leaf.path[0]
         tag = _tag(ValueType.from_leaf(leaf))
@@ -566,7 +571,8 @@ def implied_filter(groups: list[tuple[ParquetFile, RowGroupPlan]],
         else:
             ranges = merge_ranges([r for got in found for r in got[0]], IMPLIED_MAX_RANGES)
             rows = sum(_selected_rows(pi, ci, ranges) for _, pi, ci in found)
-            if rows <= IMPLIED_MAX_SHARE * total and (best is None or rows < best[0]):
-                best = (rows, {"column": name, "type": tag,
+            key = (rows, name not in read)
+            if rows <= IMPLIED_MAX_SHARE * total and (best is None or key < best[0]):
+                best = (key, {"column": name, "type": tag,
                                "ranges": [list(r) for r in ranges]})
     return None if best is None else best[1]
