@@ -10,7 +10,9 @@ Each ``--part`` (each under 10 minutes) saves its results in ``--results``
 (a JSON file in the temporary directory); ``--write`` renders the saved parts.
 
 Tables (moto in its own process, on 127.0.0.1, behind the proxy of tests/s3_server.py
-that delays every request by ``--delay`` ms):
+that delays every request by ``--delay`` ms; the proxy runs in a process of its own:
+in a thread of this process it shared the GIL with the Python readers, not with the
+native threads of deltalake and polars; ``--proxy thread`` runs it as before):
 
 * Delta: ``--files`` files of ``--rows`` rows (one per value of a ``part`` partition
   column) written by deltalake, ``id`` sorted across files, an unsorted ``user_id``;
@@ -26,7 +28,8 @@ pqindex's FileIO (``py-io-impl``, metadata files in one GET each), as its users 
 "pqindex (indexed, pyiceberg's FileIO)" and the peers through pyiceberg's default.
 
 Queries: a point lookup on ``id``, a 1,000-row range, a rare ``user_id`` (one row), an
-absent ``user_id`` (both inside every file's bounds). Every reader runs each query cold:
+absent ``user_id`` (both inside every file's bounds). The readers take turns in each
+round (the load of a shared machine drifts alike for all). Every reader runs each query cold:
 a fresh table object (its log or metadata read again), pqindex's metadata cache
 cleared. Latency is the median of ``--rounds``; requests and round trips as the proxy
 counted them. Rows are compared across readers.
@@ -50,7 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -286,38 +289,51 @@ def iceberg_readers(ep: S3Endpoint, db: Path, bucket: str, snaps: dict[str, Any]
             "pyiceberg": pyiceberg_, "polars": polars_}
 
 
-def measure(ep: S3Endpoint, fn: Callable[[], int], rounds: int,
-            slow: float = 15.0) -> dict[str, Any]:
-    """Median of ``rounds`` cold rounds; a reader whose round takes over ``slow``
-    seconds runs once (its number is far from any ratio's)."""
-    times, reqs, waves, rows = [], [], [], []
-    try:
-        for _ in range(rounds):
+def measure(ep: S3Endpoint, readers: dict[str, Callable[[], int]], rounds: int,
+            slow: float = 15.0) -> dict[str, dict[str, Any]]:
+    """Per reader, the median of ``rounds`` cold rounds, the readers taking turns in
+    each round (the machine's load drifts alike for all); a reader whose round takes
+    over ``slow`` seconds runs once (its number is far from any ratio's)."""
+    got: dict[str, dict[str, list[Any]]] = {r: {"times": [], "reqs": [], "waves": [],
+                                                "rows": []} for r in readers}
+    errors: dict[str, str] = {}
+    for _ in range(rounds):
+        for r, fn in readers.items():
+            g = got[r]
+            if r in errors or (g["times"] and g["times"][-1] > slow):
+                continue
             ep.reset_log()
-            t0 = time.perf_counter()
-            rows.append(fn())
-            times.append(time.perf_counter() - t0)
-            reqs.append(len(ep.requests))
-            waves.append(ep.waves)
-            if times[-1] > slow:
-                break
-    except Exception as e:  # a peer that cannot read the table here: said in the table
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:80]}",
-                "load": os.getloadavg()[0]}
-    return {"ms": statistics.median(times) * 1000, "requests": statistics.median(reqs),
-            "round_trips": statistics.median(waves), "rows": rows[-1], "rounds": len(times),
-            "load": os.getloadavg()[0]}
+            try:
+                t0 = time.perf_counter()
+                g["rows"].append(fn())
+                g["times"].append(time.perf_counter() - t0)
+            except Exception as e:  # a peer that cannot read the table here: said in the table
+                errors[r] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+                continue
+            g["reqs"].append(len(ep.requests))
+            g["waves"].append(ep.waves)
+    load = os.getloadavg()[0]
+    out: dict[str, dict[str, Any]] = {}
+    for r, g in got.items():
+        if r in errors:
+            out[r] = {"error": errors[r], "load": load}
+            continue
+        out[r] = {"ms": statistics.median(g["times"]) * 1000,
+                  "requests": statistics.median(g["reqs"]),
+                  "round_trips": statistics.median(g["waves"]), "rows": g["rows"][-1],
+                  "rounds": len(g["times"]), "load": load}
+    return out
 
 
 def run_queries(ep: S3Endpoint, n: int, make: Callable[[str, pc.Expression, Any],
                                                         dict[str, Callable[[], int]]],
-                rounds: int, label: str, only: list[str] | None = None
+                rounds: int, label: str, only: Sequence[str] | None = None
                 ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     out = []
     for name, (sql, expr, spec) in queries(n).items():
         if only and name not in only:
             continue
-        got = {r: measure(ep, fn, rounds) for r, fn in make(sql, expr, spec).items()}
+        got = measure(ep, make(sql, expr, spec), rounds)
         counts = {g["rows"] for g in got.values() if "rows" in g}
         if len(counts) != 1:
             raise AssertionError(f"{label} {name}: readers disagree: {got}")
@@ -343,6 +359,9 @@ def main() -> None:
                     help="the parts' results, kept between runs")
     ap.add_argument("--queries", default=None,
                     help="query names to run, separated by ';' (default: all), e.g. 'point id'")
+    ap.add_argument("--proxy", choices=["process", "thread"], default="process",
+                    help="where the delaying proxy runs: its own process (default; no "
+                         "reader shares the GIL with it) or a thread of the bench's process")
     ap.add_argument("--write", action="store_true",
                     help="update docs/benchmarks.md from the saved results")
     args = ap.parse_args()
@@ -352,7 +371,7 @@ def main() -> None:
     saved = Path(args.results)
     results: dict[str, Any] = json.loads(saved.read_text()) if saved.exists() else {}
     parts = ["delta", "iceberg", "big"] if args.part == "all" else [args.part]
-    ep = S3Endpoint(separate_process=True)
+    ep = S3Endpoint(separate_process=True, proxy_process=args.proxy == "process")
     try:
         bucket = ep.new_bucket("tables")
         n = args.files * args.rows
@@ -384,7 +403,7 @@ def main() -> None:
                 results[part] = {"meta": meta, "results": got, "minutes": (
                     time.perf_counter() - t0) / 60, "load0": l0, "date": str(dt.date.today()),
                     "files": args.files, "rows": args.rows, "delay": args.delay,
-                    "rounds": args.rounds}
+                    "rounds": args.rounds, "proxy": args.proxy}
     finally:
         ep.stop()
     saved.write_text(json.dumps(results, indent=1, default=str))
@@ -448,9 +467,12 @@ def render(saved: dict[str, Any]) -> str:
         f"deltalake {deltalake.__version__}, pyiceberg {pyiceberg.__version__}, polars "
         f"{polars.__version__}: tables of {d['files']:,} files x {d['rows']:,} rows (`id` "
         "sorted across files, `user_id` unsorted) on moto in its own process behind a proxy "
-        f"adding {d['delay']:.0f} ms per request; cold reads (a fresh table object, "
+        f"adding {d['delay']:.0f} ms per request ("
+        + ("in a process of its own" if d.get("proxy") == "process"
+           else "in a thread of the bench's process") + "); cold reads (a fresh table object, "
         "pqindex's metadata cache cleared, polars' Iceberg metadata cache reset), median of "
-        f"{d['rounds']} rounds (a reader whose round takes over 15 s: one round); identical "
+        f"{d['rounds']} rounds, the readers taking turns in each (a reader whose round takes "
+        "over 15 s: one round); identical "
         f"rows checked. The Delta and Iceberg parts ran separately, {minutes:.1f} min in all, "
         f"on a shared 2-core machine (1-minute load average {loads[0]:.1f}-{loads[-1]:.1f}): "
         "timings are noisy. \"indexed\": after `pqindex.add_indexes(table, "

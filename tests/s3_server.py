@@ -285,13 +285,95 @@ class _MotoProcess:
             self._proc.wait(10)
 
 
+def _reset(proxy: _Proxy, log: _Log) -> None:
+    deadline = time.monotonic() + 5
+    while proxy.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with log.lock:
+        log.requests.clear()
+        log.body_bytes = 0
+        log.waves = 0
+    proxy.max_in_flight = 0
+
+
+def _proxy_main(conn: Any, upstream: tuple[str, int]) -> None:
+    """A proxy process's loop: the proxy's thread serves; this one answers the
+    parent's commands (delay, reset, log, stop) over ``conn``."""
+    log = _Log()
+    proxy = _Proxy(upstream, log)
+    conn.send(proxy.port)
+    while True:
+        try:
+            cmd, arg = conn.recv()
+        except EOFError:
+            break
+        if cmd == "delay":
+            proxy.delay = arg
+            conn.send(None)
+        elif cmd == "reset":
+            _reset(proxy, log)
+            conn.send(None)
+        elif cmd == "log":
+            with log.lock:
+                conn.send((list(log.requests), log.waves, log.body_bytes, proxy.max_in_flight))
+        elif cmd == "stop":
+            proxy.stop()
+            conn.send(None)
+            break
+
+
+class _ProxyProcess:
+    """The proxy in a process of its own: a benchmark's Python reader then does not
+    share the GIL with it (a native reader's threads never did)."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        import os
+        import subprocess
+        import sys
+        from multiprocessing.connection import Listener
+
+        key = os.urandom(16)
+        with Listener(("127.0.0.1", 0), authkey=key) as listener:
+            code = ("import sys; from multiprocessing.connection import Client; "
+                    "from s3_server import _proxy_main; "
+                    f"_proxy_main(Client({listener.address!r}, authkey={key!r}), "
+                    f"{upstream!r})")
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                    [os.path.dirname(os.path.abspath(__file__)),
+                     os.environ.get("PYTHONPATH", "")])})
+            self._conn = listener.accept()
+        self.port: int = self._conn.recv()
+        self._delay = 0.0
+
+    def call(self, cmd: str, arg: Any = None) -> Any:
+        self._conn.send((cmd, arg))
+        return self._conn.recv()
+
+    @property
+    def delay(self) -> float:
+        return self._delay
+
+    @delay.setter
+    def delay(self, seconds: float) -> None:
+        self.call("delay", seconds)
+        self._delay = seconds
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, EOFError):
+            self.call("stop")
+        self._proc.wait(10)
+
+
 class S3Endpoint:
     """moto's S3 server plus the delaying, counting proxy, both on 127.0.0.1.
 
     ``separate_process``: moto runs in a child process instead of a thread (the
-    benchmarks; tests keep the thread, which starts faster)."""
+    benchmarks; tests keep the thread, which starts faster). ``proxy_process``: the
+    proxy too (its request hooks ``fail_next``, ``reject`` and ``answer`` are then
+    not available)."""
 
-    def __init__(self, separate_process: bool = False) -> None:
+    def __init__(self, separate_process: bool = False, proxy_process: bool = False) -> None:
         from moto.server import ThreadedMotoServer  # tests: the s3 fixture checks first
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
@@ -304,7 +386,8 @@ class S3Endpoint:
         host, port = self._moto.get_host_and_port()
         self.direct_url = f"http://{host}:{port}"
         self._log = _Log()
-        self._proxy = _Proxy((host, port), self._log)
+        self._remote = _ProxyProcess((host, port)) if proxy_process else None
+        self._proxy: Any = self._remote or _Proxy((host, port), self._log)
         self.url = f"http://127.0.0.1:{self._proxy.port}"
 
     # -------------------------------------------------------------- knobs
@@ -325,7 +408,7 @@ class S3Endpoint:
 
     @fail_next.setter
     def fail_next(self, n: int) -> None:
-        self._proxy.fail_next = n
+        self._local_proxy().fail_next = n
 
     @property
     def reject(self) -> Callable[[str, str, str], bool] | None:
@@ -334,7 +417,7 @@ class S3Endpoint:
 
     @reject.setter
     def reject(self, pred: Callable[[str, str, str], bool] | None) -> None:
-        self._proxy.reject = pred
+        self._local_proxy().reject = pred
 
     @property
     def answer(self) -> Callable[[LoggedRequest], tuple[int, str] | None] | None:
@@ -345,7 +428,12 @@ class S3Endpoint:
 
     @answer.setter
     def answer(self, fn: Callable[[LoggedRequest], tuple[int, str] | None] | None) -> None:
-        self._proxy.answer = fn
+        self._local_proxy().answer = fn
+
+    def _local_proxy(self) -> _Proxy:
+        if self._remote is not None:
+            raise NotImplementedError("the proxy runs in its own process: no request hooks")
+        return self._proxy  # type: ignore[no-any-return]
 
     @property
     def uploaded_bytes(self) -> int:
@@ -355,11 +443,15 @@ class S3Endpoint:
     @property
     def max_in_flight(self) -> int:
         """Most requests the proxy held at once since the last :meth:`reset_log`."""
-        return self._proxy.max_in_flight
+        if self._remote is not None:
+            return int(self._remote.call("log")[3])
+        return int(self._proxy.max_in_flight)
 
     @property
     def requests(self) -> list[LoggedRequest]:
         """Requests forwarded since the last :meth:`reset_log`."""
+        if self._remote is not None:
+            return list(self._remote.call("log")[0])
         with self._log.lock:
             return list(self._log.requests)
 
@@ -367,24 +459,24 @@ class S3Endpoint:
     def waves(self) -> int:
         """Sequential round trips as the server saw them: requests that arrived while
         no other request was in flight, since the last :meth:`reset_log`."""
+        if self._remote is not None:
+            return int(self._remote.call("log")[1])
         return self._log.waves
 
     @property
     def body_bytes(self) -> int:
         """Response body bytes sent to clients since the last :meth:`reset_log`."""
+        if self._remote is not None:
+            return int(self._remote.call("log")[2])
         return self._log.body_bytes
 
     def reset_log(self) -> None:
         """Forget the requests so far, once none is in flight (a client that gave up
         on a delayed request leaves it running at the proxy for a while)."""
-        deadline = time.monotonic() + 5
-        while self._proxy.in_flight and time.monotonic() < deadline:
-            time.sleep(0.01)
-        with self._log.lock:
-            self._log.requests.clear()
-            self._log.body_bytes = 0
-            self._log.waves = 0
-        self._proxy.max_in_flight = 0
+        if self._remote is not None:
+            self._remote.call("reset")
+        else:
+            _reset(self._proxy, self._log)
 
     # -------------------------------------------------------------- clients
 

@@ -190,6 +190,10 @@ def test_a_cold_read_on_s3_is_one_list_and_one_wave(s3: S3Endpoint) -> None:  # 
                     storage_options=wopts)
     DeltaTable(url, storage_options=opts).delete("id < 20")
     _same(read_log(url, None, opts), load_delta(url, storage_options=opts))
+    # Version 0 from its commit, 2 from its checkpoint: replayed as they arrive, before
+    # the LIST confirms that is all they need; 3 from the checkpoint and a commit.
+    for v in (0, 2, 3):
+        _same(read_log(url, v, opts), load_delta(url, v, opts))
     reference = DeltaTable(url, storage_options=opts).to_pyarrow_table()
 
     s3.reset_log()
@@ -271,14 +275,127 @@ def test_statistics_parsed_at_once_equal_those_parsed_file_by_file() -> None:
     fast = delta_log._stats_table(schema, physical, ["part"], texts)
     slow = delta_log._stats_python(fields, logical, texts)
     assert delta_log._stats_arrow(fields, texts) is not None  # (the fast path ran)
-    assert fast[0] == slow[0] == [10, 11, 12, None, None]
-    assert fast[1].column_names == slow[1].column_names
-    assert fast[1].equals(slow[1]), (fast[1].to_pylist(), slow[1].to_pylist())
-    assert "min.i" in fast[1].column_names and "min.nested" not in fast[1].column_names
+    assert fast.column("rows").to_pylist() == slow.column("rows").to_pylist() == [
+        10, 11, 12, None, None]
+    assert fast.column_names == slow.column_names
+    assert fast.equals(slow), (fast.to_pylist(), slow.to_pylist())
+    assert "min.i" in fast.column_names and "min.nested" not in fast.column_names
     for bad in ('{"numRecords": 5, "minValues": {"i8": NaN}}', "{not json",
                 '{"numRecords": 5, "minValues": {"i8": 1.5}}', "[1]"):
         assert delta_log._stats_arrow(fields, [*texts, bad]) is None
-        rows, table = delta_log._stats_table(schema, physical, ["part"], [*texts, bad])
-        assert rows[:5] == [10, 11, 12, None, None]
+        table = delta_log._stats_table(schema, physical, ["part"], [*texts, bad])
+        assert table.column("rows").to_pylist()[:5] == [10, 11, 12, None, None]
         if "min.i" in table.column_names:  # the good files' bounds are still known
             assert table.column("min.i")[0].as_py() == 2**40
+
+
+def test_paths_and_partition_values_made_in_arrow_are_those_made_file_by_file() -> None:
+    """The files' paths joined in one kernel and partition values typed by Arrow casts
+    are what the per-file join and parse make of them, on the texts that take the
+    per-file way too (URL-encoded, absolute, doubled slashes; texts a cast refuses)."""
+    from pqindex.dataset.tables import delta_log
+    from pqindex.dataset.tables.delta import _join
+
+    rel = ["part=1/a.parquet", "part=x%20y/b.parquet", "/abs/c.parquet", "d//e.parquet",
+           "s3://other/f.parquet", "file:///tmp/g.parquet", "h.parquet"]
+    for root in ("s3://bucket/table", "/data/table", "/"):
+        for rows in (rel[:1] + rel[-1:], rel):
+            got = delta_log._paths(root, pa.array(rows, pa.string())).to_pylist()
+            assert got == [_join(root, r) for r in rows], (root, rows)
+    cases: list[tuple[pa.DataType, list[Any]]] = [
+        (pa.int64(), ["1", "-7", "", None, "007"]),
+        (pa.int64(), ["+3", " 5", "1_000", "9"]),  # a cast refuses: parsed one by one
+        (pa.int8(), ["127", "-128"]),
+        (pa.date32(), ["2024-02-29", "", None]),
+        (pa.string(), ["a", "", None, "é"]),
+        (pa.bool_(), ["true", "false", "TRUE", ""]),
+        (pa.float64(), ["1.5", "-0.0", "1e300"]),
+        (pa.decimal128(9, 2), ["3.50", "-1.25"]),
+        (pa.timestamp("us", tz="UTC"), ["2023-12-31 23:59:59.123456", ""]),
+        (pa.timestamp("us"), ["2023-12-31 23:59:59.123456"]),
+    ]
+    for t, texts in cases:
+        got = delta_log._typed(pa.array(texts, pa.string()), t)
+        assert got.type == t
+        assert got.to_pylist() == pa.array(
+            [delta_log._partition_value(v, t) for v in texts], t).to_pylist(), (t, texts)
+    with pytest.raises(delta_log._Leave):  # out of the type's range: deltalake says so
+        delta_log._typed(pa.array(["300"]), pa.int8())
+    # A checkpoint's partition values without a lookup per row: what a lookup finds,
+    # whatever the rows' keys (same order or not, missing, repeated, sliced, null).
+    import random
+
+    rng = random.Random(40)
+    t = pa.map_(pa.string(), pa.string())
+    for _ in range(200):
+        keys = rng.sample(["a", "b", "c"], rng.randint(1, 3))
+        rows: list[Any] = []
+        for i in range(rng.randint(1, 6)):
+            row = [(k, f"{k}{i}") for k in keys]
+            if rng.random() < 0.15:
+                rng.shuffle(row)
+            if rng.random() < 0.1:
+                row = row[1:] + row[:1] if rng.random() < 0.5 else row + row[:1]
+            rows.append(None if rng.random() < 0.05 else row)
+        arr = pa.array(rows, t)
+        if rng.random() < 0.3 and len(arr) > 1:
+            arr = arr.slice(1)
+        for key in ("a", "b", "c"):
+            want = pc.map_lookup(arr, key, "first")
+            got = delta_log._same_keys(arr, key)
+            assert got is None or got.to_pylist() == want.to_pylist(), (rows, key)
+
+
+def test_a_proxy_in_its_own_process_delays_and_counts_as_the_thread_does() -> None:
+    """bench/tables.py's proxy process: requests, round trips and the delay as the
+    in-process proxy reports them."""
+    import time
+
+    import_or_missing("moto.server", "moto")
+    ep = S3Endpoint(proxy_process=True)
+    try:
+        bucket = ep.new_bucket()
+        ep.put(bucket, "k", b"x" * 1000)
+        client = ep.boto3(direct=False)
+        ep.delay = 0.05
+        ep.reset_log()
+        t0 = time.perf_counter()
+        assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * 1000
+        assert time.perf_counter() - t0 >= 0.05
+        client.put_object(Bucket=bucket, Key="k2", Body=b"y" * 10)
+        assert [r.method for r in ep.requests] == ["GET", "PUT"]
+        assert ep.waves == 2 and ep.uploaded_bytes == 10 and ep.body_bytes >= 1000
+        ep.reset_log()
+        assert ep.requests == [] and ep.waves == 0
+        with pytest.raises(NotImplementedError):
+            ep.fail_next = 1
+    finally:
+        ep.stop()
+
+
+def test_a_replay_begun_before_the_list_fails_as_the_reader_would(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A numbered version's checkpoint is replayed as soon as it arrives, the LIST
+    still out: its error is raised where the reader uses that replay (a damaged
+    checkpoint), and a replay the LIST does not confirm is not used."""
+    import pqindex.io.objects as objects
+    from pqindex.dataset.tables import delta_log
+    from pqindex.errors import CorruptFileError
+
+    names = [f"{0:020d}.json", f"{1:020d}.json", f"{1:020d}.checkpoint.parquet"]
+    fetched: list[str] = []
+
+    def get(urls: list[str], _opts: Any) -> list[bytes | None]:
+        fetched.extend(urls)
+        return [b"not parquet" if u.endswith(".parquet") else None for u in urls]
+
+    monkeypatch.setattr(delta_log, "_list", lambda *_: names)
+    monkeypatch.setattr(objects, "get_objects", get)
+    with pytest.raises(CorruptFileError, match="checkpoint"):
+        delta_log.read_log("s3://bucket/t", 1, {})
+    # The LIST shows the checkpoint only in parts: the guessed one is not the version's.
+    names[2:] = [f"{1:020d}.checkpoint.{i:010d}.{2:010d}.parquet" for i in (1, 2)]
+    fetched.clear()
+    with pytest.raises(CorruptFileError, match="checkpoint part 0"):
+        delta_log.read_log("s3://bucket/t", 1, {})
+    assert any(".checkpoint.0000000001.0000000002" in u for u in fetched), fetched

@@ -78,6 +78,7 @@ from pqindex.scan.page_decode import (
     page_byte_ranges,
 )
 from pqindex.scan.whole import (
+    dictionary_strings,
     iter_whole_row_groups,
     native_file,
     native_path,
@@ -393,9 +394,12 @@ class RowGroupReader:
                 self._view(off, size)  # natively read chunks are read once more to check
             t0 = time.perf_counter()
             # Dictionary-encoded string chunks stay dictionaries for predicates: one
-            # comparison per distinct value instead of one per row.
+            # comparison per distinct value instead of one per row; and for output
+            # where the dictionary is small, cast once cut (whole.dictionary_strings).
+            small = set(dictionary_strings(self.pf, [self.rg], todo))
             dictionary = [
-                n for n in todo if as_dictionary and self._dictionary_string(n)
+                n for n in todo
+                if n in small or (as_dictionary and self._dictionary_string(n))
             ] or None
             if native and self._native is not None:
                 # A local file: pyarrow reads the chunks itself (no copy through Python).
@@ -472,8 +476,12 @@ class RowGroupReader:
 
     def _whole(self, field_name: str, *, as_dictionary: bool = False) -> pa.Array:
         arr: pa.Array = self.whole_fields([field_name], as_dictionary=as_dictionary)[field_name]
+        return arr if as_dictionary else self._typed(field_name, arr)
+
+    def _typed(self, field_name: str, arr: Any) -> Any:
+        """A decoded field's values as its output type (a dictionary read cast back)."""
         target = self.schema.field(field_name).type
-        if not as_dictionary and arr.type != target and not (
+        if arr.type != target and not (
                 self.keep_views and views.base_type(arr.type) == target):
             arr = views.cast(arr, target)
         return arr
@@ -646,8 +654,9 @@ class RowGroupReader:
             # Most rows (or most pages) wanted: pyarrow decodes the chunks whole, all of
             # them in one call (its threads over the columns), then they are cut; Q1 of
             # TPC-H (98% of the rows) page by page cost twice the CPU, column by column 1.4x.
-            self.whole_fields(whole)
-            out = cut_whole({n: self._whole(n) for n in whole}, self.n, rows)
+            # Dictionary strings are cut as indices, then cast (only the wanted rows).
+            raw = self.whole_fields(whole)
+            out = {n: self._typed(n, a) for n, a in cut_whole(raw, self.n, rows).items()}
             if rows.count() == self.n or self._dense(rows):
                 return out  # the rest (partly decoded by the predicate pass): field()
             names = [n for n in names if n not in out]

@@ -14,7 +14,7 @@ import decimal
 import json
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +41,20 @@ class DeltaFile:
 
 @dataclass
 class DeltaSnapshot:
-    """The active files of one version of a Delta table, and how to read them."""
+    """The active files of one version of a Delta table, and how to read them.
+
+    The files are held column by column (``columns``, ``partitions``): a read builds
+    a Python object only for a file it opens; ``files`` makes them all when asked."""
 
     location: str  # table root: a local directory or a URL, without a trailing slash
     version: int
     schema: pa.Schema  # logical, as deltalake reads the table (partition columns included)
     partition_columns: tuple[str, ...]
-    files: tuple[DeltaFile, ...]
+    # One row per active file: "path" (absolute path or URL), "relative" (as the log
+    # records it), "size", "modification_time", "rows" (null: unknown).
+    columns: pa.Table
+    # Per partition column, its typed value per file (null: a null partition value).
+    partitions: dict[str, pa.Array] = field(default_factory=dict)
     # Logical top-level column -> physical name in the files (column mapping), when mapped.
     physical: dict[str, str] = field(default_factory=dict)
     # One row per file (files' order): "rows", "min.<logical>", "max.<logical>",
@@ -59,13 +66,47 @@ class DeltaSnapshot:
     # The table's key index descriptor, when fetched with the log: (its bytes, or None
     # when there is none).
     key_descriptor: tuple[bytes | None] | None = None
+    _files: tuple[DeltaFile, ...] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of_files(cls, location: str, version: int, schema: pa.Schema,
+                 partition_columns: tuple[str, ...], files: Sequence[DeltaFile],
+                 **kw: Any) -> DeltaSnapshot:
+        """A snapshot of files already made one by one (deltalake's add actions)."""
+        columns = pa.table({
+            "path": pa.array([f.path for f in files], pa.string()),
+            "relative": pa.array([f.relative for f in files], pa.string()),
+            "size": pa.array([f.size for f in files], pa.int64()),
+            "modification_time": pa.array([f.modification_time for f in files], pa.int64()),
+            "rows": pa.array([f.rows for f in files], pa.int64())})
+        partitions = {k: pa.array([f.partition.get(k) for f in files], schema.field(k).type)
+                      for k in partition_columns}
+        return cls(location, version, schema, partition_columns, columns, partitions,
+                   _files=tuple(files), **kw)
+
+    @property
+    def files(self) -> tuple[DeltaFile, ...]:
+        if self._files is None:
+            c = self.columns
+            parts = [(k, v.to_pylist()) for k, v in self.partitions.items()]
+            self._files = tuple(
+                DeltaFile(path, rel, size, mtime, rows, {k: v[i] for k, v in parts})
+                for i, (path, rel, size, mtime, rows) in enumerate(zip(
+                    *(c.column(n).to_pylist() for n in (
+                        "path", "relative", "size", "modification_time", "rows")),
+                    strict=True)))
+        return self._files
+
+    @property
+    def n_files(self) -> int:
+        return int(self.columns.num_rows)
 
     @property
     def column_mapping(self) -> bool:
         return any(k != v for k, v in self.physical.items())
 
     def describe(self) -> str:
-        return f"Delta table {self.location}, version {self.version}, {len(self.files)} files"
+        return f"Delta table {self.location}, version {self.version}, {self.n_files} files"
 
 
 def _local_root(uri: str) -> str:
@@ -170,8 +211,9 @@ def load_delta(source: Any, version: int | str | dt.datetime | None = None,
     if stray is not None:
         raise CorruptFileError("the log has a deletion vector for a file that is not in the "
                                "snapshot", path=stray)
-    return DeltaSnapshot(location, table.version(), schema, partition_columns, tuple(files),
-                         physical, _stats(adds, physical), table, deleted)
+    return DeltaSnapshot.of_files(location, table.version(), schema, partition_columns, files,
+                                  physical=physical, stats=_stats(adds, physical), table=table,
+                                  deleted=deleted)
 
 
 def _deleted_rows(table: Any, location: str) -> dict[str, npt.NDArray[np.int64]]:

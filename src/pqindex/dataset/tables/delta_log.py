@@ -38,14 +38,15 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from pqindex.dataset.tables.delta import DeltaFile, DeltaSnapshot, _join, _physical_names
+from pqindex.dataset.tables.delta import DeltaSnapshot, _join, _physical_names
 from pqindex.errors import CorruptFileError, PqIndexError
 
 __all__ = ["read_log"]
@@ -89,14 +90,28 @@ def _read(location: str, version: int | None, storage_options: Mapping[str, Any]
     # commits put one) or the first commit.
     descriptor = f"{location}/{TABLE_DESCRIPTOR}"
     early: dict[str, bytes | None] = {}
+    speculated: tuple[DeltaSnapshot | None, BaseException | None] | None = None
+    guess: list[str] = []
     if listed:
         names = list(listed)
     elif remote:
         guess = [descriptor]
+        replay: Callable[[Sequence[bytes | None]], DeltaSnapshot | None] | None = None
         if version is not None:
             guess.append(f"{log}/{version:020d}.checkpoint.parquet" if version
                          else f"{log}/{0:020d}.json")
-        names, early = _list_and_get(log, storage_options, guess)
+            v = version
+
+            def replay(got: Sequence[bytes | None]) -> DeltaSnapshot | None:
+                # The version from its own checkpoint (or commit 0) alone: what the
+                # LIST will show is used when it shows just that.
+                blob = got[1]
+                if blob is None:
+                    return None
+                return (_replay(location, v, [blob], []) if v
+                        else _replay(location, 0, [], [(0, blob)]))
+
+        names, early, speculated = _list_and_get(log, storage_options, guess, replay)
     else:
         names = _list(log, remote, storage_options)
     commits = {int(m.group(1)): n for n in names if (m := _COMMIT.match(n))}
@@ -116,6 +131,15 @@ def _read(location: str, version: int | None, storage_options: Mapping[str, Any]
         raise _Leave  # a gap (cleaned-up commits before a checkpoint this cannot use)
     wanted = [f"{log}/{n}" for n in ([] if base is None else base[1])
               + [commits[v] for v in after]]
+    if speculated is not None and len(wanted) == 1 and wanted[0] == guess[-1]:
+        # The guessed object is all the version needs: replayed while the LIST was out.
+        got_snap, error = speculated
+        if error is not None:
+            raise error
+        if got_snap is not None:
+            if descriptor in early:
+                got_snap.key_descriptor = (early[descriptor],)
+            return got_snap
     missing = [u for u in wanted if early.get(u) is None]
     if remote and descriptor not in early:
         try:  # in the same wave as the log's objects
@@ -152,21 +176,38 @@ def _list(log: str, remote: bool, storage_options: Mapping[str, Any] | None) -> 
 
 
 def _list_and_get(log: str, storage_options: Mapping[str, Any] | None,
-                  urls: Sequence[str]) -> tuple[list[str], dict[str, bytes | None]]:
+                  urls: Sequence[str],
+                  then: Callable[[Sequence[bytes | None]], DeltaSnapshot | None] | None = None,
+                  ) -> tuple[list[str], dict[str, bytes | None],
+                             tuple[DeltaSnapshot | None, BaseException | None] | None]:
     """The LIST of the log on a store, and ``urls`` fetched meanwhile (None: absent;
-    left out when a GET failed: nothing is known of them)."""
+    left out when a GET failed: nothing is known of them); ``then`` is called with
+    them as soon as they are there, on the fetching thread (the LIST may still be out):
+    its result or its error, None when the GET failed."""
     from pqindex.io.objects import get_objects
     from pqindex.pools import shared_pool
 
+    def fetch() -> tuple[list[bytes | None], tuple[DeltaSnapshot | None,
+                                                    BaseException | None] | None]:
+        got = get_objects(urls, storage_options)
+        if then is None:
+            return got, None
+        try:
+            return got, (then(got), None)
+        except Exception as e:  # raised where the result is used, if it is
+            return got, (None, e)
+
     # (A thread kept for the process: starting one per read cost 1-3 ms.)
-    fetching = shared_pool("delta-log", 1).submit(get_objects, urls, storage_options)
+    fetching = shared_pool("delta-log", 1).submit(fetch)
     try:
         names = _list(log, True, storage_options)
     finally:
-        got: list[bytes | None] | None = None
+        got: tuple[list[bytes | None], Any] | None = None
         with contextlib.suppress(PqIndexError):
             got = fetching.result()
-    return names, {} if got is None else dict(zip(urls, got, strict=True))
+    if got is None:
+        return names, {}, None
+    return names, dict(zip(urls, got[0], strict=True)), got[1]
 
 
 def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] | None,
@@ -192,40 +233,123 @@ def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] |
 
 
 class _Adds:
-    """Add actions column by column: a checkpoint's as Arrow reads them (no dict per
-    file), a commit's appended one at a time."""
+    """Add actions: a checkpoint's as the Arrow arrays Parquet gave (no Python object
+    per file), a commit's as its parsed JSON; numbered checkpoint rows first."""
 
     FIELDS = ("path", "size", "modificationTime", "partitionValues", "stats",
               "deletionVector")
+    TYPES: ClassVar[dict[str, pa.DataType]] = {
+        "path": pa.string(), "size": pa.int64(), "modificationTime": pa.int64(),
+        "stats": pa.string()}
 
     def __init__(self) -> None:
-        # Per field of FIELDS, one value per add (partitionValues: a mapping or the
-        # (key, value) pairs of a checkpoint's map column; stats: the JSON text).
-        self.cols: dict[str, list[Any]] = {f: [] for f in self.FIELDS}
+        self.chunks: list[pa.StructArray] = []  # checkpoint parts' adds (FIELDS only)
+        self.chunked = 0
+        self.dicts: list[Mapping[str, Any]] = []  # commits' adds
 
     def __len__(self) -> int:
-        return len(self.cols["path"])
-
-    def append(self, action: Mapping[str, Any]) -> int:
-        for f, values in self.cols.items():
-            values.append(action.get(f))
-        return len(self) - 1
+        return self.chunked + len(self.dicts)
 
     def extend(self, add: pa.StructArray) -> None:
-        n = len(add)
-        names = {f.name for f in add.type}
-        for f, values in self.cols.items():
-            if f not in names:
-                values += [None] * n
-            elif f == "deletionVector" and add.field(f).null_count == n:
-                values += [None] * n  # the common case: no vector, no dict per file
-            else:
-                values += add.field(f).to_pylist()
+        self.chunks.append(add)
+        self.chunked += len(add)
 
-    def take(self, rows: Sequence[int]) -> _Adds:
-        out = _Adds()
-        out.cols = {f: [values[i] for i in rows] for f, values in self.cols.items()}
+    def append(self, action: Mapping[str, Any]) -> int:
+        self.dicts.append(action)
+        return len(self) - 1
+
+    def _field(self, chunk: pa.StructArray, name: str) -> pa.Array | None:
+        return chunk.field(name) if chunk.type.get_field_index(name) >= 0 else None
+
+    def keys(self) -> list[tuple[str, str | None]]:
+        """The checkpoint's logical files (``_key``), in order."""
+        out = []
+        for c in self.chunks:
+            paths = c.field("path").to_pylist()
+            dv = self._field(c, "deletionVector")
+            vectors = ([None] * len(c) if dv is None or dv.null_count == len(c)
+                       else dv.to_pylist())  # the common case: no vector, no dict per file
+            out += [_key(p, v) for p, v in zip(paths, vectors, strict=True)]
         return out
+
+    def column(self, name: str, rows: pa.Array | None) -> pa.Array:
+        """One field of every add (of those at ``rows`` when given) as one array."""
+        t = self.TYPES[name]
+        parts = []
+        for c in self.chunks:
+            got = self._field(c, name)
+            parts.append(pa.nulls(len(c), t) if got is None else got.cast(t))
+        if self.dicts:
+            try:
+                parts.append(pa.array([d.get(name) for d in self.dicts], t))
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                raise _Leave from None  # a damaged action: deltalake reports it
+        return _pick(parts, t, rows)
+
+    def vectors(self, rows: pa.Array | None) -> bool:
+        """Whether an add (of those at ``rows``) has a deletion vector."""
+        parts = []
+        for c in self.chunks:
+            dv = self._field(c, "deletionVector")
+            parts.append(pa.repeat(False, len(c)) if dv is None else pc.is_valid(dv))
+        parts.append(pa.array([d.get("deletionVector") is not None for d in self.dicts],
+                              pa.bool_()))
+        return bool(pc.any(_pick(parts, pa.bool_(), rows)).as_py())
+
+    def partition(self, physical: str, logical: str, rows: pa.Array | None) -> pa.Array:
+        """The raw text of one partition value of every add (keyed by its physical
+        name, or else its logical one)."""
+        parts = []
+        for c in self.chunks:
+            m = self._field(c, "partitionValues")
+            if m is None:
+                parts.append(pa.nulls(len(c), pa.string()))
+                continue
+            if not pa.types.is_map(m.type):
+                raise _Leave
+            got = _same_keys(m, physical)
+            if got is None:
+                got = pc.map_lookup(m, physical, "first")
+                if logical != physical:
+                    got = pc.coalesce(got, pc.map_lookup(m, logical, "first"))
+            parts.append(got.cast(pa.string()))
+        if self.dicts:
+            raw = [d.get("partitionValues") or {} for d in self.dicts]
+            try:
+                parts.append(pa.array([r.get(physical, r.get(logical)) for r in raw],
+                                      pa.string()))
+            except (pa.ArrowException, TypeError, AttributeError):
+                raise _Leave from None
+        return _pick(parts, pa.string(), rows)
+
+
+def _same_keys(m: pa.MapArray, key: str) -> pa.Array | None:
+    """The values of ``key`` in a map column whose every row has the same keys in the
+    same order (a writer's partition values: the usual case), taken without a lookup per
+    row; None otherwise."""
+    n = len(m)
+    if n == 0 or m.null_count:
+        return None
+    offsets = m.offsets.to_numpy()
+    width = int(offsets[1] - offsets[0])
+    if width == 0 or not np.array_equal(np.diff(offsets), np.full(n, width)):
+        return None
+    keys = m.keys  # (of the whole buffer: a slice's offsets do not start at 0)
+    first = keys.slice(int(offsets[0]), width).to_pylist()
+    if first.count(key) != 1:
+        return None
+    if not pc.all(pc.equal(keys.slice(int(offsets[0]), n * width),
+                           pa.array(first * n, keys.type))).as_py():
+        return None  # (every row's keys are the first row's: one place per key)
+    return m.items.take(pa.array(int(offsets[0]) + first.index(key)
+                                 + np.arange(n, dtype=np.int64) * width))
+
+
+def _pick(parts: Sequence[pa.Array], t: pa.DataType, rows: pa.Array | None) -> pa.Array:
+    whole = pa.concat_arrays(parts) if len(parts) != 1 else parts[0]
+    if not parts:
+        whole = pa.array([], t)
+    return whole if rows is None else whole.take(rows)
 
 
 def _checkpoint_actions(data: bytes, name: str) -> tuple[pa.StructArray | None,
@@ -273,10 +397,12 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
         metadata = other.get("metaData", metadata)
         if got is not None:
             adds.extend(got)
-    # Logical file -> its row in ``adds`` (a later add of the same file replaces it).
-    active = {_key(p, v): i for i, (p, v) in enumerate(zip(
-        adds.cols["path"], adds.cols["deletionVector"], strict=True))}
+    # Logical file -> its row in ``adds`` (a later add of the same file replaces it);
+    # made only when a commit follows the checkpoint (its adds are all active).
+    active: dict[tuple[str, str | None], int] | None = None
     for v, data in commits:
+        if active is None:
+            active = {k: i for i, k in enumerate(adds.keys())}
         for n, line in enumerate(data.splitlines()):
             if not line.strip():
                 continue
@@ -303,44 +429,65 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
         features -= {"variantType", "variantType-preview"}  # (delta-rs enables it unused)
     if reader > 3 or not features <= _FEATURES:
         raise _Leave
-    rows = list(active.values())
-    if rows != list(range(len(adds))):
-        adds = adds.take(rows)
-    if any(dv is not None for dv in adds.cols["deletionVector"]):
+    rows = None
+    if active is not None and list(active.values()) != list(range(len(adds))):
+        rows = pa.array(list(active.values()), pa.int64())
+    if adds.vectors(rows):
         raise _Leave  # delta-rs reads the vectors (delta._deleted_rows)
-    return _snapshot(location, version, metadata, adds)
+    return _snapshot(location, version, metadata, adds, rows)
 
 
-def _snapshot(location: str, version: int, metadata: Mapping[str, Any],
-              adds: _Adds) -> DeltaSnapshot:
+def _snapshot(location: str, version: int, metadata: Mapping[str, Any], adds: _Adds,
+              rows: pa.Array | None) -> DeltaSnapshot:
     from deltalake import Schema
 
     schema_json = str(metadata["schemaString"])
     schema = pa.schema(Schema.from_json(schema_json).to_arrow())
     physical = _physical_names(schema_json)
     partition_columns = tuple(metadata.get("partitionColumns") or ())
-    rows, stats = _stats_table(schema, physical, partition_columns, adds.cols["stats"])
-    # Per partition column: its logical and physical names, type, and raw -> typed.
-    keys: list[tuple[str, str, pa.DataType, dict[Any, Any]]] = [
-        (k, physical.get(k, k), schema.field(k).type, {}) for k in partition_columns]
-    files = []
-    for rel, size, mtime, raw, n in zip(
-            adds.cols["path"], adds.cols["size"], adds.cols["modificationTime"],
-            adds.cols["partitionValues"], rows, strict=True):
-        raw = dict(raw) if isinstance(raw, list) else (raw or {})  # a map column: pairs
-        partition = {}
-        for k, p, t, memo in keys:
-            text = raw.get(p, raw.get(k))
-            if text not in memo:
-                memo[text] = _partition_value(text, t)
-            partition[k] = memo[text]
-        files.append(DeltaFile(_join(location, rel), rel, int(size), int(mtime or 0),
-                               None if n is None else int(n), partition))
-    if len({f.path for f in files}) < len(files):
+    relative = adds.column("path", rows)
+    size = adds.column("size", rows)
+    if relative.null_count or size.null_count:
+        raise _Leave  # not a valid add action: deltalake's error
+    stats = _stats_table(schema, physical, partition_columns, adds.column("stats", rows))
+    paths = _paths(location, relative)
+    if pc.count_distinct(paths).as_py() < len(paths):
         raise CorruptFileError("the log names a data file twice in one snapshot",
                                path=location)
-    return DeltaSnapshot(location, version, schema, partition_columns, tuple(files), physical,
-                         stats)
+    columns = pa.table({"path": paths, "relative": relative, "size": size,
+                        "modification_time": adds.column("modificationTime", rows).fill_null(0),
+                        "rows": stats.column("rows").combine_chunks()})
+    partitions = {k: _typed(adds.partition(physical.get(k, k), k, rows), schema.field(k).type)
+                  for k in partition_columns}
+    return DeltaSnapshot(location, version, schema, partition_columns, columns, partitions,
+                         physical, stats)
+
+
+def _paths(root: str, relative: pa.Array) -> pa.Array:
+    """The files' absolute paths or URLs: the root joined to each relative path in one
+    Arrow kernel, unless a path needs more (URL-encoded, absolute, doubled slashes)."""
+    plain = os.sep == "/" and not pc.any(
+        pc.match_substring_regex(relative, "%|//|^/")).as_py()  # ("://" has "//")
+    if plain:
+        prefix = root if root.endswith("/") else root + "/"
+        return pc.binary_join_element_wise(prefix, relative, "")
+    return pa.array([_join(root, r) for r in relative.to_pylist()], pa.string())
+
+
+def _typed(texts: pa.Array, t: pa.DataType) -> pa.Array:
+    """Partition values as the log serializes them, typed (empty: null)."""
+    texts = pc.if_else(pc.equal(texts, ""), pa.scalar(None, pa.string()), texts)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return texts.cast(t)
+    if pa.types.is_integer(t) or pa.types.is_date(t):
+        with contextlib.suppress(pa.ArrowInvalid):
+            return texts.cast(t)  # the common texts; others are parsed as Python parses them
+    distinct = pc.unique(texts)
+    try:
+        typed = pa.array([_partition_value(v, t) for v in distinct.to_pylist()], t)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        raise _Leave from None  # a value out of the type's range: deltalake reports it
+    return typed.take(pc.index_in(texts, distinct))
 
 
 def _stats_columns(schema: pa.Schema, physical: Mapping[str, str],
@@ -360,16 +507,16 @@ def _stats_columns(schema: pa.Schema, physical: Mapping[str, str],
 
 
 def _stats_table(schema: pa.Schema, physical: Mapping[str, str],
-                 partition_columns: Sequence[str], texts: Sequence[Any]
-                 ) -> tuple[list[Any], pa.Table]:
-    """Per file its row count, and what ``delta._stats`` makes of deltalake's add
-    actions: rows, and per flat top-level column with statistics its min, max and null
-    count."""
+                 partition_columns: Sequence[str], texts: pa.Array | Sequence[Any]
+                 ) -> pa.Table:
+    """What ``delta._stats`` makes of deltalake's add actions, from each file's JSON
+    statistics (``texts``): rows, and per flat top-level column with statistics its
+    min, max and null count."""
     columns = _stats_columns(schema, physical, partition_columns)
     logical = {physical.get(f.name, f.name): f.name for f in schema}
     got = _stats_arrow(columns, texts)
     if got is None:  # a value Arrow's JSON reader refuses: file by file
-        return _stats_python(columns, logical, texts)
+        return _stats_python(columns, logical, _texts(texts).to_pylist())
     cols: dict[str, pa.Array] = {"rows": got.field("numRecords")}
     for kind, prefix in (("minValues", "min."), ("maxValues", "max."),
                          ("nullCount", "nulls.")):
@@ -383,7 +530,7 @@ def _stats_table(schema: pa.Schema, physical: Mapping[str, str],
                 if arr is None:
                     continue
             cols[prefix + logical[f.name]] = arr
-    return cols["rows"].to_pylist(), pa.table(cols)
+    return pa.table(cols)
 
 
 def _json_type(t: pa.DataType) -> pa.DataType:
@@ -391,7 +538,28 @@ def _json_type(t: pa.DataType) -> pa.DataType:
     return pa.string() if pa.types.is_date(t) or pa.types.is_timestamp(t) else t
 
 
-def _stats_arrow(columns: Sequence[pa.Field], texts: Sequence[Any]) -> pa.StructArray | None:
+def _texts(texts: pa.Array | Sequence[Any]) -> pa.Array:
+    if isinstance(texts, pa.Array):
+        return texts.cast(pa.string())
+    return pa.array([None if t is None else str(t) for t in texts], pa.string())
+
+
+def _json_lines(texts: pa.Array) -> pa.Buffer:
+    """The texts as one line each (none: ``{}``) in one buffer. A line break inside a
+    text can only be whitespace between tokens (JSON strings escape theirs)."""
+    s = texts.fill_null("")
+    s = pc.if_else(pc.equal(s, ""), "{}", s)
+    s = pc.replace_substring(pc.replace_substring(s, "\n", " "), "\r", " ")
+    s = pc.binary_join_element_wise(s, "", "\n")  # each text, then a line break
+    offsets = np.frombuffer(s.buffers()[1], np.int32, len(s) + 1, s.offset * 4)
+    data = s.buffers()[2]
+    if data is None:
+        return pa.py_buffer(b"")
+    return data[int(offsets[0]):int(offsets[-1])]
+
+
+def _stats_arrow(columns: Sequence[pa.Field], texts: pa.Array | Sequence[Any]
+                 ) -> pa.StructArray | None:
     """Every file's statistics parsed at once by Arrow's JSON reader (one line per
     file), with the columns' types; None when a text does not convert (a damaged or
     unusual statistic: the files are parsed one by one)."""
@@ -400,18 +568,15 @@ def _stats_arrow(columns: Sequence[pa.Field], texts: Sequence[Any]) -> pa.Struct
         pa.field("numRecords", pa.int64()),
         pa.field("minValues", pa.struct(bounds)), pa.field("maxValues", pa.struct(bounds)),
         pa.field("nullCount", pa.struct([pa.field(f.name, pa.int64()) for f in columns]))])
-    # A line per file: a line break inside a text can only be whitespace between
-    # tokens (JSON strings escape theirs).
-    lines = "\n".join("{}" if not t else str(t).replace("\n", " ").replace("\r", " ")
-                      for t in texts)
-    if not texts:
+    if not len(texts):
         return pa.StructArray.from_arrays([pa.array([], f.type) for f in schema],
                                           fields=list(schema))
+    lines = _json_lines(_texts(texts))
     try:
         t = pa_json.read_json(
-            pa.BufferReader(lines.encode()),
+            pa.BufferReader(lines),
             read_options=pa_json.ReadOptions(use_threads=False, block_size=max(
-                1 << 20, len(lines) + 1)),
+                1 << 20, lines.size + 1)),
             parse_options=pa_json.ParseOptions(explicit_schema=schema,
                                                unexpected_field_behavior="ignore"))
     except (pa.ArrowException, UnicodeError):
@@ -449,15 +614,14 @@ def _column(values: list[Any], t: pa.DataType) -> pa.Array | None:
 
 
 def _stats_python(columns: Sequence[pa.Field], logical: Mapping[str, str],
-                  texts: Sequence[Any]) -> tuple[list[Any], pa.Table]:
+                  texts: Sequence[Any]) -> pa.Table:
     """``_stats_table`` file by file: each text parsed alone (an unreadable one proves
     nothing), each column converted alone (one that does not convert is unknown)."""
     stats = [_parse_stats(t) for t in texts]
-    rows = [s.get("numRecords") for s in stats]
     try:
-        cols: dict[str, pa.Array] = {"rows": pa.array(rows, pa.int64())}
+        cols: dict[str, pa.Array] = {"rows": pa.array([s.get("numRecords") for s in stats],
+                                                      pa.int64())}
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        rows = [None] * len(stats)
         cols = {"rows": pa.nulls(len(stats), pa.int64())}
     for kind, prefix in (("minValues", "min."), ("maxValues", "max."),
                          ("nullCount", "nulls.")):
@@ -469,7 +633,7 @@ def _stats_python(columns: Sequence[pa.Field], logical: Mapping[str, str],
             arr = _column(values, pa.int64() if kind == "nullCount" else f.type)
             if arr is not None:
                 cols[prefix + logical[f.name]] = arr
-    return rows, pa.table(cols)
+    return pa.table(cols)
 
 
 def _partition_value(text: Any, t: pa.DataType) -> Any:

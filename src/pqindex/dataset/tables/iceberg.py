@@ -12,8 +12,10 @@ of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.j
 
 On a store the manifest list and the manifests are fetched by pqindex (one GET each,
 the manifests in one wave); without delete manifests the live entries are decoded by
-pyiceberg's Avro reader directly (``_live_files``). ``iceberg_io.PqIndexFileIO``
-(catalog property ``py-io-impl``) also reads the metadata.json in one GET.
+pyiceberg's Avro reader directly into plain Records (``_live_entries``); pyiceberg's
+DataFile is made only for a file the bounds did not rule out.
+``iceberg_io.PqIndexFileIO`` (catalog property ``py-io-impl``) also reads the
+metadata.json in one GET.
 
 Columns are bound by field id: each data file opened is renamed to the snapshot
 schema's names by its columns' field ids (``mapping.rename_by_field_id``), so a
@@ -33,12 +35,13 @@ field ids in a table that renamed columns (name mapping).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +59,7 @@ from pqindex.expr.nodes import (
     In,
     IsNull,
     Or,
+    leaf_exprs,
 )
 from pqindex.expr.normalize import push_not
 from pqindex.format.match import LeafOp
@@ -63,8 +67,7 @@ from pqindex.format.match import LeafOp
 __all__ = ["IcebergFile", "IcebergSnapshot", "current_metadata", "load_iceberg"]
 
 
-@dataclass(frozen=True)
-class IcebergFile:
+class IcebergFile(NamedTuple):  # (a tuple: made once per file, a dataclass costs more)
     path: str  # local path or URL
     size: int  # file_size_in_bytes, as the manifest records it
     rows: int
@@ -81,8 +84,8 @@ class IcebergSnapshot:
     renamed: bool  # some field id had another name, or some name another id, before
     # Per data file (its ``path``) with position deletes: the deleted positions, sorted.
     deleted: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
-    # pyiceberg's DataFile of each of ``files``: partition values and column bounds.
-    data_files: tuple[Any, ...] = ()
+    # The manifest entries of ``files``: partition values and column bounds.
+    entries: _Entries | None = None
     # The table's key index descriptor, when fetched with the manifests: (its bytes, or
     # None when there is none).
     key_descriptor: tuple[bytes | None] | None = None
@@ -97,32 +100,41 @@ class IcebergSnapshot:
         bounds) over the entries the snapshot's one plan read: no manifest is read again."""
         from pyiceberg.table import ManifestGroupPlanner
 
+        entries = self.entries
+        if entries is None or not self.files:
+            return [True] * len(self.files)
         floats = frozenset(f.name for f in self.schema if pa.types.is_floating(f.type))
         flat = push_not(expr, lambda c: c.name in floats)
-        # The integer-like columns' bounds, decoded once, rule files out for all files
-        # in a few Arrow kernels; pyiceberg's evaluators decide the files left.
-        first = may_match(flat, self._bounds(columns_of(flat)), floats).to_pylist()
+        # The integer-like columns' bounds, decoded at once, rule files out for all files
+        # in a few Arrow kernels; pyiceberg's evaluators decide the files left, whose
+        # DataFiles are made then (not for the files already ruled out).
+        nulls = {e.column.name for e in leaf_exprs(flat) if isinstance(e, IsNull)}
+        first = may_match(flat, self._bounds(columns_of(flat), nulls), floats)
+        out = [False] * len(self.files)
+        kept = np.flatnonzero(np.asarray(first.to_numpy(zero_copy_only=False), bool))
+        if not len(kept):
+            return out
         row_filter = _to_iceberg(flat, self.table)
         planner = ManifestGroupPlanner(self.table.metadata, self.table.io, row_filter)
         metrics = planner._build_metrics_evaluator()
         by_spec: dict[int, Any] = {}
-        out = []
-        for df, maybe in zip(self.data_files, first, strict=True):
-            if not maybe:
-                out.append(False)
-                continue
+        for i in kept.tolist():
+            df = entries.data_file(i)
             part = by_spec.get(df.spec_id)
             if part is None:
                 part = by_spec[df.spec_id] = planner._build_partition_evaluator(df.spec_id)
-            out.append(bool(part(df)) and bool(metrics(df)))
+            out[i] = bool(part(df)) and bool(metrics(df))
         return out
 
-    def _bounds(self, names: Collection[str]) -> pa.Table:
+    def _bounds(self, names: Collection[str], nulls: Collection[str] = ()) -> pa.Table:
         """Per data file (``prune.may_match``'s layout) its rows and, for the top-level
         columns of ``names`` of an integer-like type, the manifest's lower and upper
-        bounds and null count (unknown where a manifest has none)."""
-        rows = [df.record_count for df in self.data_files]
-        cols: dict[str, pa.Array] = {"rows": pa.array(rows, pa.int64())}
+        bounds, and for those of ``nulls`` (IS NULL's columns) the null count (unknown
+        where a manifest has none)."""
+        assert self.entries is not None
+        entries = self.entries
+        cols: dict[str, pa.Array] = {"rows": pa.array([f.rows for f in self.files],
+                                                      pa.int64())}
         by_name = {n: i for i, n in self.field_names.items()}
         for name in names:
             fid = by_name.get(name)
@@ -131,15 +143,73 @@ class IcebergSnapshot:
             if fid is None or width is None:
                 continue
             t = self.schema.field(name).type
-            for kind, attr in (("min", "lower_bounds"), ("max", "upper_bounds")):
-                raw = [(getattr(df, attr) or {}).get(fid) for df in self.data_files]
-                values = [None if b is None or len(b) != width
-                          else int.from_bytes(b, "little", signed=True) for b in raw]
-                cols[f"{kind}.{name}"] = pa.array(
-                    values, pa.int64() if width == 8 else pa.int32()).cast(t)
+            for kind, maps in (("min", entries.lower()), ("max", entries.upper())):
+                cols[f"{kind}.{name}"] = _int_bounds(
+                    [None if m is None else m.get(fid) for m in maps], width).cast(t)
+            if name not in nulls:
+                continue
             cols[f"nulls.{name}"] = pa.array(
-                [(df.null_value_counts or {}).get(fid) for df in self.data_files], pa.int64())
+                [None if m is None else m.get(fid) for m in entries.nulls()], pa.int64())
         return pa.table(cols)
+
+
+def _int_bounds(raw: list[bytes | None], width: int) -> pa.Array:
+    """Iceberg's single-value serialization of ints and longs (little-endian two's
+    complement of ``width`` bytes) decoded; a bound missing or of another width is null."""
+    dtype = np.dtype("<i8" if width == 8 else "<i4")
+    arrow = pa.int64() if width == 8 else pa.int32()
+    present = [b for b in raw if b is not None and len(b) == width]
+    if len(present) == len(raw):
+        return pa.array(np.frombuffer(b"".join(present), dtype).astype(dtype.newbyteorder("=")),
+                        arrow)
+    return pa.array([None if b is None or len(b) != width
+                     else int.from_bytes(b, "little", signed=True) for b in raw], arrow)
+
+
+@dataclass
+class _Entries:
+    """The live entries of a snapshot's data manifests (``files``' order): the Records
+    of their data_file structs, in the layout of pyiceberg's DataFile (read as plain
+    Records by ``_live_entries``, or pyiceberg's DataFiles themselves: ``whole``)."""
+
+    records: list[Any]
+    spec_ids: list[int]
+    whole: bool
+
+    def _column(self, name: str) -> list[Any]:
+        i = _data_file_positions()[name]
+        return [r[i] for r in self.records]
+
+    def lower(self) -> list[Mapping[int, bytes] | None]:
+        return self._column("lower_bounds")
+
+    def upper(self) -> list[Mapping[int, bytes] | None]:
+        return self._column("upper_bounds")
+
+    def nulls(self) -> list[Mapping[int, int] | None]:
+        return self._column("null_value_counts")
+
+    def data_file(self, i: int) -> Any:
+        """pyiceberg's DataFile of entry ``i``, as its manifest reader makes it."""
+        r = self.records[i]
+        if self.whole:
+            return r
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+        values = {name: r[j] for name, j in _data_file_positions().items()}
+        values["content"] = DataFileContent(values["content"])
+        values["file_format"] = FileFormat(values["file_format"])
+        df = DataFile.from_args(**values)
+        df.spec_id = self.spec_ids[i]
+        return df
+
+
+@functools.cache
+def _data_file_positions() -> dict[str, int]:
+    """pyiceberg's DataFile fields (the manifest schema it reads with): name -> position."""
+    from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
+
+    return {f.name: i for i, f in enumerate(DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields)}
 
 
 # Arrow types whose Iceberg bounds are little-endian integers (int, long, date,
@@ -188,11 +258,12 @@ def _open(source: Any) -> Any:
 
 def _tasks(table: Any, snapshot_id: int | None,
            storage_options: Mapping[str, Any] | None = None
-           ) -> tuple[list[Any], tuple[bytes | None] | None]:
-    """Every data file of the snapshot, with its delete files: pyiceberg's planning,
-    once per snapshot, on metadata fetched in two concurrent waves where pqindex
-    reaches the store (``_prefetched``); and the table's key index descriptor when
-    fetched in the second ((its bytes or None: there is none); None: not fetched)."""
+           ) -> tuple[list[Any] | _Entries, tuple[bytes | None] | None]:
+    """Every data file of the snapshot: with its delete files, pyiceberg's planning
+    (its tasks); without any, the live manifest entries (``_live_entries``). Read once
+    per snapshot, on metadata fetched in two concurrent waves where pqindex reaches the
+    store (``_prefetched``); and the table's key index descriptor when fetched in the
+    second ((its bytes or None: there is none); None: not fetched)."""
     from pyiceberg.expressions import AlwaysTrue as IceTrue
     from pyiceberg.manifest import ManifestContent
     from pyiceberg.table import ManifestGroupPlanner
@@ -207,24 +278,54 @@ def _tasks(table: Any, snapshot_id: int | None,
     if any(m.content != ManifestContent.DATA for m in manifests):
         planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
         return list(planner.plan_files(manifests)), descriptor  # deletes matched to files
-    # No delete file: each live entry is a task of its own, with no residual to make,
-    # no sequence number to compare, and no filter to evaluate (pqindex plans later).
-    return [_Task(df) for df in _live_files(fio, _live(manifests))], descriptor
+    # No delete file: no residual to make, no sequence number to compare, no filter to
+    # evaluate (pqindex plans later): the live entries are all it takes.
+    return _live_entries(fio, _live(manifests)), descriptor
 
 
-@dataclass(frozen=True, slots=True)
-class _Task:
-    """A data file with no delete file (pyiceberg's FileScanTask without the residual)."""
+def _live_entries(fio: Any, manifests: Sequence[Any]) -> _Entries:
+    """The live entries of data ``manifests``, decoded by pyiceberg's Avro reader with its
+    manifest schema into plain Records: not its ManifestEntry and DataFile objects, enums,
+    sequence numbers' inheritance or evaluators (a DataFile is made for a file the
+    bounds keep). Where that read fails, pyiceberg's DataFiles (``_live_files``)."""
+    try:
+        def one(m: Any) -> list[Any]:
+            return _live_records(fio.new_input(m.manifest_path))
 
-    file: Any
-    delete_files: tuple[Any, ...] = ()
+        per = _map(fio, one, manifests)
+    except Exception:  # pyiceberg's internals moved, a manifest it reads otherwise: its reader
+        files = _live_files(fio, manifests)
+        return _Entries(files, [f.spec_id for f in files], True)
+    return _Entries([d for got in per for d in got],
+                    [m.partition_spec_id for m, got in zip(manifests, per, strict=True)
+                     for _ in got], False)
+
+
+def _map(fio: Any, fn: Any, manifests: Sequence[Any]) -> list[Any]:
+    if isinstance(fio, _HeldIO) or len(manifests) < 2:
+        return [fn(m) for m in manifests]
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    # Read by pyiceberg's FileIO: the manifests side by side, as its planner reads them.
+    return list(ExecutorFactory.get_or_create().map(fn, manifests))
+
+
+def _live_records(input_file: Any) -> list[Any]:
+    """The data_file Records of a manifest's entries that are not deleted."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS
+
+    schema = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION]
+    names = [f.name for f in schema.fields]
+    status, data_file = names.index("status"), names.index("data_file")
+    with AvroFile[Any](input_file, schema) as reader:
+        return [e[data_file] for e in reader if e[status] != 2]  # 2: DELETED
 
 
 def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
     """The live DataFiles of data ``manifests``, decoded by pyiceberg's Avro reader (its
     manifest schema and record types) without what only delete matching and filtering
-    use: the sequence numbers' inheritance, the evaluators, a thread per manifest.
-    About half of ``plan_manifest_entries``' CPU for 1,000 entries (~22 ms, was ~44)."""
+    use: the sequence numbers' inheritance, the evaluators, a thread per manifest."""
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import (
         DEFAULT_READ_VERSION,
@@ -250,12 +351,7 @@ def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
                     out.append(df)
         return out
 
-    if isinstance(fio, _HeldIO) or len(manifests) < 2:
-        return [df for m in manifests for df in one(m)]
-    from pyiceberg.utils.concurrent import ExecutorFactory
-
-    # Read by pyiceberg's FileIO: the manifests side by side, as its planner reads them.
-    return [df for got in ExecutorFactory.get_or_create().map(one, manifests) for df in got]
+    return [df for got in _map(fio, one, manifests) for df in got]
 
 
 def _live(manifests: Sequence[Any]) -> list[Any]:
@@ -388,13 +484,20 @@ def load_iceberg(source: Any, snapshot_id: int | None = None,
             raise UnsupportedError(f"the snapshot has equality deletes: applying them is not "
                                    f"supported yet ({e})", path=location) from None
         raise UserInputError(f"Iceberg metadata not readable: {e}", path=location) from None
-    deleted = _deleted_rows(table, tasks)
-    files = tuple(IcebergFile(_local(t.file.file_path), int(t.file.file_size_in_bytes),
-                              int(t.file.record_count)) for t in tasks)
+    if isinstance(tasks, _Entries):
+        entries, deleted = tasks, {}
+    else:
+        deleted = _deleted_rows(table, tasks)
+        dfs = [t.file for t in tasks]
+        entries = _Entries(dfs, [df.spec_id for df in dfs], True)
+    p = _data_file_positions()
+    path, size, rows = p["file_path"], p["file_size_in_bytes"], p["record_count"]
+    files = tuple(IcebergFile(_local(r[path]), int(r[size]), int(r[rows]))
+                  for r in entries.records)
     return IcebergSnapshot(location, snapshot_id if snapshot_id is not None else (
         table.metadata.current_snapshot_id), _plain_types(schema.as_arrow()), files, table,
         {f.field_id: f.name for f in schema.fields}, _renamed(table, schema), deleted,
-        tuple(t.file for t in tasks), descriptor)
+        entries, descriptor)
 
 
 def _deleted_rows(table: Any, tasks: list[Any]) -> dict[str, npt.NDArray[np.int64]]:

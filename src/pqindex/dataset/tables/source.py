@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.partition_kinds import partition_kind, partition_text
@@ -83,6 +84,9 @@ class TableSource:
     # The key index descriptor (``dataset/key_index.py``), when fetched with the log or
     # manifests: (its bytes, or None when there is none); None: not fetched.
     key_descriptor: tuple[bytes | None] | None = None
+    # The snapshot's own columns for ``facts`` (path, size, rows, partition(<key>) as
+    # text), when it holds them as arrays: no pass over the DataFiles.
+    file_facts: dict[str, pa.Array] | None = None
     _holes: dict[str, dict[int, Holes]] = field(default_factory=dict, repr=False)
 
     def rename(self, pf: ParquetFile) -> None:
@@ -127,7 +131,17 @@ class TableSource:
         partition values; no per-column statistics there (``prune`` used them first)."""
         files = self.discovery.files
         n = len(files)
-        cols: list[pa.Array] = [
+        if self.file_facts is not None:
+            got = self.file_facts
+            cols = [got["path"], got["size"], pa.nulls(n, pa.string()),
+                    pa.nulls(n, pa.int64()), got["rows"], pa.nulls(n, pa.int32())]
+            fields = list(FILES_SCHEMA)
+            for k in self.discovery.partition_columns:
+                cols.append(got[partition_column(k)])
+                fields.append(pa.field(partition_column(k), pa.string()))
+            return FileFacts(pa.Table.from_arrays(cols, schema=pa.schema(fields)), self.name,
+                             self.listed)
+        cols = [
             pa.array([f.path for f in files], pa.string()),
             pa.array([None if f.info is None else f.info.size for f in files], pa.int64()),
             pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()),
@@ -153,11 +167,20 @@ class TableSource:
         return kept, len(files) - len(kept)
 
 
-def _text(value: Any) -> str:
-    """``partition_text``, without its type tests for the common ints and strings (once
-    per file)."""
-    t = type(value)
-    return value if t is str else str(value) if t is int else partition_text(value)
+def _texts(values: pa.Array) -> list[str | None]:
+    """Typed partition values as the log stores them (``partition_text``): integers and
+    strings in one Arrow cast, others once per distinct value."""
+    t = values.type
+    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        got: list[str | None] = values.cast(pa.string()).to_pylist()
+        return got
+    memo: dict[Any, str | None] = {None: None}
+    out = []
+    for v in values.to_pylist():
+        if v not in memo:
+            memo[v] = partition_text(v)
+        out.append(memo[v])
+    return out
 
 
 def _delta_source(snap: DeltaSnapshot) -> TableSource:
@@ -167,20 +190,33 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
                                path=snap.location)
     types = {k: _discovery_type(k, snap.schema.field(k).type, snap.location)
              for k in snap.partition_columns}
-    files = tuple(
-        DataFile(f.path, tuple((k, _text(v)) for k, v in f.partition.items()
-                               if v is not None), ObjectInfo(f.size))
-        for f in snap.files)
-    stats = snap.stats if snap.stats is not None else pa.table({"rows": pa.array(
-        [f.rows for f in snap.files], pa.int64())})
+    c = snap.columns
+    paths = c.column("path").to_pylist()
+    sizes = c.column("size").to_pylist()
+    # Per file its (key, text) partition pairs, null values left out.
+    texts = [(k, _texts(snap.partitions[k])) for k in snap.partition_columns]
+    if not texts:
+        parts: list[tuple[tuple[str, str], ...]] = [()] * len(paths)
+    elif len(texts) == 1:
+        k, one = texts[0]
+        parts = [() if v is None else ((k, v),) for v in one]
+    else:
+        parts = [tuple((k, v) for k, v in zip(snap.partition_columns, vs, strict=True)
+                       if v is not None)
+                 for vs in zip(*(t for _, t in texts), strict=True)]
+    files = tuple(DataFile(p, kv, ObjectInfo(n))
+                  for p, kv, n in zip(paths, parts, sizes, strict=True))
+    rows = c.column("rows").combine_chunks()
+    stats = snap.stats if snap.stats is not None else pa.table({"rows": rows})
     stats = widen(stats, DELTA_STRING_PREFIX, millisecond_timestamps=True)
     # Partition columns: each file's value is its min and max.
-    for k in snap.partition_columns:
-        t = snap.schema.field(k).type
-        values = pa.array([f.partition.get(k) for f in snap.files], t)
-        rows = stats.column("rows")
-        nulls = pa.array([(r or 0) if f.partition.get(k) is None else 0
-                          for f, r in zip(snap.files, rows.to_pylist(), strict=True)], pa.int64())
+    file_facts = {"path": pa.array(paths, pa.string()), "size": c.column("size"),
+                  "rows": rows}
+    for k, text in texts:
+        values = snap.partitions[k]
+        file_facts[partition_column(k)] = pa.array(text, pa.string())
+        nulls = pc.if_else(pc.is_null(values), stats.column("rows").fill_null(0),
+                           pa.scalar(0, pa.int64()))
         for kind, arr in (("min", values), ("max", values), ("nulls", nulls)):
             name = f"{kind}.{k}"
             if name in stats.column_names:
@@ -197,9 +233,9 @@ def _delta_source(snap: DeltaSnapshot) -> TableSource:
     logical = {p: name for name, p in snap.physical.items()} if snap.column_mapping else {}
     return TableSource(snap.describe(), snap.location,
                        Discovery(files, snap.partition_columns, types), schema,
-                       keep, tuple(f.rows for f in snap.files), logical_names=logical,
+                       keep, tuple(rows.to_pylist()), logical_names=logical,
                        version=f"delta:{snap.version}", deleted=snap.deleted,
-                       key_descriptor=snap.key_descriptor)
+                       key_descriptor=snap.key_descriptor, file_facts=file_facts)
 
 
 def _iceberg_source(snap: IcebergSnapshot) -> TableSource:
