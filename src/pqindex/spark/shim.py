@@ -14,13 +14,15 @@ DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
   version, no ``javac``, a failed compilation or load) pqindex warns once and
   reads through the Python data source, as it does on Spark Connect.
 * **Plan.** Every scan of every query gets a new scan builder; it takes Spark's
-  pushed filters and required columns, and on first use of the scan asks the
+  pushed filters and required columns, and when it builds the scan asks the
   planner registered by this Python process (a Py4J callback, :class:`Planner`).
   The planner turns the filters into pqindex's predicate
   (:func:`pqindex.spark.filters.split_filters`), plans the dataset and answers the
   tasks: per kept file, byte ranges that hold the midpoints of exactly the kept row
   groups (:func:`row_group_spans`: Parquet readers read the row groups whose
-  midpoint falls in their split), packed as Spark packs splits.
+  midpoint falls in their split), packed as Spark packs splits. When a sorted column's page
+  bounds confine the kept rows to a few value ranges, the answer adds an *implied
+  filter* on it (:func:`implied_filter`), so that Parquet reads only those pages.
 * **Read.** Spark's ``ParquetScan`` makes the reader factory: the native vectorized
   reader reads the ranges with the pruned columns and the pushed filters (its own
   row-group and page pruning on top). Every filter goes back to Spark, which
