@@ -20,14 +20,15 @@ DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
   (:func:`pqindex.spark.filters.split_filters`), plans the dataset and answers the
   tasks: per kept file, byte ranges that hold the midpoints of exactly the kept row
   groups (:func:`row_group_spans`: Parquet readers read the row groups whose
-  midpoint falls in their split), packed as Spark packs splits. When a sorted column's page
-  bounds confine the kept rows to a few value ranges, the answer adds an *implied
-  filter* on it (:func:`implied_filter`), so that Parquet reads only those pages.
+  midpoint falls in their split), packed as Spark packs splits. When a sorted
+  column's page bounds confine the kept rows to a few value ranges, the answer adds
+  an *implied filter* on it (:func:`implied_filter`): Parquet then reads only those
+  pages.
 * **Read.** Spark's ``ParquetScan`` makes the reader factory: the native vectorized
   reader reads the ranges with the pruned columns and the pushed filters (its own
   row-group and page pruning on top). Every filter goes back to Spark, which
-  applies it after the scan: pqindex only ever removes row groups no row of which
-  can match. Executors need no pqindex class (the tasks are Spark's own classes).
+  applies it after the scan: pqindex only ever removes row groups (and, through the
+  implied filter, pages) no row of which can match. Executors need no pqindex class (the tasks are Spark's own classes).
 
 Datasets the shim does not read (the Python data source does): object-store URLs,
 hive-partitioned directories, lake tables (their snapshots and deletion vectors).
