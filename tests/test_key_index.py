@@ -324,11 +324,11 @@ def test_spark_does_not_take_the_index_for_data(tmp_path: Path, spark: Any) -> N
     assert spark.read.parquet(f"{tmp_path}/*.parquet").count() == before
 
 
-def test_integer_shards_hold_deltas_and_bit_packed_file_ids(tmp_path: Path) -> None:
-    """Shards of integer keys (read whole, checked by their CRC-32): keys as deltas
-    with no codec, file ids and row groups as dictionary indices, statistics on the
-    key alone, no page checksums; strings keep zstd and page checksums (a large
-    shard's pages are read alone). Lookups still equal a full scan."""
+def test_integer_shards_hold_deltas_and_string_shards_dictionaries(tmp_path: Path) -> None:
+    """Shards of integer keys (read whole, checked by their CRC-32): keys, file ids
+    and row groups as deltas with no codec, no page checksums; strings keep zstd,
+    page checksums and dictionary file ids (a large shard's pages are read alone by
+    pqindex's reader). Statistics on the key alone. Lookups still equal a full scan."""
     for kind in ("int64", "string"):
         root = tmp_path / kind
         root.mkdir()
@@ -340,13 +340,14 @@ def test_integer_shards_hold_deltas_and_bit_packed_file_ids(tmp_path: Path) -> N
                                                                          "file"]
             rg = md.row_group(0)
             key, row_group, file = (rg.column(i) for i in range(3))
-            assert row_group.has_dictionary_page and file.has_dictionary_page
             assert row_group.compression == file.compression == "UNCOMPRESSED"
             assert key.is_stats_set and not file.is_stats_set
             if kind == "int64":
-                assert "DELTA_BINARY_PACKED" in key.encodings
+                for c in (key, row_group, file):
+                    assert "DELTA_BINARY_PACKED" in c.encodings, c
                 assert key.compression == "UNCOMPRESSED"
             else:
+                assert row_group.has_dictionary_page and file.has_dictionary_page
                 assert key.compression == "ZSTD"
         _check_lookups(root, 3)
 
