@@ -378,6 +378,7 @@ def _attach(port: int) -> Any:
     ep._moto = _Kept()
     ep.direct_url = f"http://127.0.0.1:{port}"
     ep._log = _Log()
+    ep._remote = None  # the proxy runs in this process
     ep._proxy = _Proxy(("127.0.0.1", port), ep._log)
     ep.url = f"http://127.0.0.1:{ep._proxy.port}"
     return ep
