@@ -15,7 +15,8 @@ and as SQL over a view, with:
 * *pqindex*: ``pqindex.spark.frame(spark, lake)`` / ``pqindex.spark.table`` as a
   classic session gets them: the JVM read shim (``pqindex.spark.shim``): Spark pushes
   the filters and the required columns, pqindex plans on the driver (a Py4J call
-  back into Python), Spark's own Parquet reader reads the kept row groups;
+  back into Python), Spark's own Parquet reader reads the kept row groups (only
+  their kept pages when the planner's implied filter on a sorted column applies);
 * *pqindex, Python source*: the same with ``shim=False``: the ``"pqindex"`` Python
   data source (guarded), as Spark Connect gets it; no column pruning;
 * *native*: ``spark.read.parquet(lake)``, the same files;

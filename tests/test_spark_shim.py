@@ -305,3 +305,279 @@ def test_datasets_it_does_not_read(loaded: Any, tmp_path: Path) -> None:
         ps.frame(spark, tmp_path, shim=True)
     got = ps.frame(spark, tmp_path).where("p = 2 AND id < 3")
     assert sorted((r["id"], r["p"]) for r in got.collect()) == [(0, 2), (1, 2), (2, 2)]
+
+
+# ------------------------------------------------------------ implied page filters
+#
+# The planner adds ``col BETWEEN lo AND hi`` (ORed ranges) on a sorted column, from the
+# bounds of its pages over the rows pqindex keeps, so Parquet reads only those pages.
+
+KROWS, KGROUP, KPAGE = 24_000, 8_000, 400
+
+
+def _keyed(sorted_col: str | None, seed: int = 3, nulls: bool = False) -> pa.Table:
+    """``key``: a random permutation (a page-scope Bloom index finds its page); one
+    column sorted (``sorted_col``; None: none), the others shuffled with the rows."""
+    rng = np.random.default_rng(seed)
+    n = KROWS
+    order = np.arange(n)
+    base = dt.datetime(2021, 3, 1, tzinfo=dt.UTC)
+    cols = {
+        "key": pa.array(rng.permutation(n) * 7, pa.int64()),
+        "id": pa.array(order, pa.int64()),
+        "i32": pa.array(order - n // 2, pa.int32()),
+        "i16": pa.array(order // 3 - 4000, pa.int16()),
+        "day": pa.array(order // 40, pa.int32()).cast(pa.date32()),
+        "ts": pa.array([base + dt.timedelta(seconds=int(k) * 37) for k in order],
+                       pa.timestamp("us", "UTC")),
+        "tsm": pa.array([base - dt.timedelta(milliseconds=int(k) * 1001) for k in order],
+                        pa.timestamp("ms", "UTC")),
+        "name": pa.array([f"n{k:06d}" for k in order]),
+        "x": pa.array(order * 0.5),
+        "amount": pa.array([Decimal(int(k) % 977) / 10 for k in order], pa.decimal128(7, 1)),
+    }
+    if nulls:
+        cols["id"] = pa.array([None if k % 50 == 7 else int(k) for k in order], pa.int64())
+    t = pa.table(cols)
+    if sorted_col is None:
+        return t.take(pa.array(rng.permutation(n)))
+    # every column but the sorted one (and key) in random row order
+    perm = rng.permutation(n)
+    return pa.table({c: t[c] if c in (sorted_col, "key") else t[c].take(pa.array(perm))
+                     for c in t.column_names})
+
+
+def _write_keyed(path: Path, t: pa.Table, sorted_col: str | None,
+                 descending: bool = False) -> None:
+    sort = None if sorted_col is None else [(sorted_col, "descending" if descending
+                                               else "ascending")]
+    pqindex.write_table(t, path, sort_by=sort, row_group_rows=KGROUP, page_rows=KPAGE,
+                        indexes={"bloom": ["key"]}, bloom_scope="page")
+
+
+def _plans(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The planner's answers, recorded."""
+    seen: list[dict[str, Any]] = []
+    real = shim.plan
+
+    def record(request: dict[str, Any]) -> dict[str, Any]:
+        got = real(request)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(shim, "plan", record)
+    return seen
+
+
+def _fs_bytes(spark: Any) -> int:
+    """Bytes read so far through Hadoop's local file system in this JVM (local mode:
+    the executors' reads too)."""
+    stats = spark._jvm.org.apache.hadoop.fs.FileSystem.getGlobalStorageStatistics().get("file")
+    return 0 if stats is None else int(stats.getLong("bytesRead"))
+
+
+def test_merge_ranges_only_widens() -> None:
+    assert shim.merge_ranges([(5, 9), (1, 3), (4, 4), (20, 30), (25, 26)], 8) == [
+        (1, 9), (20, 30)]
+    got = shim.merge_ranges([(0, 0), (10, 10), (12, 12), (100, 100), (103, 103)], 2)
+    assert got == [(0, 12), (100, 103)]
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        rs = [(int(a), int(a) + int(b)) for a, b in rng.integers(-50, 50, size=(12, 2)) if b >= 0]
+        cap = int(rng.integers(1, 5))
+        out = shim.merge_ranges(rs, cap)
+        assert len(out) <= cap or not rs
+        assert all(any(a <= lo and hi <= b for a, b in out) for lo, hi in rs)
+
+
+def _implied_of(path: Path, where: str, columns: tuple[str, ...] = ()) -> Any:
+    from pyspark.sql import types as T
+
+    with pqindex.dataset(path) as ds:
+        dplan = ds.plan([], where)
+        groups = [(e.file, rg) for e in dplan.kept for rg in e.row_groups if not rg.skipped]
+        sch = T.StructType([T.StructField(c, {"key": T.LongType(), "id": T.LongType(),
+                                               "i32": T.IntegerType(), "i16": T.ShortType(),
+                                               "day": T.DateType(), "ts": T.TimestampType(),
+                                               "tsm": T.TimestampType(), "name": T.StringType(),
+                                               "x": T.DoubleType(),
+                                               "amount": T.DecimalType(7, 1)}[c])
+                            for c in ("key", "id", "i32", "i16", "day", "ts", "tsm", "name",
+                                      "x", "amount")])
+        return groups, shim.implied_filter(groups, shim._spark_types(sch), columns)
+
+
+@pytest.mark.parametrize("col,descending", [("id", False), ("i32", False), ("i16", True),
+                                            ("day", False), ("ts", False), ("tsm", True),
+                                            ("name", False), ("x", False), ("amount", False)])
+def test_implied_filter_per_type(tmp_path: Path, col: str, descending: bool) -> None:
+    """Integers, dates and UTC timestamps: the ranges hold every kept row's value (read
+    back with pyarrow); strings, doubles, decimals: none."""
+    t = _keyed(col)
+    path = tmp_path / "f.parquet"
+    _write_keyed(path, t, col, descending)
+    back = pq.read_table(path)
+    key = int(back["key"][KROWS // 3].as_py())
+    groups, imp = _implied_of(path, f"key = {key}")
+    # a page, and a few Bloom false positives
+    assert groups and sum(rg.maybe.count() for _, rg in groups) <= 4 * KPAGE
+    if col in ("name", "x", "amount"):
+        assert imp is None
+        return
+    assert imp is not None and imp["column"] == col
+    raw = back[col].cast({"day": pa.int32(), "ts": pa.int64(), "tsm": pa.int64()}.get(
+        col, back[col].type)).to_numpy()
+    for _, rg in groups:
+        first = rg.index * KGROUP
+        for r0, r1 in rg.maybe:
+            vals = raw[first + r0:first + r1]
+            assert all(any(lo <= v <= hi for lo, hi in imp["ranges"]) for v in vals.tolist())
+    assert imp["type"] == {"id": "long", "i32": "int", "i16": "int", "day": "date",
+                           "ts": "micros", "tsm": "millis"}[col]
+
+
+def test_no_implied_filter_without_a_usable_sorted_column(tmp_path: Path) -> None:
+    """Nothing sorted; a sorted column with nulls in the kept pages; a plan keeping
+    most rows: no implied filter."""
+    t = _keyed(None)
+    _write_keyed(tmp_path / "none.parquet", t, None)
+    key = int(t["key"][5].as_py())
+    assert _implied_of(tmp_path / "none.parquet", f"key = {key}")[1] is None
+    t = _keyed("id", nulls=True)
+    path = tmp_path / "nulls.parquet"
+    pqindex.write_table(t, path, presorted=True, sort_by=None, row_group_rows=KGROUP,
+                        page_rows=KPAGE, indexes={"bloom": ["key"]}, bloom_scope="page")
+    with ParquetFile.open(path) as pf:
+        col = next(leaf.index for leaf in pf.schema.leaves if leaf.path == ("id",))
+        ci = pf.column_index(0, col)
+        assert ci is not None and ci.boundary_order == 1 and all(ci.null_counts or [])
+    groups, imp = _implied_of(path, f"key = {int(t['key'][100].as_py())}")
+    assert groups and (imp is None or imp["column"] != "id")
+    t = _keyed("id")
+    _write_keyed(tmp_path / "wide.parquet", t, "id")
+    assert _implied_of(tmp_path / "wide.parquet", "key >= 0")[1] is None  # keeps everything
+
+
+@pytest.fixture(scope="module")
+def keyed_lake(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three files, ``id`` sorted across them; two files with nothing sorted; two with
+    ``id`` sorted but with nulls in every page."""
+    root = tmp_path_factory.mktemp("implied")
+    out = {}
+    for kind, col in (("sorted", "id"), ("none", None), ("nulls", "id")):
+        d = root / kind
+        d.mkdir()
+        for i in range(3 if kind == "sorted" else 2):
+            t = _keyed(col, seed=10 + i, nulls=kind == "nulls")
+            t = t.set_column(t.schema.get_field_index("key"), "key",
+                             pa.compute.add(t["key"], pa.scalar(i * 1_000_000, pa.int64())))
+            if col:
+                t = t.set_column(t.schema.get_field_index("id"), "id",
+                                 pa.compute.add(t["id"], pa.scalar(i * KROWS, pa.int64())))
+            if kind == "nulls":  # in order, nulls where they are (sorting moves them)
+                pqindex.write_table(t, d / f"part-{i}.parquet", presorted=True,
+                                    row_group_rows=KGROUP, page_rows=KPAGE,
+                                    indexes={"bloom": ["key"]}, bloom_scope="page")
+            else:
+                _write_keyed(d / f"part-{i}.parquet", t, col)
+        out[kind] = d
+    return out
+
+
+@pytest.mark.spark
+def test_implied_filters_match_spark(loaded: Any, keyed_lake: dict[str, Path],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random lookups and ranges, several kept row groups and files (an OR of ranges),
+    the sorted column selected or not: the rows of ``spark.read.parquet``."""
+    spark = loaded
+    rng = np.random.default_rng(5)
+    for kind, d in keyed_lake.items():
+        seen = _plans(monkeypatch)
+        df = ps.frame(spark, d, shim=True)
+        native = spark.read.parquet(str(d))
+        keys = pq.read_table(d, columns=["key"])["key"].to_numpy()
+        wheres = []
+        for _ in range(6):
+            ks = [int(k) for k in rng.choice(keys, size=int(rng.integers(1, 5)))]
+            wheres.append(f"key IN ({', '.join(map(str, ks))})")
+            wheres.append(f"key = {ks[0]} AND id > {int(rng.integers(0, 3 * KROWS))}")
+        wheres += ["key = -7", f"key = {int(keys[0])} OR id < 3",
+                   f"key BETWEEN {int(keys[9])} AND {int(keys[9]) + 20}"]
+        for w in wheres:
+            for cols in (["key", "amount"], ["id", "name", "ts"], ["x"]):
+                want = _rows(native.where(w).select(*cols))
+                assert _rows(df.where(w).select(*cols)) == want, (kind, w, cols)
+        implied = [a["implied"] for a in seen if "implied" in a]
+        if kind != "sorted":
+            assert not implied
+        else:
+            assert implied and all(i["column"] == "id" for i in implied)
+            assert any(len(i["ranges"]) > 1 for i in implied)  # an OR over files
+        monkeypatch.undo()
+
+
+def _damage_pages_outside(path: Path, sorted_col: str, ranges: list[list[int]],
+                          columns: tuple[str, ...]) -> int:
+    """Overwrite the header of every data page of ``columns`` whose rows no page of
+    ``sorted_col`` with bounds in ``ranges`` holds (what parquet-mr's column-index
+    filtering skips); the number damaged."""
+    damaged = 0
+    with ParquetFile.open(path) as pf:
+        leaves = {leaf.path[0]: leaf.index for leaf in pf.schema.leaves}
+        spots = []
+        for rg in range(len(pf.metadata.row_groups or [])):
+            n = pf.row_group_rows(rg)
+            ci, oi = pf.column_index(rg, leaves[sorted_col]), pf.offset_index(rg, leaves[sorted_col])
+            assert ci is not None and oi is not None and ci.min_values and ci.max_values
+            firsts = [int(p.first_row_index or 0) for p in oi.page_locations] + [n]
+            rows = []
+            for p in range(len(oi.page_locations)):
+                lo = int.from_bytes(ci.min_values[p], "little", signed=True)
+                hi = int.from_bytes(ci.max_values[p], "little", signed=True)
+                if any(a <= hi and lo <= b for a, b in ranges):
+                    rows.append((firsts[p], firsts[p + 1]))
+            for c in columns:
+                o = pf.offset_index(rg, leaves[c])
+                assert o is not None
+                f2 = [int(p.first_row_index or 0) for p in o.page_locations] + [n]
+                for p, loc in enumerate(o.page_locations):
+                    if not any(a < f2[p + 1] and f2[p] < b for a, b in rows):
+                        spots.append(int(loc.offset or 0))
+    with open(path, "r+b") as f:
+        for off in spots:
+            f.seek(off)
+            f.write(b"\xff" * 12)
+            damaged += 1
+    return damaged
+
+
+@pytest.mark.spark
+def test_implied_filter_reads_only_the_kept_pages(loaded: Any, keyed_lake: dict[str, Path],
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup through the page-scope Bloom index: Spark's reader reads only the pages
+    of the implied ranges. Proven by damage: every other data page of the columns read
+    has its header overwritten; without the implied filter the same read fails.
+    (Hadoop's file-system statistics do not see parquet-mr's reads here: they count the
+    same bytes either way, so bytes are measured in bench/spark_native.py.)"""
+    spark = loaded
+    d = tmp_path / "lake"
+    shutil.copytree(keyed_lake["sorted"], d)
+    t = pq.read_table(d / "part-1.parquet", columns=["key"])
+    key = int(t["key"][KROWS // 2].as_py())
+    seen = _plans(monkeypatch)
+    query = ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x")
+    assert [r["key"] for r in query.collect()] == [key]
+    implied = [a["implied"] for a in seen if "implied" in a]
+    assert implied and implied[-1]["column"] == "id"
+    damaged = sum(_damage_pages_outside(p, "id", implied[-1]["ranges"], ("key", "name", "x"))
+                  for p in sorted(d.glob("*.parquet")))
+    assert damaged > 3 * 2 * (KROWS // KPAGE)  # most pages of every column
+    query = ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x")
+    assert [r["key"] for r in query.collect()] == [key]
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    monkeypatch.setattr(shim, "IMPLIED_FILTERS", False)
+    with pytest.raises((Py4JJavaError, PySparkException)):  # the damage is real
+        ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x").collect()

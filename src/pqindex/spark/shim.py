@@ -14,18 +14,21 @@ DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
   version, no ``javac``, a failed compilation or load) pqindex warns once and
   reads through the Python data source, as it does on Spark Connect.
 * **Plan.** Every scan of every query gets a new scan builder; it takes Spark's
-  pushed filters and required columns, and on first use of the scan asks the
+  pushed filters and required columns, and when it builds the scan asks the
   planner registered by this Python process (a Py4J callback, :class:`Planner`).
   The planner turns the filters into pqindex's predicate
   (:func:`pqindex.spark.filters.split_filters`), plans the dataset and answers the
   tasks: per kept file, byte ranges that hold the midpoints of exactly the kept row
   groups (:func:`row_group_spans`: Parquet readers read the row groups whose
-  midpoint falls in their split), packed as Spark packs splits.
+  midpoint falls in their split), packed as Spark packs splits. When a sorted
+  column's page bounds confine the kept rows to a few value ranges, the answer adds
+  an *implied filter* on it (:func:`implied_filter`): Parquet then reads only those
+  pages.
 * **Read.** Spark's ``ParquetScan`` makes the reader factory: the native vectorized
   reader reads the ranges with the pruned columns and the pushed filters (its own
   row-group and page pruning on top). Every filter goes back to Spark, which
-  applies it after the scan: pqindex only ever removes row groups no row of which
-  can match. Executors need no pqindex class (the tasks are Spark's own classes).
+  applies it after the scan: pqindex only ever removes row groups (and, through the
+  implied filter, pages) no row of which can match. Executors need no pqindex class (the tasks are Spark's own classes).
 
 Datasets the shim does not read (the Python data source does): object-store URLs,
 hive-partitioned directories, lake tables (their snapshots and deletion vectors).
@@ -47,12 +50,20 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pqindex.errors import PqIndexError, UserInputError
+from pqindex.format.column_index import PageIndex
+from pqindex.format.schema import BoundaryOrder, PhysicalType
+from pqindex.format.value_type import Kind, ValueType
+from pqindex.format.values import Comparison, bound_order
 
-__all__ = ["SPARK_VERSIONS", "Planner", "cache_dir", "frame", "is_environment", "row_group_spans", "tasks_of",
-           "unavailable"]
+if TYPE_CHECKING:
+    from pqindex.format.file import ParquetFile
+    from pqindex.plan.access import RowGroupPlan
+
+__all__ = ["SPARK_VERSIONS", "Planner", "cache_dir", "frame", "implied_filter", "is_environment",
+           "row_group_spans", "tasks_of", "unavailable"]
 
 # Spark versions (major.minor) the shim was checked with: it builds Spark-internal
 # objects whose constructors change between versions.
@@ -330,14 +341,23 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
                     raise
                 exprs.pop(bad)
         pieces = []
+        groups: list[tuple[ParquetFile, RowGroupPlan]] = []
         for entry in dplan.kept:
             pf = entry.file
             kept = [rg.index for rg in entry.row_groups if not rg.skipped]
+            if pf is not None:
+                groups += [(pf, rg) for rg in entry.row_groups if not rg.skipped]
             st = os.stat(entry.path)
             uri = Path(entry.path).resolve().as_uri()
             for start, length in _ranges(pf, kept):
                 pieces.append([uri, start, length, st.st_size, st.st_mtime_ns // 1_000_000])
-    return {"tasks": tasks_of(pieces, table.parallelism)}
+        answer: dict[str, Any] = {"tasks": tasks_of(pieces, table.parallelism)}
+        if IMPLIED_FILTERS and groups:
+            imp = implied_filter(groups, _spark_types(table.schema),
+                                 request.get("columns", ()))
+            if imp is not None:
+                answer["implied"] = imp
+    return answer
 
 
 def _plans(ds: Any, expr: Any) -> bool:
@@ -412,3 +432,150 @@ def tasks_of(pieces: list[list[Any]], parallelism: int) -> list[list[list[Any]]]
             tasks.append([p])
             size = p[2] + OPEN_COST_BYTES
     return tasks
+
+
+# ---------------------------------------------------------------- implied filters
+#
+# Spark's Parquet reader takes whole row groups; pqindex often knows the few pages of a
+# row group that may match (a page-scope index, the page index of another column).
+# parquet-mr selects pages only through the pushed filters (column-index filtering on
+# their columns). So the planner adds a filter every row pqindex keeps satisfies: for a
+# column whose bounds pqindex trusts, kept rows [r0, r1) hold values within the bounds
+# of the column's pages overlapping [r0, r1). ``col BETWEEN lo AND hi`` (an OR of
+# such ranges over every kept row group) drops no row that may match; on a sorted
+# column parquet-mr then reads only its pages in the ranges and the other columns'
+# pages of those rows. Spark never sees the filter: its own are applied after the scan.
+
+IMPLIED_FILTERS = True  # off: the shim hands Parquet Spark's filters only (tests, A/B)
+IMPLIED_MAX_RANGES = 8  # more ranges are merged (widened): still implied
+# Added only when pqindex keeps at most this share of the kept row groups' rows and
+# the ranges select at most this share of them (else Parquet would read as much).
+IMPLIED_MAX_SHARE = 0.5
+
+# Parquet types whose order (pqindex's bound order SIGNED) is Spark's, as the type tag
+# the JVM turns into the literal Spark's Parquet filters take, with the Spark types
+# it reads as. Floats (NaN, -0.0), strings (truncated bounds, collations), decimals
+# and INT96 are left out.
+_TAGS = {"int": ("IntegerType", "ShortType", "ByteType"), "long": ("LongType",),
+         "date": ("DateType",), "micros": ("TimestampType",), "millis": ("TimestampType",)}
+
+
+def _spark_types(schema: Any) -> dict[str, str]:
+    """Top-level field name -> Spark type name (``IntegerType``, ...)."""
+    return {f.name: type(f.dataType).__name__ for f in schema.fields}
+
+
+def _tag(vt: ValueType) -> str | None:
+    if vt.kind == Kind.INT and vt.physical == PhysicalType.INT32:
+        return "int"
+    if vt.kind == Kind.INT and vt.physical == PhysicalType.INT64:
+        return "long"
+    if vt.kind == Kind.DATE and vt.physical == PhysicalType.INT32:
+        return "date"
+    if vt.kind == Kind.TIMESTAMP and vt.physical == PhysicalType.INT64 and vt.utc \
+            and vt.unit in ("micros", "millis"):
+        return str(vt.unit)
+    return None
+
+
+def _leaf_of(pf: ParquetFile, name: str, tag: str) -> int | None:
+    """The leaf ``name`` of ``pf`` if it is top-level, flat, of type ``tag`` and its
+    bounds compare as signed integers."""
+    for leaf in pf.schema.leaves:
+        if leaf.path == (name,):
+            if leaf.max_repetition_level or _tag(ValueType.from_leaf(leaf)) != tag:
+                return None
+            if bound_order(leaf).comparison != Comparison.SIGNED:
+                return None
+            return leaf.index
+    return None
+
+
+def _page_ranges(pf: ParquetFile, rg: RowGroupPlan, col: int, width: int
+                 ) -> tuple[list[tuple[int, int]], PageIndex, Any] | None:
+    """The (min, max) raw values of the pages of ``col`` overlapping the rows ``rg``
+    keeps; None unless each is trusted by pqindex and has no null."""
+    pi = PageIndex.load(pf, rg.index, col)
+    ci = pf.column_index(rg.index, col)
+    if pi is None or ci is None or pi.reason is not None or ci.min_values is None \
+            or ci.max_values is None:
+        return None
+    pages = rg.maybe.overlapping_pages(pi.first_rows, rg.num_rows).tolist()
+    out = []
+    for p in pages:
+        if not (pi.bounds_usable[p] and pi.no_nulls[p]) or pi.all_null[p]:
+            return None
+        lo = int.from_bytes(ci.min_values[p], "little", signed=True)
+        hi = int.from_bytes(ci.max_values[p], "little", signed=True)
+        if len(ci.min_values[p]) != width or len(ci.max_values[p]) != width or lo > hi:
+            return None
+        out.append((lo, hi))
+    return out, pi, ci
+
+
+def merge_ranges(ranges: list[tuple[int, int]], cap: int) -> list[tuple[int, int]]:
+    """``ranges`` sorted and merged (overlapping or adjacent integers), then the
+    closest neighbours merged until at most ``cap`` remain (a merge only widens)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    while len(out) > cap:
+        i = min(range(len(out) - 1), key=lambda k: out[k + 1][0] - out[k][1])
+        out[i:i + 2] = [(out[i][0], max(out[i][1], out[i + 1][1]))]
+    return out
+
+
+def _selected_rows(pi: PageIndex, ci: Any, ranges: list[tuple[int, int]]) -> int:
+    """Rows in the pages whose bounds meet ``ranges`` (what parquet-mr keeps)."""
+    rows = 0
+    for p in range(pi.num_pages):
+        if pi.bounds_usable[p] and not pi.all_null[p]:
+            lo = int.from_bytes(ci.min_values[p], "little", signed=True)
+            hi = int.from_bytes(ci.max_values[p], "little", signed=True)
+            if not any(a <= hi and lo <= b for a, b in ranges):
+                continue
+        rows += int(pi.row_counts[p])
+    return rows
+
+
+def implied_filter(groups: list[tuple[ParquetFile, RowGroupPlan]],
+                   spark_types: dict[str, str], columns: Any = ()) -> dict[str, Any] | None:
+    """The implied filter for the kept row groups ``groups`` (see above) as
+    ``{"column", "type", "ranges": [[lo, hi], ...]}`` (raw Parquet values: days,
+    micros or millis), or None when none is both safe and worth it. Of several, the
+    one selecting the fewest rows, then one of ``columns`` (read anyway)."""
+    read = set(columns)
+    total = sum(rg.num_rows for _, rg in groups)
+    if sum(rg.maybe.count() for _, rg in groups) > IMPLIED_MAX_SHARE * total:
+        return None
+    pf0, rg0 = groups[0]
+    best: tuple[tuple[int, bool], dict[str, Any]] | None = None
+    for leaf in pf0.schema.leaves:
+        name = leaf.path[0]
+        tag = _tag(ValueType.from_leaf(leaf))
+        if tag is None or spark_types.get(name) not in _TAGS[tag] or "." in name \
+                or "`" in name or _leaf_of(pf0, name, tag) is None:
+            continue
+        ci0 = pf0.column_index(rg0.index, leaf.index)
+        if ci0 is None or ci0.boundary_order not in (BoundaryOrder.ASCENDING,
+                                                      BoundaryOrder.DESCENDING):
+            continue  # an unsorted column's pages span most values: no page is skipped
+        width = 4 if leaf.physical_type == PhysicalType.INT32 else 8
+        found = []
+        for pf, rg in groups:
+            col = _leaf_of(pf, name, tag)
+            got = None if col is None else _page_ranges(pf, rg, col, width)
+            if got is None:
+                break
+            found.append(got)
+        else:
+            ranges = merge_ranges([r for got in found for r in got[0]], IMPLIED_MAX_RANGES)
+            rows = sum(_selected_rows(pi, ci, ranges) for _, pi, ci in found)
+            key = (rows, name not in read)
+            if rows <= IMPLIED_MAX_SHARE * total and (best is None or key < best[0]):
+                best = (key, {"column": name, "type": tag,
+                               "ranges": [list(r) for r in ranges]})
+    return None if best is None else best[1]

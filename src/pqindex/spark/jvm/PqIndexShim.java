@@ -126,7 +126,14 @@ public final class PqIndexShim {
 
     @Override public void pruneColumns(StructType r) { required = r; }
 
-    @Override public Scan build() { return new ShimScan(table, filters, required); }
+    // Planned here, not on first use of the scan: an implied filter's column must be in
+    // the scan's read schema (Parquet's column-index filtering treats a filter column
+    // it does not read as missing: no row), and Spark reads that schema now.
+    @Override public Scan build() {
+      ShimScan scan = new ShimScan(table, filters, required);
+      scan.planInputPartitions();
+      return scan;
+    }
   }
 
   static final class ShimScan implements Scan, Batch {
@@ -134,6 +141,10 @@ public final class PqIndexShim {
     final Filter[] filters;
     final StructType required;
     private InputPartition[] planned;  // this scan's plan: made once, on first use
+    // A filter every kept row satisfies (the planner's "implied"), for Parquet's page
+    // selection only; null when the planner gave none.
+    private Filter implied;
+    private String impliedColumn;
     private PartitionReaderFactory factory;
 
     ShimScan(ShimTable table, Filter[] filters, StructType required) {
@@ -142,7 +153,16 @@ public final class PqIndexShim {
       this.required = required;
     }
 
-    @Override public StructType readSchema() { return required; }
+    // The required columns, plus the implied filter's column when not among them
+    // (Spark projects it away above the scan).
+    @Override public synchronized StructType readSchema() {
+      planInputPartitions();
+      if (impliedColumn == null || java.util.Arrays.asList(required.fieldNames())
+          .contains(impliedColumn)) {
+        return required;
+      }
+      return required.add(table.schema.apply(impliedColumn));
+    }
 
     @Override public String description() {
       return "pqindex " + table.name + " (filters: " + filters.length + ")";
@@ -181,6 +201,8 @@ public final class PqIndexShim {
         if (root.has("error")) {
           throw new IllegalStateException("pqindex planner: " + root.get("error").asText());
         }
+        implied = root.has("implied") ? impliedFilter(root.get("implied")) : null;
+        impliedColumn = implied == null ? null : root.get("implied").get("column").asText();
         List<InputPartition> out = new ArrayList<>();
         for (JsonNode task : root.get("tasks")) {
           List<PartitionedFile> files = new ArrayList<>();
@@ -214,12 +236,45 @@ public final class PqIndexShim {
         return new NoReader();
       }
       SparkSession s = table.session;
+      Filter[] forParquet = filters;
+      if (implied != null) {
+        // Parquet's own pruning only: Spark applies its filters, not this one, after the
+        // scan, and the vectorized reader returns every row of the pages it selects.
+        forParquet = java.util.Arrays.copyOf(filters, filters.length + 1);
+        forParquet[filters.length] = implied;
+      }
       ParquetScan scan = new ParquetScan(s, s.sessionState().newHadoopConf(), null,
-          table.dataSchema, required, new StructType(), filters,
+          table.dataSchema, readSchema(), new StructType(), forParquet,
           CaseInsensitiveStringMap.empty(), ParquetScan.$lessinit$greater$default$9(),
           ParquetScan.$lessinit$greater$default$10(),
           ParquetScan.$lessinit$greater$default$11(), new VariantExtraction[0]);
       return scan.createReaderFactory();
+    }
+  }
+
+  /** The planner's implied filter ({"column", "type", "ranges": [[lo, hi], ...]}, raw
+   * Parquet values) as an OR of closed ranges, with the literal type Spark's Parquet
+   * filters take for the column's Parquet type. */
+  static Filter impliedFilter(JsonNode j) {
+    String col = j.get("column").asText();
+    String type = j.get("type").asText();
+    Filter out = null;
+    for (JsonNode r : j.get("ranges")) {
+      Filter f = new And(new GreaterThanOrEqual(col, impliedValue(type, r.get(0).asLong())),
+          new LessThanOrEqual(col, impliedValue(type, r.get(1).asLong())));
+      out = out == null ? f : new Or(out, f);
+    }
+    return out;
+  }
+
+  static Object impliedValue(String type, long v) {
+    switch (type) {
+      case "int": return Integer.valueOf(Math.toIntExact(v));
+      case "long": return Long.valueOf(v);
+      case "date": return java.time.LocalDate.ofEpochDay(v);
+      case "micros": return java.time.Instant.EPOCH.plus(v, java.time.temporal.ChronoUnit.MICROS);
+      case "millis": return java.time.Instant.ofEpochMilli(v);
+      default: throw new IllegalStateException("pqindex: implied filter type " + type);
     }
   }
 
