@@ -229,3 +229,18 @@ def rewrite_column_index(src: str | os.PathLike[str], dst: str | os.PathLike[str
     out = data[:footer_offset] + new_ci + footer + struct.pack("<I", len(footer)) + b"PAR1"
     Path(dst).write_bytes(out)
     return Path(dst)
+
+
+def damage_except(path: Path, keep: set[int]) -> None:
+    """Overwrite the first page header of every column chunk of the row groups not in
+    ``keep``: any read of one of them fails."""
+    md = pq.ParquetFile(path).metadata
+    with open(path, "r+b") as f:
+        for rg in range(md.num_row_groups):
+            if rg in keep:
+                continue
+            for c in range(md.num_columns):
+                cc = md.row_group(rg).column(c)
+                first = cc.dictionary_page_offset if cc.has_dictionary_page else None
+                f.seek(first if first else cc.data_page_offset)
+                f.write(b"\xff" * 12)

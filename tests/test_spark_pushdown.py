@@ -31,6 +31,7 @@ from pqindex.errors import PqIndexError
 from pqindex.expr import to_arrow_mask
 from pqindex.spark.filters import PUSHDOWN_CONF, enable_pushdown, split_filters, to_predicate
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
+from scan_fixtures import damage_except
 
 datasource = pytest.importorskip("pyspark.sql.datasource")
 T = pytest.importorskip("pyspark.sql.types")
@@ -200,19 +201,6 @@ def test_register_says_when_spark_has_no_pushdown() -> None:
 ROWS, GROUP = 80_000, 10_000
 
 
-def _damage_except(path: Path, keep: set[int]) -> None:
-    """Overwrite the first page header of every column chunk of the row groups not in
-    ``keep``: any read of one of them fails."""
-    md = pq.ParquetFile(path).metadata
-    with open(path, "r+b") as f:
-        for rg in range(md.num_row_groups):
-            if rg in keep:
-                continue
-            for c in range(md.num_columns):
-                cc = md.row_group(rg).column(c)
-                first = cc.dictionary_page_offset if cc.has_dictionary_page else None
-                f.seek(first if first else cc.data_page_offset)
-                f.write(b"\xff" * 12)
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +211,7 @@ def sorted_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     t = pa.table({"id": np.arange(ROWS), "amount": rng.normal(size=ROWS).round(3),
                   "s": [f"name-{k % 97}" for k in range(ROWS)]})
     pqindex.write_table(t, path, sort_by="id", row_group_rows=GROUP, page_rows=1000)
-    _damage_except(path, {5})
+    damage_except(path, {5})
     with pytest.raises(PqIndexError):
         pqindex.dataset(str(path)).to_table()  # the damage is real
     return path

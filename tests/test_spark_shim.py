@@ -28,6 +28,7 @@ from conftest import in_ci
 from pqindex.errors import PqIndexError, UserInputError
 from pqindex.format.file import ParquetFile
 from pqindex.spark import shim
+from scan_fixtures import damage_except
 
 ROWS, GROUP = 60_000, 10_000
 
@@ -51,17 +52,6 @@ def _table(n: int = ROWS) -> pa.Table:
     })
 
 
-def _damage_except(path: Path, keep: set[int]) -> None:
-    md = pq.ParquetFile(path).metadata
-    with open(path, "r+b") as f:
-        for rg in range(md.num_row_groups):
-            if rg in keep:
-                continue
-            for c in range(md.num_columns):
-                cc = md.row_group(rg).column(c)
-                first = cc.dictionary_page_offset if cc.has_dictionary_page else None
-                f.seek(first if first else cc.data_page_offset)
-                f.write(b"\xff" * 12)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +196,7 @@ def test_only_kept_row_groups_and_needed_columns_are_read(loaded: Any, tmp_path:
     path = tmp_path / "sorted.parquet"
     pqindex.write_table(_table(), path, sort_by="id", row_group_rows=GROUP, page_rows=1000,
                         indexes={"distinct": ["cat"]})
-    _damage_except(path, {3})
+    damage_except(path, {3})
     df = ps.frame(spark, path, shim=True)
     lo = 3 * GROUP
     assert [r["id"] for r in df.where(f"id = {lo + 17}").select("id").collect()] == [lo + 17]
