@@ -11,7 +11,8 @@ choose it: ``metadata/version-hint.text`` when present, else the metadata file
 of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.json``).
 
 On a store the manifest list and the manifests are fetched by pqindex (one GET each,
-the manifests in one wave); without delete manifests the live entries are decoded by
+the list beside the manifest its commit wrote first, as the writers name it, the other
+manifests in a second wave when there are others); without delete manifests the live entries are decoded by
 pyiceberg's Avro reader directly into plain Records (``_live_entries``); pyiceberg's
 DataFile is made only for a file the bounds did not rule out.
 ``iceberg_io.PqIndexFileIO`` (catalog property ``py-io-impl``) also reads the
@@ -261,9 +262,9 @@ def _tasks(table: Any, snapshot_id: int | None,
            ) -> tuple[list[Any] | _Entries, tuple[bytes | None] | None]:
     """Every data file of the snapshot: with its delete files, pyiceberg's planning
     (its tasks); without any, the live manifest entries (``_live_entries``). Read once
-    per snapshot, on metadata fetched in two concurrent waves where pqindex reaches the
-    store (``_prefetched``); and the table's key index descriptor when fetched in the
-    second ((its bytes or None: there is none); None: not fetched)."""
+    per snapshot, on metadata fetched in one or two concurrent waves where pqindex
+    reaches the store (``_prefetched``); and the table's key index descriptor when
+    fetched in the first ((its bytes or None: there is none); None: not fetched)."""
     from pyiceberg.expressions import AlwaysTrue as IceTrue
     from pyiceberg.manifest import ManifestContent
     from pyiceberg.table import ManifestGroupPlanner
@@ -363,10 +364,12 @@ def _live(manifests: Sequence[Any]) -> list[Any]:
 def _prefetched(inner: Any, manifest_list: str, storage_options: Mapping[str, Any] | None,
                 location: str) -> tuple[Any, tuple[bytes | None] | None]:
     """``inner`` (a pyiceberg FileIO) serving the snapshot's manifest list and its
-    manifests from memory: fetched by pqindex's I/O, the list in one GET and the
-    manifests in one concurrent wave, without pyiceberg's HEAD before each GET. Where
-    pqindex cannot fetch them (not an object store, a refusal), pyiceberg reads them.
-    The table's key index descriptor comes in the manifests' wave (``_tasks``)."""
+    manifests from memory: fetched by pqindex's I/O, without pyiceberg's HEAD before
+    each GET. The list comes in one wave with the manifest its commit wrote first
+    (``_own_manifest``: in a snapshot of one commit, all of them) and the table's key
+    index descriptor; the manifests it names that did not come, in a second wave.
+    Where pqindex cannot fetch them (not an object store, a refusal), pyiceberg reads
+    them."""
     from pyiceberg.manifest import ManifestContent, read_manifest_list
 
     from pqindex.dataset.key_index import TABLE_DESCRIPTOR
@@ -377,27 +380,49 @@ def _prefetched(inner: Any, manifest_list: str, storage_options: Mapping[str, An
         return inner, None
     descriptor: tuple[bytes | None] | None = None
     try:
-        (listed,) = get_objects([manifest_list], storage_options)
+        own = _own_manifest(manifest_list)
+        extra = [f"{location}/{TABLE_DESCRIPTOR}"] if is_object_store_url(location) else []
+        try:
+            listed, *got = get_objects([manifest_list, *own, *extra], storage_options)
+            if extra:
+                descriptor = (got.pop(),)
+        except PqIndexError:  # a guess or the descriptor refused: the list alone
+            (listed,), got = get_objects([manifest_list], storage_options), []
         if listed is None:
             return inner, None
         held = {manifest_list: listed}
+        early = dict(zip(own, got, strict=False))  # (empty when refused)
         manifests = list(read_manifest_list(_held_input(manifest_list, listed)))
         if all(m.content == ManifestContent.DATA for m in manifests):
             manifests = _live(manifests)
         paths = [m.manifest_path for m in manifests]
-        extra = [f"{location}/{TABLE_DESCRIPTOR}"] if is_object_store_url(location) else []
-        try:
-            got = get_objects([*paths, *extra], storage_options)
-            if extra:
-                descriptor = (got.pop(),)
-        except PqIndexError:  # the descriptor refused: the planner asks again
-            got = get_objects(paths, storage_options)
-        for p, data in zip(paths, got, strict=True):
+        for p in paths:
+            if early.get(p) is not None:  # used only where the list names it
+                held[p] = early[p]  # type: ignore[assignment]
+        rest = [p for p in paths if p not in held]
+        for p, data in zip(rest, get_objects(rest, storage_options), strict=True):
             if data is not None:
                 held[p] = data
     except Exception:  # credentials pyiceberg has and pqindex not, a store error: its read
         return inner, None
     return _held_io(inner, held), descriptor
+
+
+# A manifest list as Iceberg's writers name it (Java, pyiceberg, iceberg-rust):
+# snap-<snapshot id>-<attempt>-<commit uuid>.avro; the manifests that commit writes
+# are <commit uuid>-m<n>.avro beside it, numbered from 0.
+_MANIFEST_LIST = re.compile(r"^(?P<dir>.*/)snap-\d+-\d+-(?P<uuid>[0-9a-fA-F-]{36})\.avro$")
+
+
+def _own_manifest(manifest_list: str) -> list[str]:
+    """The first manifest the commit that wrote ``manifest_list`` wrote, by the writers'
+    naming: in a snapshot that added or removed files it is usually in the list, and
+    in a snapshot of one commit (a table written once, pqindex's index commit) it holds
+    all the live entries. Fetched beside the list, so such a snapshot's manifests cost
+    no round trip of their own; used only where the list names it. Empty for a list
+    named otherwise."""
+    m = _MANIFEST_LIST.match(manifest_list)
+    return [f"{m['dir']}{m['uuid']}-m0.avro"] if m else []
 
 
 def _held_input(location: str, data: bytes) -> Any:
