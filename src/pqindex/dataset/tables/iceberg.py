@@ -11,10 +11,11 @@ choose it: ``metadata/version-hint.text`` when present, else the metadata file
 of the highest version number (``NNNNN-<uuid>.metadata.json`` or ``vN.metadata.json``).
 
 On a store the manifest list and the manifests are fetched by pqindex (one GET each,
-the list beside the manifest its commit wrote first, as the writers name it, the other
-manifests in a second wave when there are others); without delete manifests the live entries are decoded by
-pyiceberg's Avro reader directly into plain Records (``_live_entries``); pyiceberg's
-DataFile is made only for a file the bounds did not rule out.
+the list beside the manifest its commit wrote first, as the writers name it, the
+other manifests in a second wave when there are others); without delete manifests the
+live entries are decoded by pyiceberg's Avro reader directly into plain lists
+(``_live_entries``); pyiceberg's DataFile is made only for a file the bounds did not
+rule out.
 ``iceberg_io.PqIndexFileIO`` (catalog property ``py-io-impl``) also reads the
 metadata.json in one GET.
 
@@ -169,9 +170,9 @@ def _int_bounds(raw: list[bytes | None], width: int) -> pa.Array:
 
 @dataclass
 class _Entries:
-    """The live entries of a snapshot's data manifests (``files``' order): the Records
-    of their data_file structs, in the layout of pyiceberg's DataFile (read as plain
-    Records by ``_live_entries``, or pyiceberg's DataFiles themselves: ``whole``)."""
+    """The live entries of a snapshot's data manifests (``files``' order): their
+    data_file structs, in the layout of pyiceberg's DataFile (read as plain lists by
+    ``_live_entries``, or pyiceberg's DataFiles themselves: ``whole``)."""
 
     records: list[Any]
     spec_ids: list[int]
@@ -197,7 +198,10 @@ class _Entries:
             return r
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
+        from pyiceberg.typedef import Record
+
         values = {name: r[j] for name, j in _data_file_positions().items()}
+        values["partition"] = Record(*values["partition"])
         values["content"] = DataFileContent(values["content"])
         values["file_format"] = FileFormat(values["file_format"])
         df = DataFile.from_args(**values)
@@ -286,7 +290,7 @@ def _tasks(table: Any, snapshot_id: int | None,
 
 def _live_entries(fio: Any, manifests: Sequence[Any]) -> _Entries:
     """The live entries of data ``manifests``, decoded by pyiceberg's Avro reader with its
-    manifest schema into plain Records: not its ManifestEntry and DataFile objects, enums,
+    manifest schema into plain lists: not its ManifestEntry and DataFile objects, enums,
     sequence numbers' inheritance or evaluators (a DataFile is made for a file the
     bounds keep). Where that read fails, pyiceberg's DataFiles (``_live_files``)."""
     try:
@@ -312,15 +316,23 @@ def _map(fio: Any, fn: Any, manifests: Sequence[Any]) -> list[Any]:
 
 
 def _live_records(input_file: Any) -> list[Any]:
-    """The data_file Records of a manifest's entries that are not deleted."""
+    """The data_file structs (lists) of a manifest's entries that are not deleted."""
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import DEFAULT_READ_VERSION, MANIFEST_ENTRY_SCHEMAS
 
     schema = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION]
     names = [f.name for f in schema.fields]
     status, data_file = names.index("status"), names.index("data_file")
-    with AvroFile[Any](input_file, schema) as reader:
+    # The entry, its data_file and partition structs as plain lists (field ids -1, 2,
+    # 102): filled by index in C, where a Record's item assignment is a Python call
+    # (~15% of the decode).
+    with AvroFile[Any](input_file, schema,
+                       read_types={-1: _plain, 2: _plain, 102: _plain}) as reader:
         return [e[data_file] for e in reader if e[status] != 2]  # 2: DELETED
+
+
+def _plain(*values: Any) -> list[Any]:
+    return [*values]
 
 
 def _live_files(fio: Any, manifests: Sequence[Any]) -> list[Any]:
