@@ -197,7 +197,6 @@ class _Entries:
         if self.whole:
             return r
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-
         from pyiceberg.typedef import Record
 
         values = {name: r[j] for name, j in _data_file_positions().items()}
@@ -279,7 +278,7 @@ def _tasks(table: Any, snapshot_id: int | None,
         return [], None
     location = _local(table.location()).rstrip("/")
     fio, descriptor = _prefetched(table.io, snap.manifest_list, storage_options, location)
-    manifests = snap.manifests(fio)
+    manifests = fio.manifests if isinstance(fio, _HeldIO) else snap.manifests(fio)
     if any(m.content != ManifestContent.DATA for m in manifests):
         planner = ManifestGroupPlanner(table.metadata, fio, IceTrue())
         return list(planner.plan_files(manifests)), descriptor  # deletes matched to files
@@ -404,9 +403,9 @@ def _prefetched(inner: Any, manifest_list: str, storage_options: Mapping[str, An
             return inner, None
         held = {manifest_list: listed}
         early = dict(zip(own, got, strict=False))  # (empty when refused)
-        manifests = list(read_manifest_list(_held_input(manifest_list, listed)))
-        if all(m.content == ManifestContent.DATA for m in manifests):
-            manifests = _live(manifests)
+        every = list(read_manifest_list(_held_input(manifest_list, listed)))
+        manifests = (_live(every) if all(m.content == ManifestContent.DATA for m in every)
+                     else every)
         paths = [m.manifest_path for m in manifests]
         for p in paths:
             if early.get(p) is not None:  # used only where the list names it
@@ -417,7 +416,7 @@ def _prefetched(inner: Any, manifest_list: str, storage_options: Mapping[str, An
                 held[p] = data
     except Exception:  # credentials pyiceberg has and pqindex not, a store error: its read
         return inner, None
-    return _held_io(inner, held), descriptor
+    return _HeldIO(inner, held, every), descriptor
 
 
 # A manifest list as Iceberg's writers name it (Java, pyiceberg, iceberg-rust):
@@ -454,12 +453,15 @@ def _held_input(location: str, data: bytes) -> Any:
 
 
 class _HeldIO:
-    """A pyiceberg FileIO serving ``held`` objects from memory, others by ``inner``."""
+    """A pyiceberg FileIO serving ``held`` objects from memory, others by ``inner``;
+    ``manifests``: the snapshot's manifest list, as pyiceberg read it (not again)."""
 
-    def __init__(self, inner: Any, held: Mapping[str, bytes]) -> None:
+    def __init__(self, inner: Any, held: Mapping[str, bytes], manifests: Sequence[Any]
+                 ) -> None:
         self.inner = inner
         self.held = held
         self.properties = inner.properties
+        self.manifests = list(manifests)
 
     def new_input(self, location: str) -> Any:
         data = self.held.get(location)
@@ -471,10 +473,6 @@ class _HeldIO:
 
     def delete(self, location: Any) -> None:
         self.inner.delete(location)
-
-
-def _held_io(inner: Any, held: Mapping[str, bytes]) -> Any:
-    return _HeldIO(inner, held)
 
 
 def _renamed(table: Any, schema: Any) -> bool:
