@@ -44,12 +44,14 @@ from pqindex.expr.bind import (
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
 from pqindex.format.checksum import PageChecks
+from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.format.match import LeafOp
+from pqindex.format.match import LeafOp, Match
 from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
+from pqindex.plan.file_level import row_group_statistics
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
 from pqindex.plan.tree import select
 from pqindex.scan import encoded, page_values
@@ -1049,16 +1051,22 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
 
 def _proven_rows(reader: RowGroupReader, col: int, expr: BoundExpr) -> RowRanges:
     """Rows of the row group where ``expr``, conjuncts on leaf ``col`` alone, holds
-    by that leaf's page index (pages all of whose rows match): those rows need no
-    check. Only a page index the planner already parsed is asked (no read, no parse
-    here); pages whose bounds are not trusted prove nothing (PageIndex.reason)."""
+    by that leaf's statistics or its page index (pages all of whose rows match):
+    those rows need no check. Only a page index the planner already parsed is asked
+    (no read, no parse here); pages whose bounds are not trusted prove nothing
+    (PageIndex.reason)."""
     pf, rg, n = reader.pf, reader.rg, reader.n
-    pi = pf.derived.get(("page_index", rg, col))
-    if pi is None or pi.reason is not None:
-        return RowRanges.empty()
+    pi: PageIndex | None = pf.derived.get(("page_index", rg, col))
+    if pi is not None and pi.reason is not None:
+        pi = None
 
     def leaf_select(pred: BoundPredicate) -> Selection:
         if pred.leaf.index != col:
+            return Selection.unknown(n)
+        ev = row_group_statistics(pf, rg, pred.leaf)
+        if ev is not None and ev.match(pred) == Match.ALL:
+            return Selection.everything(n)
+        if pi is None:
             return Selection.unknown(n)
         return pi.rows_for(pi.matching_pages(pred.op, pred.keys))
 
