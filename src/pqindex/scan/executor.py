@@ -44,13 +44,16 @@ from pqindex.expr.bind import (
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
 from pqindex.format.checksum import PageChecks
+from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.format.match import LeafOp
-from pqindex.format.row_ranges import RowRanges
+from pqindex.format.match import LeafOp, Match
+from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
+from pqindex.plan.file_level import row_group_statistics
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
+from pqindex.plan.tree import select
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
 from pqindex.scan.conjuncts import column_groups
@@ -993,9 +996,23 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
     encodable.sort(key=lambda ce: _rate(rates, ce[1]))
     n = reader.n
     passed: np.ndarray | None = None
+    # Rows of groups checked only where their page index leaves them uncertain.
+    bounds: list[RowRanges] = []
+    proven_any = False
     for col, e in encodable:
         if passed is not None and not passed.size:
             break
+        proven = _proven_rows(reader, col, e)
+        if not proven.is_empty:
+            edge = within_rows - proven
+            if edge.is_empty:
+                proven_any = True  # holds on every row checked (TPC-H Q6's l_shipdate)
+                continue
+            if edge.count() * 2 <= within_rows.count():
+                found_edge = reader.encoded_page_matches(e, col, edge)
+                if found_edge is not None:
+                    bounds.append(proven | ranges_from_indices(within(edge, found_edge)))
+                    continue
         rows = reader.encoded_matches(e, col)
         if rows is None:
             later.append(e)
@@ -1010,11 +1027,16 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
             seen = np.zeros(n, dtype=np.bool_)
             seen[rows] = True
             passed = passed[seen[passed]]
-    if passed is None:
+    if passed is None and not bounds and not proven_any:
         return None
-    found = ranges_from_indices(passed)
-    if within_rows.count() != n:
-        found = found & within_rows  # the encoded groups ran on the whole chunks
+    if passed is None:
+        found = within_rows
+    else:
+        found = ranges_from_indices(passed)
+        if within_rows.count() != n:
+            found = found & within_rows  # the encoded groups ran on the whole chunks
+    for b in bounds:
+        found = found & b
     if later and not found.is_empty:
         rest = later[0]
         for e in later[1:]:
@@ -1025,6 +1047,33 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
         _decode_whole(reader, rest, fetched=True)
         found = _checked(reader, rest, found, partition, partition_types, stats)
     return found
+
+
+def _proven_rows(reader: RowGroupReader, col: int, expr: BoundExpr) -> RowRanges:
+    """Rows of the row group where ``expr``, conjuncts on leaf ``col`` alone, holds
+    by that leaf's statistics or its page index (pages all of whose rows match):
+    those rows need no check. Only a page index the planner already parsed is asked
+    (no read, no parse here); pages whose bounds are not trusted prove nothing
+    (PageIndex.reason)."""
+    pf, rg, n = reader.pf, reader.rg, reader.n
+    pi: PageIndex | None = pf.derived.get(("page_index", rg, col))
+    if pi is not None and pi.reason is not None:
+        pi = None
+
+    def leaf_select(pred: BoundPredicate) -> Selection:
+        if pred.leaf.index != col:
+            return Selection.unknown(n)
+        ev = row_group_statistics(pf, rg, pred.leaf)
+        if ev is not None and ev.match(pred) == Match.ALL:
+            return Selection.everything(n)
+        if pi is None:
+            return Selection.unknown(n)
+        return pi.rows_for(pi.matching_pages(pred.op, pred.keys))
+
+    try:
+        return select(expr, leaf_select, n).all
+    except (TypeError, ValueError):  # a literal the bounds do not compare with
+        return RowRanges.empty()
 
 
 def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False,
