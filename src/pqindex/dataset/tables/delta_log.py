@@ -233,8 +233,9 @@ def _get(urls: Sequence[str], remote: bool, storage_options: Mapping[str, Any] |
 
 
 class _Adds:
-    """Add actions: a checkpoint's as the Arrow arrays Parquet gave (no Python object
-    per file), a commit's as its parsed JSON; numbered checkpoint rows first."""
+    """Add actions in log order: a checkpoint's, or a commit's read at once, as the
+    Arrow arrays Parquet or the JSON reader gave (no Python object per file); a
+    commit's read line by line as its parsed JSON."""
 
     FIELDS = ("path", "size", "modificationTime", "partitionValues", "stats",
               "deletionVector")
@@ -243,67 +244,89 @@ class _Adds:
         "stats": pa.string()}
 
     def __init__(self) -> None:
-        self.chunks: list[pa.StructArray] = []  # checkpoint parts' adds (FIELDS only)
-        self.chunked = 0
-        self.dicts: list[Mapping[str, Any]] = []  # commits' adds
+        self.parts: list[pa.StructArray | list[Mapping[str, Any]]] = []
+        self.n = 0
 
     def __len__(self) -> int:
-        return self.chunked + len(self.dicts)
+        return self.n
 
     def extend(self, add: pa.StructArray) -> None:
-        self.chunks.append(add)
-        self.chunked += len(add)
+        self.parts.append(add)
+        self.n += len(add)
 
     def append(self, action: Mapping[str, Any]) -> int:
-        self.dicts.append(action)
-        return len(self) - 1
+        last = self.parts[-1] if self.parts else None
+        if not isinstance(last, list):
+            last = []
+            self.parts.append(last)
+        last.append(action)
+        self.n += 1
+        return self.n - 1
 
-    def _field(self, chunk: pa.StructArray, name: str) -> pa.Array | None:
+    @staticmethod
+    def _field(chunk: pa.StructArray, name: str) -> pa.Array | None:
         return chunk.field(name) if chunk.type.get_field_index(name) >= 0 else None
 
     def keys(self) -> list[tuple[str, str | None]]:
-        """The checkpoint's logical files (``_key``), in order."""
+        """Every add's logical file (``_key``), in order."""
         out = []
-        for c in self.chunks:
-            paths = c.field("path").to_pylist()
-            dv = self._field(c, "deletionVector")
-            vectors = ([None] * len(c) if dv is None or dv.null_count == len(c)
-                       else dv.to_pylist())  # the common case: no vector, no dict per file
-            out += [_key(p, v) for p, v in zip(paths, vectors, strict=True)]
+        for c in self.parts:
+            if isinstance(c, list):
+                out += [_key(d["path"], d.get("deletionVector")) for d in c]
+            else:
+                out += _chunk_keys(c)
         return out
 
     def column(self, name: str, rows: pa.Array | None) -> pa.Array:
         """One field of every add (of those at ``rows`` when given) as one array."""
         t = self.TYPES[name]
         parts = []
-        for c in self.chunks:
+        for c in self.parts:
+            if isinstance(c, list):
+                try:
+                    parts.append(pa.array([d.get(name) for d in c], t))
+                except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                    raise _Leave from None  # a damaged action: deltalake reports it
+                continue
             got = self._field(c, name)
             parts.append(pa.nulls(len(c), t) if got is None else got.cast(t))
-        if self.dicts:
-            try:
-                parts.append(pa.array([d.get(name) for d in self.dicts], t))
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                raise _Leave from None  # a damaged action: deltalake reports it
         return _pick(parts, t, rows)
 
     def vectors(self, rows: pa.Array | None) -> bool:
         """Whether an add (of those at ``rows``) has a deletion vector."""
         parts = []
-        for c in self.chunks:
+        for c in self.parts:
+            if isinstance(c, list):
+                parts.append(pa.array([d.get("deletionVector") is not None for d in c],
+                                      pa.bool_()))
+                continue
             dv = self._field(c, "deletionVector")
             parts.append(pa.repeat(False, len(c)) if dv is None else pc.is_valid(dv))
-        parts.append(pa.array([d.get("deletionVector") is not None for d in self.dicts],
-                              pa.bool_()))
         return bool(pc.any(_pick(parts, pa.bool_(), rows)).as_py())
 
     def partition(self, physical: str, logical: str, rows: pa.Array | None) -> pa.Array:
         """The raw text of one partition value of every add (keyed by its physical
         name, or else its logical one)."""
         parts = []
-        for c in self.chunks:
+        for c in self.parts:
+            if isinstance(c, list):
+                raw = [d.get("partitionValues") or {} for d in c]
+                try:
+                    parts.append(pa.array([r.get(physical, r.get(logical)) for r in raw],
+                                          pa.string()))
+                except (pa.ArrowException, TypeError, AttributeError):
+                    raise _Leave from None
+                continue
             m = self._field(c, "partitionValues")
             if m is None:
                 parts.append(pa.nulls(len(c), pa.string()))
+                continue
+            if pa.types.is_struct(m.type):  # a commit's (``_commit_adds``)
+                have = [m.field(k) for k in dict.fromkeys((physical, logical))
+                        if m.type.get_field_index(k) >= 0]
+                parts.append(pa.nulls(len(c), pa.string()) if not have
+                             else (pc.coalesce(*have) if len(have) > 1 else have[0])
+                             .cast(pa.string()))
                 continue
             if not pa.types.is_map(m.type):
                 raise _Leave
@@ -313,14 +336,79 @@ class _Adds:
                 if logical != physical:
                     got = pc.coalesce(got, pc.map_lookup(m, logical, "first"))
             parts.append(got.cast(pa.string()))
-        if self.dicts:
-            raw = [d.get("partitionValues") or {} for d in self.dicts]
-            try:
-                parts.append(pa.array([r.get(physical, r.get(logical)) for r in raw],
-                                      pa.string()))
-            except (pa.ArrowException, TypeError, AttributeError):
-                raise _Leave from None
         return _pick(parts, pa.string(), rows)
+
+
+def _chunk_keys(c: pa.StructArray) -> list[tuple[str, str | None]]:
+    """The logical files (``_key``) of adds read as Arrow arrays."""
+    paths = c.field("path").to_pylist()
+    dv = _Adds._field(c, "deletionVector")
+    vectors = ([None] * len(c) if dv is None or dv.null_count == len(c)
+               else dv.to_pylist())  # the common case: no vector, no dict per file
+    return [_key(p, v) for p, v in zip(paths, vectors, strict=True)]
+
+
+_ADD_LINE = b'{"add":'
+
+
+def _commit_adds(data: bytes, metadata: Mapping[str, Any] | None
+                 ) -> tuple[pa.StructArray, list[dict[str, Any]]] | None:
+    """A commit's add actions read at once by Arrow's JSON reader (the lines a writer
+    starts with ``{"add":``; a commit that writes a table or appends to it is
+    mostly those), and its other actions parsed line by line, in order. None where
+    the commit is read line by line instead: a line either way refuses, an add with a
+    deletion vector, a remove of a file the commit adds (their order would matter),
+    or no table metadata yet to type partition values with."""
+    adds: list[bytes] = []
+    others: list[dict[str, Any]] = []
+    for line in data.splitlines():
+        if line.startswith(_ADD_LINE):
+            adds.append(line)
+        elif line.strip():
+            try:
+                action = json.loads(line)
+            except ValueError:
+                return None  # the line-by-line reading names the line
+            if not isinstance(action, dict) or "add" in action:
+                return None
+            others.append(action)
+    if len(adds) < 2:
+        return None  # (nothing to gain)
+    for action in others:
+        if isinstance(action.get("metaData"), dict):
+            metadata = action["metaData"]
+    if metadata is None:
+        return None
+    try:
+        physical = _physical_names(str(metadata["schemaString"]))
+        names = dict.fromkeys(k for c in metadata.get("partitionColumns") or ()
+                              for k in (physical.get(c, c), c))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    vector = pa.struct([("storageType", pa.string()), ("pathOrInlineDv", pa.string())])
+    add = pa.struct([
+        ("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64()),
+        ("partitionValues", pa.struct([(k, pa.string()) for k in names])),
+        ("stats", pa.string()), ("deletionVector", vector)])
+    lines = b"\n".join(adds)
+    try:
+        t = pa_json.read_json(
+            pa.BufferReader(lines),
+            read_options=pa_json.ReadOptions(use_threads=False,
+                                             block_size=max(1 << 20, len(lines) + 1)),
+            parse_options=pa_json.ParseOptions(explicit_schema=pa.schema([("add", add)]),
+                                               unexpected_field_behavior="ignore"))
+        got = t.column("add").combine_chunks()
+    except (pa.ArrowException, UnicodeError):
+        return None
+    if (len(got) != len(adds) or got.null_count
+            or got.field("deletionVector").null_count < len(got)):
+        return None
+    removed = {_key(r["path"], r.get("deletionVector")) for a in others
+               if isinstance(r := a.get("remove"), dict) and "path" in r}
+    if removed and not removed.isdisjoint(_chunk_keys(got)):
+        return None
+    return got, others
 
 
 def _same_keys(m: pa.MapArray, key: str) -> pa.Array | None:
@@ -403,6 +491,22 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
     for v, data in commits:
         if active is None:
             active = {k: i for i, k in enumerate(adds.keys())}
+        fast = _commit_adds(data, metadata)
+        if fast is not None:
+            chunk, others = fast
+            for action in others:  # (no remove of a file the commit adds)
+                if "remove" in action:
+                    r = action["remove"]
+                    active.pop(_key(r["path"], r.get("deletionVector")), None)
+                elif "metaData" in action:
+                    metadata = action["metaData"]
+                elif "protocol" in action:
+                    protocol = action["protocol"]
+            first = len(adds)
+            adds.extend(chunk)
+            for i, k in enumerate(_chunk_keys(chunk), first):
+                active[k] = i
+            continue
         for n, line in enumerate(data.splitlines()):
             if not line.strip():
                 continue
