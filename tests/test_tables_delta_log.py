@@ -372,3 +372,108 @@ def test_a_replay_begun_before_the_list_fails_as_the_reader_would(
     with pytest.raises(CorruptFileError, match="checkpoint part 0"):
         delta_log.read_log("s3://bucket/t", 1, {})
     assert any(".checkpoint.0000000001.0000000002" in u for u in fetched), fetched
+
+
+def _slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pqindex.dataset.tables import delta_log
+
+    monkeypatch.setattr(delta_log, "_commit_adds", lambda data, metadata: None)
+
+
+def test_a_commits_adds_read_at_once_are_those_read_line_by_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits of many adds (deltalake's writes, appends after a checkpoint, an
+    overwrite's removes) are read by Arrow's JSON reader: the snapshot is deltalake's
+    and the line-by-line reader's, and the rows are deltalake's."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from pqindex.dataset.tables import delta_log
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), _rows(90), partition_by=["region", "day"])
+    DeltaTable(str(path)).create_checkpoint()
+    write_deltalake(str(path), _rows(60, 90), mode="append", partition_by=["region", "day"])
+    write_deltalake(str(path), _rows(30, 500).set_column(3, "region", pa.array(["ap"] * 30)),
+                    mode="overwrite", predicate="region = 'ap'", partition_by=["region", "day"])
+    DeltaTable(str(path)).delete("id < 10")  # (one add per file rewritten: line by line)
+    calls: list[bool] = []
+    real = delta_log._commit_adds
+    monkeypatch.setattr(delta_log, "_commit_adds",
+                        lambda data, metadata: calls.append(
+                            (got := real(data, metadata)) is not None) or got)
+    fast = {v: read_log(str(path), v) for v in range(_versions(path) + 1)}
+    assert calls.count(True) >= 3, calls
+    for v, snap in fast.items():
+        _same(snap, load_delta(str(path), v))
+    reference = DeltaTable(str(path)).to_pyarrow_table()
+    assert normalize(pqindex.dataset(str(path)).to_table(where="id BETWEEN 5 AND 520")) == (
+        normalize(reference.filter((pc.field("id") >= 5) & (pc.field("id") <= 520))))
+    _slow(monkeypatch)
+    for v, snap in fast.items():
+        slow = read_log(str(path), v)
+        assert slow is not None and snap is not None
+        assert slow.columns.sort_by("path").equals(snap.columns.sort_by("path"))
+        _same(snap, slow)
+
+
+def _add(path: str, part: Any, rows: int, **more: Any) -> str:
+    import json
+
+    values = {} if part is ... else {"p": part}
+    stats = json.dumps({"numRecords": rows, "minValues": {"id": 0}, "maxValues": {"id": rows},
+                        "nullCount": {"id": 0}})
+    return json.dumps({"add": {"path": path, "partitionValues": values, "size": 10,
+                               "modificationTime": 1, "dataChange": True, "stats": stats,
+                               **more}})
+
+
+def test_hand_written_commits_read_at_once_or_line_by_line_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partition values missing, null or empty; an add spelt otherwise; a remove of an
+    earlier file; a file added and removed in one commit, or with a deletion vector (read
+    line by line); a commit read at once between ones read line by line."""
+    import json
+
+    from pqindex.dataset.tables import delta_log
+
+    schema = {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
+    head = [json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+            json.dumps({"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+                                     "schemaString": json.dumps(schema),
+                                     "partitionColumns": ["p"], "configuration": {}}})]
+    remove = lambda p: json.dumps({"remove": {"path": p, "dataChange": True}})  # noqa: E731
+    commits = [
+        [*head, _add("p=a/0.parquet", "a", 3), _add("p=b/1.parquet", None, 4),
+         _add("2.parquet", ..., 5), _add("p=/3.parquet", "", 6),
+         _add("p=c/4%20x.parquet", "c", 7).replace('{"add":', '{ "add" :')],
+        [_add("5.parquet", "d", 1), remove("p=a/0.parquet"), _add("6.parquet", "e", 2),
+         "", json.dumps({"commitInfo": {"operation": "WRITE"}})],
+        [_add("7.parquet", "f", 1), _add("8.parquet", "g", 1), remove("8.parquet")],
+        [_add("9.parquet", "h", 1), _add("10.parquet", "i", 1,
+                                         deletionVector=None)],
+        [_add("11.parquet", "j", 1), remove("5.parquet")],
+    ]
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    for v, lines in enumerate(commits):
+        (log / f"{v:020d}.json").write_text("\n".join(lines) + "\n")
+    took = [delta_log._commit_adds(b"\n".join(x.encode() for x in c), None) is not None
+            for c in commits]
+    assert took == [False, False, False, True, True]  # (no metadata yet for the first)
+    assert delta_log._commit_adds("\n".join(commits[0][:4]).encode(), None) is not None
+    fast = [read_log(str(tmp_path / "t"), v) for v in range(len(commits))]
+    _slow(monkeypatch)
+    for v, snap in enumerate(fast):
+        slow = read_log(str(tmp_path / "t"), v)
+        assert snap is not None and slow is not None
+        assert snap.columns.equals(slow.columns), v
+        assert snap.partitions.keys() == slow.partitions.keys()
+        for k in snap.partitions:
+            assert snap.partitions[k].equals(slow.partitions[k]), (v, k)
+        assert snap.stats is not None and slow.stats is not None
+        assert snap.stats.equals(slow.stats), v
+    assert sorted(fast[-1].columns.column("relative").to_pylist()) == sorted(
+        ["p=b/1.parquet", "2.parquet", "p=/3.parquet", "p=c/4%20x.parquet", "6.parquet",
+         "7.parquet", "9.parquet", "10.parquet", "11.parquet"])

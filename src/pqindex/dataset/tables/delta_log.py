@@ -15,7 +15,9 @@ pqindex's own I/O:
 
 The actions are replayed in order (the checkpoint's adds, then each commit's adds
 and removes, a file keyed by its path and deletion vector): the active files, the
-protocol and the table's metadata. The log's per-file statistics (JSON) become the
+protocol and the table's metadata. A commit's adds are read at once by Arrow's JSON
+reader (``_commit_adds``): version 0 of a table of 1,000 files cost ~7 ms more CPU
+than a checkpoint of it when its 1,000 lines were parsed one by one. The log's per-file statistics (JSON) become the
 same per-column table ``delta._stats`` makes of deltalake's, all files' parsed at
 once by Arrow's JSON reader.
 
