@@ -453,16 +453,18 @@ def test_hand_written_commits_read_at_once_or_line_by_line_alike(
         [_add("7.parquet", "f", 1), _add("8.parquet", "g", 1), remove("8.parquet")],
         [_add("9.parquet", "h", 1), _add("10.parquet", "i", 1,
                                          deletionVector=None)],
-        [_add("11.parquet", "j", 1), remove("5.parquet")],
+        [_add("11.parquet", "j", 1), remove("5.parquet"), _add("12.parquet", "k", 2)],
     ]
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)
     for v, lines in enumerate(commits):
         (log / f"{v:020d}.json").write_text("\n".join(lines) + "\n")
-    took = [delta_log._commit_adds(b"\n".join(x.encode() for x in c), None) is not None
+    meta = json.loads(head[1])["metaData"]
+    took = [delta_log._commit_adds(b"\n".join(x.encode() for x in c), meta) is not None
             for c in commits]
-    assert took == [False, False, False, True, True]  # (no metadata yet for the first)
+    assert took == [False, True, False, True, True]
     assert delta_log._commit_adds("\n".join(commits[0][:4]).encode(), None) is not None
+    assert delta_log._commit_adds("\n".join(commits[1]).encode(), None) is None  # untyped
     fast = [read_log(str(tmp_path / "t"), v) for v in range(len(commits))]
     _slow(monkeypatch)
     for v, snap in enumerate(fast):
@@ -476,4 +478,4 @@ def test_hand_written_commits_read_at_once_or_line_by_line_alike(
         assert snap.stats.equals(slow.stats), v
     assert sorted(fast[-1].columns.column("relative").to_pylist()) == sorted(
         ["p=b/1.parquet", "2.parquet", "p=/3.parquet", "p=c/4%20x.parquet", "6.parquet",
-         "7.parquet", "9.parquet", "10.parquet", "11.parquet"])
+         "7.parquet", "9.parquet", "10.parquet", "11.parquet", "12.parquet"])
