@@ -31,7 +31,9 @@ DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
   implied filter, pages) no row of which can match. Executors need no pqindex class (the tasks are Spark's own classes).
 * **Small results read by the driver.** When the plan keeps at most
   ``driver_read_bytes`` of pages (:data:`DRIVER_READ_BYTES`; the bytes pqindex's
-  planner counts for the query's columns) and every column is of a flat type, the
+  planner counts for the query's columns), is expected to return at most
+  :data:`LOCAL_ROWS` rows (its kept pages' rows, or a lookup's Bloom estimate:
+  :func:`_few_rows`) and every column is of a flat type, the
   planner reads the rows itself (pqindex's page-level reader, on the dataset it
   keeps open) and hands them over as an Arrow IPC stream file; the scan becomes a
   ``LocalScan`` whose rows Spark serves from the driver (``LocalTableScanExec``):
@@ -93,14 +95,17 @@ MAX_SPLIT_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
 
 # A plan keeping at most this many bytes of pages (the planner's count for the query's
-# columns) is read by the driver (see the module's notes). TPC-H sf 1 (bench/
-# spark_native.py): Q14's 0.5 MiB (76k rows) and a lookup's 0.3 MiB read in 4-7 ms on
-# an open dataset; Q6's 3.9 MiB (114k of 1M rows, 92% uncertain) in 50-130 ms, more
-# than Spark's tasks take: it stays with Spark's reader.
+# columns) and expected to return at most LOCAL_ROWS rows (_few_rows) is read by the
+# driver (see the module's notes). TPC-H sf 1 (bench/spark_native.py, docs/
+# benchmarks.md): a lookup's 0.3 MiB read in 3-8 ms on an open dataset, the query
+# 0.33-0.46x Spark's native reader against 0.46-0.61x through Spark's tasks; Q14's
+# 76k rows (0.5 MiB) in 7-25 ms but as Arrow streams in the tasks 0.95-1.46x native,
+# against 0.94-0.98x through byte ranges: more rows stay with Spark's reader.
 DRIVER_READ_BYTES = 2 * 1024 * 1024
 # A driver read of at most this many rows is served by the driver itself (a LocalScan:
-# Spark copies each row, then serializes them into its tasks); more rows go to the tasks
-# as Arrow streams, ARROW_TASK_ROWS or more a task, which read them as columns.
+# Spark copies each row, then serializes them into its tasks); more rows (an estimate
+# that was low) go to the tasks as Arrow streams, ARROW_TASK_ROWS or more a task,
+# which read them as columns.
 LOCAL_ROWS = 1000
 ARROW_TASK_ROWS = 32_768
 
@@ -442,7 +447,9 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
                 raise
             exprs.pop(bad)
     kept_bytes = _kept_bytes(dplan)
-    if columns and 0 <= kept_bytes <= table.driver_read_bytes and _driver_readable(request, table):
+    if columns and 0 <= kept_bytes <= table.driver_read_bytes \
+            and _driver_readable(request, table) \
+            and _few_rows(dplan, and_(*exprs) if exprs else None):
         return _read_here(ds, dplan, request)
     pieces = []
     groups: list[tuple[ParquetFile, RowGroupPlan]] = []
@@ -464,6 +471,21 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
         if imp is not None:
             answer["implied"] = imp
     return answer
+
+
+def _few_rows(dplan: Any, expr: Any) -> bool:
+    """Whether the plan is expected to return at most :data:`LOCAL_ROWS` rows: the rows
+    of its kept pages, or an equality lookup's estimate from its Bloom filters' sizes
+    (``reading.lookup_rows``: a page of 20,000 rows may hold one key)."""
+    from pqindex.spark.reading import lookup_rows
+
+    kept = list(dplan.kept)
+    if sum(rg.maybe.count() for e in kept for rg in e.row_groups) <= LOCAL_ROWS:
+        return True
+    if expr is None or any(e.file is None for e in kept):
+        return False
+    rows = lookup_rows(dplan, expr)
+    return rows is not None and rows <= LOCAL_ROWS
 
 
 def _driver_readable(request: dict[str, Any], table: _Table) -> bool:
