@@ -29,7 +29,9 @@ pqindex's FileIO (``py-io-impl``, metadata files in one GET each), as its users 
 
 Queries: a point lookup on ``id``, a 1,000-row range, a rare ``user_id`` (one row), an
 absent ``user_id`` (both inside every file's bounds). The readers take turns in each
-round (the load of a shared machine drifts alike for all). Every reader runs each query cold:
+round (the load of a shared machine drifts alike for all), each after a full garbage
+collection outside its time (the collector's debt of the reader before is not its own).
+Every reader runs each query cold:
 a fresh table object (its log or metadata read again), pqindex's metadata cache
 cleared. Latency is the median of ``--rounds``; requests and round trips as the proxy
 counted them. Rows are compared across readers.
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import os
 import platform
@@ -303,6 +306,9 @@ def measure(ep: S3Endpoint, readers: dict[str, Callable[[], int]], rounds: int,
             if r in errors or (g["times"] and g["times"][-1] > slow):
                 continue
             ep.reset_log()
+            # The collector's debt left by the reader before (pyiceberg's objects) is
+            # not this reader's: a full collection first, outside the timing.
+            gc.collect()
             try:
                 t0 = time.perf_counter()
                 g["rows"].append(fn())

@@ -3,16 +3,18 @@
 ``S3Endpoint`` starts moto's threaded server on 127.0.0.1 (a free port) and an
 asyncio HTTP proxy in front of it. The proxy waits ``delay`` seconds before it
 forwards each request (the first-byte latency of a real object store) and logs
-every request (method, path, Range header, body length, headers), so tests
-assert request counts, uploaded bytes and round trips instead of durations; an
-``answer`` hook can reply as a real store would where moto does not (a 412, a
-501). ``bench/objstore.py`` and ``bench/lake_write.py`` import this module too.
+every request (method, path, Range header, body length, headers; on its own clock,
+when the request arrived and when its delay ended), so tests assert request counts,
+uploaded bytes, round trips and the delay as the proxy applied it, not durations
+they time themselves; an ``answer`` hook can reply as a real store would where moto
+does not (a 412, a 501). ``bench/objstore.py`` and ``bench/lake_write.py`` import this module too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -41,10 +43,19 @@ class LoggedRequest:
     range: str | None  # the Range header, if any
     length: int = 0  # request body bytes (uploads)
     headers: tuple[tuple[str, str], ...] = ()  # as sent, names as the client spelled them
+    # The proxy's clock (time.monotonic, its event loop's) when the request arrived and
+    # when its delay ended and it was forwarded or answered (None: not yet). Left out
+    # of comparisons: a log compares by what was asked.
+    received: float = field(default=0.0, compare=False)
+    released: float | None = field(default=None, compare=False)
 
     def header(self, name: str) -> str | None:
         """A request header's value (name case-insensitive), None if absent."""
         return _get(list(self.headers), name.lower())
+
+    def held(self) -> float | None:
+        """Seconds the proxy held the request before forwarding or answering it."""
+        return None if self.released is None else self.released - self.received
 
 
 @dataclass
@@ -127,8 +138,9 @@ class _Proxy:
                 body = await reader.readexactly(n) if n else b""
                 url = urllib.parse.urlsplit(target)
                 logged = LoggedRequest(method, url.path, url.query, _get(headers, "range"), n,
-                                       tuple(headers))
+                                       tuple(headers), received=time.monotonic())
                 with self.log.lock:
+                    at = len(self.log.requests)
                     self.log.requests.append(logged)
                 if self.in_flight == 0:
                     with self.log.lock:
@@ -138,6 +150,7 @@ class _Proxy:
                 try:
                     if self.delay:
                         await asyncio.sleep(self.delay)
+                    self._released(at, logged)
                     if self.fail_next > 0:
                         self.fail_next -= 1
                         response = _SLOW_DOWN
@@ -162,6 +175,12 @@ class _Proxy:
             self.clients.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def _released(self, at: int, logged: LoggedRequest) -> None:
+        """Log when ``logged``'s delay ended (unless the log was reset meanwhile)."""
+        with self.log.lock:
+            if at < len(self.log.requests) and self.log.requests[at] is logged:
+                self.log.requests[at] = dataclasses.replace(logged, released=time.monotonic())
 
     async def _forward(
         self, method: str, head: bytes, headers: list[tuple[str, str]], body: bytes

@@ -297,7 +297,6 @@ CORPUS_FILES = sorted(p for p in (CORPUS / "data").glob("*.parquet")
                       if "encrypt" not in p.name and p.stat().st_size < 4_000_000)
 
 
-@pytest.mark.skipif(not CORPUS_FILES, reason="parquet-testing corpus not present")
 def test_aggregates_on_the_corpus() -> None:
     checked = failed = 0
     for path in CORPUS_FILES:

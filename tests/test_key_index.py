@@ -122,6 +122,7 @@ def test_lookups_equal_a_full_scan(tmp_path: Path, kind: str,
     # merges them.
     monkeypatch.setattr(ki, "_TAIL_BATCH", 3)
     monkeypatch.setattr(ki, "_RUN_FILES", 2)
+    monkeypatch.setattr(ki, "_RADIX_MIN", 16)  # integer runs take the radix sort
     monkeypatch.setattr(manifest, "_WRITE_BATCH", 3)
     # Small shards: the runs are merged by key ranges, each cut into several shards.
     monkeypatch.setattr(ki, "SHARD_BYTES", 4 << 10)
@@ -163,6 +164,35 @@ def test_built_entries_are_the_distinct_entries_in_key_order(kind: str) -> None:
     got = list(zip(k.to_pylist(), f.tolist(), g.tolist(), strict=True))
     assert len(got) == len(set(got)) and set(got) == expected
     assert k.to_pylist() == sorted(k.to_pylist())
+
+
+@pytest.mark.parametrize("case", ["random", "full-span", "unsigned", "narrow", "skewed",
+                                  "equal", "int32", "small"])
+def test_the_radix_key_order_is_numpys_stable_argsort(case: str) -> None:
+    """The build's key sort (a radix pass on the top bits, then a stable sort of the
+    nearly sorted keys) orders as ``np.argsort(kind="stable")``, ties in input order."""
+    from pqindex.dataset.key_index import _key_order
+
+    rng = np.random.default_rng(len(case))
+    n = 20_000
+    info64 = np.iinfo(np.int64)
+    raw = {
+        "random": lambda: rng.integers(0, 2**62, n, dtype=np.int64),
+        "full-span": lambda: np.concatenate((
+            rng.integers(info64.min, info64.max, n, dtype=np.int64, endpoint=True),
+            [info64.min, info64.max, -1, 0])),
+        "unsigned": lambda: rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True),
+        "narrow": lambda: rng.integers(-300, 300, n, dtype=np.int64),
+        "skewed": lambda: np.concatenate((rng.integers(0, 50, n, dtype=np.int64),
+                                          [2**60, -(2**61)])),
+        "equal": lambda: np.full(n, 42, np.int64),
+        "int32": lambda: rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int32),
+        "small": lambda: rng.integers(0, 2**40, 100, dtype=np.int64),
+    }[case]()
+    raw = np.concatenate((raw, raw[: len(raw) // 3]))  # duplicates
+    order, ks = _key_order(raw)
+    expected = np.argsort(raw, kind="stable")
+    assert np.array_equal(order, expected) and np.array_equal(ks, raw[expected])
 
 
 def test_an_absent_key_opens_no_file(tmp_path: Path) -> None:

@@ -423,10 +423,12 @@ def test_half_map_leaves(small_file: Path) -> None:
 
 # ------------------------------------------------------------------ other writers' files
 
+# Files with an offset index that pyarrow reads. Left out: datapage_v2.snappy.parquet
+# (no offset index: no pages to pick) and incorrect_map_schema.parquet (pyarrow, the
+# reference, refuses it: "Map keys must be annotated as required").
 CORPUS_FILES = [
     "alltypes_tiny_pages.parquet",
     "alltypes_tiny_pages_plain.parquet",
-    "datapage_v2.snappy.parquet",
     "binary_truncated_min_max.parquet",
     "data_index_bloom_encoding_stats.parquet",
     "data_index_bloom_encoding_with_length.parquet",
@@ -438,7 +440,6 @@ CORPUS_FILES = [
     "fixed_length_byte_array.parquet",
     "floating_orders_nan_count.parquet",
     "hadoop_lz4_compressed_larger.parquet",
-    "incorrect_map_schema.parquet",
     "int32_with_null_pages.parquet",
     "int96_from_spark.parquet",
     "map_no_value.parquet",
@@ -460,12 +461,7 @@ def test_corpus(name: str) -> None:
             for rg in range(pf.num_row_groups)
             for c in range(len(pf.schema.leaves))
         )
-    if not indexed:
-        pytest.skip("no offset index")
-    try:
-        pq.read_table(path)
-    except pa.ArrowException as e:  # incorrect_map_schema: pyarrow can't read it at all
-        pytest.skip(f"pyarrow cannot read the file: {e}")
+    assert indexed, f"{name} has no offset index: nothing to check"
     assert check_file(path) > 0
 
 

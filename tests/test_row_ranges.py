@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -240,3 +241,40 @@ def test_a_mask_kept_from_from_mask_survives_shift(mask: list[bool], k: int, sta
     for span in [(k, len(mask)), (start, len(mask)), (start, 3)]:
         want = np.array([moved.contains(span[0] + i) for i in range(span[1])], dtype=bool)
         assert np.array_equal(moved.span_mask(*span), want), span
+
+
+def _questions(other: RowRanges, first_rows: np.ndarray, total: int
+               ) -> list[Callable[[RowRanges], object]]:
+    return [lambda r: (r | other).intervals(), lambda r: (other | r).intervals(),
+            lambda r: (r & other).intervals(), lambda r: (r - other).intervals(),
+            lambda r: (other - r).intervals(), lambda r: r.count(), lambda r: len(r),
+            lambda r: r.is_empty, lambda r: r.first(), lambda r: r.last(),
+            lambda r: r.to_indices().tolist(),
+            lambda r: r.overlapping_pages(first_rows, total).tolist(),
+            lambda r: r.span_mask(0, total).tolist(), lambda r: r.to_mask(total).tolist(),
+            lambda r: r.shift(3).intervals(), lambda r: r.shift(-1).span_mask(0, 4).tolist(),
+            lambda r: r.contains(5), lambda r: hash(r), lambda r: repr(r)]
+
+
+@given(st.lists(st.booleans(), max_size=N), st.integers(0, 10), intervals, page_layouts)
+def test_lazy_ranges_answer_as_built_ones(mask: list[bool], first: int,
+                                          other: list[tuple[int, int]], sizes: list[int]
+                                          ) -> None:
+    """A RowRanges kept as a mask or as row numbers (intervals built only when asked)
+    answers every question as the same rows built eagerly; each question asked of a
+    fresh one, so none depends on another having built the intervals first."""
+    m = np.array(mask, dtype=bool)
+    idx = np.flatnonzero(m).astype(np.int64) + first
+    idx.flags.writeable = False
+    eager = RowRanges.from_intervals((int(i), int(i) + 1) for i in idx)
+    firsts = np.cumsum([0, *sizes[:-1]])
+    total = max(sum(sizes), len(mask) + first)
+    questions = _questions(RowRanges.from_intervals(other), firsts, total)
+    makers = [lambda: RowRanges.lazy_from_mask(m.copy(), first),
+              lambda: RowRanges.lazy_from_indices(idx)]
+    for make in makers:
+        for k, ask in enumerate(questions):
+            assert ask(make()) == ask(eager), k
+        lazy = make()
+        assert lazy == eager and pickle.loads(pickle.dumps(lazy)) == eager
+        check_normal(lazy)

@@ -346,33 +346,6 @@ def test_paths_and_partition_values_made_in_arrow_are_those_made_file_by_file() 
             assert got is None or got.to_pylist() == want.to_pylist(), (rows, key)
 
 
-def test_a_proxy_in_its_own_process_delays_and_counts_as_the_thread_does() -> None:
-    """bench/tables.py's proxy process: requests, round trips and the delay as the
-    in-process proxy reports them."""
-    import time
-
-    import_or_missing("moto.server", "moto")
-    ep = S3Endpoint(proxy_process=True)
-    try:
-        bucket = ep.new_bucket()
-        ep.put(bucket, "k", b"x" * 1000)
-        client = ep.boto3(direct=False)
-        ep.delay = 0.05
-        ep.reset_log()
-        t0 = time.perf_counter()
-        assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * 1000
-        assert time.perf_counter() - t0 >= 0.05
-        client.put_object(Bucket=bucket, Key="k2", Body=b"y" * 10)
-        assert [r.method for r in ep.requests] == ["GET", "PUT"]
-        assert ep.waves == 2 and ep.uploaded_bytes == 10 and ep.body_bytes >= 1000
-        ep.reset_log()
-        assert ep.requests == [] and ep.waves == 0
-        with pytest.raises(NotImplementedError):
-            ep.fail_next = 1
-    finally:
-        ep.stop()
-
-
 def test_a_replay_begun_before_the_list_fails_as_the_reader_would(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A numbered version's checkpoint is replayed as soon as it arrives, the LIST

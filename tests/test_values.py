@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import PARQUET_TESTING
+from conftest import PARQUET_TESTING, missing
 from pqindex.format.schema import LeafColumn, PhysicalType, Schema
 from pqindex.format.structs import (
     ColumnChunk,
@@ -651,7 +651,7 @@ def test_page_bounds_out_of_range_and_null_page() -> None:
 def corpus(name: str) -> Path:
     path = CORPUS / name
     if not path.exists():
-        pytest.skip(f"{name} not in corpus")
+        missing(f"{name} is not in the corpus")
     return path
 
 

@@ -54,13 +54,17 @@ def _normalize(starts: IntArray, ends: IntArray) -> tuple[IntArray, IntArray]:
 class RowRanges:
     """Immutable, sorted, disjoint, non-adjacent half-open row intervals."""
 
-    __slots__ = ("_count", "_ends", "_indices", "_mask", "_starts")
+    __slots__ = ("_count", "_e", "_indices", "_lazy", "_mask", "_s")
 
-    _starts: IntArray
-    _ends: IntArray
+    _s: IntArray  # the starts, see _starts
+    _e: IntArray
     _count: int  # set on the first count(): the scanner asks many times per row group
     _mask: tuple[int, int, Any]  # the last span_mask: every returned column asks for it
     _indices: IntArray  # set on the first to_indices(): asked once per returned column
+    # (first row, mask) or (0, row numbers) the intervals are worked out from when first
+    # asked (lazy): a scan that only counts the rows and cuts by the mask or the row
+    # numbers never needs them (TPC-H Q4: ~230k intervals per row group).
+    _lazy: tuple[int, Any]
 
     def __init__(self, starts: npt.ArrayLike, ends: npt.ArrayLike) -> None:
         """Wrap intervals that are already normalized; use ``from_intervals`` otherwise."""
@@ -69,8 +73,8 @@ class RowRanges:
             raise ValueError(f"{s.size} starts for {e.size} ends")
         if s.size and (np.any(s >= e) or np.any(s[1:] <= e[:-1])):
             raise ValueError("intervals are not sorted, disjoint, non-adjacent and non-empty")
-        object.__setattr__(self, "_starts", s)
-        object.__setattr__(self, "_ends", e)
+        object.__setattr__(self, "_s", s)
+        object.__setattr__(self, "_e", e)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("RowRanges is immutable")
@@ -80,9 +84,67 @@ class RowRanges:
     @classmethod
     def _trusted(cls, starts: IntArray, ends: IntArray) -> RowRanges:
         out = cls.__new__(cls)
-        object.__setattr__(out, "_starts", _frozen(starts))
-        object.__setattr__(out, "_ends", _frozen(ends))
+        object.__setattr__(out, "_s", _frozen(starts))
+        object.__setattr__(out, "_e", _frozen(ends))
         return out
+
+    @classmethod
+    def lazy_from_mask(cls, mask: npt.NDArray[np.bool_], first: int = 0) -> RowRanges:
+        """The rows ``first + i`` where the read-only ``mask[i]`` is true, kept as the
+        mask: the intervals, and the row numbers, are worked out only if asked."""
+        if mask.flags.writeable:
+            mask = mask.copy()
+            mask.flags.writeable = False
+        out = cls.__new__(cls)
+        object.__setattr__(out, "_lazy", (first, mask))
+        object.__setattr__(out, "_count", int(np.count_nonzero(mask)))
+        object.__setattr__(out, "_mask", (first, mask.size, mask))
+        return out
+
+    @classmethod
+    def lazy_from_indices(cls, idx: IntArray) -> RowRanges:
+        """The rows of sorted, unique, read-only int64 row numbers ``idx``, kept as
+        they are: the intervals are worked out only if asked."""
+        out = cls.__new__(cls)
+        object.__setattr__(out, "_lazy", (0, None))
+        object.__setattr__(out, "_indices", idx)
+        object.__setattr__(out, "_count", int(idx.size))
+        return out
+
+    def _build(self) -> None:
+        """The intervals of a lazy one (see lazy_from_mask, lazy_from_indices)."""
+        first, mask = self._lazy
+        if mask is not None:
+            edges = np.diff(np.concatenate(([False], mask, [False])).astype(np.int8))
+            starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+            if first:
+                starts += first
+                ends += first
+        elif self._indices.size == 0:
+            starts = ends = np.empty(0, dtype=np.int64)
+        else:
+            idx = self._indices
+            breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+            starts = idx[np.concatenate(([0], breaks))]
+            ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
+        object.__setattr__(self, "_s", _frozen(starts))
+        object.__setattr__(self, "_e", _frozen(ends))
+
+    @property
+    def _starts(self) -> IntArray:
+        try:
+            return self._s
+        except AttributeError:
+            self._build()
+            return self._s
+
+    @property
+    def _ends(self) -> IntArray:
+        try:
+            return self._e
+        except AttributeError:
+            self._build()
+            return self._e
 
     @classmethod
     def empty(cls) -> RowRanges:
@@ -102,8 +164,8 @@ class RowRanges:
             if len(_FULL) < _FULL_KEPT:
                 _FULL[n] = bounds
         out = cls.__new__(cls)  # its own object: its lazily kept masks are per use
-        object.__setattr__(out, "_starts", bounds[0])
-        object.__setattr__(out, "_ends", bounds[1])
+        object.__setattr__(out, "_s", bounds[0])
+        object.__setattr__(out, "_e", bounds[1])
         return out
 
     @classmethod
@@ -159,11 +221,24 @@ class RowRanges:
 
     def __len__(self) -> int:
         """Number of intervals (``count()`` is the number of rows)."""
-        return int(self._starts.size)
+        try:
+            return int(self._s.size)
+        except AttributeError:
+            pass
+        _first, mask = self._lazy  # counted without building them
+        if mask is not None:
+            if mask.size == 0:
+                return 0
+            return int(mask[0]) + int(np.count_nonzero(mask[1:] > mask[:-1]))
+        idx = self._indices
+        return int(idx.size > 0) + int(np.count_nonzero(np.diff(idx) != 1))
 
     @property
     def is_empty(self) -> bool:
-        return self._starts.size == 0
+        try:
+            return self._count == 0
+        except AttributeError:
+            return self._starts.size == 0
 
     def count(self) -> int:
         """Number of rows covered."""
@@ -253,6 +328,9 @@ class RowRanges:
 
     def shift(self, offset: int) -> RowRanges:
         """Every row moved by ``offset`` (row-group rows to file rows, for instance)."""
+        lazy = getattr(self, "_lazy", None)
+        if lazy is not None and lazy[1] is not None and not hasattr(self, "_s"):
+            return RowRanges.lazy_from_mask(lazy[1], lazy[0] + offset)
         out = RowRanges._trusted(self._starts + offset, self._ends + offset)
         try:
             start, n, mask = self._mask
@@ -284,6 +362,11 @@ class RowRanges:
         if first.size == 0 or self.is_empty:
             return np.empty(0, dtype=np.int64)
         last = np.concatenate((first[1:], np.array([total_rows], dtype=np.int64)))
+        if not hasattr(self, "_s") and self._lazy[1] is None:
+            # Row numbers kept, intervals not built: bisected as they are.
+            idx = self._indices
+            held = np.searchsorted(idx, first) < np.searchsorted(idx, last)
+            return np.flatnonzero(held & (first < last)).astype(np.int64)
         i = np.searchsorted(self._ends, first, side="right")
         hit = i < self._starts.size
         hit[hit] = self._starts[i[hit]] < last[hit]
@@ -329,6 +412,14 @@ class RowRanges:
             return self._indices
         except AttributeError:
             pass
+        lazy = getattr(self, "_lazy", None)
+        if lazy is not None and lazy[1] is not None:
+            out = np.flatnonzero(lazy[1])
+            if lazy[0]:
+                out += lazy[0]
+            out.flags.writeable = False
+            object.__setattr__(self, "_indices", out)
+            return out
         lengths = self._ends - self._starts
         total = int(lengths.sum())
         if total == 0:

@@ -195,21 +195,10 @@ def ranges_from_indices(idx: np.ndarray) -> RowRanges:
     the row group at every density measured)."""
     if idx.size == 0:
         return RowRanges.empty()
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    starts = idx[np.concatenate(([0], breaks))]
-    ends = idx[np.concatenate((breaks - 1, [idx.size - 1]))] + 1
-    return _with_indices(RowRanges(starts, ends), idx)
-
-
-def _with_indices(rows: RowRanges, idx: np.ndarray, *, fresh: bool = False) -> RowRanges:
-    """``rows``, whose row numbers are the sorted ``idx``, with them kept for
-    ``to_indices`` (each column's cut asks; rebuilt from 230k ranges: ~20 ms).
-    ``fresh``: ``idx`` is the caller's own new array, kept without a copy."""
-    kept = (idx if fresh and idx.dtype == np.int64 and idx.ndim == 1
-            else np.array(idx, dtype=np.int64, copy=True).reshape(-1))  # the caller's may change
+    kept = np.array(idx, dtype=np.int64, copy=True).reshape(-1)  # the caller's may change
     kept.flags.writeable = False
-    object.__setattr__(rows, "_indices", kept)
-    return rows
+    # The intervals only if asked: cut takes the row numbers (TPC-H Q10: 4 x 500k).
+    return RowRanges.lazy_from_indices(kept)
 
 
 def matched_ranges(rows: RowRanges, mask: pa.BooleanArray) -> RowRanges:
@@ -225,11 +214,8 @@ def matched_ranges(rows: RowRanges, mask: pa.BooleanArray) -> RowRanges:
         first = rows.first()
         assert first is not None
         m = mask_bools(mask)
-        m.flags.writeable = False  # a fresh array: from_mask keeps it without a copy
-        idx = np.flatnonzero(m)
-        if first:
-            idx += first
-        found = RowRanges.from_mask(m)
-        # shift(0) would copy the ranges (Q4: ~230k per row group).
-        return _with_indices(found.shift(first) if first else found, idx, fresh=True)
+        m.flags.writeable = False  # a fresh array: kept without a copy
+        # Kept as the mask: the cut filters by it; the intervals and row numbers are
+        # worked out only if asked (TPC-H Q4: ~230k intervals per row group).
+        return RowRanges.lazy_from_mask(m, first)
     return ranges_from_indices(rows_at(rows, true_positions(mask)))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -44,13 +46,16 @@ from pqindex.expr.bind import (
 from pqindex.expr.evaluate import to_arrow_mask
 from pqindex.format import views
 from pqindex.format.checksum import PageChecks
+from pqindex.format.column_index import PageIndex
 from pqindex.format.file import ParquetFile, chunk_range
-from pqindex.format.match import LeafOp
-from pqindex.format.row_ranges import RowRanges
+from pqindex.format.match import LeafOp, Match
+from pqindex.format.row_ranges import RowRanges, Selection
 from pqindex.format.schema import Codec, LeafColumn
 from pqindex.format.value_type import Kind
 from pqindex.io.source import LocalFileSource
+from pqindex.plan.file_level import row_group_statistics
 from pqindex.plan.planner import FilePlan, RowGroupPlan, dictionary_hits
+from pqindex.plan.tree import select
 from pqindex.scan import encoded, page_values
 from pqindex.scan.chunk_match import few_matches, local_reader, match_chunk, on_values
 from pqindex.scan.conjuncts import column_groups
@@ -126,6 +131,7 @@ _DENSE_PAGES = 0.5
 # for every row: the pages holding that many rows are most of the chunk anyway
 # (TPC-H Q6 on the sorted copy: 92% of one row group's rows, two decimal columns).
 _MOSTLY = 0.5
+_CORES = os.cpu_count() or 1
 # Dictionary pages (compressed bytes) worth a thread hand-off (~0.1 ms; 1 MiB: ~1 ms).
 _SIDE_BY_SIDE_BYTES = 256 * 1024
 
@@ -175,6 +181,7 @@ class RowGroupReader:
         # with the same page boundaries, and each column's ranges then its decode, ask
         # alike (the rows are held: their id is not reused meanwhile).
         self._page_memo: dict[tuple[int, bytes], tuple[RowRanges, list[int]]] = {}
+        self._lock = threading.Lock()  # encoded_match_job's bookkeeping
 
     def _count(self, col: int, pages: Iterable[int]) -> None:
         """Count pages read once each, however many paths decode them (a page the
@@ -681,6 +688,14 @@ class RowGroupReader:
         """Rows of the whole row group where ``expr``, a predicate on the flat leaf
         ``col`` alone, holds: evaluated on the encoded pages (see
         :mod:`pqindex.scan.encoded`); None where pyarrow decodes instead."""
+        job = self.encoded_match_job(expr, col)
+        return None if job is None else job()
+
+    def encoded_match_job(self, expr: BoundExpr, col: int
+                          ) -> Callable[[], np.ndarray | None] | None:
+        """:meth:`encoded_matches` as a job: its chunk read and counted here, the
+        match run (and counted) when the job is called, on any thread; None where
+        pyarrow decodes instead."""
         leaf = self.pf.leaf(col)
         name = leaf.path[0]
         target = self.schema.field(name).type
@@ -703,12 +718,17 @@ class RowGroupReader:
             raw = self.buffers(start, length) if view is None else view
         if self.checks is not None:
             self._view(start, length)  # a local chunk read in windows: read once more whole
-        t0 = time.perf_counter()
-        rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
-        if rows is not None:
-            self._count(col, range(self.pf.data_page_count(self.rg, col)))
-        self.stats.decode_seconds += time.perf_counter() - t0
-        return rows
+
+        def job() -> np.ndarray | None:
+            t0 = time.perf_counter()
+            rows = match_chunk(self.pf, self.rg, col, target, expr, raw, self.siblings)
+            with self._lock:  # jobs of one row group may run side by side
+                if rows is not None:
+                    self._count(col, range(self.pf.data_page_count(self.rg, col)))
+                self.stats.decode_seconds += time.perf_counter() - t0
+            return rows
+
+        return job
 
     def encoded_page_matches(self, expr: BoundExpr, col: int, rows: RowRanges
                              ) -> np.ndarray | None:
@@ -993,10 +1013,35 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
     encodable.sort(key=lambda ce: _rate(rates, ce[1]))
     n = reader.n
     passed: np.ndarray | None = None
+    # Rows of groups checked only where their page index leaves them uncertain.
+    bounds: list[RowRanges] = []
+    proven_any = False
+    whole: list[tuple[int, BoundExpr]] = []  # groups checked on their whole chunks
     for col, e in encodable:
-        if passed is not None and not passed.size:
-            break
-        rows = reader.encoded_matches(e, col)
+        proven = _proven_rows(reader, col, e)
+        if not proven.is_empty:
+            edge = within_rows - proven
+            if edge.is_empty:
+                proven_any = True  # holds on every row checked (TPC-H Q6's l_shipdate)
+                continue
+            if edge.count() * 2 <= within_rows.count():
+                found_edge = reader.encoded_page_matches(e, col, edge)
+                if found_edge is not None:
+                    bounds.append(proven | ranges_from_indices(within(edge, found_edge)))
+                    continue
+        whole.append((col, e))
+    results: Iterable[tuple[BoundExpr, np.ndarray | None]]
+    if len(whole) > 1 and reader.siblings < _CORES:
+        # Fewer row groups than cores: the groups' chunks are matched side by side
+        # (dictionary chunks are not split into spans; TPC-H Q6's one row group).
+        jobs = [(e, reader.encoded_match_job(e, col)) for col, e in whole]
+        later += [e for e, job in jobs if job is None]
+        todo = [(e, job) for e, job in jobs if job is not None]
+        results = zip([e for e, _ in todo], side_by_side([job for _, job in todo]),
+                      strict=True)
+    else:
+        results = ((e, reader.encoded_matches(e, col)) for col, e in whole)
+    for e, rows in results:  # the lazy one: none after an empty result
         if rows is None:
             later.append(e)
             continue
@@ -1010,11 +1055,18 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
             seen = np.zeros(n, dtype=np.bool_)
             seen[rows] = True
             passed = passed[seen[passed]]
-    if passed is None:
+        if not passed.size:
+            break
+    if passed is None and not bounds and not proven_any:
         return None
-    found = ranges_from_indices(passed)
-    if within_rows.count() != n:
-        found = found & within_rows  # the encoded groups ran on the whole chunks
+    if passed is None:
+        found = within_rows
+    else:
+        found = ranges_from_indices(passed)
+        if within_rows.count() != n:
+            found = found & within_rows  # the encoded groups ran on the whole chunks
+    for b in bounds:
+        found = found & b
     if later and not found.is_empty:
         rest = later[0]
         for e in later[1:]:
@@ -1025,6 +1077,33 @@ def _rows_by_columns(reader: RowGroupReader, expr: BoundExpr, fields: Sequence[s
         _decode_whole(reader, rest, fetched=True)
         found = _checked(reader, rest, found, partition, partition_types, stats)
     return found
+
+
+def _proven_rows(reader: RowGroupReader, col: int, expr: BoundExpr) -> RowRanges:
+    """Rows of the row group where ``expr``, conjuncts on leaf ``col`` alone, holds
+    by that leaf's statistics or its page index (pages all of whose rows match):
+    those rows need no check. Only a page index the planner already parsed is asked
+    (no read, no parse here); pages whose bounds are not trusted prove nothing
+    (PageIndex.reason)."""
+    pf, rg, n = reader.pf, reader.rg, reader.n
+    pi: PageIndex | None = pf.derived.get(("page_index", rg, col))
+    if pi is not None and pi.reason is not None:
+        pi = None
+
+    def leaf_select(pred: BoundPredicate) -> Selection:
+        if pred.leaf.index != col:
+            return Selection.unknown(n)
+        ev = row_group_statistics(pf, rg, pred.leaf)
+        if ev is not None and ev.match(pred) == Match.ALL:
+            return Selection.everything(n)
+        if pi is None:
+            return Selection.unknown(n)
+        return pi.rows_for(pi.matching_pages(pred.op, pred.keys))
+
+    try:
+        return select(expr, leaf_select, n).all
+    except (TypeError, ValueError):  # a literal the bounds do not compare with
+        return RowRanges.empty()
 
 
 def _decode_whole(reader: RowGroupReader, expr: BoundExpr, fetched: bool = False,

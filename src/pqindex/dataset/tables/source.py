@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from pqindex.dataset.discovery import DataFile, Discovery
 from pqindex.dataset.partition_kinds import partition_kind, partition_text
-from pqindex.dataset.planning import Planned
+from pqindex.dataset.planning import Planned, gc_paused
 from pqindex.dataset.sources import FILES_SCHEMA, FileFacts, partition_column
 from pqindex.dataset.tables.deletes import DeletedRows, Holes, drop_deleted, row_group_holes
 from pqindex.dataset.tables.delta import DeltaSnapshot, _local_root, load_delta
@@ -316,8 +316,13 @@ def table_source(source: Any, *, version: int | str | dt.datetime | None = None,
     if _is_iceberg(source):
         if version is not None:
             raise UserInputError("an Iceberg table takes snapshot_id=, not version=")
-        isnap = load_iceberg(source, snapshot_id, storage_options)
-        found = _iceberg_source(isnap)
+        # The manifests' entries decode into ~20 objects each that live as long as the
+        # dataset: a collection in the middle of it moved them to the oldest generation
+        # and set off a full collection every other cold read (60-200 ms in a process
+        # that imported pyiceberg, deltalake and polars; more than the decode itself).
+        with gc_paused():
+            isnap = load_iceberg(source, snapshot_id, storage_options)
+            found = _iceberg_source(isnap)
         # A renamed column or a reused name: the sidecar's footers bind by name, not id.
         if isnap.snapshot_id is not None and not isnap.renamed:
             found.evidence = TableEvidence(isnap.location, isnap.snapshot_id, storage_options,
