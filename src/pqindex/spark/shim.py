@@ -450,7 +450,10 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     if columns and 0 <= kept_bytes <= table.driver_read_bytes \
             and _driver_readable(request, table) \
             and _few_rows(dplan, and_(*exprs) if exprs else None):
-        return _read_here(ds, dplan, request)
+        try:
+            return _read_here(ds, dplan, request)
+        except UserInputError:
+            pass  # a column Spark's Arrow type refuses (as_spark): Spark's reader reads it
     pieces = []
     groups: list[tuple[ParquetFile, RowGroupPlan]] = []
     rows = 0
