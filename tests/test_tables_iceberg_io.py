@@ -2,8 +2,9 @@
 
 On moto behind the counting proxy: a catalog configured with
 ``PqIndexFileIO`` loads a table with one GET of its metadata.json (pyiceberg's
-default FileIO: a HEAD, then the GET); a cold point lookup is then four round trips
-(metadata, manifest list, manifests, the file's tail). Rows are compared with
+default FileIO: a HEAD, then the GET); a cold point lookup of a table of several
+commits is then four round trips (metadata; the manifest list with the manifest its
+commit wrote; the other manifests; the file's tail). Rows are compared with
 pyiceberg's and polars' reads of the same table through pyiceberg's default FileIO.
 """
 
