@@ -16,7 +16,12 @@ and as SQL over a view, with:
   classic session gets them: the JVM read shim (``pqindex.spark.shim``): Spark pushes
   the filters and the required columns, pqindex plans on the driver (a Py4J call
   back into Python), Spark's own Parquet reader reads the kept row groups (only
-  their kept pages when the planner's implied filter on a sorted column applies);
+  their kept pages when the planner's implied filter on a sorted column applies); a
+  plan keeping at most ``shim.DRIVER_READ_BYTES`` of pages is read by pqindex on the
+  driver instead (a LocalScan up to ``shim.LOCAL_ROWS`` rows, else Arrow streams
+  read as columns in the tasks);
+* *pqindex, tasks only*: the same with ``driver_read_bytes=-1`` (every read in
+  Spark's tasks: byte ranges);
 * *pqindex, Python source*: the same with ``shim=False``: the ``"pqindex"`` Python
   data source (guarded), as Spark Connect gets it; no column pruning;
 * *native*: ``spark.read.parquet(lake)``, the same files;
@@ -62,7 +67,7 @@ from spark_pipeline import (
 )
 
 START, END = "<!-- spark-native:start -->", "<!-- spark-native:end -->"
-READERS = ("pqindex", "pqindex, Python source", "native", "native, own copy", "empty source",
+READERS = ("pqindex", "pqindex, tasks only", "pqindex, Python source", "native", "native, own copy", "empty source",
            "no scan")
 # The analysis of the measured numbers is written by hand in docs/benchmarks.md.
 WHY = ("Causes and analysis: see the hand-written notes of issue 42 in docs/benchmarks.md.")
@@ -158,6 +163,9 @@ def frame(spark: Any, reader: str, lake: Path, copy: Path,
         return df
     if reader == "pqindex":
         return pqindex.spark.table(spark, "li_pqindex", str(lake), shim=True)
+    if reader == "pqindex, tasks only":
+        return pqindex.spark.table(spark, "li_pqindex_tasks_only", str(lake), shim=True,
+                                   driver_read_bytes=-1)
     if reader == "pqindex, Python source":
         return pqindex.spark.table(spark, "li_pqindex_Python_source", str(lake), shim=False)
     if reader == "no scan":
@@ -247,10 +255,12 @@ def main() -> None:
 def render(args: Any, results: list[dict[str, Any]], info: dict[str, str], lake: Path,
            seconds: float, load_start: str, load_end: str) -> str:
     files = sorted(lake.rglob("*.parquet"))
-    short = {"pqindex": "pqindex", "pqindex, Python source": "Python source",
+    short = {"pqindex": "pqindex", "pqindex, tasks only": "tasks only",
+             "pqindex, Python source": "Python source",
              "native": "native", "native, own copy": "own copy", "empty source": "empty source",
              "no scan": "no scan"}
-    ratios = ("pqindex", "pqindex, Python source", "empty source", "no scan")
+    ratios = ("pqindex", "pqindex, tasks only", "pqindex, Python source", "empty source",
+              "no scan")
     lines = [
         START,
         "## Spark's own filters and SQL on pqindex's datasets (bench/spark_native.py)",

@@ -188,6 +188,52 @@ def test_every_query_plans_afresh(loaded: Any, lake: Path) -> None:
     assert _rows(joined) == _rows(native)
 
 
+def _scan_line(df: Any) -> str:
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return next(line for line in plan.splitlines() if "Scan" in line)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("local_rows", [1000, 0])  # a LocalScan; Arrow streams in the tasks
+def test_driver_reads_match_spark(loaded: Any, lake: Path, local_rows: int,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small results read by the driver's pqindex (nulls, NaN, decimals, dates, UTC
+    timestamps, strings), served as Spark rows or as Arrow columns in the tasks: the
+    rows of ``spark.read.parquet``; two queries of one view each get their own."""
+    spark = loaded
+    monkeypatch.setattr(shim, "LOCAL_ROWS", local_rows)
+    monkeypatch.setattr(shim, "_few_rows", lambda dplan, expr: True)  # any size
+    monkeypatch.setattr(shim, "ARROW_TASK_ROWS", 50)  # several tasks
+    df = ps.table(spark, "shim_driver", lake, shim=True, driver_read_bytes=1 << 30)
+    native = spark.read.parquet(str(lake))
+    native.createOrReplaceTempView("shim_driver_native")
+    wheres = ["id BETWEEN 100 AND 400 AND cat = 'c3'", "cat IS NULL AND id < 900",
+              "isnan(x) AND id > 59000", "price < 0.5", "cat = 'absent'",
+              "ts >= TIMESTAMP '2021-01-20 10:00:00+02:00' AND ts < TIMESTAMP '2021-01-20 12:00'",
+              "day = DATE '2020-06-01' AND price > 50"]
+    for w in wheres:
+        want = _rows(native.where(w))
+        assert _rows(df.where(w)) == want, w
+        assert _rows(spark.sql(f"SELECT * FROM shim_driver WHERE {w}")) == want, w
+    line = _scan_line(df.where("id < 300"))
+    assert ("LocalTableScan" in line) == (local_rows > 0), line
+    assert local_rows > 0 or "Arrow stream" in line, line
+    got = df.where("id < 3").union(df.where("id > 59997")).select("id").collect()
+    assert sorted(r["id"] for r in got) == [0, 1, 2, 59998, 59999]
+
+
+@pytest.mark.spark
+def test_a_changed_directory_is_planned_afresh(loaded: Any, tmp_path: Path) -> None:
+    """The planner's open dataset serves while the listing stays; a new file is seen."""
+    spark = loaded
+    t = _table(2000)
+    pqindex.write_table(t.slice(0, 1000), tmp_path / "a.parquet", sort_by="id")
+    df = ps.frame(spark, tmp_path, shim=True)
+    assert df.where("id >= 900").count() == 100
+    pqindex.write_table(t.slice(1000, 1000), tmp_path / "b.parquet", sort_by="id")
+    assert df.where("id >= 900").count() == 1100
+
+
 @pytest.mark.spark
 def test_only_kept_row_groups_and_needed_columns_are_read(loaded: Any, tmp_path: Path) -> None:
     """Every row group but one damaged: queries the plan confines to it answer; an absent
@@ -197,7 +243,7 @@ def test_only_kept_row_groups_and_needed_columns_are_read(loaded: Any, tmp_path:
     pqindex.write_table(_table(), path, sort_by="id", row_group_rows=GROUP, page_rows=1000,
                         indexes={"distinct": ["cat"]})
     damage_except(path, {3})
-    df = ps.frame(spark, path, shim=True)
+    df = ps.frame(spark, path, shim=True, driver_read_bytes=-1)  # Spark's tasks read
     lo = 3 * GROUP
     assert [r["id"] for r in df.where(f"id = {lo + 17}").select("id").collect()] == [lo + 17]
     assert df.where(f"id BETWEEN {lo} AND {lo + 99} AND cat = 'c2'").count() == sum(
@@ -483,7 +529,7 @@ def test_implied_filters_match_spark(loaded: Any, keyed_lake: dict[str, Path],
     rng = np.random.default_rng(5)
     for kind, d in keyed_lake.items():
         seen = _plans(monkeypatch)
-        df = ps.frame(spark, d, shim=True)
+        df = ps.frame(spark, d, shim=True, driver_read_bytes=-1)
         native = spark.read.parquet(str(d))
         keys = pq.read_table(d, columns=["key"])["key"].to_numpy()
         wheres = []
@@ -556,18 +602,21 @@ def test_implied_filter_reads_only_the_kept_pages(loaded: Any, keyed_lake: dict[
     t = pq.read_table(d / "part-1.parquet", columns=["key"])
     key = int(t["key"][KROWS // 2].as_py())
     seen = _plans(monkeypatch)
-    query = ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x")
+    query = ps.frame(spark, d, shim=True, driver_read_bytes=-1).where(
+        f"key = {key}").select("key", "name", "x")
     assert [r["key"] for r in query.collect()] == [key]
     implied = [a["implied"] for a in seen if "implied" in a]
     assert implied and implied[-1]["column"] == "id"
     damaged = sum(_damage_pages_outside(p, "id", implied[-1]["ranges"], ("key", "name", "x"))
                   for p in sorted(d.glob("*.parquet")))
     assert damaged > 3 * 2 * (KROWS // KPAGE)  # most pages of every column
-    query = ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x")
+    query = ps.frame(spark, d, shim=True, driver_read_bytes=-1).where(
+        f"key = {key}").select("key", "name", "x")
     assert [r["key"] for r in query.collect()] == [key]
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     monkeypatch.setattr(shim, "IMPLIED_FILTERS", False)
     with pytest.raises((Py4JJavaError, PySparkException)):  # the damage is real
-        ps.frame(spark, d, shim=True).where(f"key = {key}").select("key", "name", "x").collect()
+        ps.frame(spark, d, shim=True, driver_read_bytes=-1).where(
+            f"key = {key}").select("key", "name", "x").collect()

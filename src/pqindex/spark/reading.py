@@ -743,6 +743,7 @@ def frame(
     columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     shim: bool | None = None,
+    driver_read_bytes: int | None = None,
 ) -> Any:
     """The dataset at ``path`` as a DataFrame whose queries prune with the filters Spark
     pushes (:mod:`pqindex.spark.filters`); every query plans afresh.
@@ -751,7 +752,11 @@ def frame(
     shim (:mod:`pqindex.spark.shim`): pqindex plans, Spark's own Parquet reader reads
     the kept row groups with the columns the query needs. ``shim=None`` uses it where
     it can (a one-line warning when it cannot be built or loaded), ``True`` requires
-    it (:class:`UserInputError` saying why not), ``False`` never.
+    it (:class:`UserInputError` saying why not), ``False`` never. A query whose plan
+    keeps at most ``driver_read_bytes`` of pages (None:
+    :data:`pqindex.spark.shim.DRIVER_READ_BYTES`, 2 MiB) is read by the driver with
+    pqindex's reader and served by Spark from there (no task reads a file);
+    ``driver_read_bytes=-1`` leaves every read to Spark's tasks.
 
     Otherwise (Spark Connect, object stores, hive partitions, lake tables): the
     ``"pqindex"`` Python data source, guarded, so a query with no filter Spark can push
@@ -773,7 +778,7 @@ def frame(
     if shim is not False and not storage_options:
         from pqindex.spark import shim as jvm_shim
 
-        df, why = jvm_shim.frame(spark, os.fspath(path))
+        df, why = jvm_shim.frame(spark, os.fspath(path), driver_read_bytes)
         if df is not None:
             register(spark)  # spark.read.format("pqindex") and its pushdown, as ever
             if where is not None and where.strip():
@@ -814,12 +819,13 @@ def table(
     columns: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     shim: bool | None = None,
+    driver_read_bytes: int | None = None,
 ) -> Any:
     """The dataset at ``path`` as the temporary view ``name`` of ``spark``'s session, read
     as :func:`frame` reads it (the JVM shim or the ``"pqindex"`` data source):
     ``spark.sql("SELECT ... FROM name WHERE ...")`` and the DataFrame returned,
     filtered, prune with pqindex's indexes."""
     df = frame(spark, path, where=where, columns=columns, storage_options=storage_options,
-               shim=shim)
+               shim=shim, driver_read_bytes=driver_read_bytes)
     df.createOrReplaceTempView(name)
     return df

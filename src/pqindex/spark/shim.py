@@ -29,6 +29,21 @@ DataSource V2 table written in Java (``jvm/PqIndexShim.java``):
   row-group and page pruning on top). Every filter goes back to Spark, which
   applies it after the scan: pqindex only ever removes row groups (and, through the
   implied filter, pages) no row of which can match. Executors need no pqindex class (the tasks are Spark's own classes).
+* **Small results read by the driver.** When the plan keeps at most
+  ``driver_read_bytes`` of pages (:data:`DRIVER_READ_BYTES`; the bytes pqindex's
+  planner counts for the query's columns), is expected to return at most
+  :data:`LOCAL_ROWS` rows (its kept pages' rows, or a lookup's Bloom estimate:
+  :func:`_few_rows`) and every column is of a flat type, the
+  planner reads the rows itself (pqindex's page-level reader, on the dataset it
+  keeps open) and hands them over as an Arrow IPC stream file; the scan becomes a
+  ``LocalScan`` whose rows Spark serves from the driver (``LocalTableScanExec``):
+  no task opens a file, no Parquet footer is read again. ``driver_read_bytes=-1``
+  (:func:`frame`) keeps every read in Spark's tasks (a cluster whose driver should
+  not read data). Spark still applies every filter above either scan.
+* **Cost per query.** The planner keeps one open :class:`pqindex.Dataset` per path
+  (footers, page indexes and embedded indexes decoded once) while the directory's
+  listing (names, sizes, mtimes) stays the same; a changed listing opens it afresh.
+  Both scans report statistics (rows, bytes) to Spark's planner.
 
 Datasets the shim does not read (the Python data source does): object-store URLs,
 hive-partitioned directories, lake tables (their snapshots and deletion vectors).
@@ -47,6 +62,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -59,10 +75,11 @@ from pqindex.format.value_type import Kind, ValueType
 from pqindex.format.values import Comparison, bound_order
 
 if TYPE_CHECKING:
+    from pqindex.dataset.dataset import Dataset
     from pqindex.format.file import ParquetFile
     from pqindex.plan.access import RowGroupPlan
 
-__all__ = ["SPARK_VERSIONS", "Planner", "cache_dir", "frame", "implied_filter", "is_environment",
+__all__ = ["DRIVER_READ_BYTES", "SPARK_VERSIONS", "Planner", "cache_dir", "frame", "implied_filter", "is_environment",
            "row_group_spans", "tasks_of", "unavailable"]
 
 # Spark versions (major.minor) the shim was checked with: it builds Spark-internal
@@ -77,11 +94,35 @@ CLASS = "pqindex.spark.jvm.PqIndexShim"
 MAX_SPLIT_BYTES = 128 * 1024 * 1024
 OPEN_COST_BYTES = 4 * 1024 * 1024
 
+# A plan keeping at most this many bytes of pages (the planner's count for the query's
+# columns) and expected to return at most LOCAL_ROWS rows (_few_rows) is read by the
+# driver (see the module's notes). TPC-H sf 1 (bench/spark_native.py, docs/
+# benchmarks.md): a lookup's 0.3 MiB read in 3-8 ms on an open dataset, the query
+# 0.33-0.46x Spark's native reader against 0.46-0.61x through Spark's tasks; Q14's
+# 76k rows (0.5 MiB) in 7-25 ms but as Arrow streams in the tasks 0.95-1.46x native,
+# against 0.94-0.98x through byte ranges: more rows stay with Spark's reader.
+DRIVER_READ_BYTES = 2 * 1024 * 1024
+# A driver read of at most this many rows is served by the driver itself (a LocalScan:
+# Spark copies each row, then serializes them into its tasks); more rows (an estimate
+# that was low) go to the tasks as Arrow streams, ARROW_TASK_ROWS or more a task,
+# which read them as columns.
+LOCAL_ROWS = 1000
+ARROW_TASK_ROWS = 32_768
+
+# Spark types the driver read hands over (ArrowColumnVector reads them; flat only, so
+# Spark's nested column pruning cannot differ from the files' fields).
+_DRIVER_TYPES = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double",
+                           "string", "binary", "date", "timestamp", "timestamp_ntz"})
+
 _lock = threading.Lock()
 # The loaded shim per Py4J gateway (one JVM), or why it cannot be loaded.
 _shims: dict[int, Any] = {}
 _why_not: dict[int, str] = {}
 _warned: set[str] = set()
+# Gateways whose executors have the shim's jar (driver reads handed to tasks as Arrow),
+# and why not.
+_arrow_ok: set[int] = set()
+_why_not_arrow: dict[int, str] = {}
 
 
 @dataclass(frozen=True)
@@ -91,9 +132,41 @@ class _Table:
     path: str
     schema: Any  # Spark's StructType of the files
     parallelism: int
+    driver_read_bytes: int  # see DRIVER_READ_BYTES; negative: never
+    arrow_tasks: bool  # the executors can read Arrow partitions (the shim's jar)
 
 
 _tables: dict[str, _Table] = {}
+
+# Open datasets by path, with the listing they were opened on (see _dataset).
+_OPEN_MAX = 16
+_open: OrderedDict[str, tuple[Any, Dataset]] = OrderedDict()
+_open_lock = threading.Lock()
+
+
+def _dataset(path: str) -> Dataset:
+    """The open dataset at ``path``: reused while the directory's listing (every file's
+    name, size and mtime) is the one it was opened on, so its decoded footers and
+    indexes serve the next query; opened afresh otherwise (a snapshot of its own)."""
+    import pqindex
+    from pqindex.spark.reading import _local_listing
+
+    listing = _local_listing(path)
+    with _open_lock:
+        hit = _open.get(path)
+        if hit is not None and listing is not None and hit[0] == listing:
+            _open.move_to_end(path)
+            return hit[1]
+    ds = pqindex.dataset(path)
+    if listing is not None:
+        with _open_lock:
+            # A replaced dataset is not closed: a query may still be planning or
+            # reading with it; it is closed when the last reference goes.
+            _open[path] = (listing, ds)
+            _open.move_to_end(path)
+            while len(_open) > _OPEN_MAX:
+                _open.popitem(last=False)
+    return ds
 
 
 def cache_dir(spark_version: str, source: bytes) -> Path:
@@ -212,7 +285,33 @@ def _load(spark: Any, gw: Any) -> Any:
         raise RuntimeError(f"the JVM runs Spark {shim.sparkVersion()}, pyspark says {version}")
     ensure_callback_server_started(gw)  # type: ignore[no-untyped-call]
     shim.setPlanner(Planner())
+    try:
+        # The classes a task of a driver read deserializes (its Arrow partition and
+        # reader): the executors load them from this jar.
+        spark.sparkContext._jsc.sc().addJar(str(_jar(classes)))
+        _arrow_ok.add(id(gw))
+    except Exception as e:  # driver reads then serve their rows from the driver only
+        _why_not_arrow[id(gw)] = " ".join(str(e).split())[:300]
     return shim
+
+
+def _jar(classes: Path) -> Path:
+    """A jar of the compiled ``classes`` next to them (made once)."""
+    import zipfile
+
+    jar = classes.parent / "pqindex-shim.jar"
+    if jar.exists():
+        return jar
+    fd, tmp = tempfile.mkstemp(dir=classes.parent, prefix="jar-")
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
+            for p in sorted(classes.rglob("*.class")):
+                z.write(p, p.relative_to(classes).as_posix())
+        os.replace(tmp, jar)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return jar
 
 
 def is_environment(why: str) -> bool:
@@ -230,9 +329,10 @@ def warn_fallback(why: str) -> None:
                   "the Python data source", RuntimeWarning, stacklevel=4)
 
 
-def frame(spark: Any, path: str) -> tuple[Any, str | None]:
+def frame(spark: Any, path: str, driver_read_bytes: int | None = None
+          ) -> tuple[Any, str | None]:
     """(DataFrame of the dataset at ``path`` read through the shim, None), or (None, why
-    not)."""
+    not). ``driver_read_bytes``: see :data:`DRIVER_READ_BYTES` (None: that)."""
     from pqindex.spark.reading import _local, _native_base, parallelism
 
     why = unavailable(spark)
@@ -256,7 +356,9 @@ def frame(spark: Any, path: str) -> tuple[Any, str | None]:
 
     key = uuid.uuid4().hex
     _tables[key] = _Table(local, base.schema,
-                          parallelism(spark) or os.cpu_count() or 1)
+                          parallelism(spark) or os.cpu_count() or 1,
+                          DRIVER_READ_BYTES if driver_read_bytes is None else driver_read_bytes,
+                          id(_gateway(spark)) in _arrow_ok)
     schema = base.schema.json()
     jdf = _shim(spark).frame(spark._jsparkSession, key, os.path.basename(local) or local,
                              schema, schema)
@@ -318,10 +420,13 @@ def spark_filter(j: dict[str, Any]) -> Any:
 
 def plan(request: dict[str, Any]) -> dict[str, Any]:
     """The planner's answer to one scan: ``{"tasks": [[[uri, start, length, file size,
-    mtime ms], ...], ...]}``."""
-    import pqindex
+    mtime ms], ...], ...], "rows", "bytes"}`` (plus ``"implied"``), or, for a result
+    the driver read, ``{"local": Arrow IPC stream file or None (no row), "rows",
+    "bytes"}``. ``rows`` and ``bytes`` are Spark's statistics: for tasks, the kept row
+    groups' rows and the kept pages' bytes (upper bounds)."""
     from pqindex.expr.nodes import and_
     from pqindex.spark.filters import split_filters
+    from pqindex.spark.reading import _kept_bytes
 
     table = _tables.get(request["id"])
     if table is None:
@@ -329,35 +434,116 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     filters = [spark_filter(j) for j in request.get("filters", ())]
     used, _ = split_filters(filters, table.schema)
     exprs = [e for _, e in used]
-    with pqindex.dataset(table.path) as ds:
-        while True:
-            try:
-                dplan = ds.plan([], and_(*exprs) if exprs else None)
-                break
-            except UserInputError:
-                # A literal the files' types refuse: find it, leave it to Spark.
-                bad = next((i for i, e in enumerate(exprs) if not _plans(ds, e)), None)
-                if bad is None:
-                    raise
-                exprs.pop(bad)
-        pieces = []
-        groups: list[tuple[ParquetFile, RowGroupPlan]] = []
-        for entry in dplan.kept:
-            pf = entry.file
-            kept = [rg.index for rg in entry.row_groups if not rg.skipped]
-            if pf is not None:
-                groups += [(pf, rg) for rg in entry.row_groups if not rg.skipped]
-            st = os.stat(entry.path)
-            uri = Path(entry.path).resolve().as_uri()
-            for start, length in _ranges(pf, kept):
-                pieces.append([uri, start, length, st.st_size, st.st_mtime_ns // 1_000_000])
-        answer: dict[str, Any] = {"tasks": tasks_of(pieces, table.parallelism)}
-        if IMPLIED_FILTERS and groups:
-            imp = implied_filter(groups, _spark_types(table.schema),
-                                 request.get("columns", ()))
-            if imp is not None:
-                answer["implied"] = imp
+    columns = [str(c) for c in request.get("columns", ())]
+    ds = _dataset(table.path)
+    while True:
+        try:
+            dplan = ds.plan(columns, and_(*exprs) if exprs else None)
+            break
+        except UserInputError:
+            # A literal the files' types refuse: find it, leave it to Spark.
+            bad = next((i for i, e in enumerate(exprs) if not _plans(ds, e)), None)
+            if bad is None:
+                raise
+            exprs.pop(bad)
+    kept_bytes = _kept_bytes(dplan)
+    if columns and 0 <= kept_bytes <= table.driver_read_bytes \
+            and _driver_readable(request, table) \
+            and _few_rows(dplan, and_(*exprs) if exprs else None):
+        try:
+            return _read_here(ds, dplan, request)
+        except UserInputError:
+            pass  # a column Spark's Arrow type refuses (as_spark): Spark's reader reads it
+    pieces = []
+    groups: list[tuple[ParquetFile, RowGroupPlan]] = []
+    rows = 0
+    for entry in dplan.kept:
+        pf = entry.file
+        kept = [rg.index for rg in entry.row_groups if not rg.skipped]
+        rows += sum(rg.num_rows for rg in entry.row_groups if not rg.skipped)
+        if pf is not None:
+            groups += [(pf, rg) for rg in entry.row_groups if not rg.skipped]
+        st = os.stat(entry.path)
+        uri = Path(entry.path).resolve().as_uri()
+        for start, length in _ranges(pf, kept):
+            pieces.append([uri, start, length, st.st_size, st.st_mtime_ns // 1_000_000])
+    answer: dict[str, Any] = {"tasks": tasks_of(pieces, table.parallelism), "rows": rows,
+                              "bytes": kept_bytes}
+    if IMPLIED_FILTERS and groups:
+        imp = implied_filter(groups, _spark_types(table.schema), columns)
+        if imp is not None:
+            answer["implied"] = imp
     return answer
+
+
+def _few_rows(dplan: Any, expr: Any) -> bool:
+    """Whether the plan is expected to return at most :data:`LOCAL_ROWS` rows: the rows
+    of its kept pages, or an equality lookup's estimate from its Bloom filters' sizes
+    (``reading.lookup_rows``: a page of 20,000 rows may hold one key)."""
+    from pqindex.spark.reading import lookup_rows
+
+    kept = list(dplan.kept)
+    if sum(rg.maybe.count() for e in kept for rg in e.row_groups) <= LOCAL_ROWS:
+        return True
+    if expr is None or any(e.file is None for e in kept):
+        return False
+    rows = lookup_rows(dplan, expr)
+    return rows is not None and rows <= LOCAL_ROWS
+
+
+def _driver_readable(request: dict[str, Any], table: _Table) -> bool:
+    """Whether the scan's columns may be read by the driver: each a top-level field of
+    the files with a flat type of :data:`_DRIVER_TYPES` (or a decimal). (No column, a
+    count with no filter, stays with Spark: its footers give the count.)"""
+    if table.driver_read_bytes < 0:
+        return False
+    fields = {f.name: f for f in table.schema.fields}
+    for c in request.get("columns", ()):
+        f = fields.get(c)
+        if f is None:
+            return False
+        kind = f.dataType.simpleString()
+        if kind not in _DRIVER_TYPES and not kind.startswith("decimal("):
+            return False
+    return True
+
+
+def _read_here(ds: Dataset, dplan: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """The driver read of a small plan: the rows, cast to Spark's Arrow types for the
+    scan's columns, in an Arrow IPC stream file the JVM reads and deletes."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructField, StructType
+
+    from pqindex.spark.reader import as_spark, spark_arrow_schema
+
+    got = ds.scan(plan=dplan).to_table()
+    fields = {f.name: f for f in _tables[request["id"]].schema.fields}
+    schema = StructType([StructField(c, fields[c].dataType, True)
+                         for c in request.get("columns", ())])
+    target = spark_arrow_schema(schema)
+    n = got.num_rows
+    if n == 0:
+        return {"local": None, "rows": 0, "bytes": 0}
+    table = _tables[request["id"]]
+    pieces = 1
+    if n > LOCAL_ROWS and table.arrow_tasks:
+        pieces = max(1, min(table.parallelism, n // ARROW_TASK_ROWS))
+    names = []
+    try:
+        for i in range(pieces):
+            part = got.slice(i * n // pieces, (i + 1) * n // pieces - i * n // pieces)
+            fd, name = tempfile.mkstemp(prefix="pqindex-rows-", suffix=".arrow")
+            names.append(name)
+            with os.fdopen(fd, "wb") as f, pa.ipc.new_stream(f, target) as w:
+                for b in part.to_batches():
+                    w.write_batch(as_spark(b, target))
+    except BaseException:
+        for name in names:
+            os.unlink(name)
+        raise
+    if n > LOCAL_ROWS and table.arrow_tasks:
+        return {"arrow": names, "rows": n, "bytes": got.nbytes}
+    return {"local": names[0], "rows": n, "bytes": got.nbytes}
 
 
 def _plans(ds: Any, expr: Any) -> bool:

@@ -7,44 +7,64 @@
 // Planning stays in Python: a scan hands its pushed filters and required columns to
 // the planner the driver's Python process registered (a Py4J callback) and gets back
 // the tasks, each a list of (file, byte range) pieces chosen so that Parquet's
-// row-group selection by midpoint picks exactly the kept row groups.
+// row-group selection by midpoint picks exactly the kept row groups; or, for a plan
+// the driver reads itself (small), the rows as an Arrow IPC stream file, which the
+// scan turns into Spark rows (a LocalScan: no task reads a file).
 package pqindex.spark.jvm;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
 import java.math.BigDecimal;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
 import java.util.function.Function;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
 import org.apache.spark.paths.SparkPath;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.LocalScan;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.VariantExtraction;
 import org.apache.spark.sql.execution.datasources.FilePartition;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.execution.arrow.ArrowConverters$;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
 import org.apache.spark.sql.sources.*;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.apache.spark.sql.util.ArrowUtils$;
+import org.apache.spark.sql.util.CloseableIterator;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.Option;
 
 public final class PqIndexShim {
@@ -126,37 +146,265 @@ public final class PqIndexShim {
 
     @Override public void pruneColumns(StructType r) { required = r; }
 
-    // Planned here, not on first use of the scan: an implied filter's column must be in
-    // the scan's read schema (Parquet's column-index filtering treats a filter column
-    // it does not read as missing: no row), and Spark reads that schema now.
+    // Planned here, not on first use of the scan: the answer decides the kind of scan
+    // (rows read by the driver, or byte ranges), and an implied filter's column must be
+    // in the scan's read schema (Parquet's column-index filtering treats a filter column
+    // it does not read as missing: no row), which Spark reads now.
     @Override public Scan build() {
-      ShimScan scan = new ShimScan(table, filters, required);
-      scan.planInputPartitions();
-      return scan;
+      JsonNode answer = ask(table, filters, required);
+      if (answer.has("local")) {
+        return new LocalShimScan(table, filters, required, answer);
+      }
+      if (answer.has("arrow")) {
+        return new ArrowScan(table, filters, required, answer);
+      }
+      return new ShimScan(table, filters, required, answer);
     }
   }
 
-  static final class ShimScan implements Scan, Batch {
+  /** The planner's answer for a scan of ``table`` with ``filters`` and ``required``. */
+  static JsonNode ask(ShimTable table, Filter[] filters, StructType required) {
+    Function<String, String> p = planner;
+    if (p == null) {
+      throw new IllegalStateException("pqindex: no planner registered in this JVM");
+    }
+    ObjectNode req = JSON.createObjectNode();
+    req.put("id", table.id);
+    ArrayNode fs = req.putArray("filters");
+    for (Filter f : filters) {
+      ObjectNode j = filterJson(f);
+      if (j != null) {
+        fs.add(j);
+      }
+    }
+    ArrayNode cols = req.putArray("columns");
+    for (String c : required.fieldNames()) {
+      cols.add(c);
+    }
+    req.put("schema", required.json());
+    String answer = p.apply(req.toString());
+    JsonNode root;
+    try {
+      root = JSON.readTree(answer);
+    } catch (IOException e) {
+      throw new IllegalStateException("pqindex planner answered no JSON: " + e, e);
+    }
+    if (root.has("error")) {
+      throw new IllegalStateException("pqindex planner: " + root.get("error").asText());
+    }
+    return root;
+  }
+
+  /** Spark's statistics from the planner's estimate (``rows``, ``bytes``). */
+  static Statistics stats(JsonNode answer) {
+    java.util.OptionalLong rows = answer.has("rows")
+        ? java.util.OptionalLong.of(answer.get("rows").asLong()) : java.util.OptionalLong.empty();
+    java.util.OptionalLong bytes = answer.has("bytes")
+        ? java.util.OptionalLong.of(answer.get("bytes").asLong()) : java.util.OptionalLong.empty();
+    return new Statistics() {
+      @Override public java.util.OptionalLong sizeInBytes() { return bytes; }
+      @Override public java.util.OptionalLong numRows() { return rows; }
+    };
+  }
+
+  /** A scan the driver's pqindex already read: its rows, from the Arrow IPC stream file
+   * the planner wrote (deleted here). Spark's LocalTableScanExec serves them. */
+  static final class LocalShimScan implements LocalScan, SupportsReportStatistics {
     final ShimTable table;
     final Filter[] filters;
     final StructType required;
-    private InputPartition[] planned;  // this scan's plan: made once, on first use
-    // A filter every kept row satisfies (the planner's "implied"), for Parquet's page
-    // selection only; null when the planner gave none.
-    private Filter implied;
-    private String impliedColumn;
-    private PartitionReaderFactory factory;
+    final InternalRow[] rows;
+    final Statistics stats;
 
-    ShimScan(ShimTable table, Filter[] filters, StructType required) {
+    LocalShimScan(ShimTable table, Filter[] filters, StructType required, JsonNode answer) {
       this.table = table;
       this.filters = filters;
       this.required = required;
+      this.rows = readRows(answer.get("local").isNull() ? null : answer.get("local").asText(),
+          required);
+      this.stats = stats(answer);
+    }
+
+    @Override public InternalRow[] rows() { return rows; }
+
+    @Override public StructType readSchema() { return required; }
+
+    @Override public Statistics estimateStatistics() { return stats; }
+
+    @Override public String description() {
+      return "pqindex " + table.name + " (read by the driver: " + rows.length + " rows, filters: "
+          + filters.length + ")";
+    }
+  }
+
+  /** The rows of the Arrow IPC stream file ``path`` (null: none), as UnsafeRows of
+   * ``schema``; the file is deleted. */
+  static InternalRow[] readRows(String path, StructType schema) {
+    if (path == null) {
+      return new InternalRow[0];
+    }
+    byte[] bytes = takeFile(path);
+    scala.Tuple2<CloseableIterator<InternalRow>, StructType> got =
+        ArrowConverters$.MODULE$.fromIPCStream(bytes);
+    CloseableIterator<InternalRow> it = got._1();
+    try {
+      if (!DataType.equalsStructurally(got._2(), schema, true)) {
+        throw new IllegalStateException("pqindex: the driver's rows have the schema "
+            + got._2().simpleString() + ", the scan wants " + schema.simpleString());
+      }
+      UnsafeProjection proj = UnsafeProjection.create(schema);
+      List<InternalRow> out = new ArrayList<>();
+      while (it.hasNext()) {
+        out.add(proj.apply(it.next()).copy());  // the batch's vectors are reused
+      }
+      return out.toArray(new InternalRow[0]);
+    } finally {
+      try {
+        it.close();
+      } catch (Exception e) {
+        // releasing Arrow's buffers: the rows are copies
+      }
+    }
+  }
+
+  /** The bytes of the file ``path``, which is deleted. */
+  static byte[] takeFile(String path) {
+    try {
+      return Files.readAllBytes(Paths.get(path));
+    } catch (IOException e) {
+      throw new IllegalStateException("pqindex: the driver's rows are gone: " + e, e);
+    } finally {
+      try {
+        Files.deleteIfExists(Paths.get(path));
+      } catch (IOException e) {
+        // a leftover temporary file; the rows were read or the error says why not
+      }
+    }
+  }
+
+  /** A scan the driver's pqindex already read, with more rows than a LocalScan serves
+   * well (each row copied, then serialized into the tasks): per task one Arrow IPC
+   * stream the planner wrote, which the task reads as Spark's columnar batches
+   * (ArrowColumnVector, no copy). Its classes reach the executors in the shim's jar. */
+  static final class ArrowScan implements Scan, Batch, SupportsReportStatistics {
+    final ShimTable table;
+    final Filter[] filters;
+    final StructType required;
+    final InputPartition[] parts;
+    final Statistics stats;
+    final long rows;
+
+    ArrowScan(ShimTable table, Filter[] filters, StructType required, JsonNode answer) {
+      this.table = table;
+      this.filters = filters;
+      this.required = required;
+      List<InputPartition> out = new ArrayList<>();
+      for (JsonNode f : answer.get("arrow")) {
+        out.add(new ArrowPartition(takeFile(f.asText())));
+      }
+      this.parts = out.toArray(new InputPartition[0]);
+      this.stats = stats(answer);
+      this.rows = answer.get("rows").asLong();
+    }
+
+    @Override public StructType readSchema() { return required; }
+
+    @Override public String description() {
+      return "pqindex " + table.name + " (read by the driver: " + rows + " rows in "
+          + parts.length + " Arrow stream(s), filters: " + filters.length + ")";
+    }
+
+    @Override public Statistics estimateStatistics() { return stats; }
+
+    @Override public Batch toBatch() { return this; }
+
+    @Override public InputPartition[] planInputPartitions() { return parts; }
+
+    @Override public PartitionReaderFactory createReaderFactory() { return new ArrowReaders(); }
+  }
+
+  /** One Arrow IPC stream of rows the driver read. */
+  public static final class ArrowPartition implements InputPartition {
+    private static final long serialVersionUID = 1L;
+    final byte[] ipc;
+
+    ArrowPartition(byte[] ipc) { this.ipc = ipc; }
+  }
+
+  /** Reads an ArrowPartition as columnar batches (Spark adds the row conversion). */
+  public static final class ArrowReaders implements PartitionReaderFactory {
+    private static final long serialVersionUID = 1L;
+
+    @Override public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new IllegalStateException("pqindex: Arrow partitions are read as columns");
+    }
+
+    @Override public boolean supportColumnarReads(InputPartition partition) { return true; }
+
+    @Override public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition p) {
+      return new ArrowBatches(((ArrowPartition) p).ipc);
+    }
+  }
+
+  static final class ArrowBatches implements PartitionReader<ColumnarBatch> {
+    private final BufferAllocator alloc;
+    private final ArrowStreamReader reader;
+    private ColumnarBatch batch;
+
+    ArrowBatches(byte[] ipc) {
+      alloc = ArrowUtils$.MODULE$.rootAllocator().newChildAllocator("pqindex-rows", 0,
+          Long.MAX_VALUE);
+      reader = new ArrowStreamReader(new ByteArrayInputStream(ipc), alloc);
+    }
+
+    @Override public boolean next() throws IOException {
+      if (!reader.loadNextBatch()) {
+        return false;
+      }
+      VectorSchemaRoot root = reader.getVectorSchemaRoot();
+      List<FieldVector> vs = root.getFieldVectors();
+      ColumnVector[] cols = new ColumnVector[vs.size()];
+      for (int i = 0; i < cols.length; i++) {
+        cols[i] = new ArrowColumnVector(vs.get(i));
+      }
+      batch = new ColumnarBatch(cols, root.getRowCount());
+      return true;
+    }
+
+    @Override public ColumnarBatch get() { return batch; }
+
+    @Override public void close() throws IOException {
+      reader.close();  // the root's vectors with it
+      alloc.close();
+    }
+  }
+
+  static final class ShimScan implements Scan, Batch, SupportsReportStatistics {
+    final ShimTable table;
+    final Filter[] filters;
+    final StructType required;
+    private final InputPartition[] planned;
+    // A filter every kept row satisfies (the planner's "implied"), for Parquet's page
+    // selection only; null when the planner gave none.
+    private final Filter implied;
+    private final String impliedColumn;
+    private final Statistics stats;
+    private PartitionReaderFactory factory;
+
+    ShimScan(ShimTable table, Filter[] filters, StructType required, JsonNode answer) {
+      this.table = table;
+      this.filters = filters;
+      this.required = required;
+      this.implied = answer.has("implied") ? impliedFilter(answer.get("implied")) : null;
+      this.impliedColumn = implied == null ? null
+          : answer.get("implied").get("column").asText();
+      this.planned = partitions(answer);
+      this.stats = stats(answer);
     }
 
     // The required columns, plus the implied filter's column when not among them
     // (Spark projects it away above the scan).
-    @Override public synchronized StructType readSchema() {
-      planInputPartitions();
+    @Override public StructType readSchema() {
       if (impliedColumn == null || java.util.Arrays.asList(required.fieldNames())
           .contains(impliedColumn)) {
         return required;
@@ -168,56 +416,25 @@ public final class PqIndexShim {
       return "pqindex " + table.name + " (filters: " + filters.length + ")";
     }
 
+    @Override public Statistics estimateStatistics() { return stats; }
+
     @Override public Batch toBatch() { return this; }
 
-    @Override public synchronized InputPartition[] planInputPartitions() {
-      if (planned == null) {
-        planned = plan();
-      }
-      return planned;
-    }
+    @Override public InputPartition[] planInputPartitions() { return planned; }
 
-    private InputPartition[] plan() {
-      Function<String, String> p = planner;
-      if (p == null) {
-        throw new IllegalStateException("pqindex: no planner registered in this JVM");
-      }
-      ObjectNode req = JSON.createObjectNode();
-      req.put("id", table.id);
-      ArrayNode fs = req.putArray("filters");
-      for (Filter f : filters) {
-        ObjectNode j = filterJson(f);
-        if (j != null) {
-          fs.add(j);
+    private static InputPartition[] partitions(JsonNode root) {
+      List<InputPartition> out = new ArrayList<>();
+      for (JsonNode task : root.get("tasks")) {
+        List<PartitionedFile> files = new ArrayList<>();
+        for (JsonNode piece : task) {
+          files.add(new PartitionedFile(InternalRow.empty(),
+              SparkPath.fromUrlString(piece.get(0).asText()), piece.get(1).asLong(),
+              piece.get(2).asLong(), new String[0], piece.get(4).asLong(),
+              piece.get(3).asLong(), PartitionedFile.apply$default$8()));
         }
+        out.add(new FilePartition(out.size(), files.toArray(new PartitionedFile[0])));
       }
-      ArrayNode cols = req.putArray("columns");
-      for (String c : required.fieldNames()) {
-        cols.add(c);
-      }
-      String answer = p.apply(req.toString());
-      try {
-        JsonNode root = JSON.readTree(answer);
-        if (root.has("error")) {
-          throw new IllegalStateException("pqindex planner: " + root.get("error").asText());
-        }
-        implied = root.has("implied") ? impliedFilter(root.get("implied")) : null;
-        impliedColumn = implied == null ? null : root.get("implied").get("column").asText();
-        List<InputPartition> out = new ArrayList<>();
-        for (JsonNode task : root.get("tasks")) {
-          List<PartitionedFile> files = new ArrayList<>();
-          for (JsonNode piece : task) {
-            files.add(new PartitionedFile(InternalRow.empty(),
-                SparkPath.fromUrlString(piece.get(0).asText()), piece.get(1).asLong(),
-                piece.get(2).asLong(), new String[0], piece.get(4).asLong(),
-                piece.get(3).asLong(), PartitionedFile.apply$default$8()));
-          }
-          out.add(new FilePartition(out.size(), files.toArray(new PartitionedFile[0])));
-        }
-        return out.toArray(new InputPartition[0]);
-      } catch (java.io.IOException e) {
-        throw new IllegalStateException("pqindex planner answered no JSON: " + e, e);
-      }
+      return out.toArray(new InputPartition[0]);
     }
 
     // One per scan: Spark asks each copy of the scan's plan node for it, and making one
@@ -230,7 +447,7 @@ public final class PqIndexShim {
     }
 
     private PartitionReaderFactory makeReaderFactory() {
-      if (planInputPartitions().length == 0) {
+      if (planned.length == 0) {
         // Nothing to read (pqindex kept no row group): no task will ask for a reader,
         // so skip ParquetScan's broadcast of the Hadoop configuration.
         return new NoReader();
