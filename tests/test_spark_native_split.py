@@ -18,14 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql.pandas.types import from_arrow_schema
 
 import pqindex
 from pqindex.errors import PqIndexError
-
-pytest.importorskip("pyspark.sql.datasource")
-
-from pyspark.sql.pandas.types import from_arrow_schema
-
 from pqindex.spark.reader import FileUnit, PqIndexReader, ReadTask, task_share
 
 ROWS = 40_000

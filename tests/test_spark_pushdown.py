@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyspark.sql.datasource as datasource
+import pyspark.sql.types as T
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,9 +34,6 @@ from pqindex.expr import to_arrow_mask
 from pqindex.spark.filters import PUSHDOWN_CONF, enable_pushdown, split_filters, to_predicate
 from s3_server import S3Endpoint, s3  # noqa: F401  (the session fixture)
 from scan_fixtures import damage_except
-
-datasource = pytest.importorskip("pyspark.sql.datasource")
-T = pytest.importorskip("pyspark.sql.types")
 
 
 def _rows(df: Any) -> list[str]:
