@@ -476,6 +476,21 @@ def _key(path: Any, vector: Any) -> tuple[str, str | None]:
             None if vector is None else json.dumps(vector, sort_keys=True, default=str))
 
 
+def _not_add(action: Mapping[str, Any], active: dict[tuple[str, str | None], int],
+             metadata: dict[str, Any] | None, protocol: dict[str, Any] | None
+             ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A commit's remove, metaData or protocol action applied; the metadata and
+    protocol in force after it."""
+    if "remove" in action:
+        r = action["remove"]
+        active.pop(_key(r["path"], r.get("deletionVector")), None)
+    elif "metaData" in action:
+        metadata = action["metaData"]
+    elif "protocol" in action:
+        protocol = action["protocol"]
+    return metadata, protocol
+
+
 def _replay(location: str, version: int, checkpoint: Sequence[bytes],
             commits: Sequence[tuple[int, bytes]]) -> DeltaSnapshot:
     adds = _Adds()
@@ -497,13 +512,7 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
         if fast is not None:
             chunk, others = fast
             for action in others:  # (no remove of a file the commit adds)
-                if "remove" in action:
-                    r = action["remove"]
-                    active.pop(_key(r["path"], r.get("deletionVector")), None)
-                elif "metaData" in action:
-                    metadata = action["metaData"]
-                elif "protocol" in action:
-                    protocol = action["protocol"]
+                metadata, protocol = _not_add(action, active, metadata, protocol)
             first = len(adds)
             adds.extend(chunk)
             for i, k in enumerate(_chunk_keys(chunk), first):
@@ -520,13 +529,8 @@ def _replay(location: str, version: int, checkpoint: Sequence[bytes],
             if "add" in action:
                 a = action["add"]
                 active[_key(a["path"], a.get("deletionVector"))] = adds.append(a)
-            elif "remove" in action:
-                r = action["remove"]
-                active.pop(_key(r["path"], r.get("deletionVector")), None)
-            elif "metaData" in action:
-                metadata = action["metaData"]
-            elif "protocol" in action:
-                protocol = action["protocol"]
+            else:
+                metadata, protocol = _not_add(action, active, metadata, protocol)
     if protocol is None or metadata is None:
         raise _Leave  # not a valid snapshot: deltalake's error
     reader = int(protocol.get("minReaderVersion", 1))
