@@ -438,7 +438,8 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     ds = _dataset(table.path)
     while True:
         try:
-            dplan = ds.plan(columns, and_(*exprs) if exprs else None)
+            where = and_(*exprs) if exprs else None
+            dplan = ds.plan(columns, where)
             break
         except UserInputError:
             # A literal the files' types refuse: find it, leave it to Spark.
@@ -449,9 +450,9 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     kept_bytes = _kept_bytes(dplan)
     if columns and 0 <= kept_bytes <= table.driver_read_bytes \
             and _driver_readable(request, table) \
-            and _few_rows(dplan, and_(*exprs) if exprs else None):
+            and _few_rows(dplan, where):
         try:
-            return _read_here(ds, dplan, request)
+            return _read_here(ds, dplan, table, columns)
         except UserInputError:
             pass  # a column Spark's Arrow type refuses (as_spark): Spark's reader reads it
     pieces = []
@@ -508,23 +509,22 @@ def _driver_readable(request: dict[str, Any], table: _Table) -> bool:
     return True
 
 
-def _read_here(ds: Dataset, dplan: Any, request: dict[str, Any]) -> dict[str, Any]:
+def _read_here(ds: Dataset, dplan: Any, table: _Table, columns: list[str]
+               ) -> dict[str, Any]:
     """The driver read of a small plan: the rows, cast to Spark's Arrow types for the
-    scan's columns, in an Arrow IPC stream file the JVM reads and deletes."""
+    scan's ``columns``, in an Arrow IPC stream file the JVM reads and deletes."""
     import pyarrow as pa
     from pyspark.sql.types import StructField, StructType
 
     from pqindex.spark.reader import as_spark, spark_arrow_schema
 
     got = ds.scan(plan=dplan).to_table()
-    fields = {f.name: f for f in _tables[request["id"]].schema.fields}
-    schema = StructType([StructField(c, fields[c].dataType, True)
-                         for c in request.get("columns", ())])
+    fields = {f.name: f for f in table.schema.fields}
+    schema = StructType([StructField(c, fields[c].dataType, True) for c in columns])
     target = spark_arrow_schema(schema)
     n = got.num_rows
     if n == 0:
         return {"local": None, "rows": 0, "bytes": 0}
-    table = _tables[request["id"]]
     pieces = 1
     if n > LOCAL_ROWS and table.arrow_tasks:
         pieces = max(1, min(table.parallelism, n // ARROW_TASK_ROWS))
